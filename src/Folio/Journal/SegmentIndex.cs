@@ -1,0 +1,129 @@
+using System.Runtime.CompilerServices;
+
+namespace Folio.Journal;
+
+/// <summary>
+/// A sparse index of one segment from sequence number and from timestamp to the offset of a record, built lazily
+/// by the first reader that needs it and extended as the segment grows.
+/// <para>
+/// Layout. One <c>long[]</c> buffer, allocated once per segment for the most entries the segment can need, holds
+/// triples <c>(first sequence, timestamp, offset)</c>. A record is indexed when it is the segment's first or starts at
+/// least <see cref="Stride"/> bytes after the last indexed record, so a lookup binary-searches the buffer and then
+/// walks at most about <see cref="Stride"/> bytes of records through the mapping.
+/// </para>
+/// <para>
+/// Protocol. <see cref="_state"/> packs <c>(indexed-up-to offset &lt;&lt; 32) | entry count</c> in one 64-bit word.
+/// An extender, holding the per-segment <see cref="_extendLock"/>, writes new triples after the published count and
+/// then publishes the new state with a release write; a reader reads the state with an acquire read and uses only
+/// the first <c>count</c> triples, which are never written again. Readers therefore never lock to search, and only
+/// extending the index (when a reader needs committed bytes past the indexed-up-to offset) takes the lock.
+/// </para>
+/// </summary>
+internal sealed class SegmentIndex
+{
+    /// <summary>Bytes of records between two index entries, at least.</summary>
+    public const int Stride = 4096;
+
+    private readonly JournalSegment _segment;
+    private readonly Lock _extendLock = new();
+    private long[]? _entries;
+    private long _state;
+    private long _lastIndexedOffset = -Stride;
+
+    public SegmentIndex(JournalSegment segment)
+    {
+        _segment = segment;
+        _state = (long)JournalFormat.SegmentHeaderSize << 32;
+    }
+
+    /// <summary>
+    /// The offset of the last indexed record whose first sequence is at or below <paramref name="sequence"/>
+    /// (or the first record), with every committed byte below <paramref name="committedLength"/> indexed.
+    /// Returns -1 when the segment has no committed record yet.
+    /// </summary>
+    public long FindBySequence(long sequence, long committedLength) => Find(sequence, committedLength, field: 0);
+
+    /// <summary>
+    /// The offset of the last indexed record whose timestamp is below <paramref name="timestampTicks"/> (or the first
+    /// record): the first record at or after that time is there or later. Returns -1 when there is no committed record.
+    /// </summary>
+    public long FindBeforeTimestamp(long timestampTicks, long committedLength) => Find(timestampTicks - 1, committedLength, field: 1);
+
+    /// <summary>The published entry count (tests and diagnostics).</summary>
+    internal int Count => (int)(Volatile.Read(ref _state) & 0xFFFF_FFFF);
+
+    private long Find(long key, long committedLength, int field)
+    {
+        long state = Volatile.Read(ref _state);
+        if ((state >>> 32) < committedLength)
+        {
+            state = Extend(committedLength);
+        }
+
+        int count = (int)(state & 0xFFFF_FFFF);
+        if (count == 0)
+        {
+            return -1;
+        }
+
+        long[] entries = _entries!;
+        int low = 0;
+        int high = count - 1;
+        while (low < high)
+        {
+            int mid = (low + high + 1) >>> 1;
+            if (entries[(mid * 3) + field] <= key)
+            {
+                low = mid;
+            }
+            else
+            {
+                high = mid - 1;
+            }
+        }
+
+        return entries[(low * 3) + 2];
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private long Extend(long committedLength)
+    {
+        lock (_extendLock)
+        {
+            long state = Volatile.Read(ref _state);
+            long offset = state >>> 32;
+            if (offset >= committedLength)
+            {
+                return state;
+            }
+
+            int count = (int)(state & 0xFFFF_FFFF);
+            long[] entries = _entries ??= new long[3 * (int)((_segment.Capacity / Stride) + 2)];
+            ReadOnlySpan<byte> bytes = _segment.Span(0, committedLength);
+            while (offset < committedLength)
+            {
+                if (!JournalFormat.TryReadRecordHeader(bytes[(int)offset..], out JournalFormat.RecordHeader header))
+                {
+                    // Committed bytes are validated at recovery or written by this process; a reader hitting this
+                    // reports the damage with its own checksum check.
+                    ThrowHelper.ThrowJournalCorrupted(_segment.Path, offset, "a committed record has an invalid header");
+                }
+
+                if (offset >= _lastIndexedOffset + Stride)
+                {
+                    entries[count * 3] = header.FirstSequence;
+                    entries[(count * 3) + 1] = header.TimestampTicks;
+                    entries[(count * 3) + 2] = offset;
+                    _lastIndexedOffset = offset;
+                    count++;
+                }
+
+                offset += header.Length;
+            }
+
+            state = (offset << 32) | (uint)count;
+            Volatile.Write(ref _state, state);
+            return state;
+        }
+    }
+}

@@ -1,0 +1,285 @@
+using System.Buffers;
+using System.Buffers.Binary;
+
+namespace Folio.Journal;
+
+public sealed partial class WriteAheadJournal
+{
+    private const string PreparedSegmentFileName = "next-segment.tmp";
+
+    /// <summary>
+    /// Appends <paramref name="entries"/> as one record and returns the sequence number of the first; entry i gets
+    /// that number plus i. The record is written to the file but is not durable, nor visible to readers, until
+    /// <see cref="Sync"/> returns.
+    /// </summary>
+    /// <param name="entries">One or more entries, each of any length (including 0); the record must fit in a segment
+    /// (<see cref="MaxRecordSize"/>, counting a 32-byte record header and 4 bytes per entry).</param>
+    /// <returns>The sequence number of the first entry.</returns>
+    /// <exception cref="ArgumentException">No entries, or the record does not fit in a segment. The journal stays usable.</exception>
+    /// <exception cref="StoreFaultedException">An earlier write or sync failed; reopen to recover.</exception>
+    public long Append(params ReadOnlySpan<ReadOnlyMemory<byte>> entries)
+    {
+        if (entries.IsEmpty)
+        {
+            ThrowHelper.ThrowArgument(nameof(entries), "A journal record holds at least one entry.");
+        }
+
+        long payload = 0;
+        foreach (ReadOnlyMemory<byte> entry in entries)
+        {
+            payload += entry.Length;
+        }
+
+        long size = JournalFormat.RecordSize(entries.Length, payload);
+        if (size > MaxRecordSize)
+        {
+            ThrowRecordTooLarge(size);
+        }
+
+        byte[] buffer = ArrayPool<byte>.Shared.Rent((int)size);
+        try
+        {
+            Span<byte> record = buffer.AsSpan(0, (int)size);
+            int offset = JournalFormat.RecordHeaderSize;
+            foreach (ReadOnlyMemory<byte> entry in entries)
+            {
+                BinaryPrimitives.WriteUInt32LittleEndian(record[offset..], (uint)entry.Length);
+                entry.Span.CopyTo(record[(offset + JournalFormat.EntryHeaderSize)..]);
+                offset += JournalFormat.EntryHeaderSize + entry.Length;
+            }
+
+            return AppendRecord(record, entries.Length);
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(buffer);
+        }
+    }
+
+    /// <summary>Appends one entry as its own record; see <see cref="Append(ReadOnlySpan{ReadOnlyMemory{byte}})"/>.</summary>
+    /// <param name="entry">The entry bytes.</param>
+    /// <returns>The entry's sequence number.</returns>
+    public long Append(ReadOnlySpan<byte> entry)
+    {
+        long size = JournalFormat.RecordSize(1, entry.Length);
+        if (size > MaxRecordSize)
+        {
+            ThrowRecordTooLarge(size);
+        }
+
+        byte[] buffer = ArrayPool<byte>.Shared.Rent((int)size);
+        try
+        {
+            Span<byte> record = buffer.AsSpan(0, (int)size);
+            BinaryPrimitives.WriteUInt32LittleEndian(record[JournalFormat.RecordHeaderSize..], (uint)entry.Length);
+            entry.CopyTo(record[(JournalFormat.RecordHeaderSize + JournalFormat.EntryHeaderSize)..]);
+            return AppendRecord(record, 1);
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(buffer);
+        }
+    }
+
+    /// <summary>
+    /// Makes every appended record durable (one fdatasync of the active segment), then publishes it to readers and
+    /// wakes tailing readers. Returns at once when nothing new was appended. Appends may run while a sync is in
+    /// flight; they are covered by the next sync.
+    /// </summary>
+    /// <returns>The committed sequence number after the sync.</returns>
+    /// <exception cref="StoreFaultedException">The sync (or an earlier write) failed: nothing past the previous
+    /// committed sequence is durable, and the journal accepts no more writes until it is reopened.</exception>
+    public long Sync()
+    {
+        lock (_syncLock)
+        {
+            JournalSegment segment;
+            long length;
+            long sequence;
+            lock (_writeLock)
+            {
+                ThrowIfDisposed();
+                ThrowIfFaulted();
+                segment = _active;
+                length = segment.WrittenLength;
+                sequence = _nextSequence - 1;
+                if (sequence <= Volatile.Read(ref _committedSequence))
+                {
+                    return sequence;
+                }
+
+                // The active segment can be rotated and purged while we sync outside the write lock: hold it open.
+                bool acquired = segment.TryAcquire();
+                System.Diagnostics.Debug.Assert(acquired, "the active segment is always referenced by the segment list");
+            }
+
+            try
+            {
+                segment.File.Sync();
+            }
+            catch (Exception e)
+            {
+                Fault(e);
+                throw new StoreFaultedException($"Syncing journal segment '{segment.Path}' failed; appended records after sequence {CommittedSequence} are not durable.", e);
+            }
+            finally
+            {
+                segment.Release();
+            }
+
+            PublishCommitted(segment, length, sequence);
+            return sequence;
+        }
+    }
+
+    private long AppendRecord(Span<byte> record, int entryCount)
+    {
+        lock (_writeLock)
+        {
+            ThrowIfDisposed();
+            ThrowIfFaulted();
+            try
+            {
+                if (_active.WrittenLength + record.Length > _active.Capacity)
+                {
+                    Rotate();
+                }
+
+                long first = _nextSequence;
+                long timestamp = Math.Max(_timeProvider.GetUtcNow().UtcTicks, _lastTimestamp);
+                JournalFormat.WriteRecordHeader(record, entryCount, first, timestamp);
+                JournalSegment segment = _active;
+                segment.File.Write(record, segment.WrittenLength);
+                if (segment.WrittenLength == JournalFormat.SegmentHeaderSize)
+                {
+                    segment.FirstTimestamp = timestamp;
+                }
+
+                segment.WrittenLength += record.Length;
+                segment.LastSequence = first + entryCount - 1;
+                segment.LastTimestamp = timestamp;
+                _lastTimestamp = timestamp;
+                _nextSequence = first + entryCount;
+                return first;
+            }
+            catch (Exception e) when (e is not StoreFaultedException)
+            {
+                Fault(e);
+                throw new StoreFaultedException($"Appending to journal '{Directory}' failed; the journal accepts no more writes until it is reopened.", e);
+            }
+        }
+    }
+
+    /// <summary>
+    /// Seals the active segment (fdatasync, so a torn tail can only ever be in the newest segment) and starts the
+    /// next one from the file prepared in the background. Runs under the write lock.
+    /// </summary>
+    private void Rotate()
+    {
+        JournalSegment old = _active;
+        old.File.Sync();
+        PublishCommitted(old, old.WrittenLength, _nextSequence - 1);
+
+        JournalSegment next = CreateSegment(_nextSequence);
+        JournalSegment[] current = _segmentSet.Segments;
+        var segments = new JournalSegment[current.Length + 1];
+        current.CopyTo(segments, 0);
+        segments[^1] = next;
+        _active = next;
+        PublishSegments(segments);
+        JournalLog.Rotated(_logger, next.Path, next.FirstSequence);
+    }
+
+    /// <summary>
+    /// Turns the prepared zero-filled file into segment <paramref name="firstSequence"/>: header, fdatasync, rename,
+    /// fsync of the folder. Then starts preparing the following one.
+    /// </summary>
+    private JournalSegment CreateSegment(long firstSequence)
+    {
+        Task<string> prepared = _preparedSegment ?? PrepareSegmentAsync();
+        _preparedSegment = null;
+        string temporaryPath = prepared.GetAwaiter().GetResult();
+        string path = Path.Combine(Directory, JournalFormat.SegmentFileName(firstSequence));
+        var file = _fileSystem.OpenFile(temporaryPath, FileMode.Open);
+        JournalSegment segment;
+        try
+        {
+            Span<byte> header = stackalloc byte[JournalFormat.SegmentHeaderSize];
+            JournalFormat.WriteSegmentHeader(header, firstSequence, _timeProvider.GetUtcNow().UtcTicks, _segmentSize);
+            file.Write(header, 0);
+            file.Sync();
+            file.Dispose();
+            _fileSystem.MoveFile(temporaryPath, path, overwrite: false);
+            _fileSystem.SyncDirectory(Directory);
+            file = _fileSystem.OpenFile(path, FileMode.Open);
+            segment = new JournalSegment(file, firstSequence, _segmentSize, JournalFormat.SegmentHeaderSize, DeleteSegmentFile)
+            {
+                LastSequence = firstSequence - 1,
+            };
+        }
+        catch
+        {
+            file.Dispose();
+            throw;
+        }
+
+        _preparedSegment = PrepareSegmentAsync();
+        return segment;
+    }
+
+    /// <summary>Zero-fills and syncs the next segment's file off the commit path.</summary>
+    private Task<string> PrepareSegmentAsync()
+    {
+        string path = Path.Combine(Directory, PreparedSegmentFileName);
+        SegmentPreparer preparer = new(_fileSystem, path, _segmentSize);
+        return Task.Run(preparer.Run);
+    }
+
+    private readonly struct SegmentPreparer(Storage.IFileSystem fileSystem, string path, long size)
+    {
+        public string Run()
+        {
+            fileSystem.DeleteFile(path);
+            using Storage.IStorageFile file = fileSystem.OpenFile(path, FileMode.CreateNew);
+            byte[] zeros = ArrayPool<byte>.Shared.Rent((int)Math.Min(size, 1 << 20));
+            try
+            {
+                Array.Clear(zeros);
+                for (long offset = 0; offset < size; offset += zeros.Length)
+                {
+                    file.Write(zeros.AsSpan(0, (int)Math.Min(zeros.Length, size - offset)), offset);
+                }
+            }
+            finally
+            {
+                ArrayPool<byte>.Shared.Return(zeros);
+            }
+
+            file.Sync();
+            return path;
+        }
+    }
+
+    private void Fault(Exception e)
+    {
+        lock (_writeLock)
+        {
+            if (_fault is null)
+            {
+                _fault = e;
+                JournalLog.Faulted(_logger, Directory, e);
+            }
+        }
+    }
+
+    private void ThrowIfFaulted()
+    {
+        if (_fault is not null)
+        {
+            throw new StoreFaultedException($"Journal '{Directory}' is faulted after an earlier I/O failure; reopen it to recover.", _fault);
+        }
+    }
+
+    private void ThrowRecordTooLarge(long size) =>
+        ThrowHelper.ThrowArgument("entries", $"A journal record of {size} bytes does not fit in a segment: the largest is {MaxRecordSize} bytes (JournalOptions.SegmentSize less the 64-byte segment header).");
+}

@@ -1,0 +1,93 @@
+using System.Buffers.Binary;
+
+namespace Folio.Journal;
+
+public sealed partial class WriteAheadJournal
+{
+    private const int PurgeWatermarkSize = 12;
+
+    /// <summary>
+    /// Removes every sealed segment whose entries all precede <paramref name="beforeSequence"/>. The active segment
+    /// is never removed, so entries at or after <paramref name="beforeSequence"/> always stay and some before it may
+    /// too. Readers inside a removed segment keep reading it; its file is deleted after the last of them leaves.
+    /// </summary>
+    /// <param name="beforeSequence">Entries below this number may be removed.</param>
+    /// <returns>The number of segments removed.</returns>
+    public int Purge(long beforeSequence) => Purge(static (segment, next, limit) => next.FirstSequence <= limit, beforeSequence);
+
+    /// <summary>
+    /// Removes every sealed segment whose entries are all older than <paramref name="before"/>; see <see cref="Purge(long)"/>.
+    /// </summary>
+    /// <param name="before">Entries stamped before this time may be removed.</param>
+    /// <returns>The number of segments removed.</returns>
+    public int Purge(DateTimeOffset before) => Purge(static (segment, next, limit) => segment.LastTimestamp < limit, before.UtcTicks);
+
+    private int Purge(Func<JournalSegment, JournalSegment, long, bool> removable, long limit)
+    {
+        lock (_writeLock)
+        {
+            ThrowIfDisposed();
+            JournalSegment[] current = _segmentSet.Segments;
+            int count = 0;
+            while (count < current.Length - 1 && removable(current[count], current[count + 1], limit))
+            {
+                count++;
+            }
+
+            if (count == 0)
+            {
+                return 0;
+            }
+
+            // Durable watermark first: if only some files get deleted before a crash, recovery knows the rest are
+            // leftovers and not a gap.
+            WritePurgeWatermark(current[count].FirstSequence);
+            PublishSegments(current[count..]);
+            for (int i = 0; i < count; i++)
+            {
+                current[i].MarkForDeletion();
+                current[i].Release();
+            }
+
+            JournalLog.Purged(_logger, count, current[count].FirstSequence);
+            return count;
+        }
+    }
+
+    private void WritePurgeWatermark(long firstRetained)
+    {
+        string path = Path.Combine(Directory, JournalFormat.PurgeWatermarkFileName);
+        string temporary = path + ".tmp";
+        Span<byte> bytes = stackalloc byte[PurgeWatermarkSize];
+        BinaryPrimitives.WriteInt64LittleEndian(bytes, firstRetained);
+        BinaryPrimitives.WriteUInt32LittleEndian(bytes[8..], Crc32C.Compute(bytes[..8]));
+        _fileSystem.DeleteFile(temporary);
+        using (Storage.IStorageFile file = _fileSystem.OpenFile(temporary, FileMode.CreateNew))
+        {
+            file.Write(bytes, 0);
+            file.Sync();
+        }
+
+        _fileSystem.MoveFile(temporary, path, overwrite: true);
+        _fileSystem.SyncDirectory(Directory);
+    }
+
+    /// <summary>The first sequence kept by the last purge, or 0 when the journal was never purged.</summary>
+    private long ReadPurgeWatermark()
+    {
+        string path = Path.Combine(Directory, JournalFormat.PurgeWatermarkFileName);
+        if (!_fileSystem.FileExists(path))
+        {
+            return 0;
+        }
+
+        using Storage.IStorageFile file = _fileSystem.OpenFile(path, FileMode.Open);
+        Span<byte> bytes = stackalloc byte[PurgeWatermarkSize];
+        if (file.Read(bytes, 0) != PurgeWatermarkSize || BinaryPrimitives.ReadUInt32LittleEndian(bytes[8..]) != Crc32C.Compute(bytes[..8]))
+        {
+            ThrowHelper.ThrowJournalCorrupted(path, 0, "the purge watermark file is damaged");
+        }
+
+        return BinaryPrimitives.ReadInt64LittleEndian(bytes);
+    }
+}

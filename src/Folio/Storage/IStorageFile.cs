@@ -1,0 +1,26 @@
+namespace Folio.Storage;
+
+/// <summary>
+/// One open file: positional reads and writes (no shared file pointer, so concurrent readers need no lock), a
+/// durable sync, and a read-only memory mapping for lock-free readers.
+/// </summary>
+internal interface IStorageFile : IDisposable
+{
+    /// <summary>The full path of the file.</summary>
+    string Path { get; }
+
+    /// <summary>The current length in bytes.</summary>
+    long Length { get; }
+
+    /// <summary>Reads up to <paramref name="destination"/>.Length bytes at <paramref name="offset"/>; returns the count read.</summary>
+    int Read(Span<byte> destination, long offset);
+
+    /// <summary>Writes all of <paramref name="source"/> at <paramref name="offset"/> (a short write is an error).</summary>
+    void Write(ReadOnlySpan<byte> source, long offset);
+
+    /// <summary>Makes every completed write durable (fdatasync on Linux, FlushFileBuffers on Windows).</summary>
+    void Sync();
+
+    /// <summary>Maps the first <paramref name="length"/> bytes of the file read-only.</summary>
+    StorageMapping MapReadOnly(long length);
+}

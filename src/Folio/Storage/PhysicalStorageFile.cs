@@ -1,0 +1,60 @@
+using System.Runtime.InteropServices;
+using Microsoft.Win32.SafeHandles;
+
+namespace Folio.Storage;
+
+/// <summary>A file on disk, read and written with <see cref="RandomAccess"/> (pread/pwrite).</summary>
+internal sealed class PhysicalStorageFile : IStorageFile
+{
+    private readonly FileStream _stream;
+    private readonly SafeFileHandle _handle;
+
+    public PhysicalStorageFile(string path, FileMode mode)
+    {
+        Path = path;
+        _stream = new FileStream(path, mode, FileAccess.ReadWrite, FileShare.Read | FileShare.Delete, bufferSize: 0, FileOptions.None);
+        _handle = _stream.SafeFileHandle;
+    }
+
+    public string Path { get; }
+
+    public long Length => RandomAccess.GetLength(_handle);
+
+    public int Read(Span<byte> destination, long offset) => RandomAccess.Read(_handle, destination, offset);
+
+    public void Write(ReadOnlySpan<byte> source, long offset) => RandomAccess.Write(_handle, source, offset);
+
+    public void Sync()
+    {
+        if (OperatingSystem.IsLinux())
+        {
+            // fdatasync: the data and the metadata needed to read it back, not the timestamps. Segments are
+            // preallocated, so the file size never changes on the commit path and this is the cheapest durable sync.
+            bool added = false;
+            _handle.DangerousAddRef(ref added);
+            try
+            {
+                if (NativeMethods.fdatasync((int)_handle.DangerousGetHandle()) != 0)
+                {
+                    int errno = Marshal.GetLastPInvokeError();
+                    throw new IOException($"fdatasync of '{Path}' failed (errno {errno}).", errno);
+                }
+            }
+            finally
+            {
+                if (added)
+                {
+                    _handle.DangerousRelease();
+                }
+            }
+        }
+        else
+        {
+            _stream.Flush(flushToDisk: true);
+        }
+    }
+
+    public StorageMapping MapReadOnly(long length) => new(_stream, length);
+
+    public void Dispose() => _stream.Dispose();
+}

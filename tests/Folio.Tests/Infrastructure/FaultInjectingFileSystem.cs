@@ -1,0 +1,102 @@
+using Folio.Storage;
+
+namespace Folio.Tests.Infrastructure;
+
+/// <summary>What a <see cref="FaultInjectingFileSystem"/> does to the next matching operation.</summary>
+public enum FileFault
+{
+    None,
+    WriteFails,
+    ShortWrite,
+    DiskFull,
+    SyncFails,
+}
+
+/// <summary>
+/// The real file system with faults on demand: arm a fault and the next write or sync of a matching file fails
+/// the way the fault says (an I/O error, a short write that lands half the bytes, ENOSPC, a failed fsync).
+/// </summary>
+internal sealed class FaultInjectingFileSystem : IFileSystem
+{
+    private readonly PhysicalFileSystem _inner = PhysicalFileSystem.Instance;
+    private int _fault;
+
+    public Func<string, bool> Matches { get; set; } = static path => path.EndsWith(".journal", StringComparison.Ordinal);
+
+    public int Writes;
+    public int Syncs;
+
+    public void Arm(FileFault fault) => Volatile.Write(ref _fault, (int)fault);
+
+    public FileFault Armed => (FileFault)Volatile.Read(ref _fault);
+
+    internal bool TryTake(FileFault fault) => Interlocked.CompareExchange(ref _fault, (int)FileFault.None, (int)fault) == (int)fault;
+
+    public IStorageFile OpenFile(string path, FileMode mode) => new FaultingFile(this, _inner.OpenFile(path, mode));
+
+    public void DeleteFile(string path) => _inner.DeleteFile(path);
+
+    public bool FileExists(string path) => _inner.FileExists(path);
+
+    public void MoveFile(string sourcePath, string destinationPath, bool overwrite) => _inner.MoveFile(sourcePath, destinationPath, overwrite);
+
+    public string[] GetFiles(string directory, string searchPattern) => _inner.GetFiles(directory, searchPattern);
+
+    public void CreateDirectory(string path) => _inner.CreateDirectory(path);
+
+    public void SyncDirectory(string path) => _inner.SyncDirectory(path);
+
+    public IDisposable AcquireExclusiveLock(string lockFilePath) => _inner.AcquireExclusiveLock(lockFilePath);
+
+    private sealed class FaultingFile(FaultInjectingFileSystem owner, IStorageFile inner) : IStorageFile
+    {
+        public string Path => inner.Path;
+
+        public long Length => inner.Length;
+
+        public int Read(Span<byte> destination, long offset) => inner.Read(destination, offset);
+
+        public void Write(ReadOnlySpan<byte> source, long offset)
+        {
+            if (owner.Matches(Path))
+            {
+                Interlocked.Increment(ref owner.Writes);
+                if (owner.TryTake(FileFault.WriteFails))
+                {
+                    throw new IOException("Injected write failure.");
+                }
+
+                if (owner.TryTake(FileFault.DiskFull))
+                {
+                    throw new IOException("No space left on device (injected).", unchecked((int)0x80070070));
+                }
+
+                if (owner.TryTake(FileFault.ShortWrite))
+                {
+                    inner.Write(source[..(source.Length / 2)], offset);
+                    throw new IOException("Injected short write.");
+                }
+            }
+
+            inner.Write(source, offset);
+        }
+
+        public void Sync()
+        {
+            if (owner.Matches(Path))
+            {
+                Interlocked.Increment(ref owner.Syncs);
+                if (owner.TryTake(FileFault.SyncFails))
+                {
+                    throw new IOException("Injected fsync failure (EIO).");
+                }
+            }
+
+            inner.Sync();
+        }
+
+        public StorageMapping MapReadOnly(long length) => inner.MapReadOnly(length);
+
+        public void Dispose() => inner.Dispose();
+    }
+}

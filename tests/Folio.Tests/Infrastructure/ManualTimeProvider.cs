@@ -1,0 +1,15 @@
+namespace Folio.Tests.Infrastructure;
+
+/// <summary>A clock the test moves by hand.</summary>
+public sealed class ManualTimeProvider : TimeProvider
+{
+    private long _ticks;
+
+    public ManualTimeProvider(DateTimeOffset start) => _ticks = start.UtcTicks;
+
+    public override DateTimeOffset GetUtcNow() => new(Interlocked.Read(ref _ticks), TimeSpan.Zero);
+
+    public void Advance(TimeSpan by) => Interlocked.Add(ref _ticks, by.Ticks);
+
+    public void Set(DateTimeOffset to) => Interlocked.Exchange(ref _ticks, to.UtcTicks);
+}

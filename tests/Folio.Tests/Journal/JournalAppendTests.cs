@@ -1,0 +1,169 @@
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Journal;
+
+public sealed class JournalAppendTests
+{
+    [Fact]
+    public void Appended_entries_get_gap_free_sequences_and_read_back_identically_after_sync()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path);
+        Assert.Equal(0, journal.CommittedSequence);
+        Assert.Equal(1, journal.Append("a"u8));
+        Assert.Equal(2, journal.Append(new byte[] { 1, 2 }, Array.Empty<byte>(), new byte[] { 3 }));
+        Assert.Equal(5, journal.Append("last"u8));
+
+        Assert.Empty(journal.ReadAll(1));
+        Assert.Equal(5, journal.Sync());
+        Assert.Equal(5, journal.CommittedSequence);
+
+        var all = journal.ReadAll(1);
+        Assert.Equal([1L, 2, 3, 4, 5], all.Select(e => e.Sequence));
+        Assert.Equal("a"u8.ToArray(), all[0].Data);
+        Assert.Equal(new byte[] { 1, 2 }, all[1].Data);
+        Assert.Empty(all[2].Data);
+        Assert.Equal(new byte[] { 3 }, all[3].Data);
+        Assert.Equal("last"u8.ToArray(), all[4].Data);
+        Assert.Equal([3L, 4, 5], journal.ReadAll(3).Select(e => e.Sequence));
+    }
+
+    [Fact]
+    public void Entries_survive_reopen_and_numbering_continues()
+    {
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096)))
+        {
+            for (int i = 1; i <= 200; i++)
+            {
+                journal.Append(JournalTestExtensions.Payload(7, i, i % 50));
+            }
+
+            journal.Sync();
+            Assert.True(journal.SegmentCount > 1);
+        }
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096)))
+        {
+            Assert.Equal(200, journal.CommittedSequence);
+            Assert.Equal(200, journal.Recovery.Entries);
+            Assert.Equal(0, journal.Recovery.TruncatedBytes);
+            var all = journal.ReadAll(1);
+            Assert.Equal(200, all.Count);
+            for (int i = 0; i < all.Count; i++)
+            {
+                Assert.Equal(i + 1, all[i].Sequence);
+                Assert.Equal(JournalTestExtensions.Payload(7, i + 1, (i + 1) % 50), all[i].Data);
+            }
+
+            Assert.Equal(201, journal.Append("next"u8));
+        }
+    }
+
+    [Fact]
+    public void A_record_that_cannot_fit_a_segment_is_refused_and_the_journal_stays_usable()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
+        var error = Assert.Throws<ArgumentException>(() => journal.Append(new byte[1024]));
+        Assert.Contains("does not fit", error.Message, StringComparison.Ordinal);
+        Assert.Throws<ArgumentException>(() => journal.Append(ReadOnlySpan<ReadOnlyMemory<byte>>.Empty));
+
+        var largest = new byte[journal.MaxRecordSize - 36];
+        Assert.Equal(1, journal.Append(largest));
+        Assert.Equal(2, journal.Append("x"u8));
+        journal.Sync();
+        Assert.Equal(2, journal.ReadAll(1).Count);
+    }
+
+    [Fact]
+    public void Invalid_options_are_rejected_at_open()
+    {
+        using var dir = new TempDirectory();
+        Assert.Throws<ArgumentOutOfRangeException>(() => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 100 }));
+        Assert.Throws<ArgumentOutOfRangeException>(() => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 4L << 30 }));
+        Assert.Throws<ArgumentException>(() => WriteAheadJournal.Open(" "));
+        using var journal = WriteAheadJournal.Open(dir.Path);
+        Assert.Equal(0, journal.CommittedSequence);
+    }
+
+    [Fact]
+    public void A_second_open_of_the_same_folder_throws_naming_the_folder()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path);
+        var error = Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path));
+        Assert.Equal(journal.Directory, error.Directory);
+        Assert.Contains(journal.Directory, error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void A_lock_held_by_another_process_makes_open_throw()
+    {
+        if (!OperatingSystem.IsLinux() || !File.Exists("/usr/bin/flock"))
+        {
+            return;
+        }
+
+        using var dir = new TempDirectory();
+        string lockFile = Path.Combine(dir.Path, "journal.lock");
+        File.WriteAllBytes(lockFile, []);
+        using var holder = System.Diagnostics.Process.Start(new System.Diagnostics.ProcessStartInfo("/usr/bin/flock", ["-x", lockFile, "-c", "echo held; sleep 30"]) { RedirectStandardOutput = true })!;
+        try
+        {
+            Assert.Equal("held", holder.StandardOutput.ReadLine());
+            Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path));
+        }
+        finally
+        {
+            holder.Kill(entireProcessTree: true);
+            holder.WaitForExit();
+        }
+
+        // The lock goes with the last process holding the descriptor; give the killed tree a moment to exit.
+        var deadline = DateTime.UtcNow.AddSeconds(10);
+        while (true)
+        {
+            try
+            {
+                using var journal = WriteAheadJournal.Open(dir.Path);
+                Assert.Equal(0, journal.CommittedSequence);
+                return;
+            }
+            catch (StoreLockedException) when (DateTime.UtcNow < deadline)
+            {
+                Thread.Sleep(50);
+            }
+        }
+    }
+
+    [Fact]
+    public void Dispose_is_idempotent_releases_the_folder_and_later_calls_throw()
+    {
+        using var dir = new TempDirectory();
+        var journal = WriteAheadJournal.Open(dir.Path);
+        journal.Append("x"u8);
+        journal.Sync();
+        journal.Dispose();
+        journal.Dispose();
+        Assert.Throws<ObjectDisposedException>(() => journal.Append("y"u8));
+        Assert.Throws<ObjectDisposedException>(() => journal.OpenReader(1));
+        using var again = WriteAheadJournal.Open(dir.Path);
+        Assert.Equal(1, again.CommittedSequence);
+    }
+
+    [Fact]
+    public void Timestamps_never_decrease_even_when_the_clock_steps_back()
+    {
+        using var dir = new TempDirectory();
+        var clock = new ManualTimeProvider(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero));
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096, clock));
+        journal.Append("a"u8);
+        clock.Advance(TimeSpan.FromHours(-1));
+        journal.Append("b"u8);
+        journal.Sync();
+        var all = journal.ReadAll(1);
+        Assert.Equal(all[0].Timestamp, all[1].Timestamp);
+    }
+}
