@@ -1,0 +1,247 @@
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Journal;
+
+public sealed class JournalReaderTests
+{
+    private static readonly DateTimeOffset s_start = new(2026, 3, 1, 12, 0, 0, TimeSpan.Zero);
+
+    [Fact]
+    public void Seeking_by_time_finds_the_first_entry_at_or_after_it_across_segments()
+    {
+        using var dir = new TempDirectory();
+        var clock = new ManualTimeProvider(s_start);
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024, clock));
+        for (int i = 1; i <= 300; i++)
+        {
+            // Two entries per record, one record per second.
+            journal.Append(JournalTestExtensions.Payload(1, (2 * i) - 1, 30), JournalTestExtensions.Payload(1, 2 * i, 30));
+            clock.Advance(TimeSpan.FromSeconds(1));
+        }
+
+        journal.Sync();
+        Assert.True(journal.SegmentCount > 10);
+
+        for (int second = 0; second < 300; second += 7)
+        {
+            using var reader = journal.OpenReader(s_start.AddSeconds(second));
+            Assert.True(reader.TryRead(out JournalEntry entry));
+            Assert.Equal((2 * second) + 1, entry.Sequence);
+            Assert.Equal(s_start.AddSeconds(second), entry.Timestamp);
+        }
+
+        using (var between = journal.OpenReader(s_start.AddSeconds(10.5)))
+        {
+            Assert.True(between.TryRead(out JournalEntry entry));
+            Assert.Equal(23, entry.Sequence);
+        }
+
+        using (var before = journal.OpenReader(s_start.AddYears(-1)))
+        {
+            Assert.True(before.TryRead(out JournalEntry entry));
+            Assert.Equal(1, entry.Sequence);
+        }
+
+        using (var after = journal.OpenReader(s_start.AddYears(1)))
+        {
+            Assert.False(after.TryRead(out _));
+            Assert.Equal(601, after.NextSequence);
+            journal.Append("later"u8);
+            journal.Sync();
+            Assert.True(after.TryRead(out JournalEntry entry));
+            Assert.Equal(601, entry.Sequence);
+        }
+    }
+
+    [Fact]
+    public async Task A_tailing_reader_wakes_on_commit_and_never_sees_uncommitted_entries()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(2048));
+        using var reader = journal.OpenReader(1);
+        ValueTask<bool> waiting = reader.WaitToReadAsync();
+        Assert.False(waiting.IsCompleted);
+
+        journal.Append("one"u8);
+        await Task.Delay(50);
+        Assert.False(waiting.IsCompleted, "an appended but unsynced entry is not visible");
+        Assert.False(reader.TryRead(out _));
+
+        journal.Sync();
+        Assert.True(await waiting.AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+        Assert.True(reader.TryRead(out JournalEntry entry));
+        Assert.Equal("one"u8.ToArray(), entry.Data.ToArray());
+        Assert.False(reader.TryRead(out _));
+
+        using var cancel = new CancellationTokenSource(50);
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(async () => await reader.WaitToReadAsync(cancel.Token));
+
+        ValueTask<bool> last = reader.WaitToReadAsync();
+        journal.Dispose();
+        Assert.False(await last.AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+        Assert.Throws<ObjectDisposedException>(() => reader.TryRead(out _));
+    }
+
+    [Fact]
+    public void Reader_survives_many_rotations_while_writer_appends()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
+        using var reader = journal.OpenReader(1);
+        long expected = 1;
+        for (int i = 1; i <= 2000; i++)
+        {
+            journal.Append(JournalTestExtensions.Payload(3, i, i % 90));
+            if (i % 3 == 0)
+            {
+                journal.Sync();
+                while (reader.TryRead(out JournalEntry entry))
+                {
+                    Assert.Equal(expected, entry.Sequence);
+                    Assert.Equal(JournalTestExtensions.Payload(3, expected, (int)(expected % 90)), entry.Data.ToArray());
+                    expected++;
+                }
+            }
+        }
+
+        Assert.True(journal.SegmentCount > 100);
+        Assert.Equal(1999, expected);
+    }
+
+    [Fact]
+    public void A_purged_position_throws_and_a_reader_inside_a_purged_segment_finishes_it()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
+        for (int i = 1; i <= 100; i++)
+        {
+            journal.Append(JournalTestExtensions.Payload(4, i, 100));
+        }
+
+        journal.Sync();
+        using var inside = journal.OpenReader(1);
+        Assert.True(inside.TryRead(out _));
+        using var notStarted = journal.OpenReader(2);
+
+        Assert.True(journal.Purge(60) > 0);
+        long first = journal.FirstSequence;
+        Assert.InRange(first, 2, 60);
+
+        var purged = Assert.Throws<JournalPositionPurgedException>(() => journal.OpenReader(1));
+        Assert.Equal(1, purged.RequestedSequence);
+        Assert.Equal(first, purged.FirstAvailableSequence);
+
+        // Opened before the purge but not yet inside a segment: purged, not wrong data.
+        Assert.Throws<JournalPositionPurgedException>(() => notStarted.TryRead(out _));
+
+        // Inside segment 1 when it was purged: reads to its end, then finds segment 2 gone too.
+        long next = 2;
+        var error = Record.Exception(() =>
+        {
+            while (inside.TryRead(out JournalEntry entry))
+            {
+                Assert.Equal(next, entry.Sequence);
+                Assert.Equal(JournalTestExtensions.Payload(4, next, 100), entry.Data.ToArray());
+                next++;
+            }
+        });
+
+        if (next < first)
+        {
+            Assert.IsType<JournalPositionPurgedException>(error);
+        }
+        else
+        {
+            Assert.Null(error);
+            Assert.Equal(101, next);
+        }
+
+        using var current = journal.OpenReader(first);
+        Assert.Equal(101 - first, journal.ReadAll(first).Count);
+    }
+
+    [Fact]
+    public void Purge_by_time_removes_only_segments_entirely_older_than_the_time()
+    {
+        using var dir = new TempDirectory();
+        var clock = new ManualTimeProvider(s_start);
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024, clock));
+        for (int i = 1; i <= 100; i++)
+        {
+            journal.Append(JournalTestExtensions.Payload(4, i, 100));
+            clock.Advance(TimeSpan.FromMinutes(1));
+        }
+
+        journal.Sync();
+        Assert.True(journal.Purge(s_start.AddMinutes(50)) > 0);
+        long first = journal.FirstSequence;
+        var oldest = journal.ReadAll(first)[0];
+        Assert.True(oldest.Timestamp <= s_start.AddMinutes(50).UtcTicks, "nothing at or after the time was removed");
+        Assert.True(first > 1);
+        Assert.Equal(0, journal.Purge(s_start));
+    }
+
+    [Fact]
+    public void Concurrent_first_readers_of_an_unindexed_segment_agree()
+    {
+        using var dir = new TempDirectory();
+        using (var writer = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1L << 20)))
+        {
+            for (int i = 1; i <= 5000; i++)
+            {
+                writer.Append(JournalTestExtensions.Payload(6, i, 50));
+            }
+
+            writer.Sync();
+        }
+
+        // Reopened: no segment has an index yet; many readers race to build it.
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1L << 20));
+        using var start = new Barrier(8);
+        var failures = new System.Collections.Concurrent.ConcurrentQueue<Exception>();
+        var threads = Enumerable.Range(0, 8).Select(t => new Thread(() =>
+        {
+            try
+            {
+                var random = new Random(t);
+                start.SignalAndWait();
+                for (int q = 0; q < 300; q++)
+                {
+                    long at = random.Next(1, 5001);
+                    using var reader = journal.OpenReader(at);
+                    for (int k = 0; k < 3 && at + k <= 5000; k++)
+                    {
+                        Assert.True(reader.TryRead(out JournalEntry entry));
+                        Assert.Equal(at + k, entry.Sequence);
+                        Assert.Equal(JournalTestExtensions.Payload(6, at + k, 50), entry.Data.ToArray());
+                    }
+                }
+            }
+            catch (Exception e)
+            {
+                failures.Enqueue(e);
+            }
+        })).ToList();
+        threads.ForEach(t => t.Start());
+        threads.ForEach(t => t.Join());
+        Assert.Empty(failures);
+    }
+
+    [Fact]
+    public void A_reader_can_start_past_the_end_and_waits_for_that_entry()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
+        using var reader = journal.OpenReader(3);
+        journal.Append("1"u8);
+        journal.Append("2"u8);
+        journal.Sync();
+        Assert.False(reader.TryRead(out _));
+        journal.Append("3"u8);
+        journal.Sync();
+        Assert.True(reader.TryRead(out JournalEntry entry));
+        Assert.Equal(3, entry.Sequence);
+        Assert.Throws<ArgumentOutOfRangeException>(() => journal.OpenReader(0));
+    }
+}

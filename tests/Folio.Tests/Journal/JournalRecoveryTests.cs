@@ -1,0 +1,321 @@
+using System.Buffers.Binary;
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Journal;
+
+/// <summary>Crash and corruption tests: damage bytes on disk, reopen, and check what recovery keeps or refuses.</summary>
+public sealed class JournalRecoveryTests
+{
+    private const int Seed = 11;
+    private const long SegmentSize = 8192;
+
+    [Fact]
+    public void Cutting_the_newest_segment_at_every_offset_of_its_last_record_drops_only_that_record()
+    {
+        using var source = new TempDirectory();
+        long lastRecordStart = WriteRecords(source.Path, records: 12, out long entries, out int lastRecordEntries);
+        string segmentName = Path.GetFileName(NewestSegment(source.Path));
+        byte[] original = File.ReadAllBytes(NewestSegment(source.Path));
+        long lastRecordEnd = RecordEnd(original, lastRecordStart);
+
+        for (long cut = lastRecordStart; cut < lastRecordEnd; cut++)
+        {
+            using var copy = new TempDirectory();
+            byte[] torn = (byte[])original.Clone();
+            Array.Clear(torn, (int)cut, (int)(lastRecordEnd - cut));
+            File.WriteAllBytes(Path.Combine(copy.Path, segmentName), torn);
+
+            using var journal = WriteAheadJournal.Open(copy.Path, JournalTestExtensions.Tiny(SegmentSize));
+            long kept = entries - lastRecordEntries;
+            Assert.Equal(kept, journal.CommittedSequence);
+            Assert.Equal(torn.AsSpan((int)lastRecordStart, (int)(cut - lastRecordStart)).LastIndexOfAnyExcept((byte)0) + 1, journal.Recovery.TruncatedBytes);
+            AssertEntriesIntact(journal, kept);
+
+            // The journal keeps working where the torn record was.
+            Assert.Equal(kept + 1, journal.Append("after"u8));
+            journal.Sync();
+            Assert.Equal("after"u8.ToArray(), journal.ReadAll(kept + 1).Single().Data);
+        }
+    }
+
+    [Theory]
+    [InlineData(1)]
+    [InlineData(31)]
+    [InlineData(500)]
+    public void Garbage_after_the_last_record_is_truncated_and_every_record_kept(int garbageLength)
+    {
+        using var dir = new TempDirectory();
+        WriteRecords(dir.Path, records: 5, out long entries, out _);
+        string segment = NewestSegment(dir.Path);
+        byte[] bytes = File.ReadAllBytes(segment);
+        long end = DataEnd(bytes);
+        new Random(garbageLength).NextBytes(bytes.AsSpan((int)end, garbageLength));
+        bytes[end] |= 1; // never all zeros
+        File.WriteAllBytes(segment, bytes);
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            Assert.Equal(entries, journal.CommittedSequence);
+            Assert.True(journal.Recovery.TruncatedBytes > 0);
+            AssertEntriesIntact(journal, entries);
+        }
+
+        // Truncation is durable: the second open finds a clean tail.
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            Assert.Equal(0, journal.Recovery.TruncatedBytes);
+            Assert.Equal(entries, journal.CommittedSequence);
+        }
+    }
+
+    [Fact]
+    public void A_damaged_record_followed_by_a_valid_one_is_corruption_naming_file_and_offset()
+    {
+        using var dir = new TempDirectory();
+        WriteRecords(dir.Path, records: 6, out _, out _);
+        string segment = NewestSegment(dir.Path);
+        byte[] bytes = File.ReadAllBytes(segment);
+        long second = RecordEnd(bytes, JournalFormat.SegmentHeaderSize);
+        bytes[second + JournalFormat.RecordHeaderSize + 2] ^= 0x10;
+        File.WriteAllBytes(segment, bytes);
+
+        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        Assert.Equal(segment, error.FilePath);
+        Assert.Equal(second, error.Offset);
+        Assert.Contains("followed by a valid record", error.Message, StringComparison.Ordinal);
+
+        // The failed open released the folder.
+        File.WriteAllBytes(segment, File.ReadAllBytes(segment));
+    }
+
+    [Fact]
+    public void Random_bit_flips_in_older_records_are_always_detected_at_recovery()
+    {
+        using var source = new TempDirectory();
+        long lastRecordStart = WriteRecords(source.Path, records: 10, out _, out _);
+        string segmentName = Path.GetFileName(NewestSegment(source.Path));
+        byte[] original = File.ReadAllBytes(NewestSegment(source.Path));
+        var random = new Random(5);
+        for (int trial = 0; trial < 200; trial++)
+        {
+            using var copy = new TempDirectory();
+            byte[] damaged = (byte[])original.Clone();
+            int at = random.Next(JournalFormat.SegmentHeaderSize, (int)lastRecordStart);
+            damaged[at] ^= (byte)(1 << random.Next(8));
+            File.WriteAllBytes(Path.Combine(copy.Path, segmentName), damaged);
+
+            var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(copy.Path, JournalTestExtensions.Tiny(SegmentSize)));
+            Assert.InRange(error.Offset, JournalFormat.SegmentHeaderSize, at);
+        }
+    }
+
+    [Fact]
+    public void Damage_in_a_sealed_segment_is_corruption_even_at_its_tail()
+    {
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            for (int i = 1; i <= 40; i++)
+            {
+                journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
+            }
+
+            journal.Sync();
+            Assert.True(journal.SegmentCount >= 3);
+        }
+
+        string sealedSegment = Directory.GetFiles(dir.Path, "*.journal").Order(StringComparer.Ordinal).First();
+        byte[] bytes = File.ReadAllBytes(sealedSegment);
+        long end = DataEnd(bytes);
+        long lastStart = JournalFormat.SegmentHeaderSize;
+        while (RecordEnd(bytes, lastStart) < end)
+        {
+            lastStart = RecordEnd(bytes, lastStart);
+        }
+
+        bytes[lastStart + JournalFormat.RecordHeaderSize + 5] ^= 0x01;
+        File.WriteAllBytes(sealedSegment, bytes);
+
+        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        Assert.Equal(sealedSegment, error.FilePath);
+        Assert.Equal(lastStart, error.Offset);
+    }
+
+    [Fact]
+    public void A_missing_middle_segment_or_a_damaged_segment_header_is_corruption()
+    {
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            for (int i = 1; i <= 60; i++)
+            {
+                journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
+            }
+
+            journal.Sync();
+        }
+
+        string[] segments = Directory.GetFiles(dir.Path, "*.journal").Order(StringComparer.Ordinal).ToArray();
+        Assert.True(segments.Length >= 4);
+        byte[] header = File.ReadAllBytes(segments[1]);
+        header[20] ^= 0xFF;
+        File.WriteAllBytes(segments[1], header);
+        var headerError = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        Assert.Equal(segments[1], headerError.FilePath);
+        Assert.Equal(0, headerError.Offset);
+
+        File.Delete(segments[1]);
+        var gap = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        Assert.Equal(segments[2], gap.FilePath);
+        Assert.Contains("previous one ends", gap.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void A_missing_oldest_segment_without_a_purge_is_corruption_but_after_a_purge_is_expected()
+    {
+        using var dir = new TempDirectory();
+        string[] segments;
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            for (int i = 1; i <= 60; i++)
+            {
+                journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
+            }
+
+            journal.Sync();
+            segments = Directory.GetFiles(dir.Path, "*.journal").Order(StringComparer.Ordinal).ToArray();
+            Assert.Equal(1, journal.Purge(JournalFormatFirst(segments[1])));
+        }
+
+        Assert.False(File.Exists(segments[0]));
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            Assert.Equal(JournalFormatFirst(segments[1]), journal.FirstSequence);
+            Assert.Equal(60, journal.CommittedSequence);
+        }
+
+        File.Delete(segments[1]);
+        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        Assert.Contains("a segment file is missing", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void Segments_left_behind_by_an_interrupted_purge_are_removed_at_recovery()
+    {
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            for (int i = 1; i <= 60; i++)
+            {
+                journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
+            }
+
+            journal.Sync();
+        }
+
+        string[] segments = Directory.GetFiles(dir.Path, "*.journal").Order(StringComparer.Ordinal).ToArray();
+        long firstKept = JournalFormatFirst(segments[2]);
+
+        // A purge of the first two segments wrote its watermark, deleted segment 1, and crashed before deleting
+        // segment 0 (a reader was still inside it): put segment 0 back as the crash would have left it.
+        byte[] oldest = File.ReadAllBytes(segments[0]);
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            using var reader = journal.OpenReader(1);
+            Assert.True(reader.TryRead(out _));
+            Assert.Equal(2, journal.Purge(firstKept));
+            Assert.True(File.Exists(segments[0]), "a segment a reader is inside is not deleted");
+            Assert.False(File.Exists(segments[1]));
+            Assert.True(reader.TryRead(out JournalEntry second));
+            Assert.Equal(2, second.Sequence);
+        }
+
+        Assert.False(File.Exists(segments[0]), "the last reader leaving deletes the purged segment");
+        File.WriteAllBytes(segments[0], oldest);
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            Assert.False(File.Exists(segments[0]));
+            Assert.Equal(firstKept, journal.FirstSequence);
+            AssertEntriesIntact(journal, 60, from: firstKept, seed: Seed, length: 60);
+        }
+    }
+
+    [Fact]
+    public void A_reader_reports_bytes_damaged_after_open_instead_of_returning_them()
+    {
+        using var dir = new TempDirectory();
+        WriteRecords(dir.Path, records: 3, out _, out _);
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize));
+        string segment = NewestSegment(dir.Path);
+        using (var file = new FileStream(segment, FileMode.Open, FileAccess.Write, FileShare.ReadWrite | FileShare.Delete))
+        {
+            file.Position = JournalFormat.SegmentHeaderSize + JournalFormat.RecordHeaderSize + 6;
+            file.WriteByte(0xEE);
+        }
+
+        using var reader = journal.OpenReader(1);
+        Assert.Throws<JournalCorruptedException>(() => reader.TryRead(out _));
+    }
+
+    /// <summary>Writes records of 1 to 3 entries to one segment; returns the offset of the last record.</summary>
+    private static long WriteRecords(string path, int records, out long entries, out int lastRecordEntries)
+    {
+        using var journal = WriteAheadJournal.Open(path, JournalTestExtensions.Tiny(SegmentSize));
+        long sequence = 1;
+        lastRecordEntries = 0;
+        for (int r = 0; r < records; r++)
+        {
+            lastRecordEntries = (r % 3) + 1;
+            var group = new ReadOnlyMemory<byte>[lastRecordEntries];
+            for (int i = 0; i < group.Length; i++)
+            {
+                group[i] = JournalTestExtensions.Payload(Seed, sequence + i, 20 + (int)((sequence + i) % 17));
+            }
+
+            Assert.Equal(sequence, journal.Append(group));
+            sequence += group.Length;
+        }
+
+        journal.Sync();
+        entries = sequence - 1;
+        Assert.Equal(1, journal.SegmentCount);
+        byte[] bytes = File.ReadAllBytes(NewestSegment(path));
+        long offset = JournalFormat.SegmentHeaderSize;
+        long end = DataEnd(bytes);
+        while (RecordEnd(bytes, offset) < end)
+        {
+            offset = RecordEnd(bytes, offset);
+        }
+
+        return offset;
+    }
+
+    private static void AssertEntriesIntact(WriteAheadJournal journal, long count, long from = 1, int seed = Seed, int length = -1)
+    {
+        var all = journal.ReadAll(from);
+        Assert.Equal(count - from + 1, all.Count);
+        foreach (var (sequence, _, data) in all)
+        {
+            int expectedLength = length >= 0 ? length : 20 + (int)(sequence % 17);
+            Assert.Equal(JournalTestExtensions.Payload(seed, sequence, expectedLength), data);
+        }
+    }
+
+    private static string NewestSegment(string path) => Directory.GetFiles(path, "*.journal").Order(StringComparer.Ordinal).Last();
+
+    private static long JournalFormatFirst(string segmentPath) => long.Parse(Path.GetFileNameWithoutExtension(segmentPath), System.Globalization.CultureInfo.InvariantCulture);
+
+    private static long RecordEnd(byte[] bytes, long offset) => offset + BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset + 8));
+
+    private static long DataEnd(byte[] bytes)
+    {
+        long offset = JournalFormat.SegmentHeaderSize;
+        while (offset + 4 <= bytes.Length && BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset)) == JournalFormat.RecordMagic)
+        {
+            offset = RecordEnd(bytes, offset);
+        }
+
+        return offset;
+    }
+}

@@ -1,0 +1,147 @@
+using System.Collections.Concurrent;
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Journal;
+
+/// <summary>
+/// One writer on 1 KiB segments (a rotation every few records), eight tailing readers and a purger, for a bounded
+/// time (3 s in CI; FOLIO_STRESS_SECONDS for long runs). Every reader must see a gap-free, in-order, byte-identical
+/// sequence or a purged-position exception, and everything must finish (no deadlock).
+/// </summary>
+public sealed class JournalStressTests
+{
+    private const int Seed = 99;
+
+    [Fact]
+    public async Task Readers_see_gap_free_identical_entries_while_writer_rotates_and_purger_purges()
+    {
+        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"), System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
+        using var stop = new CancellationTokenSource();
+        var failures = new ConcurrentQueue<string>();
+        long purgedExceptions = 0;
+        long entriesRead = 0;
+
+        var writer = Task.Run(() =>
+        {
+            var random = new Random(1);
+            long sequence = 1;
+            while (!stop.IsCancellationRequested)
+            {
+                int count = random.Next(1, 4);
+                var group = new ReadOnlyMemory<byte>[count];
+                for (int i = 0; i < count; i++)
+                {
+                    group[i] = JournalTestExtensions.Payload(Seed, sequence + i, Length(sequence + i));
+                }
+
+                if (journal.Append(group) != sequence)
+                {
+                    failures.Enqueue("writer got a wrong sequence");
+                }
+
+                sequence += count;
+                if (random.Next(3) == 0)
+                {
+                    journal.Sync();
+                }
+            }
+
+            journal.Sync();
+        });
+
+        var readers = Enumerable.Range(0, 8).Select(r => Task.Run(async () =>
+        {
+            var random = new Random(r);
+            long expected = Math.Max(journal.FirstSequence, journal.CommittedSequence - random.Next(0, 50));
+            JournalReader? reader = null;
+            try
+            {
+                while (true)
+                {
+                    try
+                    {
+                        reader ??= journal.OpenReader(Math.Max(expected, 1));
+                        if (stop.IsCancellationRequested && expected > journal.CommittedSequence && writer.IsCompleted)
+                        {
+                            return;
+                        }
+
+                        using var wait = new CancellationTokenSource(TimeSpan.FromMilliseconds(200));
+                        try
+                        {
+                            await reader.WaitToReadAsync(wait.Token);
+                        }
+                        catch (OperationCanceledException)
+                        {
+                            continue;
+                        }
+
+                        while (reader.TryRead(out JournalEntry entry))
+                        {
+                            if (entry.Sequence != expected)
+                            {
+                                failures.Enqueue($"reader {r}: got {entry.Sequence}, expected {expected}");
+                                return;
+                            }
+
+                            if (!entry.Data.SequenceEqual(JournalTestExtensions.Payload(Seed, expected, Length(expected))))
+                            {
+                                failures.Enqueue($"reader {r}: entry {expected} differs from what was appended");
+                                return;
+                            }
+
+                            expected++;
+                            Interlocked.Increment(ref entriesRead);
+                        }
+                    }
+                    catch (JournalPositionPurgedException e)
+                    {
+                        // Legitimate: the purger removed what this reader was about to read. Jump to the oldest kept entry.
+                        Interlocked.Increment(ref purgedExceptions);
+                        if (e.FirstAvailableSequence <= expected)
+                        {
+                            failures.Enqueue($"reader {r}: purged exception for {expected} though {e.FirstAvailableSequence} is kept");
+                            return;
+                        }
+
+                        reader?.Dispose();
+                        reader = null;
+                        expected = journal.FirstSequence;
+                    }
+                }
+            }
+            finally
+            {
+                reader?.Dispose();
+            }
+        })).ToList();
+
+        var purger = Task.Run(async () =>
+        {
+            var random = new Random(7);
+            while (!stop.IsCancellationRequested)
+            {
+                await Task.Delay(random.Next(1, 20));
+                journal.Purge(journal.CommittedSequence - random.Next(0, 400));
+            }
+        });
+
+        await Task.Delay(TimeSpan.FromSeconds(seconds));
+        stop.Cancel();
+        Task all = Task.WhenAll(readers.Append(writer).Append(purger));
+        Assert.Same(all, await Task.WhenAny(all, Task.Delay(TimeSpan.FromSeconds(60))));
+        await all;
+
+        Assert.Empty(failures);
+        Assert.True(Interlocked.Read(ref entriesRead) > 1000, $"readers read {entriesRead} entries");
+        Assert.True(journal.SegmentCount > 1);
+
+        // Every purged segment's file was deleted once its last reader left.
+        Assert.Equal(journal.SegmentCount, Directory.GetFiles(dir.Path, "*.journal").Length);
+    }
+
+    private static int Length(long sequence) => (int)(sequence * 31 % 150);
+}
