@@ -13,6 +13,10 @@ namespace Folio.Journal;
 /// reference count and the reader-owned <see cref="Index"/>.
 /// </para>
 /// <para>
+/// Files. Only the active segment keeps its file open (for writes and fdatasync); a sealed segment's file is closed
+/// once it is synced and no sync can still be using it, and readers use only the mapping, which holds no descriptor.
+/// </para>
+/// <para>
 /// Lifetime. The journal's segment list holds one reference. A reader takes one with <see cref="TryAcquire"/> (a CAS
 /// that fails once the count reached zero) before touching the mapping, and releases it when it moves on. Purge
 /// marks the segment for deletion and drops the list's reference; whoever drops the last reference unmaps the
@@ -22,7 +26,7 @@ namespace Folio.Journal;
 /// </summary>
 internal sealed class JournalSegment
 {
-    private readonly IStorageFile _file;
+    private IStorageFile? _file;
     private readonly StorageMapping _mapping;
     private readonly Action<JournalSegment>? _deleteFile;
     private int _referenceCount = 1;
@@ -33,6 +37,7 @@ internal sealed class JournalSegment
     public JournalSegment(IStorageFile file, long firstSequence, long capacity, long dataLength, Action<JournalSegment>? deleteFile)
     {
         _file = file;
+        Path = file.Path;
         _deleteFile = deleteFile;
         FirstSequence = firstSequence;
         Capacity = capacity;
@@ -43,7 +48,7 @@ internal sealed class JournalSegment
     }
 
     /// <summary>The full path of the file.</summary>
-    public string Path => _file.Path;
+    public string Path { get; }
 
     /// <summary>The sequence number of the first entry this segment holds (or will hold).</summary>
     public long FirstSequence { get; }
@@ -73,8 +78,11 @@ internal sealed class JournalSegment
     /// <summary>The lazily built sequence/timestamp index, shared by all readers.</summary>
     public SegmentIndex Index { get; }
 
-    /// <summary>The file, for the writer.</summary>
-    public IStorageFile File => _file;
+    /// <summary>The writable file, for the writer; closed once the segment is sealed (readers use the mapping).</summary>
+    public IStorageFile File => _file ?? throw new ObjectDisposedException(Path, "The segment is sealed; its file is closed.");
+
+    /// <summary>Closes the writable file of a sealed, synced segment. The mapping stays valid. Idempotent.</summary>
+    public void CloseFile() => Interlocked.Exchange(ref _file, null)?.Dispose();
 
     /// <summary>Committed bytes, for a reader holding a reference.</summary>
     public ReadOnlySpan<byte> Span(long offset, long length) => _mapping.Span(offset, checked((int)length));
@@ -113,7 +121,7 @@ internal sealed class JournalSegment
         if (count == 0)
         {
             _mapping.Dispose();
-            _file.Dispose();
+            CloseFile();
             if (Volatile.Read(ref _deleteOnRelease) != 0)
             {
                 _deleteFile?.Invoke(this);

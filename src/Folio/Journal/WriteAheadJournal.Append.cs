@@ -128,7 +128,25 @@ public sealed partial class WriteAheadJournal
             }
 
             PublishCommitted(segment, length, sequence);
+            CloseSealedFiles();
             return sequence;
+        }
+    }
+
+    /// <summary>
+    /// Closes the files of segments sealed since the last call. Runs under the sync lock, so no sync can be using
+    /// them (a sync that captured a segment before it was sealed finishes first); rotation already synced them.
+    /// </summary>
+    private void CloseSealedFiles()
+    {
+        lock (_writeLock)
+        {
+            foreach (JournalSegment segment in _sealedWithOpenFiles)
+            {
+                segment.CloseFile();
+            }
+
+            _sealedWithOpenFiles.Clear();
         }
     }
 
@@ -181,13 +199,31 @@ public sealed partial class WriteAheadJournal
         PublishCommitted(old, old.WrittenLength, _nextSequence - 1);
 
         JournalSegment next = CreateSegment(_nextSequence);
-        JournalSegment[] current = _segmentSet.Segments;
-        var segments = new JournalSegment[current.Length + 1];
-        current.CopyTo(segments, 0);
-        segments[^1] = next;
-        _active = next;
-        PublishSegments(segments);
+        lock (_segmentsLock)
+        {
+            JournalSegment[] current = _segmentSet.Segments;
+            var segments = new JournalSegment[current.Length + 1];
+            current.CopyTo(segments, 0);
+            segments[^1] = next;
+            _active = next;
+            PublishSegments(segments);
+        }
+
         JournalLog.Rotated(_logger, next.Path, next.FirstSequence);
+
+        // Close the sealed file now unless a sync is in flight (it may be syncing it); that sync closes it instead.
+        _sealedWithOpenFiles.Add(old);
+        if (_syncLock.TryEnter())
+        {
+            try
+            {
+                CloseSealedFiles();
+            }
+            finally
+            {
+                _syncLock.Exit();
+            }
+        }
     }
 
     /// <summary>

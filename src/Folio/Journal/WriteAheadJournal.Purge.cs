@@ -10,6 +10,7 @@ public sealed partial class WriteAheadJournal
     /// Removes every sealed segment whose entries all precede <paramref name="beforeSequence"/>. The active segment
     /// is never removed, so entries at or after <paramref name="beforeSequence"/> always stay and some before it may
     /// too. Readers inside a removed segment keep reading it; its file is deleted after the last of them leaves.
+    /// Purge does not block appends or syncs (only a concurrent rotation, briefly).
     /// </summary>
     /// <param name="beforeSequence">Entries below this number may be removed.</param>
     /// <returns>The number of segments removed.</returns>
@@ -24,7 +25,7 @@ public sealed partial class WriteAheadJournal
 
     private int Purge(Func<JournalSegment, JournalSegment, long, bool> removable, long limit)
     {
-        lock (_writeLock)
+        lock (_segmentsLock)
         {
             ThrowIfDisposed();
             JournalSegment[] current = _segmentSet.Segments;

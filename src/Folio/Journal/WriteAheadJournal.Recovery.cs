@@ -96,6 +96,11 @@ public sealed partial class WriteAheadJournal
                     segments[i].FirstTimestamp = scan.FirstTimestamp;
                 }
 
+                if (i < found.Count - 1)
+                {
+                    segments[i].CloseFile();
+                }
+
                 records += scan.Records;
                 entries += scan.NextSequence - found[i].First;
                 bytes += scan.DataLength - JournalFormat.SegmentHeaderSize;

@@ -17,9 +17,10 @@ namespace Folio.Journal;
 /// cover every record up to S.
 /// </para>
 /// <para>
-/// The segment list is an immutable <see cref="SegmentSet"/> replaced under the write lock: the new set is written
-/// first, then <see cref="_segmentsVersion"/> is advanced with <see cref="Interlocked.Increment(ref long)"/>.
-/// Readers compare that version with the one they cached and re-read the set only when it moved.
+/// The segment list is an immutable <see cref="SegmentSet"/> replaced under <see cref="_segmentsLock"/> (rotation,
+/// purge; purge never takes the write lock, so it never stalls appends): the new set is written first, then
+/// <see cref="_segmentsVersion"/> is advanced with <see cref="Interlocked.Increment(ref long)"/>. Readers compare
+/// that version with the one they cached and re-read the set only when it moved. Lock order: sync, write, segments.
 /// </para>
 /// <para>
 /// Durability. Segments are zero-filled when created (ahead of time, in the background) so an fdatasync on the
@@ -38,6 +39,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly IDisposable _directoryLock;
     private readonly Lock _writeLock = new();
     private readonly Lock _syncLock = new();
+    private readonly Lock _segmentsLock = new();
 
     // Published to readers.
     private SegmentSet _segmentSet;
@@ -51,6 +53,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _nextSequence;
     private long _lastTimestamp;
     private Task<string>? _preparedSegment;
+    private readonly List<JournalSegment> _sealedWithOpenFiles = [];
     private Exception? _fault;
 
     private WriteAheadJournal(string directory, JournalOptions options, IDisposable directoryLock)
@@ -130,7 +133,19 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     }
 
     /// <summary>The oldest sequence number still in the journal (entries before it were purged).</summary>
-    public long FirstSequence => Volatile.Read(ref _segmentSet).Segments[0].FirstSequence;
+    public long FirstSequence
+    {
+        get
+        {
+            JournalSegment[] segments = Volatile.Read(ref _segmentSet).Segments;
+            if (segments.Length == 0)
+            {
+                ThrowHelper.ThrowObjectDisposed(nameof(WriteAheadJournal));
+            }
+
+            return segments[0].FirstSequence;
+        }
+    }
 
     /// <summary>The number of segment files (tests and diagnostics).</summary>
     public int SegmentCount => Volatile.Read(ref _segmentSet).Segments.Length;
@@ -212,13 +227,16 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
                     // A failed preparation left at most a temporary file; recovery deletes it.
                 }
 
-                foreach (JournalSegment segment in _segmentSet.Segments)
+                lock (_segmentsLock)
                 {
-                    segment.Release();
+                    foreach (JournalSegment segment in _segmentSet.Segments)
+                    {
+                        segment.Release();
+                    }
+
+                    PublishSegments([]);
                 }
 
-                _segmentSet = new SegmentSet([], _segmentsVersion + 1);
-                Interlocked.Increment(ref _segmentsVersion);
                 _directoryLock.Dispose();
             }
         }
@@ -243,7 +261,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Publishes a new segment list: the set first, then the version readers poll.</summary>
+    /// <summary>Publishes a new segment list: the set first, then the version readers poll. Under the segments lock.</summary>
     private void PublishSegments(JournalSegment[] segments)
     {
         Volatile.Write(ref _segmentSet, new SegmentSet(segments, _segmentsVersion + 1));

@@ -6,30 +6,28 @@ namespace Folio.Storage;
 /// A read-only memory mapping of the start of a file. Readers read committed bytes through <see cref="Span"/>
 /// without a system call. The owner disposes it only when no reader can still touch it (the journal segment's
 /// reference count guarantees this), since reading an unmapped view would crash the process.
+/// <para>
+/// The mapping keeps no file descriptor: the mapping object is closed as soon as the view exists (the kernel keeps
+/// the pages mapped until the view is unmapped), so a journal with many sealed segments holds one memory map per
+/// segment and no open files.
+/// </para>
 /// </summary>
 internal sealed unsafe class StorageMapping : IDisposable
 {
-    private readonly MemoryMappedFile _file;
     private readonly MemoryMappedViewAccessor _view;
     private byte* _pointer;
 
     public StorageMapping(FileStream stream, long length)
     {
-        _file = MemoryMappedFile.CreateFromFile(stream, mapName: null, length, MemoryMappedFileAccess.Read, HandleInheritability.None, leaveOpen: true);
-        try
+        using (MemoryMappedFile file = MemoryMappedFile.CreateFromFile(stream, mapName: null, length, MemoryMappedFileAccess.Read, HandleInheritability.None, leaveOpen: true))
         {
-            _view = _file.CreateViewAccessor(0, length, MemoryMappedFileAccess.Read);
-            byte* pointer = null;
-            _view.SafeMemoryMappedViewHandle.AcquirePointer(ref pointer);
-            _pointer = pointer + _view.PointerOffset;
-            Length = length;
+            _view = file.CreateViewAccessor(0, length, MemoryMappedFileAccess.Read);
         }
-        catch
-        {
-            _view?.Dispose();
-            _file.Dispose();
-            throw;
-        }
+
+        byte* pointer = null;
+        _view.SafeMemoryMappedViewHandle.AcquirePointer(ref pointer);
+        _pointer = pointer + _view.PointerOffset;
+        Length = length;
     }
 
     /// <summary>The mapped length in bytes.</summary>
@@ -49,7 +47,6 @@ internal sealed unsafe class StorageMapping : IDisposable
             _pointer = null;
             _view.SafeMemoryMappedViewHandle.ReleasePointer();
             _view.Dispose();
-            _file.Dispose();
         }
     }
 }
