@@ -10,7 +10,8 @@ namespace Folio.Journal;
 /// Lock-free. A reader caches the journal's segment list and looks at the journal again only when the journal's
 /// segment version moved (rotation, purge). It takes a reference on the segment it reads, so a purge cannot unmap
 /// it underneath; it reads through the segment's memory mapping only bytes below the segment's published committed
-/// length and entries up to the journal's published committed sequence. It never writes journal or segment state
+/// length and entries up to the journal's published committed sequence. Each record's checksum is checked before
+/// its first entry is returned, once per record per process (the segment index remembers the verified prefix). It never writes journal or segment state
 /// other than reference counts and the shared, reader-built <see cref="SegmentIndex"/>.
 /// </para>
 /// <para>
@@ -251,9 +252,14 @@ public sealed class JournalReader : IDisposable
             ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"the record starts at sequence {header.FirstSequence}, {expectedFirstSequence} was expected");
         }
 
-        if (!JournalFormat.ChecksumMatches(available[..header.Length]))
+        if (!segment.Index.IsVerified(offset + header.Length))
         {
-            ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, "a committed record fails its checksum");
+            if (!JournalFormat.ChecksumMatches(available[..header.Length]))
+            {
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, "a committed record fails its checksum");
+            }
+
+            segment.Index.MarkVerified(offset, offset + header.Length);
         }
 
         _recordTimestamp = header.TimestampTicks;

@@ -18,6 +18,10 @@ namespace Folio.Journal;
 /// the first <c>count</c> triples, which are never written again. Readers therefore never lock to search, and only
 /// extending the index (when a reader needs committed bytes past the indexed-up-to offset) takes the lock.
 /// </para>
+/// <para>
+/// The index also keeps the verified prefix of the segment: the offset below which every record passed its
+/// checksum in this process (recovery verifies all it scans; readers verify the rest once). It only grows, by CAS.
+/// </para>
 /// </summary>
 internal sealed class SegmentIndex
 {
@@ -29,6 +33,7 @@ internal sealed class SegmentIndex
     private long[]? _entries;
     private long _state;
     private long _lastIndexedOffset = -Stride;
+    private long _verifiedUpTo = JournalFormat.SegmentHeaderSize;
 
     public SegmentIndex(JournalSegment segment)
     {
@@ -48,6 +53,28 @@ internal sealed class SegmentIndex
     /// record): the first record at or after that time is there or later. Returns -1 when there is no committed record.
     /// </summary>
     public long FindBeforeTimestamp(long timestampTicks, long committedLength) => Find(timestampTicks - 1, committedLength, field: 1);
+
+    /// <summary>
+    /// Whether the record ending at <paramref name="recordEnd"/> had its checksum verified in this process already
+    /// (by recovery or by an earlier reader). Records are immutable once committed, so each is checked once per open.
+    /// </summary>
+    public bool IsVerified(long recordEnd) => recordEnd <= Volatile.Read(ref _verifiedUpTo);
+
+    /// <summary>Records that the record <c>[start, end)</c> passed its checksum; advances the verified prefix when contiguous.</summary>
+    public void MarkVerified(long start, long end)
+    {
+        long current = Volatile.Read(ref _verifiedUpTo);
+        while (start <= current && end > current)
+        {
+            long seen = Interlocked.CompareExchange(ref _verifiedUpTo, end, current);
+            if (seen == current)
+            {
+                return;
+            }
+
+            current = seen;
+        }
+    }
 
     /// <summary>The published entry count (tests and diagnostics).</summary>
     internal int Count => (int)(Volatile.Read(ref _state) & 0xFFFF_FFFF);

@@ -88,6 +88,7 @@ public sealed partial class WriteAheadJournal
                 segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize, DeleteSegmentFile);
                 ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, ref lastTimestamp);
                 segments[i].WrittenLength = scan.DataLength;
+                segments[i].Index.MarkVerified(JournalFormat.SegmentHeaderSize, scan.DataLength);
                 segments[i].PublishCommittedLength(scan.DataLength);
                 segments[i].LastSequence = scan.NextSequence - 1;
                 segments[i].LastTimestamp = scan.LastTimestamp;

@@ -54,12 +54,23 @@ public sealed class JournalRecoveryTests
         bytes[end] |= 1; // never all zeros
         File.WriteAllBytes(segment, bytes);
 
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        var logs = new CapturingLoggerFactory();
+        var options = JournalTestExtensions.Tiny(SegmentSize);
+        options.LoggerFactory = logs;
+        using (var journal = WriteAheadJournal.Open(dir.Path, options))
         {
             Assert.Equal(entries, journal.CommittedSequence);
             Assert.True(journal.Recovery.TruncatedBytes > 0);
             AssertEntriesIntact(journal, entries);
         }
+
+        // Recovery says what it did: the truncation (a warning naming the file, offset and bytes) and a summary.
+        var torn = Assert.Single(logs.Lines, l => l.Id.Id == 1002);
+        Assert.Equal(Microsoft.Extensions.Logging.LogLevel.Warning, torn.Level);
+        Assert.Contains(segment, torn.Message, StringComparison.Ordinal);
+        Assert.Contains($"offset {end}", torn.Message, StringComparison.Ordinal);
+        var summary = Assert.Single(logs.Lines, l => l.Id.Id == 1001);
+        Assert.Contains($"{entries} entries", summary.Message, StringComparison.Ordinal);
 
         // Truncation is durable: the second open finds a clean tail.
         using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
@@ -242,20 +253,26 @@ public sealed class JournalRecoveryTests
     }
 
     [Fact]
-    public void A_reader_reports_bytes_damaged_after_open_instead_of_returning_them()
+    public void A_reader_reports_a_record_damaged_before_its_first_read_instead_of_returning_it()
     {
         using var dir = new TempDirectory();
-        WriteRecords(dir.Path, records: 3, out _, out _);
         using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize));
+        journal.Append("first"u8);
+        journal.Append("second"u8);
+        journal.Sync();
         string segment = NewestSegment(dir.Path);
         using (var file = new FileStream(segment, FileMode.Open, FileAccess.Write, FileShare.ReadWrite | FileShare.Delete))
         {
-            file.Position = JournalFormat.SegmentHeaderSize + JournalFormat.RecordHeaderSize + 6;
+            // Damage the second record (appended in this process, never read yet): its checksum is checked at first read.
+            file.Position = JournalFormat.SegmentHeaderSize + JournalFormat.RecordHeaderSize + 4 + 5 + JournalFormat.RecordHeaderSize + 6;
             file.WriteByte(0xEE);
         }
 
         using var reader = journal.OpenReader(1);
-        Assert.Throws<JournalCorruptedException>(() => reader.TryRead(out _));
+        Assert.True(reader.TryRead(out JournalEntry first));
+        Assert.Equal("first"u8.ToArray(), first.Data.ToArray());
+        var error = Assert.Throws<JournalCorruptedException>(() => reader.TryRead(out _));
+        Assert.Equal(JournalFormat.SegmentHeaderSize + JournalFormat.RecordHeaderSize + 4 + 5, error.Offset);
     }
 
     /// <summary>Writes records of 1 to 3 entries to one segment; returns the offset of the last record.</summary>

@@ -1,0 +1,135 @@
+using System.Buffers;
+using System.Buffers.Binary;
+using System.Text;
+
+namespace Folio.Transactions;
+
+/// <summary>
+/// The journal entry of a committed batch (docs/formats/journal.md, "Batch entry"). Little-endian:
+/// <code>
+///   u8 format (1) | u32 command count | per command:
+///     u8 kind (1 put, 2 delete) | u16 collection length | collection UTF-8 | u16 id length | id UTF-8
+///     | put only: u32 value length | value bytes
+/// </code>
+/// Encoding runs on the submitting thread, so the committer only copies bytes.
+/// </summary>
+internal static class BatchEncoding
+{
+    public const byte Format = 1;
+    public const int MaxNameBytes = ushort.MaxValue;
+
+    /// <summary>Encodes a batch into a pooled buffer; the caller returns it to <see cref="ArrayPool{T}.Shared"/>.</summary>
+    public static byte[] Encode(CommitBatch batch, out int length)
+    {
+        IReadOnlyList<BatchCommand> commands = batch.Commands;
+        long size = 5;
+        for (int i = 0; i < commands.Count; i++)
+        {
+            BatchCommand command = commands[i];
+            int collection = NameBytes(command.Key.Collection, "collection");
+            int id = NameBytes(command.Key.Id, "id");
+            size += 1 + 2 + collection + 2 + id + (command.Kind == CommandKind.Put ? 4 + command.Value.Length : 0);
+        }
+
+        if (size > Array.MaxLength)
+        {
+            ThrowHelper.ThrowArgument(nameof(batch), $"The batch encodes to {size} bytes, more than a batch can hold.");
+        }
+
+        byte[] buffer = ArrayPool<byte>.Shared.Rent((int)size);
+        Span<byte> span = buffer;
+        span[0] = Format;
+        BinaryPrimitives.WriteInt32LittleEndian(span[1..], commands.Count);
+        int at = 5;
+        for (int i = 0; i < commands.Count; i++)
+        {
+            BatchCommand command = commands[i];
+            span[at++] = (byte)command.Kind;
+            at += WriteName(span[at..], command.Key.Collection);
+            at += WriteName(span[at..], command.Key.Id);
+            if (command.Kind == CommandKind.Put)
+            {
+                BinaryPrimitives.WriteInt32LittleEndian(span[at..], command.Value.Length);
+                command.Value.Span.CopyTo(span[(at + 4)..]);
+                at += 4 + command.Value.Length;
+            }
+        }
+
+        length = at;
+        return buffer;
+    }
+
+    /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed bytes.</summary>
+    public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry)
+    {
+        if (entry.Length < 5 || entry[0] != Format)
+        {
+            throw new FormatException("Not a batch entry of a known format.");
+        }
+
+        int count = BinaryPrimitives.ReadInt32LittleEndian(entry[1..]);
+        if (count < 0 || count > entry.Length)
+        {
+            throw new FormatException("Batch entry has an invalid command count.");
+        }
+
+        var commands = new List<BatchCommand>(count);
+        int at = 5;
+        for (int i = 0; i < count; i++)
+        {
+            var kind = (CommandKind)Read(entry, ref at, 1)[0];
+            string collection = ReadName(entry, ref at);
+            string id = ReadName(entry, ref at);
+            ReadOnlyMemory<byte> value = ReadOnlyMemory<byte>.Empty;
+            if (kind == CommandKind.Put)
+            {
+                int length = BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4));
+                value = Read(entry, ref at, length).ToArray();
+            }
+            else if (kind != CommandKind.Delete)
+            {
+                throw new FormatException($"Unknown command kind {(byte)kind}.");
+            }
+
+            commands.Add(new BatchCommand(kind, new DocumentKey(collection, id), value));
+        }
+
+        return at == entry.Length ? commands : throw new FormatException("Batch entry has trailing bytes.");
+    }
+
+    private static int NameBytes(string name, string what)
+    {
+        int bytes = Encoding.UTF8.GetByteCount(name);
+        if (bytes > MaxNameBytes)
+        {
+            ThrowHelper.ThrowArgument(what, $"A document {what} is limited to {MaxNameBytes} UTF-8 bytes; got {bytes}.");
+        }
+
+        return bytes;
+    }
+
+    private static int WriteName(Span<byte> destination, string name)
+    {
+        int written = Encoding.UTF8.GetBytes(name, destination[2..]);
+        BinaryPrimitives.WriteUInt16LittleEndian(destination, (ushort)written);
+        return 2 + written;
+    }
+
+    private static string ReadName(ReadOnlySpan<byte> entry, ref int at)
+    {
+        int length = BinaryPrimitives.ReadUInt16LittleEndian(Read(entry, ref at, 2));
+        return Encoding.UTF8.GetString(Read(entry, ref at, length));
+    }
+
+    private static ReadOnlySpan<byte> Read(ReadOnlySpan<byte> entry, ref int at, int length)
+    {
+        if (length < 0 || length > entry.Length - at)
+        {
+            throw new FormatException("Batch entry is truncated.");
+        }
+
+        ReadOnlySpan<byte> slice = entry.Slice(at, length);
+        at += length;
+        return slice;
+    }
+}

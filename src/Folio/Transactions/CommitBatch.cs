@@ -1,0 +1,63 @@
+namespace Folio.Transactions;
+
+/// <summary>
+/// An ordered list of commands (put, delete) committed atomically, with optional preconditions on document
+/// versions. Build it on one thread, then submit it once; a submitted batch must not be changed.
+/// </summary>
+public sealed class CommitBatch
+{
+    private readonly List<BatchCommand> _commands = [];
+    private List<(DocumentKey Key, long Version)>? _expectations;
+
+    /// <summary>The commands, in order.</summary>
+    public IReadOnlyList<BatchCommand> Commands => _commands;
+
+    /// <summary>The preconditions: each document must be at the given version (0: must not exist) when the batch commits.</summary>
+    public IReadOnlyList<(DocumentKey Key, long Version)> Expectations => (IReadOnlyList<(DocumentKey, long)>?)_expectations ?? [];
+
+    /// <summary>The durability of this batch; null (the default) uses the store's mode.</summary>
+    public DurabilityMode? Durability { get; set; }
+
+    /// <summary>Adds a put of <paramref name="json"/> (UTF-8 JSON) as document <paramref name="id"/> of <paramref name="collection"/>.</summary>
+    /// <param name="collection">The collection; not empty.</param>
+    /// <param name="id">The document id; not empty.</param>
+    /// <param name="json">The document's UTF-8 JSON. The memory must not change until the commit completes.</param>
+    /// <returns>This batch.</returns>
+    public CommitBatch Put(string collection, string id, ReadOnlyMemory<byte> json)
+    {
+        _commands.Add(new BatchCommand(CommandKind.Put, Key(collection, id), json));
+        return this;
+    }
+
+    /// <summary>Adds a delete of document <paramref name="id"/> of <paramref name="collection"/>.</summary>
+    /// <param name="collection">The collection; not empty.</param>
+    /// <param name="id">The document id; not empty.</param>
+    /// <returns>This batch.</returns>
+    public CommitBatch Delete(string collection, string id)
+    {
+        _commands.Add(new BatchCommand(CommandKind.Delete, Key(collection, id), ReadOnlyMemory<byte>.Empty));
+        return this;
+    }
+
+    /// <summary>
+    /// Adds a precondition: the batch commits only if the document is at <paramref name="version"/> (its last commit
+    /// sequence number; 0 means it must not exist). Otherwise the batch fails alone with <see cref="ConcurrencyException"/>.
+    /// </summary>
+    /// <param name="collection">The collection.</param>
+    /// <param name="id">The document id.</param>
+    /// <param name="version">The expected version, 0 or more.</param>
+    /// <returns>This batch.</returns>
+    public CommitBatch Expect(string collection, string id, long version)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(version);
+        (_expectations ??= []).Add((Key(collection, id), version));
+        return this;
+    }
+
+    private static DocumentKey Key(string collection, string id)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(collection);
+        ArgumentException.ThrowIfNullOrEmpty(id);
+        return new DocumentKey(collection, id);
+    }
+}

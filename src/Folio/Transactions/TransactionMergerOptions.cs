@@ -1,0 +1,70 @@
+using Microsoft.Extensions.Logging;
+
+namespace Folio.Transactions;
+
+/// <summary>Settings of the transaction merger (group commit), validated when the store opens.</summary>
+internal sealed class TransactionMergerOptions
+{
+    /// <summary>The most commands one group (one journal record, one fsync) holds. Default 1024.</summary>
+    public int MaxGroupCommands { get; set; } = 1024;
+
+    /// <summary>The most encoded bytes one group holds. Default 4 MiB. A larger batch commits alone.</summary>
+    public int MaxGroupBytes { get; set; } = 4 << 20;
+
+    /// <summary>
+    /// When the first batch of a group is at most this size, the group is capped at its size plus this much, so a
+    /// small write is not held behind a big one (as leveldb does). Default 128 KiB.
+    /// </summary>
+    public int SmallBatchAllowance { get; set; } = 128 << 10;
+
+    /// <summary>The store-wide durability; a batch may override it. Default <see cref="DurabilityMode.Durable"/>.</summary>
+    public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
+
+    /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time written commits wait for an fsync. Default 100 ms.</summary>
+    public TimeSpan BufferedSyncInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>Encoded bytes of submitted, not yet committed batches above which submitters wait. Default 64 MiB.</summary>
+    public long MaxPendingBytes { get; set; } = 64L << 20;
+
+    /// <summary>How many groups a caller that became the committer commits before handing the role to the thread pool. Default 16.</summary>
+    public int MaxGroupsPerTurn { get; set; } = 16;
+
+    /// <summary>An fsync slower than this logs a warning. Default 500 ms.</summary>
+    public TimeSpan SlowSyncThreshold { get; set; } = TimeSpan.FromMilliseconds(500);
+
+    /// <summary>Logging; null for none.</summary>
+    public ILoggerFactory? LoggerFactory { get; set; }
+
+    /// <summary>Metrics; null creates a private <c>Meter("Folio")</c>.</summary>
+    public System.Diagnostics.Metrics.IMeterFactory? MeterFactory { get; set; }
+
+    internal void Validate()
+    {
+        Positive(MaxGroupCommands, nameof(MaxGroupCommands));
+        Positive(MaxGroupBytes, nameof(MaxGroupBytes));
+        Positive(MaxGroupsPerTurn, nameof(MaxGroupsPerTurn));
+        ArgumentOutOfRangeException.ThrowIfNegative(SmallBatchAllowance, nameof(SmallBatchAllowance));
+        if (MaxPendingBytes < MaxGroupBytes)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxPendingBytes), MaxPendingBytes, "MaxPendingBytes must be at least MaxGroupBytes.");
+        }
+
+        if (BufferedSyncInterval <= TimeSpan.Zero)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval, "BufferedSyncInterval must be positive.");
+        }
+
+        if (!Enum.IsDefined(Durability))
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(Durability), Durability, "Unknown durability mode.");
+        }
+    }
+
+    private static void Positive(int value, string name)
+    {
+        if (value <= 0)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(name, value, $"{name} must be positive.");
+        }
+    }
+}
