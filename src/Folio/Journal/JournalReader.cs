@@ -29,6 +29,7 @@ public sealed class JournalReader : IDisposable
     private long _entryOffset;
     private long _recordEnd;
     private long _recordTimestamp;
+    private long _recordFirstSequence;
     private int _entriesLeft;
     private bool _disposed;
 
@@ -42,6 +43,9 @@ public sealed class JournalReader : IDisposable
 
     /// <summary>The sequence number the next successful <see cref="TryRead"/> returns.</summary>
     public long NextSequence => _nextSequence;
+
+    /// <summary>The first sequence number of the record the last entry read belongs to (entries of one record were appended as one group).</summary>
+    public long RecordFirstSequence => _recordFirstSequence;
 
     /// <summary>
     /// Reads the next committed entry. Returns false when the reader is at the end of the committed entries (call
@@ -263,6 +267,7 @@ public sealed class JournalReader : IDisposable
         }
 
         _recordTimestamp = header.TimestampTicks;
+        _recordFirstSequence = header.FirstSequence;
         _entriesLeft = header.EntryCount;
         _entryOffset = offset + JournalFormat.RecordHeaderSize;
         _recordEnd = offset + header.Length;

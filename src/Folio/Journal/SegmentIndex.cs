@@ -20,7 +20,8 @@ namespace Folio.Journal;
 /// </para>
 /// <para>
 /// The index also keeps the verified prefix of the segment: the offset below which every record passed its
-/// checksum in this process (recovery verifies all it scans; readers verify the rest once). It only grows, by CAS.
+/// checksum in this process (recovery verifies all it scans; the extender verifies what it indexes; readers
+/// verify what they read past it). It only grows, by CAS, so each record is checksummed about once per process.
 /// </para>
 /// </summary>
 internal sealed class SegmentIndex
@@ -134,6 +135,14 @@ internal sealed class SegmentIndex
                     // Committed bytes are validated at recovery or written by this process; a reader hitting this
                     // reports the damage with its own checksum check.
                     ThrowHelper.ThrowJournalCorrupted(_segment.Path, offset, "a committed record has an invalid header");
+                }
+
+                // Verify checksums while scanning sequentially, so random lookups later find their records verified.
+                // A damaged record stays unverified: the reader that reaches it reports it, exactly there.
+                long end = offset + header.Length;
+                if (!IsVerified(end) && JournalFormat.ChecksumMatches(bytes.Slice((int)offset, header.Length)))
+                {
+                    MarkVerified(offset, end);
                 }
 
                 if (offset >= _lastIndexedOffset + Stride)

@@ -26,6 +26,12 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     public int Writes;
     public int Syncs;
 
+    /// <summary>When set, every matching sync waits for it first: tests hold the committer inside an fsync.</summary>
+    public ManualResetEventSlim? SyncGate { get; set; }
+
+    /// <summary>Signalled when a sync starts waiting on <see cref="SyncGate"/>.</summary>
+    public ManualResetEventSlim SyncWaiting { get; } = new();
+
     public void Arm(FileFault fault) => Volatile.Write(ref _fault, (int)fault);
 
     public FileFault Armed => (FileFault)Volatile.Read(ref _fault);
@@ -86,7 +92,14 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             if (owner.Matches(Path))
             {
                 Interlocked.Increment(ref owner.Syncs);
-                if (owner.TryTake(FileFault.SyncFails))
+                bool fail = owner.TryTake(FileFault.SyncFails);
+                if (owner.SyncGate is { } gate)
+                {
+                    owner.SyncWaiting.Set();
+                    gate.Wait();
+                }
+
+                if (fail)
                 {
                     throw new IOException("Injected fsync failure (EIO).");
                 }

@@ -1,0 +1,226 @@
+using System.Diagnostics;
+
+namespace Folio.Transactions;
+
+internal sealed partial class TransactionMerger
+{
+    // Committer-only scratch, reused across groups (only the thread holding the committer role touches them).
+    private readonly List<PendingBatch> _group = [];
+    private readonly List<PendingBatch> _accepted = [];
+    private readonly List<DocumentKey> _conflicts = [];
+    private readonly Dictionary<DocumentKey, long> _groupWrites = [];
+    private ReadOnlyMemory<byte>[] _entries = new ReadOnlyMemory<byte>[64];
+
+    /// <summary>A put earlier in the same group: no expectation can match it.</summary>
+    private const long PendingPut = -1;
+
+    /// <summary>Takes one group off the queue, validates, writes, syncs, applies and acknowledges it.</summary>
+    private void CommitNextGroup()
+    {
+        if (IsFaulted)
+        {
+            FailAllPending();
+            return;
+        }
+
+        TakeGroup();
+        if (_group.Count == 0)
+        {
+            return;
+        }
+
+        try
+        {
+            ValidateGroup();
+            if (_accepted.Count > 0)
+            {
+                WriteAndAcknowledge();
+            }
+        }
+        finally
+        {
+            _group.Clear();
+            _accepted.Clear();
+        }
+    }
+
+    /// <summary>
+    /// Takes batches in arrival order while the group stays within the caps: 1024 commands, the byte cap (or the first
+    /// batch's size plus the small-batch allowance), and what one journal record holds. The first batch is always taken.
+    /// </summary>
+    private void TakeGroup()
+    {
+        int commands = 0;
+        long bytes = 0;
+        long byteCap = Math.Min(_options.MaxGroupBytes, _maxRecordPayload);
+        while (_queue.TryPeek(out PendingBatch? next))
+        {
+            if (_group.Count > 0 && (commands + next.CommandCount > _options.MaxGroupCommands || bytes + next.Length + 4 > byteCap))
+            {
+                break;
+            }
+
+            _queue.TryDequeue(out _);
+            if (!next.TryTake())
+            {
+                continue; // cancelled: its cancellation already released it
+            }
+
+            if (_group.Count == 0 && next.Length <= _options.SmallBatchAllowance)
+            {
+                byteCap = Math.Min(byteCap, next.Length + _options.SmallBatchAllowance);
+            }
+
+            _group.Add(next);
+            commands += next.CommandCount;
+            bytes += next.Length + 4;
+        }
+    }
+
+    /// <summary>Checks each batch's preconditions against the committed state plus the writes of earlier batches in the group.</summary>
+    private void ValidateGroup()
+    {
+        _groupWrites.Clear();
+        foreach (PendingBatch pending in _group)
+        {
+            CommitBatch batch = pending.Batch;
+            try
+            {
+                _conflicts.Clear();
+                foreach ((DocumentKey key, long expected) in batch.Expectations)
+                {
+                    long current = _groupWrites.TryGetValue(key, out long written) ? written : _state.GetVersion(key);
+                    if (current != expected)
+                    {
+                        _conflicts.Add(key);
+                    }
+                }
+
+                if (_conflicts.Count > 0)
+                {
+                    throw new ConcurrencyException([.. _conflicts]);
+                }
+
+                _state.Validate(batch);
+            }
+            catch (Exception e)
+            {
+                Release(pending);
+                pending.TrySetException(e);
+                _metrics.FailedCommits.Add(1);
+                continue;
+            }
+
+            foreach (BatchCommand command in batch.Commands)
+            {
+                _groupWrites[command.Key] = command.Kind == CommandKind.Put ? PendingPut : 0;
+            }
+
+            _accepted.Add(pending);
+        }
+    }
+
+    private void WriteAndAcknowledge()
+    {
+        int count = _accepted.Count;
+        if (_entries.Length < count)
+        {
+            _entries = new ReadOnlyMemory<byte>[Math.Max(count, _entries.Length * 2)];
+        }
+
+        bool durable = false;
+        int commands = 0;
+        for (int i = 0; i < count; i++)
+        {
+            _entries[i] = _accepted[i].Encoded;
+            durable |= _accepted[i].Durable;
+            commands += _accepted[i].CommandCount;
+        }
+
+        long first;
+        try
+        {
+            first = _journal.Append(_entries.AsSpan(0, count));
+            if (durable)
+            {
+                long started = Stopwatch.GetTimestamp();
+                _journal.Sync();
+                TimeSpan elapsed = Stopwatch.GetElapsedTime(started);
+                _metrics.SyncDuration.Record(elapsed.TotalMilliseconds);
+                if (elapsed > _options.SlowSyncThreshold)
+                {
+                    TransactionLog.SlowSync(_logger, elapsed.TotalMilliseconds, _options.SlowSyncThreshold.TotalMilliseconds, count);
+                }
+            }
+        }
+        catch (Exception e)
+        {
+            Exception cause = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
+            SetFault(cause);
+            foreach (PendingBatch pending in _accepted)
+            {
+                Release(pending);
+                pending.TrySetException(FaultedException(cause));
+            }
+
+            _metrics.FailedCommits.Add(count);
+            FailAllPending();
+            return;
+        }
+        finally
+        {
+            Array.Clear(_entries, 0, count);
+        }
+
+        for (int i = 0; i < count; i++)
+        {
+            _state.Apply(_accepted[i].Batch, first + i);
+        }
+
+        // Acknowledge in commit order, only now that the group is durable (or written, for a buffered group).
+        for (int i = 0; i < count; i++)
+        {
+            PendingBatch pending = _accepted[i];
+            Release(pending);
+            pending.TrySetResult(new CommitResult(first + i));
+        }
+
+        _metrics.Commits.Add(count);
+        _metrics.Groups.Add(1);
+        _metrics.BatchesPerGroup.Record(count);
+        _metrics.CommandsPerGroup.Record(commands);
+    }
+
+    private void SetFault(Exception cause)
+    {
+        if (Interlocked.CompareExchange(ref _fault, cause, null) is null)
+        {
+            int pending = (int)Volatile.Read(ref _queueDepth);
+            TransactionLog.Faulted(_logger, pending, cause);
+        }
+    }
+
+    /// <summary>Fails every batch still waiting: the store is faulted.</summary>
+    private void FailAllPending()
+    {
+        Exception cause = Volatile.Read(ref _fault)!;
+        while (_queue.TryDequeue(out PendingBatch? pending))
+        {
+            if (pending.TryTake())
+            {
+                Release(pending);
+                pending.TrySetException(FaultedException(cause));
+                _metrics.FailedCommits.Add(1);
+            }
+        }
+    }
+
+    private static StoreFaultedException FaultedException(Exception cause)
+    {
+        bool diskFull = cause is IOException io && (io.HResult == 28 || (io.HResult & 0xFFFF) == 0x70 || io.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase));
+        string message = diskFull
+            ? "The disk is full: the journal could not be written, so this commit is not durable. The store is faulted; free space and reopen it."
+            : "A journal write or fsync failed, so this commit is not durable. The store is faulted; reopen it to recover.";
+        return new StoreFaultedException(message, cause);
+    }
+}

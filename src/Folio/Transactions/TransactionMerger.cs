@@ -1,0 +1,321 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using Folio.Diagnostics;
+using Folio.Journal;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace Folio.Transactions;
+
+/// <summary>
+/// Group commit: many concurrent callers submit batches; few durable journal writes happen.
+/// <para>
+/// Protocol. <see cref="CommitAsync"/> encodes the batch on the caller's thread, waits (asynchronously) while too many
+/// bytes are pending, and enqueues a <see cref="PendingBatch"/> on a lock-free <see cref="ConcurrentQueue{T}"/>.
+/// It then starts the committer unless one is active (a CAS on <see cref="_committerActive"/> from 0 to 1); the
+/// committer runs as a thread-pool work item, so no caller ever blocks in fdatasync. The committer takes
+/// pending batches in arrival order (skipping cancelled ones) up to the group caps, validates each against the
+/// committed state plus the writes of the batches before it in the group, writes the accepted ones as one journal
+/// record, makes it durable with one fdatasync (unless every batch in the group is buffered), applies them to the
+/// state and completes every waiter in commit order. A pool work item commits at most
+/// <see cref="TransactionMergerOptions.MaxGroupsPerTurn"/> groups before re-queueing itself. Releasing the role
+/// stores 0 and then re-checks the queue, so a batch enqueued just before the release is never stranded.
+/// </para>
+/// <para>
+/// Faults. A failed journal write or fsync faults the merger: the group and every pending batch fail with
+/// <see cref="StoreFaultedException"/> carrying the cause, later submissions fail fast, and nothing is acknowledged
+/// that is not durable (a failed fsync is never retried as if it had succeeded).
+/// </para>
+/// </summary>
+internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
+{
+    private readonly WriteAheadJournal _journal;
+    private readonly ICommitState _state;
+    private readonly TransactionMergerOptions _options;
+    private readonly ILogger _logger;
+    private readonly FolioMetrics _metrics;
+    private readonly ConcurrentQueue<PendingBatch> _queue = new();
+    private readonly SemaphoreSlim _pendingBytesChanged = new(0);
+    private readonly Timer? _bufferedSyncTimer;
+    private readonly int _maxRecordPayload;
+    private int _committerActive;
+    private long _pendingBytes;
+    private long _queueDepth;
+    private int _bytesWaiters;
+    private Exception? _fault;
+    private int _disposed;
+
+    public TransactionMerger(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options)
+    {
+        options.Validate();
+        _journal = journal;
+        _state = state;
+        _options = options;
+        _logger = options.LoggerFactory?.CreateLogger<TransactionMerger>() ?? NullLogger<TransactionMerger>.Instance;
+        _metrics = new FolioMetrics(options.MeterFactory, () => Volatile.Read(ref _queueDepth));
+        _maxRecordPayload = (int)Math.Min(int.MaxValue, journal.MaxRecordSize - 32);
+        _bufferedSyncTimer = new Timer(static self => ((TransactionMerger)self!).SyncBuffered(), this, options.BufferedSyncInterval, options.BufferedSyncInterval);
+    }
+
+    /// <summary>Whether a journal failure faulted the merger.</summary>
+    public bool IsFaulted => Volatile.Read(ref _fault) is not null;
+
+    /// <summary>The failure that faulted the merger, or null.</summary>
+    public Exception? Fault => Volatile.Read(ref _fault);
+
+    /// <summary>
+    /// Commits <paramref name="batch"/> atomically with other concurrent batches, under one fsync per group.
+    /// </summary>
+    /// <param name="batch">The batch; not changed until the commit completes.</param>
+    /// <param name="cancellationToken">Cancels the commit while it is still waiting for a group; once the batch is in a
+    /// group it commits and the result is delivered regardless.</param>
+    /// <returns>The batch's commit sequence number.</returns>
+    /// <exception cref="ConcurrencyException">A precondition failed; the batch had no effect.</exception>
+    /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
+    /// <exception cref="ArgumentException">The batch is empty or larger than a journal record can hold.</exception>
+    public ValueTask<CommitResult> CommitAsync(CommitBatch batch, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(batch);
+        if (Volatile.Read(ref _disposed) != 0)
+        {
+            ThrowHelper.ThrowObjectDisposed(nameof(TransactionMerger));
+        }
+
+        ThrowIfFaulted();
+        if (batch.Commands.Count == 0)
+        {
+            ThrowHelper.ThrowArgument(nameof(batch), "A batch holds at least one command.");
+        }
+
+        if (cancellationToken.IsCancellationRequested)
+        {
+            return ValueTask.FromCanceled<CommitResult>(cancellationToken);
+        }
+
+        byte[] encoded = BatchEncoding.Encode(batch, out int length);
+        if (length > _maxRecordPayload)
+        {
+            System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+            ThrowHelper.ThrowArgument(nameof(batch), $"The batch encodes to {length} bytes; a journal record holds at most {_maxRecordPayload} (raise the segment size).");
+        }
+
+        bool durable = (batch.Durability ?? _options.Durability) == DurabilityMode.Durable;
+        var pending = new PendingBatch(batch, encoded, length, durable);
+        if (!TryReserveBytes(length))
+        {
+            return EnqueueAfterBackpressureAsync(pending, cancellationToken);
+        }
+
+        Enqueue(pending, cancellationToken);
+        return new ValueTask<CommitResult>(pending.Task);
+    }
+
+    /// <summary>Counts a batch's bytes as pending unless that would pass the bound (a batch alone always fits).</summary>
+    private bool TryReserveBytes(int length)
+    {
+        long current = Volatile.Read(ref _pendingBytes);
+        while (current == 0 || current + length <= _options.MaxPendingBytes)
+        {
+            long seen = Interlocked.CompareExchange(ref _pendingBytes, current + length, current);
+            if (seen == current)
+            {
+                return true;
+            }
+
+            current = seen;
+        }
+
+        return false;
+    }
+
+    private async ValueTask<CommitResult> EnqueueAfterBackpressureAsync(PendingBatch pending, CancellationToken cancellationToken)
+    {
+        try
+        {
+            while (!TryReserveBytes(pending.Length))
+            {
+                // Wait until the committer frees some bytes (each release signals), then try again.
+                Interlocked.Increment(ref _bytesWaiters);
+                try
+                {
+                    TryBecomeCommitter();
+                    await _pendingBytesChanged.WaitAsync(TimeSpan.FromMilliseconds(50), cancellationToken).ConfigureAwait(false);
+                }
+                finally
+                {
+                    Interlocked.Decrement(ref _bytesWaiters);
+                }
+
+                ThrowIfFaulted();
+            }
+        }
+        catch
+        {
+            pending.ReturnBuffer();
+            throw;
+        }
+
+        Enqueue(pending, cancellationToken);
+        return await pending.Task.ConfigureAwait(false);
+    }
+
+    private void Enqueue(PendingBatch pending, CancellationToken cancellationToken)
+    {
+        if (cancellationToken.CanBeCanceled)
+        {
+            pending.Registration = cancellationToken.UnsafeRegister(
+                static (state, token) =>
+                {
+                    var (merger, batch) = ((TransactionMerger, PendingBatch))state!;
+                    if (batch.TryCancel())
+                    {
+                        merger.Release(batch);
+                        batch.TrySetCanceled(token);
+                        merger._metrics.FailedCommits.Add(1);
+                    }
+                },
+                (this, pending));
+        }
+
+        Interlocked.Increment(ref _queueDepth);
+        _queue.Enqueue(pending);
+        TryBecomeCommitter();
+    }
+
+    /// <summary>
+    /// Starts the committer unless one is active: the submission that finds no active committer takes the role (CAS)
+    /// and runs it as a thread-pool work item. Committing inline on the caller's thread was measured and rejected: an
+    /// async caller blocked in fdatasync inside <see cref="CommitAsync"/> kept the continuations of the other writers
+    /// from running, so under xunit's host every batch committed alone (16,000 groups for 16,000 batches from 16
+    /// writers), while the work-item committer merged them (about 11 batches per group) at the same single-writer rate.
+    /// </summary>
+    private void TryBecomeCommitter()
+    {
+        if (Volatile.Read(ref _committerActive) == 0 && Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(static self => self.RunCommitter(), this, preferLocal: false);
+        }
+    }
+
+    /// <summary>The pool-side committer: a bounded number of groups per work item, then it re-queues itself.</summary>
+    private void RunCommitter()
+    {
+        for (int groups = 0; groups < _options.MaxGroupsPerTurn && !_queue.IsEmpty; groups++)
+        {
+            CommitNextGroup();
+        }
+
+        ReleaseRole();
+    }
+
+    /// <summary>
+    /// Gives up the committer role. Stores 0 first and then re-checks the queue, so a batch enqueued just before the
+    /// release (whose submitter saw the role taken) is picked up by a new work item rather than stranded.
+    /// </summary>
+    private void ReleaseRole()
+    {
+        if (_queue.IsEmpty)
+        {
+            Volatile.Write(ref _committerActive, 0);
+            if (_queue.IsEmpty || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
+            {
+                return;
+            }
+        }
+
+        ThreadPool.UnsafeQueueUserWorkItem(static self => self.RunCommitter(), this, preferLocal: false);
+    }
+
+    private void ThrowIfFaulted()
+    {
+        Exception? fault = Volatile.Read(ref _fault);
+        if (fault is not null)
+        {
+            throw new StoreFaultedException("The store is faulted after a journal failure; commits fail until it is reopened.", fault);
+        }
+    }
+
+    /// <summary>A batch leaves the pending set: free its bytes and wake a submitter waiting on backpressure.</summary>
+    private void Release(PendingBatch pending)
+    {
+        Interlocked.Decrement(ref _queueDepth);
+        Interlocked.Add(ref _pendingBytes, -pending.Length);
+        pending.Registration.Dispose();
+        pending.ReturnBuffer();
+        if (Volatile.Read(ref _bytesWaiters) > 0)
+        {
+            _pendingBytesChanged.Release();
+        }
+    }
+
+    private void SyncBuffered()
+    {
+        if (Volatile.Read(ref _disposed) != 0 || IsFaulted || _journal.CommittedSequence >= _journal.LastAppendedSequence)
+        {
+            return;
+        }
+
+        try
+        {
+            long started = Stopwatch.GetTimestamp();
+            _journal.Sync();
+            _metrics.SyncDuration.Record(Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+        }
+        catch (Exception e) when (e is StoreFaultedException or ObjectDisposedException)
+        {
+            if (e is StoreFaultedException)
+            {
+                SetFault(e.InnerException ?? e);
+            }
+        }
+    }
+
+    public void Dispose()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            return;
+        }
+
+        _bufferedSyncTimer?.Dispose();
+
+        // Drain: commit whatever is pending (as the committer, or by waiting for the active one).
+        var spin = new SpinWait();
+        while (!_queue.IsEmpty || Volatile.Read(ref _committerActive) != 0)
+        {
+            if (Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
+            {
+                while (!_queue.IsEmpty)
+                {
+                    CommitNextGroup();
+                }
+
+                Volatile.Write(ref _committerActive, 0);
+            }
+            else
+            {
+                spin.SpinOnce();
+            }
+        }
+
+        if (!IsFaulted)
+        {
+            try
+            {
+                _journal.Sync();
+            }
+            catch (StoreFaultedException)
+            {
+            }
+        }
+
+        _metrics.Dispose();
+        _pendingBytesChanged.Dispose();
+    }
+
+    public ValueTask DisposeAsync()
+    {
+        Dispose();
+        return ValueTask.CompletedTask;
+    }
+}

@@ -1,0 +1,83 @@
+using Folio.Journal;
+using Folio.Transactions;
+
+namespace Folio.Tests.Infrastructure;
+
+/// <summary>A journal plus a transaction merger over a version table, in a temp folder, with a fault-injecting file system.</summary>
+internal sealed class MergerFixture : IDisposable
+{
+    private readonly TempDirectory _dir = new();
+
+    public MergerFixture(Action<TransactionMergerOptions>? configure = null, long segmentSize = 1L << 20, TestState? state = null)
+    {
+        Files = new FaultInjectingFileSystem();
+        Journal = WriteAheadJournal.Open(_dir.Path, new JournalOptions { SegmentSize = segmentSize, FileSystem = Files });
+        State = state ?? new TestState();
+        var options = new TransactionMergerOptions();
+        configure?.Invoke(options);
+        Merger = new TransactionMerger(Journal, State, options);
+    }
+
+    public string Path => _dir.Path;
+
+    public FaultInjectingFileSystem Files { get; }
+
+    public WriteAheadJournal Journal { get; private set; }
+
+    public TestState State { get; }
+
+    public TransactionMerger Merger { get; }
+
+    /// <summary>Every batch in the journal from <paramref name="from"/>: sequence, record (group) first sequence, commands.</summary>
+    public List<(long Sequence, long Record, List<BatchCommand> Commands)> ReadBatches(long from = 1)
+    {
+        var result = new List<(long, long, List<BatchCommand>)>();
+        using JournalReader reader = Journal.OpenReader(from);
+        while (reader.TryRead(out JournalEntry entry))
+        {
+            result.Add((entry.Sequence, reader.RecordFirstSequence, BatchEncoding.Decode(entry.Data)));
+        }
+
+        return result;
+    }
+
+    /// <summary>Holds the next fsync until the returned gate is set; returns once a committer is waiting in it.</summary>
+    public ManualResetEventSlim HoldNextSync(Func<Task> start)
+    {
+        var gate = new ManualResetEventSlim();
+        Files.SyncWaiting.Reset();
+        Files.SyncGate = gate;
+        _ = start();
+        Assert.True(Files.SyncWaiting.Wait(TimeSpan.FromSeconds(10)), "a committer reached the fsync");
+        return gate;
+    }
+
+    public void Dispose()
+    {
+        Files.SyncGate?.Set();
+        Files.SyncGate = null;
+        Merger.Dispose();
+        Journal.Dispose();
+        _dir.Dispose();
+    }
+}
+
+/// <summary>A version table whose validation throws for batches the test marks.</summary>
+internal sealed class TestState : ICommitState
+{
+    private readonly VersionTable _versions = new();
+
+    public Func<CommitBatch, Exception?> Validator { get; set; } = static _ => null;
+
+    public long GetVersion(in DocumentKey key) => _versions.GetVersion(key);
+
+    public void Validate(CommitBatch batch)
+    {
+        if (Validator(batch) is { } error)
+        {
+            throw error;
+        }
+    }
+
+    public void Apply(CommitBatch batch, long sequence) => _versions.Apply(batch, sequence);
+}

@@ -1,0 +1,251 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Text;
+using Folio.Tests.Infrastructure;
+using Folio.Transactions;
+
+namespace Folio.Tests.Transactions;
+
+public sealed class TransactionMergerTests
+{
+    private static ReadOnlyMemory<byte> Json(string text) => Encoding.UTF8.GetBytes(text);
+
+    [Theory]
+    [InlineData(1024, 4 << 20)]
+    [InlineData(8, 4 << 20)]
+    [InlineData(1024, 600)]
+    public async Task Sixteen_threads_commit_a_thousand_batches_each_exactly_once_in_acknowledgement_order(int maxCommands, int maxBytes)
+    {
+        using var fixture = new MergerFixture(o =>
+        {
+            o.MaxGroupCommands = maxCommands;
+            o.MaxGroupBytes = maxBytes;
+            o.MaxPendingBytes = Math.Max(maxBytes, 1 << 20);
+            o.SmallBatchAllowance = 0;
+        });
+        const int Threads = 16;
+        const int PerThread = 1000;
+        var acks = new ConcurrentDictionary<string, (long Sequence, long Submitted, long Acknowledged)>();
+        var clock = Stopwatch.StartNew();
+        var writers = Enumerable.Range(0, Threads).Select(t => Task.Run(async () =>
+        {
+            for (int i = 0; i < PerThread; i++)
+            {
+                string id = $"{t}-{i}";
+                var batch = new CommitBatch().Put("items", id, Json($"{{\"t\":{t},\"i\":{i}}}"));
+                if (i % 7 == 0)
+                {
+                    batch.Put("items", id + "-extra", Json("{}"));
+                }
+
+                long submitted = clock.ElapsedTicks;
+                CommitResult result = await fixture.Merger.CommitAsync(batch);
+                Assert.True(acks.TryAdd(id, (result.Sequence, submitted, clock.ElapsedTicks)));
+            }
+        })).ToArray();
+        await Task.WhenAll(writers);
+
+        var batches = fixture.ReadBatches();
+        Assert.Equal(Threads * PerThread, batches.Count);
+        Assert.Equal(Enumerable.Range(1, Threads * PerThread).Select(i => (long)i), batches.Select(b => b.Sequence));
+
+        // Every acknowledged batch is in the journal exactly once, at its acknowledged sequence, with its bytes.
+        var bySequence = batches.ToDictionary(b => b.Sequence);
+        foreach (var (id, ack) in acks)
+        {
+            var commands = bySequence[ack.Sequence].Commands;
+            Assert.Equal(id, commands[0].Key.Id);
+            Assert.Equal(Json($"{{\"t\":{id.Split('-')[0]},\"i\":{id.Split('-')[1]}}}").ToArray(), commands[0].Value.ToArray());
+        }
+
+        Assert.Equal(acks.Count, acks.Values.Select(a => a.Sequence).Distinct().Count());
+
+        // Groups respect the caps.
+        foreach (var group in batches.GroupBy(b => b.Record))
+        {
+            Assert.True(group.Count() == 1 || group.Sum(b => b.Commands.Count) <= maxCommands, "command cap");
+            long bytes = group.Sum(b => 4 + 5 + b.Commands.Sum(c => 1 + 2 + c.Key.Collection.Length + 2 + c.Key.Id.Length + 4 + c.Value.Length));
+            Assert.True(group.Count() == 1 || bytes <= maxBytes, $"byte cap: {bytes}");
+        }
+
+        int groups = batches.Select(b => b.Record).Distinct().Count();
+        Assert.True(groups < batches.Count, $"concurrent commits were merged into groups ({groups} groups for {batches.Count} batches)");
+
+        // Journal order is consistent with acknowledgement order: a batch acknowledged before another was submitted
+        // has the smaller sequence number.
+        var ordered = acks.Values.OrderBy(a => a.Sequence).ToArray();
+        long laterAckMin = long.MaxValue;
+        for (int i = ordered.Length - 1; i >= 0; i--)
+        {
+            Assert.True(laterAckMin >= ordered[i].Submitted, "a batch with a later sequence was acknowledged before this one was submitted");
+            laterAckMin = Math.Min(laterAckMin, ordered[i].Acknowledged);
+        }
+    }
+
+    [Fact]
+    public async Task In_one_group_conflicting_and_throwing_batches_fail_alone_and_the_others_commit()
+    {
+        using var fixture = new MergerFixture();
+        fixture.State.Validator = b => b.Commands[0].Key.Id == "bad" ? new InvalidDataException("rejected by validation") : null;
+        CommitResult seed = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "existing", Json("{\"v\":1}")));
+
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var good1 = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "a", Json("{}")).Expect("c", "existing", seed.Sequence)).AsTask();
+        var stale = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "b", Json("{}")).Expect("c", "existing", seed.Sequence + 100)).AsTask();
+        var throwing = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "bad", Json("{}"))).AsTask();
+        var good2 = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "existing", Json("{\"v\":2}")).Expect("c", "existing", seed.Sequence)).AsTask();
+        var dependsOnGood2 = fixture.Merger.CommitAsync(new CommitBatch().Delete("c", "existing").Expect("c", "existing", seed.Sequence)).AsTask();
+        var mustNotExist = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "new", Json("{}")).Expect("c", "new", 0)).AsTask();
+        gate.Set();
+
+        await first!;
+        CommitResult a = await good1;
+        CommitResult existing = await good2;
+        CommitResult created = await mustNotExist;
+        var conflict = await Assert.ThrowsAsync<ConcurrencyException>(() => stale);
+        Assert.Equal([new DocumentKey("c", "existing")], conflict.Conflicts);
+        Assert.Contains("c/existing", conflict.Message, StringComparison.Ordinal);
+        await Assert.ThrowsAsync<InvalidDataException>(() => throwing);
+        await Assert.ThrowsAsync<ConcurrencyException>(() => dependsOnGood2); // good2 changed "existing" earlier in the group
+
+        var batches = fixture.ReadBatches();
+        Assert.Equal(["existing", "first", "a", "existing", "new"], batches.Select(b => b.Commands[0].Key.Id));
+        Assert.Equal(batches[2].Record, batches[3].Record);
+        Assert.Equal(batches[3].Record, batches[4].Record);
+        Assert.Equal(existing.Sequence, fixture.State.GetVersion(new DocumentKey("c", "existing")));
+        Assert.Equal(a.Sequence + 1, existing.Sequence);
+        Assert.Equal(created.Sequence, fixture.State.GetVersion(new DocumentKey("c", "new")));
+        Assert.Equal(0, fixture.State.GetVersion(new DocumentKey("c", "b")));
+    }
+
+    [Theory]
+    [InlineData(FileFault.WriteFails)]
+    [InlineData(FileFault.ShortWrite)]
+    [InlineData(FileFault.DiskFull)]
+    [InlineData(FileFault.SyncFails)]
+    public async Task A_journal_failure_fails_the_group_and_everything_pending_and_faults_the_store(FileFault fault)
+    {
+        using var fixture = new MergerFixture();
+        CommitResult before = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
+
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var pending = Enumerable.Range(0, 20).Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", Json("{}"))).AsTask()).ToList();
+        fixture.Files.Arm(fault);
+        fixture.Files.SyncGate = null;
+        gate.Set();
+
+        await first!; // its sync was already under way before the fault was armed
+        var results = await Task.WhenAll(pending.Select(async t => (Task: t, Error: await Record.ExceptionAsync(() => t))));
+        Assert.All(results, r => Assert.IsType<StoreFaultedException>(r.Error));
+        var error = (StoreFaultedException)results[0].Error!;
+        Assert.IsType<IOException>(error.InnerException);
+        if (fault == FileFault.DiskFull)
+        {
+            Assert.Contains("disk is full", error.Message, StringComparison.Ordinal);
+        }
+
+        // Faulted: later commits fail fast; reads of what was committed keep working.
+        Assert.True(fixture.Merger.IsFaulted);
+        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask());
+        var committed = fixture.ReadBatches();
+        Assert.Equal(["before", "first"], committed.Select(b => b.Commands[0].Key.Id));
+        Assert.Equal(before.Sequence, fixture.State.GetVersion(new DocumentKey("c", "before")));
+        Assert.Equal(0, fixture.State.GetVersion(new DocumentKey("c", "p0")));
+    }
+
+    [Fact]
+    public async Task Cancellation_before_a_batch_is_taken_removes_it_and_after_it_is_taken_the_commit_is_delivered()
+    {
+        using var fixture = new MergerFixture();
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+
+        using var cancelWaiting = new CancellationTokenSource();
+        var waiting = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "cancelled", Json("{}")), cancelWaiting.Token).AsTask();
+        var kept = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "kept", Json("{}"))).AsTask();
+        cancelWaiting.Cancel();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => waiting);
+
+        // "first" is already in a group (it is inside the fsync): cancelling its token now changes nothing.
+        gate.Set();
+        Assert.Equal(1, (await first!).Sequence);
+        Assert.Equal(2, (await kept).Sequence);
+        Assert.Equal(["first", "kept"], fixture.ReadBatches().Select(b => b.Commands[0].Key.Id));
+
+        using var already = new CancellationTokenSource();
+        already.Cancel();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "x", Json("{}")), already.Token).AsTask());
+    }
+
+    [Fact]
+    public async Task Submitters_above_the_pending_byte_bound_wait_until_the_committer_frees_room()
+    {
+        using var fixture = new MergerFixture(o =>
+        {
+            o.MaxPendingBytes = 4096;
+            o.MaxGroupBytes = 4096;
+        });
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", new byte[100])).AsTask()));
+        var submitted = Enumerable.Range(0, 12).Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"b{i}", new byte[1000])).AsTask()).ToList();
+        await Task.Delay(100);
+        Assert.All(submitted, t => Assert.False(t.IsCompleted));
+        gate.Set();
+        await first!;
+        var results = await Task.WhenAll(submitted);
+        Assert.Equal(12, results.Select(r => r.Sequence).Distinct().Count());
+        Assert.Equal(13, fixture.ReadBatches().Count);
+    }
+
+    [Fact]
+    public async Task Buffered_commits_are_acknowledged_before_fsync_and_synced_within_the_interval_and_durable_batches_force_a_sync()
+    {
+        using var fixture = new MergerFixture(o =>
+        {
+            o.Durability = DurabilityMode.Buffered;
+            o.BufferedSyncInterval = TimeSpan.FromMilliseconds(50);
+        });
+        int syncsBefore = fixture.Files.Syncs;
+        CommitResult buffered = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "b", Json("{}")));
+        Assert.Equal(syncsBefore, fixture.Files.Syncs);
+        Assert.True(fixture.Journal.CommittedSequence < buffered.Sequence);
+        var deadline = DateTime.UtcNow.AddSeconds(10);
+        while (fixture.Journal.CommittedSequence < buffered.Sequence && DateTime.UtcNow < deadline)
+        {
+            await Task.Delay(10);
+        }
+
+        Assert.Equal(buffered.Sequence, fixture.Journal.CommittedSequence);
+        var durable = new CommitBatch { Durability = DurabilityMode.Durable }.Put("c", "d", Json("{}"));
+        CommitResult result = await fixture.Merger.CommitAsync(durable);
+        Assert.Equal(result.Sequence, fixture.Journal.CommittedSequence);
+    }
+
+    [Fact]
+    public async Task Bad_batches_are_rejected_with_clear_exceptions_and_the_merger_stays_usable()
+    {
+        using var fixture = new MergerFixture(segmentSize: 64 * 1024);
+        await Assert.ThrowsAsync<ArgumentException>(() => fixture.Merger.CommitAsync(new CommitBatch()).AsTask());
+        var tooLarge = await Assert.ThrowsAsync<ArgumentException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "big", new byte[70_000])).AsTask());
+        Assert.Contains("journal record holds at most", tooLarge.Message, StringComparison.Ordinal);
+        Assert.Throws<ArgumentException>(() => new CommitBatch().Put("", "x", Json("{}")));
+        Assert.Throws<ArgumentException>(() => new CommitBatch().Put("c", "", Json("{}")));
+        Assert.Throws<ArgumentOutOfRangeException>(() => new CommitBatch().Expect("c", "x", -1));
+        Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "ok", Json("{}")))).Sequence);
+    }
+
+    [Fact]
+    public async Task Dispose_commits_what_is_pending_and_later_commits_throw()
+    {
+        var fixture = new MergerFixture();
+        var tasks = Enumerable.Range(0, 50).Select(i => Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"k{i}", Json("{}"))).AsTask())).ToList();
+        await Task.WhenAll(tasks);
+        fixture.Merger.Dispose();
+        fixture.Merger.Dispose();
+        await Assert.ThrowsAsync<ObjectDisposedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "late", Json("{}"))).AsTask());
+        Assert.Equal(50, fixture.ReadBatches().Count);
+        fixture.Dispose();
+    }
+}
