@@ -1,0 +1,37 @@
+using System.Text;
+using Folio.Journal;
+using Folio.CrashHost;
+using Folio.Transactions;
+
+// The child of the crash test: commits durably from several concurrent writers until it is killed, printing one
+// line per acknowledged batch ("ACK <sequence> <id>") only after CommitAsync returned. The parent kills it with
+// SIGKILL at a random moment, reopens the folder and checks every acknowledged batch.
+if (args.Length < 2)
+{
+    Console.Error.WriteLine("usage: Folio.CrashHost <folder> <run-tag> [writers]");
+    return 2;
+}
+
+string folder = args[0];
+string tag = args[1];
+int writers = args.Length > 2 ? int.Parse(args[2], System.Globalization.CultureInfo.InvariantCulture) : 8;
+using var journal = WriteAheadJournal.Open(folder, new JournalOptions { SegmentSize = 256 * 1024 });
+using var merger = new TransactionMerger(journal, new VersionTable(), new TransactionMergerOptions());
+var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
+object gate = new();
+Console.Error.WriteLine($"READY {journal.CommittedSequence}");
+var tasks = Enumerable.Range(0, writers).Select(w => Task.Run(async () =>
+{
+    for (long i = 0; ; i++)
+    {
+        string id = $"{tag}-{w}-{i}";
+        CommitResult result = await merger.CommitAsync(new CommitBatch().Put("crash", id, CrashPayload.For(id)));
+        lock (gate)
+        {
+            output.WriteLine($"ACK {result.Sequence} {id}");
+        }
+    }
+})).ToArray();
+await Task.WhenAll(tasks);
+return 0;
+
