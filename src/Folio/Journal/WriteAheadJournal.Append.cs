@@ -178,6 +178,7 @@ public sealed partial class WriteAheadJournal
                 segment.LastTimestamp = timestamp;
                 _lastTimestamp = timestamp;
                 _nextSequence = first + entryCount;
+                Volatile.Write(ref _appendedRecords, _appendedRecords + 1);
                 return first;
             }
             catch (Exception e) when (e is not StoreFaultedException)

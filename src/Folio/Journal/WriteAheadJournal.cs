@@ -55,6 +55,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private Task<string>? _preparedSegment;
     private readonly List<JournalSegment> _sealedWithOpenFiles = [];
     private Exception? _fault;
+    private long _appendedRecords;
 
     private WriteAheadJournal(string directory, JournalOptions options, IDisposable directoryLock)
     {
@@ -154,6 +155,9 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     public long MaxRecordSize => _segmentSize - JournalFormat.SegmentHeaderSize;
 
     internal bool IsDisposed => Volatile.Read(ref _disposed) != 0;
+
+    /// <summary>Records appended since open (diagnostics and benchmarks: one per commit group).</summary>
+    internal long AppendedRecords => Volatile.Read(ref _appendedRecords);
 
     internal long SegmentsVersion => Volatile.Read(ref _segmentsVersion);
 

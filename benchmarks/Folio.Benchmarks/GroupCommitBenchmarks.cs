@@ -1,0 +1,207 @@
+using System.Diagnostics;
+using System.Text;
+using BenchmarkDotNet.Attributes;
+using Folio.Journal;
+using Folio.Transactions;
+using LiteDB;
+using Microsoft.Data.Sqlite;
+
+namespace Folio.Benchmarks;
+
+/// <summary>
+/// Concurrent single-document durable commits (~200-byte JSON). Mean is per commit (OperationsPerInvoke = all commits
+/// of all writers). Peers in the same run: SQLite (WAL, synchronous=FULL, one connection per writer), LiteDB (one
+/// shared database; it does not fsync per commit), and the single-writer physical limit (200 bytes + fdatasync in a
+/// loop into a zero-filled file). Commits/s, p50/p99 latency and Folio's average group size are appended to
+/// group-commit-stats.csv in the benchmark folder.
+/// </summary>
+public class GroupCommitBenchmarks : BenchmarkDirectory
+{
+    private const int CommitsPerInvoke = 2048;
+
+    private WriteAheadJournal _journal = null!;
+    private TransactionMerger _merger = null!;
+    private SqliteConnection[] _sqlite = null!;
+    private LiteDatabase _lite = null!;
+    private ILiteCollection<BsonDocument> _liteDocuments = null!;
+    private RawDurableFile _raw = null!;
+    private byte[][] _documents = null!;
+    private string[] _documentStrings = null!;
+    private long[] _latencies = null!;
+    private int _latencyCount;
+    private long _groupsBefore;
+    private long _commitsMeasured;
+    private long _groupsMeasured;
+
+    [Params(1, 16, 64, 256)]
+    public int Writers { get; set; }
+
+    private int PerWriter => CommitsPerInvoke / Writers;
+
+    [GlobalSetup]
+    public void Setup()
+    {
+        CreateRoot();
+        ThreadPool.SetMinThreads(Math.Max(Writers + 8, 16), 16);
+        _documentStrings = Enumerable.Range(0, 1024).Select(i => $"{{\"name\":\"user {i}\",\"email\":\"user{i}@example.com\",\"age\":{20 + (i % 50)},\"tags\":[\"a\",\"b\",\"c\"],\"address\":{{\"city\":\"Springfield\",\"zip\":\"{10000 + i}\"}},\"active\":true,\"pad\":\"{new string('x', 40)}\"}}").ToArray();
+        _documents = _documentStrings.Select(Encoding.UTF8.GetBytes).ToArray();
+        _latencies = new long[CommitsPerInvoke];
+
+        _journal = WriteAheadJournal.Open(NewFolder("folio"));
+        _merger = new TransactionMerger(_journal, new VersionTable(), new TransactionMergerOptions());
+
+        string sqlitePath = Path.Combine(NewFolder("sqlite"), "db.sqlite");
+        _sqlite = new SqliteConnection[Writers];
+        for (int w = 0; w < Writers; w++)
+        {
+            _sqlite[w] = new SqliteConnection($"Data Source={sqlitePath};Pooling=False");
+            _sqlite[w].Open();
+            Execute(_sqlite[w], "PRAGMA busy_timeout=60000;");
+            if (w == 0)
+            {
+                Execute(_sqlite[w], "PRAGMA journal_mode=WAL;");
+                Execute(_sqlite[w], "CREATE TABLE IF NOT EXISTS docs (id TEXT PRIMARY KEY, json TEXT NOT NULL);");
+            }
+
+            Execute(_sqlite[w], "PRAGMA synchronous=FULL;");
+        }
+
+        _lite = new LiteDatabase($"Filename={Path.Combine(NewFolder("litedb"), "db.litedb")};Connection=direct");
+        _liteDocuments = _lite.GetCollection<BsonDocument>("docs");
+        _raw = new RawDurableFile(Path.Combine(NewFolder("raw"), "raw.bin"), zeroFill: 64L << 20);
+    }
+
+    [GlobalCleanup]
+    public void Cleanup()
+    {
+        _merger.Dispose();
+        _journal.Dispose();
+        foreach (SqliteConnection connection in _sqlite)
+        {
+            connection.Dispose();
+        }
+
+        _lite.Dispose();
+        _raw.Dispose();
+        DeleteRoot();
+    }
+
+    [IterationSetup]
+    public void ResetStats()
+    {
+        _latencyCount = 0;
+        _groupsBefore = CountGroups();
+    }
+
+    [IterationCleanup]
+    public void RecordStats()
+    {
+        Array.Sort(_latencies, 0, _latencyCount);
+        _commitsMeasured += _latencyCount;
+        _groupsMeasured += CountGroups() - _groupsBefore;
+        if (_latencyCount > 0)
+        {
+            string line = FormattableString.Invariant($"{DateTime.UtcNow:O},{Writers},{_method},{Percentile(0.50):F1},{Percentile(0.99):F1},{(_groupsMeasured > 0 ? (double)_commitsMeasured / _groupsMeasured : 0):F1}");
+            File.AppendAllText(StatsFile, line + Environment.NewLine);
+        }
+
+        if (_journal.SegmentCount > 2)
+        {
+            _journal.Purge(_journal.CommittedSequence);
+        }
+    }
+
+    private string _method = string.Empty;
+
+    [Benchmark(OperationsPerInvoke = CommitsPerInvoke)]
+    public void RawFdatasync()
+    {
+        _method = nameof(RawFdatasync);
+        byte[] record = _documents[0];
+        for (int i = 0; i < CommitsPerInvoke; i++)
+        {
+            long started = Stopwatch.GetTimestamp();
+            if (_raw.Offset + record.Length > (64L << 20))
+            {
+                _raw.Rewind();
+            }
+
+            _raw.Append(record);
+            _raw.Sync();
+            _latencies[_latencyCount++] = Stopwatch.GetTimestamp() - started;
+        }
+    }
+
+    [Benchmark(Baseline = true, OperationsPerInvoke = CommitsPerInvoke)]
+    public void Folio()
+    {
+        _method = nameof(Folio);
+        RunWriters(async (w, i) =>
+        {
+            var batch = new CommitBatch().Put("users", $"u{w}-{i}", _documents[(w + i) & 1023]);
+            await _merger.CommitAsync(batch).ConfigureAwait(false);
+        });
+    }
+
+    [Benchmark(OperationsPerInvoke = CommitsPerInvoke)]
+    public void Sqlite()
+    {
+        _method = nameof(Sqlite);
+        RunWriters((w, i) =>
+        {
+            using SqliteCommand command = _sqlite[w].CreateCommand();
+            command.CommandText = "INSERT OR REPLACE INTO docs (id, json) VALUES ($id, $json);";
+            command.Parameters.AddWithValue("$id", $"u{w}-{i}");
+            command.Parameters.AddWithValue("$json", _documentStrings[(w + i) & 1023]);
+            command.ExecuteNonQuery();
+            return ValueTask.CompletedTask;
+        });
+    }
+
+    [Benchmark(OperationsPerInvoke = CommitsPerInvoke)]
+    public void LiteDb()
+    {
+        _method = nameof(LiteDb);
+        RunWriters((w, i) =>
+        {
+            var document = new BsonDocument { ["_id"] = $"u{w}-{i}", ["json"] = _documentStrings[(w + i) & 1023] };
+            _liteDocuments.Upsert(document);
+            return ValueTask.CompletedTask;
+        });
+    }
+
+    private static string StatsFile => Path.Combine(Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") ?? Path.Combine(AppContext.BaseDirectory, "bench-data"), "group-commit-stats.csv");
+
+    private void RunWriters(Func<int, int, ValueTask> commit)
+    {
+        var tasks = new Task[Writers];
+        int perWriter = PerWriter;
+        for (int w = 0; w < Writers; w++)
+        {
+            int writer = w;
+            tasks[w] = Task.Run(async () =>
+            {
+                for (int i = 0; i < perWriter; i++)
+                {
+                    long started = Stopwatch.GetTimestamp();
+                    await commit(writer, i).ConfigureAwait(false);
+                    long elapsed = Stopwatch.GetTimestamp() - started;
+                    _latencies[Interlocked.Increment(ref _latencyCount) - 1] = elapsed;
+                }
+            });
+        }
+
+        Task.WaitAll(tasks);
+    }
+
+    private long CountGroups() => _journal.AppendedRecords;
+
+    private double Percentile(double p) => _latencies[Math.Min(_latencyCount - 1, (int)(p * _latencyCount))] * 1_000_000.0 / Stopwatch.Frequency;
+
+    private static void Execute(SqliteConnection connection, string sql)
+    {
+        using SqliteCommand command = connection.CreateCommand();
+        command.CommandText = sql;
+        command.ExecuteNonQuery();
+    }
+}
