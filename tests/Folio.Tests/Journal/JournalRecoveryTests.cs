@@ -125,16 +125,8 @@ public sealed class JournalRecoveryTests
     public void Damage_in_a_sealed_segment_is_corruption_even_at_its_tail()
     {
         using var dir = new TempDirectory();
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
-        {
-            for (int i = 1; i <= 40; i++)
-            {
-                journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
-            }
-
-            journal.Sync();
-            Assert.True(journal.SegmentCount >= 3);
-        }
+        WriteSmallSegments(dir.Path, entries: 40);
+        Assert.True(Directory.GetFiles(dir.Path, "*.journal").Length >= 3);
 
         string sealedSegment = Directory.GetFiles(dir.Path, "*.journal").Order(StringComparer.Ordinal).First();
         byte[] bytes = File.ReadAllBytes(sealedSegment);
@@ -157,15 +149,7 @@ public sealed class JournalRecoveryTests
     public void A_missing_middle_segment_or_a_damaged_segment_header_is_corruption()
     {
         using var dir = new TempDirectory();
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
-        {
-            for (int i = 1; i <= 60; i++)
-            {
-                journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
-            }
-
-            journal.Sync();
-        }
+        WriteSmallSegments(dir.Path, entries: 60);
 
         string[] segments = Directory.GetFiles(dir.Path, "*.journal").Order(StringComparer.Ordinal).ToArray();
         Assert.True(segments.Length >= 4);
@@ -215,15 +199,7 @@ public sealed class JournalRecoveryTests
     public void Segments_left_behind_by_an_interrupted_purge_are_removed_at_recovery()
     {
         using var dir = new TempDirectory();
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
-        {
-            for (int i = 1; i <= 60; i++)
-            {
-                journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
-            }
-
-            journal.Sync();
-        }
+        WriteSmallSegments(dir.Path, entries: 60);
 
         string[] segments = Directory.GetFiles(dir.Path, "*.journal").Order(StringComparer.Ordinal).ToArray();
         long firstKept = JournalFormatFirst(segments[2]);
@@ -273,6 +249,18 @@ public sealed class JournalRecoveryTests
         Assert.Equal("first"u8.ToArray(), first.Data.ToArray());
         var error = Assert.Throws<JournalCorruptedException>(() => reader.TryRead(out _));
         Assert.Equal(JournalFormat.SegmentHeaderSize + JournalFormat.RecordHeaderSize + 4 + 5, error.Offset);
+    }
+
+    /// <summary>Writes entries of 60 bytes, one record each, to 1 KiB segments (about ten records a segment).</summary>
+    private static void WriteSmallSegments(string path, int entries)
+    {
+        using var journal = WriteAheadJournal.Open(path, JournalTestExtensions.Tiny(1024));
+        for (int i = 1; i <= entries; i++)
+        {
+            journal.Append(JournalTestExtensions.Payload(Seed, i, 60));
+        }
+
+        journal.Sync();
     }
 
     /// <summary>Writes records of 1 to 3 entries to one segment; returns the offset of the last record.</summary>
