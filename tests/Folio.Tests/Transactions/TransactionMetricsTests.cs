@@ -1,0 +1,65 @@
+using System.Collections.Concurrent;
+using System.Diagnostics.Metrics;
+using Folio.Tests.Infrastructure;
+using Folio.Transactions;
+
+namespace Folio.Tests.Transactions;
+
+public sealed class TransactionMetricsTests
+{
+    [Fact]
+    public async Task Commits_groups_group_sizes_and_fsync_durations_are_published_on_the_Folio_meter()
+    {
+        using var meters = new TestMeterFactory();
+        var measurements = new ConcurrentDictionary<string, ConcurrentQueue<double>>();
+        using var listener = new MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (meters.Meters.Contains(instrument.Meter))
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
+        listener.SetMeasurementEventCallback<int>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
+        listener.SetMeasurementEventCallback<double>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
+        listener.Start();
+
+        using var fixture = new MergerFixture(o => o.MeterFactory = meters);
+        await Task.WhenAll(Enumerable.Range(0, 200).Select(i => Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"k{i}", "{}"u8.ToArray())).AsTask())));
+        await Assert.ThrowsAsync<ConcurrencyException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k1", "{}"u8.ToArray()).Expect("c", "k1", 0)).AsTask());
+        listener.RecordObservableInstruments();
+
+        Assert.Equal("Folio", Assert.Single(meters.Meters).Name);
+        Assert.Equal(200, measurements["folio.commits"].Sum());
+        Assert.Equal(1, measurements["folio.commits.failed"].Sum());
+        double groups = measurements["folio.commit.groups"].Sum();
+        Assert.InRange(groups, 1, 200);
+        Assert.Equal(200, measurements["folio.commit.group.batches"].Sum());
+        Assert.Equal(groups, measurements["folio.commit.group.batches"].Count);
+        Assert.Equal(200, measurements["folio.commit.group.commands"].Sum());
+        Assert.True(measurements["folio.journal.fsync.duration"].Count >= groups);
+        Assert.All(measurements["folio.journal.fsync.duration"], d => Assert.True(d >= 0));
+        Assert.Equal(0, measurements["folio.commit.queue.depth"].Last());
+    }
+
+    private sealed class TestMeterFactory : IMeterFactory
+    {
+        public ConcurrentBag<Meter> Meters { get; } = [];
+
+        public Meter Create(MeterOptions options)
+        {
+            var meter = new Meter(options);
+            Meters.Add(meter);
+            return meter;
+        }
+
+        public void Dispose()
+        {
+            foreach (Meter meter in Meters)
+            {
+                meter.Dispose();
+            }
+        }
+    }
+}
