@@ -1,0 +1,33 @@
+namespace Folio.Documents;
+
+/// <summary>
+/// One version of a document in the <see cref="VersionedIndex"/>: written once by the committer, then immutable but
+/// for <see cref="_older"/>, which the committer may cut (never change otherwise) when no snapshot can reach past it.
+/// </summary>
+internal sealed class DocumentVersion
+{
+    private DocumentVersion? _older;
+
+    public DocumentVersion(long sequence, ReadOnlyMemory<byte> json, bool isDeleted, DocumentVersion? older)
+    {
+        Sequence = sequence;
+        Json = json;
+        IsDeleted = isDeleted;
+        _older = older;
+    }
+
+    /// <summary>The commit sequence number that wrote this version (the document's version number).</summary>
+    public long Sequence { get; }
+
+    /// <summary>The UTF-8 JSON of a put; empty for a delete.</summary>
+    public ReadOnlyMemory<byte> Json { get; }
+
+    /// <summary>Whether this version is a delete (a tombstone).</summary>
+    public bool IsDeleted { get; }
+
+    /// <summary>The previous version, or null (none, or pruned). Acquire read.</summary>
+    public DocumentVersion? Older => Volatile.Read(ref _older);
+
+    /// <summary>Cuts the chain after this version. Committer only, and only when no snapshot can need the older versions.</summary>
+    public void Prune() => Volatile.Write(ref _older, null);
+}

@@ -1,0 +1,213 @@
+using System.Collections.Concurrent;
+using System.Collections.Immutable;
+using Folio.Transactions;
+
+namespace Folio.Documents;
+
+/// <summary>
+/// The in-memory, multi-versioned index of the latest documents: every key keeps its versions tagged with their
+/// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
+/// <para>
+/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply"/> batch by batch in commit order.
+/// For each command it prepends a <see cref="DocumentVersion"/> to the key's <see cref="VersionChain"/> (release write
+/// of the head), adds a new key to its collection's sorted key set (an immutable set, replaced with a release write),
+/// and after the whole batch publishes <see cref="VisibleSequence"/> = the batch's sequence (release). Readers take a
+/// snapshot S = <see cref="VisibleSequence"/> (acquire) through <see cref="SnapshotRegistry"/>, then read chains and
+/// key sets without locks: every version at or below S was written before S was published, and versions above S
+/// are skipped. Readers never wait for the writer.
+/// </para>
+/// <para>
+/// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
+/// is older); on each chain it touches, it cuts the versions older than the one visible at that snapshot, since no
+/// open or future snapshot can reach them. Memory of chains that are never written again is kept until their next
+/// write; deleted keys stay in the sorted key set as tombstones (readers skip them).
+/// </para>
+/// </summary>
+internal sealed class VersionedIndex : ICommitState
+{
+    private readonly ConcurrentDictionary<DocumentKey, VersionChain> _chains = new();
+    private readonly ConcurrentDictionary<string, SortedKeys> _collections = new(StringComparer.Ordinal);
+    private readonly SnapshotRegistry _snapshots = new();
+    private long _visible;
+
+    /// <summary>The newest committed sequence whose effects are visible to new snapshots.</summary>
+    public long VisibleSequence => Volatile.Read(ref _visible);
+
+    /// <summary>Snapshots currently open (tests and diagnostics).</summary>
+    public int OpenSnapshots => _snapshots.OpenCount;
+
+    /// <summary>Opens a snapshot of everything committed so far; dispose it to let old versions go.</summary>
+    public IndexSnapshot OpenSnapshot()
+    {
+        (int slot, long sequence) = _snapshots.Open(ref _visible);
+        return new IndexSnapshot(this, slot, sequence);
+    }
+
+    /// <summary>The version of <paramref name="key"/> visible at <paramref name="snapshot"/>, or null when absent or deleted.</summary>
+    public DocumentVersion? Get(in DocumentKey key, long snapshot)
+    {
+        DocumentVersion? version = _chains.TryGetValue(key, out VersionChain? chain) ? chain.At(snapshot) : null;
+        return version is { IsDeleted: false } ? version : null;
+    }
+
+    /// <summary>
+    /// The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids are in
+    /// [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) (null: unbounded), in ordinal order.
+    /// </summary>
+    public IEnumerable<(string Id, DocumentVersion Version)> Range(string collection, string? fromInclusive, string? toExclusive, bool descending, long snapshot)
+    {
+        if (fromInclusive is not null && toExclusive is not null && string.CompareOrdinal(fromInclusive, toExclusive) > 0)
+        {
+            ThrowHelper.ThrowArgument(nameof(fromInclusive), $"The range is inverted: '{fromInclusive}' is after '{toExclusive}'.");
+        }
+
+        return RangeIterator(collection, fromInclusive, toExclusive, descending, snapshot);
+    }
+
+    /// <summary>The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids start with <paramref name="prefix"/>.</summary>
+    public IEnumerable<(string Id, DocumentVersion Version)> Prefix(string collection, string prefix, bool descending, long snapshot)
+    {
+        ArgumentNullException.ThrowIfNull(prefix);
+        if (!_collections.TryGetValue(collection, out SortedKeys? keys))
+        {
+            return [];
+        }
+
+        ImmutableSortedSet<string> set = keys.Current;
+        int start = LowerBound(set, prefix);
+        int end = start;
+        while (end < set.Count && set[end].StartsWith(prefix, StringComparison.Ordinal))
+        {
+            end++;
+        }
+
+        return Iterate(collection, set, start, end, descending, snapshot);
+    }
+
+    /// <summary>The number of live documents of <paramref name="collection"/> at <paramref name="snapshot"/>.</summary>
+    public int Count(string collection, long snapshot)
+    {
+        int count = 0;
+        foreach (var _ in RangeIterator(collection, null, null, descending: false, snapshot))
+        {
+            count++;
+        }
+
+        return count;
+    }
+
+    /// <inheritdoc/>
+    public long GetVersion(in DocumentKey key) => Get(key, VisibleSequence)?.Sequence ?? 0;
+
+    /// <inheritdoc/>
+    public void Validate(CommitBatch batch)
+    {
+    }
+
+    /// <inheritdoc/>
+    public void Apply(CommitBatch batch, long sequence)
+    {
+        long oldest = _snapshots.Oldest(VisibleSequence);
+        foreach (BatchCommand command in batch.Commands)
+        {
+            VersionChain chain = _chains.GetOrAdd(command.Key, static _ => new VersionChain());
+            DocumentVersion? head = chain.Head;
+            if (head is null)
+            {
+                SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
+                keys.Add(command.Key.Id);
+            }
+            else
+            {
+                // Cut what no snapshot can reach: everything older than the version visible at the oldest snapshot.
+                DocumentVersion? visibleToOldest = head;
+                while (visibleToOldest is not null && visibleToOldest.Sequence > oldest)
+                {
+                    visibleToOldest = visibleToOldest.Older;
+                }
+
+                visibleToOldest?.Prune();
+            }
+
+            bool isDelete = command.Kind == CommandKind.Delete;
+            chain.Push(new DocumentVersion(sequence, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head));
+        }
+
+        Volatile.Write(ref _visible, sequence);
+    }
+
+    internal void CloseSnapshot(int slot) => _snapshots.Close(slot);
+
+    /// <summary>How many versions of <paramref name="key"/> are still reachable (tests and diagnostics).</summary>
+    internal int ChainLength(in DocumentKey key)
+    {
+        int length = 0;
+        for (DocumentVersion? version = _chains.TryGetValue(key, out VersionChain? chain) ? chain.Head : null; version is not null; version = version.Older)
+        {
+            length++;
+        }
+
+        return length;
+    }
+
+    private IEnumerable<(string Id, DocumentVersion Version)> RangeIterator(string collection, string? fromInclusive, string? toExclusive, bool descending, long snapshot)
+    {
+        if (!_collections.TryGetValue(collection, out SortedKeys? keys))
+        {
+            return [];
+        }
+
+        ImmutableSortedSet<string> set = keys.Current;
+        int start = fromInclusive is null ? 0 : LowerBound(set, fromInclusive);
+        int end = toExclusive is null ? set.Count : LowerBound(set, toExclusive);
+        return Iterate(collection, set, start, end, descending, snapshot);
+    }
+
+    /// <summary>Yields the ids at positions [start, end) of the key set that have a live version at the snapshot.</summary>
+    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, ImmutableSortedSet<string> set, int start, int end, bool descending, long snapshot)
+    {
+        for (int n = 0; n < end - start; n++)
+        {
+            string id = set[descending ? end - 1 - n : start + n];
+            DocumentVersion? version = Get(new DocumentKey(collection, id), snapshot);
+            if (version is not null)
+            {
+                yield return (id, version);
+            }
+        }
+    }
+
+    /// <summary>The position of the first id at or after <paramref name="key"/>.</summary>
+    private static int LowerBound(ImmutableSortedSet<string> set, string key)
+    {
+        int index = set.IndexOf(key);
+        return index >= 0 ? index : ~index;
+    }
+
+    /// <summary>A collection's ids, sorted ordinally; replaced as a whole by the writer (release), read by readers (acquire).</summary>
+    private sealed class SortedKeys
+    {
+        private ImmutableSortedSet<string> _set = ImmutableSortedSet.Create<string>(StringComparer.Ordinal);
+
+        public ImmutableSortedSet<string> Current => Volatile.Read(ref _set);
+
+        public void Add(string id) => Volatile.Write(ref _set, _set.Add(id));
+    }
+}
+
+/// <summary>A registered read snapshot of the <see cref="VersionedIndex"/>; dispose it when the reads are done.</summary>
+internal sealed class IndexSnapshot(VersionedIndex index, int slot, long sequence) : IDisposable
+{
+    private int _disposed;
+
+    /// <summary>The snapshot's sequence: it sees every commit at or below it.</summary>
+    public long Sequence { get; } = sequence;
+
+    public void Dispose()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) == 0)
+        {
+            index.CloseSnapshot(slot);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+using System.Collections.Concurrent;
+using System.Text;
+using FsCheck;
+using FsCheck.Fluent;
+using FsCheck.Xunit;
+using Folio.Documents;
+using Folio.Transactions;
+
+namespace Folio.Tests.Documents;
+
+public sealed class VersionedIndexTests
+{
+    private static readonly string[] s_ids = ["a", "a/1", "a/2", "ab", "b", "b/1", "c"];
+
+    /// <summary>
+    /// Random commits (puts and deletes over a few ids in two collections), snapshots opened and closed at random, and
+    /// reads at every open snapshot (get, range, prefix, count, both directions) against a model that keeps a full copy
+    /// of the state per commit. Pruning must never remove a version an open snapshot sees.
+    /// </summary>
+    [Property(MaxTest = 200, Arbitrary = [typeof(VersionedIndexTests)])]
+    public void Every_open_snapshot_keeps_seeing_exactly_its_state_while_commits_prune_old_versions(int[] program)
+    {
+        var index = new VersionedIndex();
+        var states = new List<Dictionary<DocumentKey, (long Version, string Json)>> { new() };
+        var open = new List<IndexSnapshot>();
+        long sequence = 0;
+        foreach (int op in program)
+        {
+            int argument = op >>> 3;
+            switch (op & 7)
+            {
+                case 0 or 1 or 2:
+                    {
+                        sequence++;
+                        var state = new Dictionary<DocumentKey, (long, string)>(states[^1]);
+                        var batch = new CommitBatch();
+                        for (int c = 0; c <= argument % 3; c++)
+                        {
+                            var key = new DocumentKey((argument >> (4 + c)) % 2 == 0 ? "x" : "y", s_ids[(argument >> (6 + (3 * c))) % s_ids.Length]);
+                            if ((argument >> (2 + c)) % 4 == 0)
+                            {
+                                batch.Delete(key.Collection, key.Id);
+                                state.Remove(key);
+                            }
+                            else
+                            {
+                                string json = $"{{\"s\":{sequence},\"c\":{c}}}";
+                                batch.Put(key.Collection, key.Id, Encoding.UTF8.GetBytes(json));
+                                state[key] = (sequence, json);
+                            }
+                        }
+
+                        index.Apply(batch, sequence);
+                        states.Add(state);
+                        break;
+                    }
+
+                case 3 or 4:
+                    open.Add(index.OpenSnapshot());
+                    break;
+                case 5:
+                    if (open.Count > 0)
+                    {
+                        int at = argument % open.Count;
+                        open[at].Dispose();
+                        open.RemoveAt(at);
+                    }
+
+                    break;
+                default:
+                    foreach (IndexSnapshot snapshot in open.Append(index.OpenSnapshot()))
+                    {
+                        AssertSnapshot(index, snapshot.Sequence, states[(int)snapshot.Sequence], argument);
+                    }
+
+                    break;
+            }
+        }
+
+        foreach (IndexSnapshot snapshot in open)
+        {
+            AssertSnapshot(index, snapshot.Sequence, states[(int)snapshot.Sequence], 0);
+            snapshot.Dispose();
+        }
+    }
+
+    public static Arbitrary<int[]> Programs() =>
+        Arb.From(
+            Gen.ArrayOf(Gen.Choose(0, int.MaxValue)),
+            static program => Enumerable.Range(0, program.Length).Select(skip => program.Where((_, i) => i != skip).ToArray()));
+
+    private static void AssertSnapshot(VersionedIndex index, long snapshot, Dictionary<DocumentKey, (long Version, string Json)> state, int argument)
+    {
+        foreach (string collection in new[] { "x", "y" })
+        {
+            foreach (string id in s_ids)
+            {
+                DocumentVersion? version = index.Get(new DocumentKey(collection, id), snapshot);
+                if (state.TryGetValue(new DocumentKey(collection, id), out var expected))
+                {
+                    Assert.NotNull(version);
+                    Assert.Equal(expected.Version, version.Sequence);
+                    Assert.Equal(expected.Json, Encoding.UTF8.GetString(version.Json.Span));
+                }
+                else
+                {
+                    Assert.Null(version);
+                }
+            }
+
+            var live = state.Keys.Where(k => k.Collection == collection).Select(k => k.Id).Order(StringComparer.Ordinal).ToList();
+            Assert.Equal(live.Count, index.Count(collection, snapshot));
+            bool descending = argument % 2 == 1;
+            string from = s_ids[argument % s_ids.Length];
+            string to = s_ids[(argument / 7) % s_ids.Length];
+            if (string.CompareOrdinal(from, to) > 0)
+            {
+                (from, to) = (to, from);
+            }
+
+            var range = live.Where(id => string.CompareOrdinal(id, from) >= 0 && string.CompareOrdinal(id, to) < 0).ToList();
+            Assert.Equal(descending ? Enumerable.Reverse(range) : range, index.Range(collection, from, to, descending, snapshot).Select(e => e.Id));
+            Assert.Equal(live, index.Range(collection, null, null, descending: false, snapshot).Select(e => e.Id));
+            string prefix = from.Length > 0 ? from[..1] : from;
+            var withPrefix = live.Where(id => id.StartsWith(prefix, StringComparison.Ordinal)).ToList();
+            Assert.Equal(descending ? Enumerable.Reverse(withPrefix) : withPrefix, index.Prefix(collection, prefix, descending, snapshot).Select(e => e.Id));
+        }
+    }
+
+    [Fact]
+    public void An_inverted_range_is_rejected_and_an_unknown_collection_is_empty()
+    {
+        var index = new VersionedIndex();
+        Assert.Throws<ArgumentException>(() => index.Range("x", "b", "a", descending: false, 0));
+        Assert.Empty(index.Range("nothing", null, null, descending: false, 0));
+        Assert.Empty(index.Prefix("nothing", "a", descending: true, 0));
+        Assert.Equal(0, index.Count("nothing", 0));
+    }
+
+    [Fact]
+    public void Versions_no_snapshot_can_see_are_pruned()
+    {
+        var index = new VersionedIndex();
+        var key = new DocumentKey("x", "k");
+        index.Apply(new CommitBatch().Put("x", "k", "1"u8.ToArray()), 1);
+        IndexSnapshot old = index.OpenSnapshot();
+        index.Apply(new CommitBatch().Put("x", "k", "2"u8.ToArray()), 2);
+        index.Apply(new CommitBatch().Put("x", "k", "3"u8.ToArray()), 3);
+        Assert.Equal("1"u8.ToArray(), index.Get(key, old.Sequence)!.Json.ToArray());
+        Assert.Equal(3, index.ChainLength(key));
+
+        old.Dispose();
+        Assert.Equal(0, index.OpenSnapshots);
+        index.Apply(new CommitBatch().Put("x", "k", "4"u8.ToArray()), 4);
+        Assert.Equal(2, index.ChainLength(key)); // version 4 and version 3 (visible at the oldest point, 3)
+        Assert.Equal("4"u8.ToArray(), index.Get(key, index.VisibleSequence)!.Json.ToArray());
+    }
+
+    /// <summary>
+    /// A writer commits batches that put the same value under two keys (atomically) while readers take snapshots:
+    /// a reader sees both keys at one version (never a torn batch), and versions never go back across its snapshots.
+    /// </summary>
+    [Fact]
+    public async Task Readers_see_whole_batches_in_increasing_order_while_the_writer_commits()
+    {
+        var index = new VersionedIndex();
+        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(2));
+        var failures = new ConcurrentQueue<string>();
+        long committed = 0;
+        var writer = Task.Factory.StartNew(() =>
+        {
+            for (long s = 1; !stop.IsCancellationRequested; s++)
+            {
+                byte[] value = Encoding.UTF8.GetBytes(s.ToString(System.Globalization.CultureInfo.InvariantCulture));
+                var batch = new CommitBatch().Put("x", $"k{s % 5}", value).Put("y", $"k{s % 5}", value);
+                if (s % 11 == 0)
+                {
+                    batch.Delete("x", $"k{(s + 1) % 5}").Delete("y", $"k{(s + 1) % 5}");
+                }
+
+                index.Apply(batch, s);
+                Volatile.Write(ref committed, s);
+            }
+        }, TaskCreationOptions.LongRunning);
+
+        var readers = Enumerable.Range(0, 4).Select(r => Task.Run(() =>
+        {
+            var lastSeen = new long[5];
+            long lastSnapshot = 0;
+            while (!stop.IsCancellationRequested)
+            {
+                using IndexSnapshot snapshot = index.OpenSnapshot();
+                if (snapshot.Sequence < lastSnapshot)
+                {
+                    failures.Enqueue("snapshot went back");
+                }
+
+                lastSnapshot = snapshot.Sequence;
+                for (int k = 0; k < 5; k++)
+                {
+                    DocumentVersion? x = index.Get(new DocumentKey("x", $"k{k}"), snapshot.Sequence);
+                    DocumentVersion? y = index.Get(new DocumentKey("y", $"k{k}"), snapshot.Sequence);
+                    if ((x is null) != (y is null) || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
+                    {
+                        failures.Enqueue($"torn batch on k{k} at snapshot {snapshot.Sequence}");
+                    }
+
+                    if (x is not null)
+                    {
+                        if (x.Sequence > snapshot.Sequence || x.Sequence < lastSeen[k])
+                        {
+                            failures.Enqueue($"k{k}: version {x.Sequence} after {lastSeen[k]} at snapshot {snapshot.Sequence}");
+                        }
+
+                        lastSeen[k] = x.Sequence;
+                    }
+                }
+
+                if (index.Count("x", snapshot.Sequence) != index.Count("y", snapshot.Sequence))
+                {
+                    failures.Enqueue("collections disagree within one snapshot");
+                }
+            }
+        })).ToArray();
+
+        await Task.WhenAll(readers.Append(writer));
+        Assert.Empty(failures);
+        Assert.True(Volatile.Read(ref committed) > 1000);
+        Assert.Equal(0, index.OpenSnapshots);
+    }
+}
