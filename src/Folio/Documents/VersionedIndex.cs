@@ -8,7 +8,7 @@ namespace Folio.Documents;
 /// The in-memory, multi-versioned index of the latest documents: every key keeps its versions tagged with their
 /// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
 /// <para>
-/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply"/> batch by batch in commit order.
+/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long)"/> batch by batch in commit order.
 /// For each command it prepends a <see cref="DocumentVersion"/> to the key's <see cref="VersionChain"/> (release write
 /// of the head), adds a new key to its collection's sorted key set (an immutable set, replaced with a release write),
 /// and after the whole batch publishes <see cref="VisibleSequence"/> = the batch's sequence (release). Readers take a
@@ -105,11 +105,15 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <inheritdoc/>
-    public void Apply(CommitBatch batch, long sequence)
+    public void Apply(CommitBatch batch, long sequence) => Apply(batch.Commands, sequence);
+
+    /// <summary>Applies the commands of committed batch <paramref name="sequence"/> (also used by recovery replay).</summary>
+    public void Apply(IReadOnlyList<BatchCommand> commands, long sequence)
     {
         long oldest = _snapshots.Oldest(VisibleSequence);
-        foreach (BatchCommand command in batch.Commands)
+        for (int i = 0; i < commands.Count; i++)
         {
+            BatchCommand command = commands[i];
             VersionChain chain = _chains.GetOrAdd(command.Key, static _ => new VersionChain());
             DocumentVersion? head = chain.Head;
             if (head is null)
@@ -137,6 +141,19 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     internal void CloseSnapshot(int slot) => _snapshots.Close(slot);
+
+    /// <summary>Live documents across all collections at the visible sequence (diagnostics; walks every chain).</summary>
+    internal long LiveDocuments()
+    {
+        long snapshot = VisibleSequence;
+        long count = 0;
+        foreach (KeyValuePair<DocumentKey, VersionChain> pair in _chains)
+        {
+            count += pair.Value.At(snapshot) is { IsDeleted: false } ? 1 : 0;
+        }
+
+        return count;
+    }
 
     /// <summary>How many versions of <paramref name="key"/> are still reachable (tests and diagnostics).</summary>
     internal int ChainLength(in DocumentKey key)

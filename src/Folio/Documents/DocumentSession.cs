@@ -1,0 +1,354 @@
+using System.Collections.Concurrent;
+using System.Reflection;
+using System.Text.Json;
+using Folio.Documents;
+using Folio.Transactions;
+
+namespace Folio;
+
+/// <summary>
+/// A unit of work over a <see cref="DocumentStore"/>: an identity map of the documents it loaded or stored, change
+/// tracking (only changed documents are written) and optimistic concurrency (a document loaded at version V is
+/// written only if it is still at V). Every read sees one snapshot: the state at the session's first read.
+/// <para>
+/// A session is not bound to a thread: it works across <c>await</c> and the thread pool. It is used by one caller
+/// at a time; a second call while one is running (say, two <see cref="SaveChangesAsync"/> at once) throws
+/// <see cref="InvalidOperationException"/>.
+/// </para>
+/// </summary>
+public sealed class DocumentSession : IDisposable, IAsyncDisposable
+{
+    private static readonly ConcurrentDictionary<Type, PropertyInfo?> s_idProperties = new();
+
+    private readonly DocumentStore _store;
+    private readonly Dictionary<DocumentKey, Tracked> _tracked = [];
+    private readonly Dictionary<object, DocumentKey> _byEntity = new(ReferenceEqualityComparer.Instance);
+    private IndexSnapshot? _snapshot;
+    private int _inUse;
+    private bool _disposed;
+
+    internal DocumentSession(DocumentStore store) => _store = store;
+
+    /// <summary>The snapshot the session reads at, or null before its first read.</summary>
+    public long? SnapshotSequence => _snapshot?.Sequence;
+
+    /// <summary>
+    /// Tracks <paramref name="entity"/> for storing at the next <see cref="SaveChangesAsync"/>. Its id is its string
+    /// <c>Id</c> property; when that is empty an id is generated (<c>{collection}/{19-digit time}</c>) and set.
+    /// </summary>
+    /// <param name="entity">The entity; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of its type.</param>
+    public void Store(object entity) => Store(entity, null);
+
+    /// <summary>Tracks <paramref name="entity"/> under <paramref name="id"/> (or its <c>Id</c> property, or a generated id).</summary>
+    /// <param name="entity">The entity.</param>
+    /// <param name="id">The id; null to use the entity's <c>Id</c> property or generate one.</param>
+    public void Store(object entity, string? id)
+    {
+        ArgumentNullException.ThrowIfNull(entity);
+        Enter();
+        try
+        {
+            Type type = entity.GetType();
+            string collection = CollectionOf(type);
+            PropertyInfo? idProperty = IdProperty(type);
+            if (id is null && _byEntity.TryGetValue(entity, out DocumentKey tracking))
+            {
+                id = tracking.Id; // already tracked (loaded or stored): keep its id
+            }
+
+            if (id is null)
+            {
+                string? fromProperty = idProperty?.GetValue(entity) as string;
+                id = string.IsNullOrEmpty(fromProperty) ? DocumentIds.Generate(collection) : fromProperty;
+            }
+
+            DocumentIds.Validate(id);
+            if (idProperty is { CanWrite: true })
+            {
+                idProperty.SetValue(entity, id);
+            }
+
+            var key = new DocumentKey(collection, id);
+            if (_byEntity.TryGetValue(entity, out DocumentKey existing) && existing != key)
+            {
+                ThrowHelper.ThrowInvalidOperation($"This entity is already tracked as '{existing}'.");
+            }
+
+            if (_tracked.TryGetValue(key, out Tracked? tracked))
+            {
+                if (tracked.Entity is not null && !ReferenceEquals(tracked.Entity, entity))
+                {
+                    ThrowHelper.ThrowInvalidOperation($"Another entity is already tracked as '{key}' in this session.");
+                }
+
+                tracked.Entity = entity;
+                tracked.Deleted = false;
+            }
+            else
+            {
+                _tracked[key] = new Tracked(type) { Entity = entity };
+            }
+
+            _byEntity[entity] = key;
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    /// <summary>Loads a document as <typeparamref name="T"/> from the session's snapshot (or its identity map).</summary>
+    /// <typeparam name="T">The entity type; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of it.</typeparam>
+    /// <param name="id">The id.</param>
+    /// <param name="cancellationToken">Unused today (reads are in memory); kept for future page-store reads.</param>
+    /// <returns>The entity, or null when it does not exist (or was deleted in this session).</returns>
+    public ValueTask<T?> LoadAsync<T>(string id, CancellationToken cancellationToken = default)
+        where T : class
+    {
+        Enter();
+        try
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            return new ValueTask<T?>(LoadCore<T>(id));
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    /// <summary>Loads several documents; the result maps each requested id to its entity or null.</summary>
+    /// <typeparam name="T">The entity type.</typeparam>
+    /// <param name="ids">The ids.</param>
+    /// <param name="cancellationToken">Unused today (reads are in memory).</param>
+    /// <returns>Every requested id with its entity, or null when it does not exist.</returns>
+    public ValueTask<IReadOnlyDictionary<string, T?>> LoadAsync<T>(IEnumerable<string> ids, CancellationToken cancellationToken = default)
+        where T : class
+    {
+        ArgumentNullException.ThrowIfNull(ids);
+        Enter();
+        try
+        {
+            var result = new Dictionary<string, T?>(StringComparer.Ordinal);
+            foreach (string id in ids)
+            {
+                cancellationToken.ThrowIfCancellationRequested();
+                result[id] = LoadCore<T>(id);
+            }
+
+            return new ValueTask<IReadOnlyDictionary<string, T?>>(result);
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    /// <summary>Marks document <paramref name="id"/> of <typeparamref name="T"/>'s collection for deletion at the next save.</summary>
+    /// <typeparam name="T">The entity type that names the collection.</typeparam>
+    /// <param name="id">The id.</param>
+    public void Delete<T>(string id)
+    {
+        Enter();
+        try
+        {
+            DocumentIds.Validate(id);
+            var key = new DocumentKey(CollectionOf(typeof(T)), id);
+            if (!_tracked.TryGetValue(key, out Tracked? tracked))
+            {
+                // Not loaded: delete whatever version is current at save time.
+                _tracked[key] = tracked = new Tracked(typeof(T)) { Version = -1 };
+            }
+
+            if (tracked.Entity is not null)
+            {
+                _byEntity.Remove(tracked.Entity);
+            }
+
+            tracked.Entity = null;
+            tracked.Deleted = true;
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    /// <summary>The version (commit sequence) of a tracked entity as last loaded or saved by this session; 0 if new.</summary>
+    /// <param name="entity">A tracked entity.</param>
+    /// <returns>Its version.</returns>
+    public long GetVersion(object entity)
+    {
+        ArgumentNullException.ThrowIfNull(entity);
+        return _byEntity.TryGetValue(entity, out DocumentKey key) ? Math.Max(0, _tracked[key].Version) : ThrowNotTracked();
+    }
+
+    /// <summary>
+    /// Writes every new, changed or deleted document as one atomic batch (one commit, durable per the store's mode).
+    /// Documents this session loaded are written only if nobody changed them since; otherwise nothing is written and
+    /// <see cref="ConcurrencyException"/> names them.
+    /// </summary>
+    /// <param name="cancellationToken">Cancels while the batch waits for its commit group.</param>
+    /// <returns>A task that completes when the batch is committed.</returns>
+    public async Task SaveChangesAsync(CancellationToken cancellationToken = default)
+    {
+        Enter();
+        try
+        {
+            var batch = new CommitBatch();
+            var written = new List<(DocumentKey Key, Tracked Tracked, byte[]? Json)>();
+            foreach ((DocumentKey key, Tracked tracked) in _tracked)
+            {
+                if (tracked.Deleted)
+                {
+                    if (tracked.Version == 0)
+                    {
+                        continue; // stored and deleted in this session, or loaded as absent: nothing to delete
+                    }
+
+                    batch.Delete(key.Collection, key.Id);
+                    if (tracked.Version > 0)
+                    {
+                        batch.Expect(key.Collection, key.Id, tracked.Version);
+                    }
+
+                    written.Add((key, tracked, null));
+                    continue;
+                }
+
+                // Serialize on the caller's thread, so the committer only copies bytes.
+                byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type, _store.Options.JsonSerializerOptions);
+                if (tracked.Original is not null && json.AsSpan().SequenceEqual(tracked.Original))
+                {
+                    continue; // unchanged
+                }
+
+                _store.CheckDocument(key.Collection, key.Id, json, validateJson: false);
+                batch.Put(key.Collection, key.Id, json);
+                if (tracked.Loaded)
+                {
+                    batch.Expect(key.Collection, key.Id, tracked.Version);
+                }
+
+                written.Add((key, tracked, json));
+            }
+
+            if (written.Count == 0)
+            {
+                return;
+            }
+
+            _store.ThrowIfDisposed();
+            CommitResult result = await _store.Merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
+            foreach ((DocumentKey key, Tracked tracked, byte[]? json) in written)
+            {
+                if (json is null)
+                {
+                    _tracked.Remove(key);
+                }
+                else
+                {
+                    tracked.Version = result.Sequence;
+                    tracked.Original = json;
+                    tracked.Loaded = true;
+                }
+            }
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    /// <inheritdoc/>
+    public void Dispose()
+    {
+        if (!_disposed)
+        {
+            _disposed = true;
+            _snapshot?.Dispose();
+            _tracked.Clear();
+            _byEntity.Clear();
+        }
+    }
+
+    /// <inheritdoc/>
+    public ValueTask DisposeAsync()
+    {
+        Dispose();
+        return ValueTask.CompletedTask;
+    }
+
+    private T? LoadCore<T>(string id)
+        where T : class
+    {
+        DocumentIds.Validate(id);
+        var key = new DocumentKey(CollectionOf(typeof(T)), id);
+        if (_tracked.TryGetValue(key, out Tracked? tracked))
+        {
+            return tracked.Deleted ? null : (T?)tracked.Entity;
+        }
+
+        _snapshot ??= _store.Index.OpenSnapshot();
+        DocumentVersion? version = _store.Index.Get(key, _snapshot.Sequence);
+        if (version is null)
+        {
+            _tracked[key] = new Tracked(typeof(T)) { Loaded = true, Deleted = true, Version = 0 };
+            return null;
+        }
+
+        T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
+            ?? throw new JsonException($"Document '{key}' deserialized to null.");
+        byte[] original = version.Json.ToArray();
+        if (IdProperty(typeof(T)) is { CanWrite: true } idProperty && idProperty.GetValue(entity) is null or "")
+        {
+            // The id is metadata, not necessarily in the JSON (raw writes): fill it in, and compare later changes
+            // against the entity as loaded, so filling it in alone does not count as a change.
+            idProperty.SetValue(entity, id);
+            original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
+        }
+
+        _tracked[key] = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence, Original = original, Loaded = true };
+        _byEntity[entity] = key;
+        return entity;
+    }
+
+    private string CollectionOf(Type type) => _store.Options.CollectionName(type);
+
+    private static PropertyInfo? IdProperty(Type type) => s_idProperties.GetOrAdd(type, static t =>
+    {
+        PropertyInfo? property = t.GetProperty("Id", BindingFlags.Public | BindingFlags.Instance);
+        return property?.PropertyType == typeof(string) ? property : null;
+    });
+
+    private void Enter()
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        _store.ThrowIfDisposed();
+        if (Interlocked.Exchange(ref _inUse, 1) != 0)
+        {
+            ThrowHelper.ThrowInvalidOperation("This session is already in use by another call; a session serves one caller at a time (its calls may run on any thread, one after another).");
+        }
+    }
+
+    private void Exit() => Volatile.Write(ref _inUse, 0);
+
+    private static long ThrowNotTracked() => throw new InvalidOperationException("The entity is not tracked by this session.");
+
+    /// <summary>What the session knows of one document.</summary>
+    private sealed class Tracked(Type type)
+    {
+        public Type Type { get; } = type;
+
+        public object? Entity { get; set; }
+
+        /// <summary>The version loaded or last saved; 0 for new or absent; -1 for a delete of a document never loaded.</summary>
+        public long Version { get; set; }
+
+        public byte[]? Original { get; set; }
+
+        public bool Loaded { get; set; }
+
+        public bool Deleted { get; set; }
+    }
+}

@@ -1,0 +1,234 @@
+using System.Diagnostics;
+using System.Text.Json;
+using Folio.Documents;
+using Folio.Journal;
+using Folio.Transactions;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace Folio;
+
+/// <summary>
+/// An embedded document store in one folder: JSON documents by collection and string id, written through group
+/// commit to a write-ahead journal and served from a multi-versioned in-memory index rebuilt from the journal on open.
+/// Thread-safe; open one per folder and share it. Use <see cref="OpenSession"/> for typed units of work, or the raw
+/// methods for callers that already hold JSON.
+/// </summary>
+public sealed class DocumentStore : IDisposable, IAsyncDisposable
+{
+    private readonly WriteAheadJournal _journal;
+    private readonly VersionedIndex _index;
+    private readonly TransactionMerger _merger;
+    private int _disposed;
+
+    private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index)
+    {
+        Path = path;
+        Options = options;
+        _journal = journal;
+        _index = index;
+        _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
+    }
+
+    /// <summary>The store's folder.</summary>
+    public string Path { get; }
+
+    /// <summary>The newest commit visible to new reads (0 for an empty store).</summary>
+    public long LastCommittedSequence => _index.VisibleSequence;
+
+    internal DocumentStoreOptions Options { get; }
+
+    internal VersionedIndex Index => _index;
+
+    internal TransactionMerger Merger => _merger;
+
+    internal WriteAheadJournal Journal => _journal;
+
+    /// <summary>
+    /// Opens (or creates) the store in <paramref name="path"/>: takes the folder's lock, recovers the journal and
+    /// replays it into memory.
+    /// </summary>
+    /// <param name="path">The store's folder; the journal lives in its <c>journal</c> subfolder.</param>
+    /// <param name="options">Settings; null means the defaults.</param>
+    /// <returns>The open store.</returns>
+    /// <exception cref="StoreLockedException">The folder is open elsewhere.</exception>
+    /// <exception cref="JournalCorruptedException">The journal is damaged beyond a torn tail.</exception>
+    public static DocumentStore Open(string path, DocumentStoreOptions? options = null)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(path);
+        options ??= new DocumentStoreOptions();
+        options.Validate();
+        path = System.IO.Path.GetFullPath(path);
+        ILogger logger = options.LoggerFactory?.CreateLogger<DocumentStore>() ?? NullLogger<DocumentStore>.Instance;
+        var journal = WriteAheadJournal.Open(System.IO.Path.Combine(path, "journal"), options.ToJournalOptions());
+        try
+        {
+            long started = Stopwatch.GetTimestamp();
+            var index = new VersionedIndex();
+            (long batches, long bytes) = Replay(journal, index);
+            var store = new DocumentStore(path, options, journal, index);
+            if (logger.IsEnabled(LogLevel.Information))
+            {
+                long documents = index.LiveDocuments();
+                long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+                StoreLog.Opened(logger, path, batches, bytes, documents, elapsedMs);
+            }
+            return store;
+        }
+        catch
+        {
+            journal.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>Opens the store off the caller's thread; see <see cref="Open"/>.</summary>
+    /// <param name="path">The store's folder.</param>
+    /// <param name="options">Settings; null means the defaults.</param>
+    /// <param name="cancellationToken">Cancels before the open starts.</param>
+    /// <returns>The open store.</returns>
+    public static async ValueTask<DocumentStore> OpenAsync(string path, DocumentStoreOptions? options = null, CancellationToken cancellationToken = default) =>
+        await Task.Run(() => Open(path, options), cancellationToken).ConfigureAwait(false);
+
+    /// <summary>Starts a unit of work. Sessions are cheap; use one per request or operation.</summary>
+    /// <returns>A new session.</returns>
+    public DocumentSession OpenSession()
+    {
+        ThrowIfDisposed();
+        return new DocumentSession(this);
+    }
+
+    /// <summary>Stores raw UTF-8 JSON as document <paramref name="id"/> of <paramref name="collection"/>.</summary>
+    /// <param name="collection">The collection.</param>
+    /// <param name="id">The id (at most 2 KiB UTF-8, no control characters).</param>
+    /// <param name="json">Valid UTF-8 JSON, at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes.</param>
+    /// <param name="expectedVersion">Null: write unconditionally. Otherwise the document must be at this version (0: must not exist).</param>
+    /// <param name="cancellationToken">Cancels while the write waits for its group.</param>
+    /// <returns>The new version of the document.</returns>
+    /// <exception cref="ConcurrencyException">The document is not at <paramref name="expectedVersion"/>.</exception>
+    /// <exception cref="DocumentTooLargeException">The JSON is over the size limit.</exception>
+    /// <exception cref="ArgumentException">Bad collection, id or JSON.</exception>
+    public async ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json, long? expectedVersion = null, CancellationToken cancellationToken = default)
+    {
+        ThrowIfDisposed();
+        DocumentIds.ValidateCollection(collection);
+        DocumentIds.Validate(id);
+        CheckDocument(collection, id, json.Span, validateJson: true);
+        var batch = new CommitBatch().Put(collection, id, json.ToArray());
+        if (expectedVersion is long expected)
+        {
+            batch.Expect(collection, id, expected);
+        }
+
+        CommitResult result = await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
+        return result.Sequence;
+    }
+
+    /// <summary>Deletes a document (a no-op when it does not exist).</summary>
+    /// <param name="collection">The collection.</param>
+    /// <param name="id">The id.</param>
+    /// <param name="expectedVersion">Null: delete unconditionally. Otherwise the document must be at this version.</param>
+    /// <param name="cancellationToken">Cancels while the delete waits for its group.</param>
+    /// <returns>The sequence number of the commit.</returns>
+    public async ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null, CancellationToken cancellationToken = default)
+    {
+        ThrowIfDisposed();
+        DocumentIds.ValidateCollection(collection);
+        DocumentIds.Validate(id);
+        var batch = new CommitBatch().Delete(collection, id);
+        if (expectedVersion is long expected)
+        {
+            batch.Expect(collection, id, expected);
+        }
+
+        CommitResult result = await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
+        return result.Sequence;
+    }
+
+    /// <summary>The latest committed version of a document, or null. Lock-free; never waits for writers.</summary>
+    /// <param name="collection">The collection.</param>
+    /// <param name="id">The id.</param>
+    /// <returns>The document, or null when it does not exist.</returns>
+    public StoredDocument? Get(string collection, string id)
+    {
+        ThrowIfDisposed();
+        DocumentIds.ValidateCollection(collection);
+        DocumentIds.Validate(id);
+        DocumentVersion? version = _index.Get(new DocumentKey(collection, id), _index.VisibleSequence);
+        return version is null ? null : new StoredDocument(collection, id, version.Json, version.Sequence);
+    }
+
+    /// <inheritdoc/>
+    public void Dispose()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) == 0)
+        {
+            _merger.Dispose();
+            _journal.Dispose();
+        }
+    }
+
+    /// <inheritdoc/>
+    public ValueTask DisposeAsync()
+    {
+        Dispose();
+        return ValueTask.CompletedTask;
+    }
+
+    internal void ThrowIfDisposed()
+    {
+        if (Volatile.Read(ref _disposed) != 0)
+        {
+            ThrowHelper.ThrowObjectDisposed(nameof(DocumentStore));
+        }
+    }
+
+    /// <summary>Size limit and, for raw JSON, well-formedness.</summary>
+    internal void CheckDocument(string collection, string id, ReadOnlySpan<byte> json, bool validateJson)
+    {
+        if (json.Length > Options.MaxDocumentSize)
+        {
+            throw new DocumentTooLargeException(collection, id, json.Length, Options.MaxDocumentSize);
+        }
+
+        if (validateJson)
+        {
+            try
+            {
+                var reader = new Utf8JsonReader(json);
+                while (reader.Read())
+                {
+                }
+
+                if (reader.BytesConsumed != json.Length || reader.TokenType == JsonTokenType.None)
+                {
+                    throw new ArgumentException($"Document '{collection}/{id}' is not a complete JSON value.", nameof(json));
+                }
+            }
+            catch (JsonException e)
+            {
+                throw new ArgumentException($"Document '{collection}/{id}' is not valid JSON: {e.Message}", nameof(json), e);
+            }
+        }
+    }
+
+    private static (long Batches, long Bytes) Replay(WriteAheadJournal journal, VersionedIndex index)
+    {
+        if (journal.FirstSequence != 1)
+        {
+            throw new FolioException($"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}: entries were purged, so the documents cannot be rebuilt from it.");
+        }
+
+        long batches = 0;
+        long bytes = 0;
+        using JournalReader reader = journal.OpenReader(1);
+        while (reader.TryRead(out JournalEntry entry))
+        {
+            index.Apply(BatchEncoding.Decode(entry.Data), entry.Sequence);
+            batches++;
+            bytes += entry.Data.Length;
+        }
+
+        return (batches, bytes);
+    }
+}

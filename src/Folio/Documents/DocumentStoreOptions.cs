@@ -1,0 +1,74 @@
+using System.Diagnostics.Metrics;
+using System.Text.Json;
+using Folio.Journal;
+using Folio.Transactions;
+using Microsoft.Extensions.Logging;
+
+namespace Folio;
+
+/// <summary>Settings of a <see cref="DocumentStore"/>, validated when it opens.</summary>
+public sealed class DocumentStoreOptions
+{
+    /// <summary>The largest document allowed: 16 MiB of UTF-8 JSON.</summary>
+    public const int DefaultMaxDocumentSize = 16 << 20;
+
+    /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>
+    public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
+
+    /// <summary>Size of one journal segment file in bytes. Default 64 MiB; between 1 KiB and 1 GiB, and larger than
+    /// <see cref="MaxDocumentSize"/> plus 1 KiB so that any document fits one record.</summary>
+    public long SegmentSize { get; set; } = JournalOptions.DefaultSegmentSize;
+
+    /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>
+    public int MaxGroupCommands { get; set; } = 1024;
+
+    /// <summary>The most bytes one commit group holds. Default 4 MiB; a larger batch commits alone.</summary>
+    public int MaxGroupBytes { get; set; } = 4 << 20;
+
+    /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
+    public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;
+
+    /// <summary>How sessions serialize entities. Default: <see cref="JsonSerializerOptions.Default"/>; set a
+    /// <c>TypeInfoResolver</c> from a <c>JsonSerializerContext</c> for source-generated serialization.</summary>
+    public JsonSerializerOptions JsonSerializerOptions { get; set; } = JsonSerializerOptions.Default;
+
+    /// <summary>The collection of an entity type. Default: the CLR type name (<c>User</c> for <c>MyApp.User</c>).</summary>
+    public Func<Type, string> CollectionName { get; set; } = static type => type.Name;
+
+    /// <summary>Logging (open, recovery summary, slow fsync, faulted store); null for none.</summary>
+    public ILoggerFactory? LoggerFactory { get; set; }
+
+    /// <summary>Metrics on <c>Meter("Folio")</c>; null creates a private meter.</summary>
+    public IMeterFactory? MeterFactory { get; set; }
+
+    internal void Validate()
+    {
+        if (MaxDocumentSize is <= 0 or > 256 << 20)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxDocumentSize), MaxDocumentSize, "MaxDocumentSize must be between 1 byte and 256 MiB.");
+        }
+
+        if (SegmentSize < MaxDocumentSize + 1024L + (2 * DocumentIds.MaxIdBytes))
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize, $"SegmentSize must exceed MaxDocumentSize ({MaxDocumentSize}) by at least {1024 + (2 * DocumentIds.MaxIdBytes)} bytes so that any document fits one journal record.");
+        }
+
+        ArgumentNullException.ThrowIfNull(JsonSerializerOptions, nameof(JsonSerializerOptions));
+        ArgumentNullException.ThrowIfNull(CollectionName, nameof(CollectionName));
+    }
+
+    /// <summary>The file system; tests swap in a fault-injecting one.</summary>
+    internal Storage.IFileSystem FileSystem { get; set; } = Storage.PhysicalFileSystem.Instance;
+
+    internal JournalOptions ToJournalOptions() => new() { SegmentSize = SegmentSize, LoggerFactory = LoggerFactory, FileSystem = FileSystem };
+
+    internal TransactionMergerOptions ToMergerOptions() => new()
+    {
+        Durability = Durability,
+        MaxGroupCommands = MaxGroupCommands,
+        MaxGroupBytes = MaxGroupBytes,
+        MaxPendingBytes = Math.Max(64L << 20, MaxGroupBytes),
+        LoggerFactory = LoggerFactory,
+        MeterFactory = MeterFactory,
+    };
+}

@@ -1,0 +1,271 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+using Folio.Transactions;
+
+namespace Folio.Tests.Documents;
+
+public sealed class User
+{
+    public string? Id { get; set; }
+
+    public string Name { get; set; } = string.Empty;
+
+    public int Age { get; set; }
+}
+
+public sealed class DocumentStoreTests
+{
+    [Fact]
+    public async Task Stored_documents_load_in_other_sessions_and_survive_reopen()
+    {
+        using var dir = new TempDirectory();
+        string id;
+        await using (var store = await DocumentStore.OpenAsync(dir.Path))
+        {
+            await using var session = store.OpenSession();
+            var alice = new User { Name = "Alice", Age = 30 };
+            session.Store(alice);
+            session.Store(new User { Name = "Bob", Age = 40 }, "users/bob");
+            await session.SaveChangesAsync();
+            id = alice.Id!;
+            Assert.StartsWith("User/", id, StringComparison.Ordinal);
+            Assert.True(session.GetVersion(alice) > 0);
+
+            await using var other = store.OpenSession();
+            Assert.Equal("Alice", (await other.LoadAsync<User>(id))!.Name);
+            Assert.Null(await other.LoadAsync<User>("users/nobody"));
+        }
+
+        await using (var store = DocumentStore.Open(dir.Path))
+        {
+            await using var session = store.OpenSession();
+            var loaded = await session.LoadAsync<User>(new[] { id, "users/bob", "users/none" });
+            Assert.Equal("Alice", loaded[id]!.Name);
+            Assert.Equal(40, loaded["users/bob"]!.Age);
+            Assert.Null(loaded["users/none"]);
+            Assert.Same(loaded[id], await session.LoadAsync<User>(id)); // identity map
+        }
+    }
+
+    [Fact]
+    public async Task Only_changed_documents_are_written()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path);
+        await using (var session = store.OpenSession())
+        {
+            session.Store(new User { Name = "a" }, "u/1");
+            session.Store(new User { Name = "b" }, "u/2");
+            await session.SaveChangesAsync();
+        }
+
+        long before = store.LastCommittedSequence;
+        await using (var session = store.OpenSession())
+        {
+            var one = await session.LoadAsync<User>("u/1");
+            await session.LoadAsync<User>("u/2");
+            await session.SaveChangesAsync();
+            Assert.Equal(before, store.LastCommittedSequence); // nothing changed: nothing written
+
+            one!.Age = 5;
+            await session.SaveChangesAsync();
+            Assert.Equal(before + 1, store.LastCommittedSequence);
+            using var reader = store.Journal.OpenReader(before + 1);
+            Assert.True(reader.TryRead(out var entry));
+            var commands = BatchEncoding.Decode(entry.Data);
+            Assert.Equal("u/1", Assert.Single(commands).Key.Id);
+        }
+    }
+
+    [Fact]
+    public async Task A_concurrent_change_to_a_loaded_document_makes_SaveChanges_throw_naming_it()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path);
+        await store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes("{\"Name\":\"v1\",\"Age\":1}"));
+        await using var first = store.OpenSession();
+        await using var second = store.OpenSession();
+        var a = await first.LoadAsync<User>("u/1");
+        var b = await second.LoadAsync<User>("u/1");
+        a!.Name = "first";
+        b!.Name = "second";
+        await first.SaveChangesAsync();
+        var conflict = await Assert.ThrowsAsync<ConcurrencyException>(() => second.SaveChangesAsync());
+        Assert.Contains(new DocumentKey("User", "u/1"), conflict.Conflicts);
+        Assert.Contains("u/1", conflict.Message, StringComparison.Ordinal);
+
+        // Nothing of the failed session was written; the store is usable.
+        Assert.Contains("first", Encoding.UTF8.GetString(store.Get("User", "u/1")!.Value.Json.Span), StringComparison.Ordinal);
+        await using var third = store.OpenSession();
+        (await third.LoadAsync<User>("u/1"))!.Age = 99;
+        await third.SaveChangesAsync();
+    }
+
+    [Fact]
+    public async Task A_session_reads_one_snapshot_taken_at_its_first_read()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path);
+        await store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes("{\"Name\":\"old1\"}"));
+        await store.PutAsync("User", "u/2", Encoding.UTF8.GetBytes("{\"Name\":\"old2\"}"));
+        await using var reader = store.OpenSession();
+        Assert.Equal("old1", (await reader.LoadAsync<User>("u/1"))!.Name);
+
+        await store.PutAsync("User", "u/2", Encoding.UTF8.GetBytes("{\"Name\":\"new2\"}"));
+        await store.PutAsync("User", "u/3", Encoding.UTF8.GetBytes("{\"Name\":\"new3\"}"));
+        await store.DeleteAsync("User", "u/1");
+
+        Assert.Equal("old2", (await reader.LoadAsync<User>("u/2"))!.Name);
+        Assert.Null(await reader.LoadAsync<User>("u/3"));
+        await using var fresh = store.OpenSession();
+        Assert.Null(await fresh.LoadAsync<User>("u/1"));
+        Assert.Equal("new2", (await fresh.LoadAsync<User>("u/2"))!.Name);
+    }
+
+    [Fact]
+    public async Task Writers_of_the_same_loaded_document_conflict_and_writers_of_different_ones_do_not()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path);
+        await store.PutAsync("User", "doctor/1", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+        await store.PutAsync("User", "doctor/2", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+
+        // Snapshot isolation: each session read both and changed a different one; neither write conflicts (this is
+        // the classic write skew, which snapshot isolation allows).
+        await using var s1 = store.OpenSession();
+        await using var s2 = store.OpenSession();
+        var d1 = await s1.LoadAsync<User>("doctor/1");
+        await s1.LoadAsync<User>("doctor/2");
+        await s2.LoadAsync<User>("doctor/1");
+        var d2 = await s2.LoadAsync<User>("doctor/2");
+        Assert.Equal("doctor/1", d1!.Id); // the id is filled in on load
+        d1.Name = "off";
+        d2!.Name = "off";
+        s1.Store(d1);
+        await s1.SaveChangesAsync();
+        await s2.SaveChangesAsync();
+
+        // The cases that must conflict do: both change the same document, or one deletes what the other changed.
+        await using var s3 = store.OpenSession();
+        await using var s4 = store.OpenSession();
+        await using var s5 = store.OpenSession();
+        var x3 = await s3.LoadAsync<User>("doctor/1");
+        var x4 = await s4.LoadAsync<User>("doctor/1");
+        await s5.LoadAsync<User>("doctor/1");
+        x3!.Age = 1;
+        x4!.Age = 2;
+        s5.Delete<User>("doctor/1");
+        await s3.SaveChangesAsync();
+        await Assert.ThrowsAsync<ConcurrencyException>(() => s4.SaveChangesAsync());
+        await Assert.ThrowsAsync<ConcurrencyException>(() => s5.SaveChangesAsync());
+        Assert.NotNull(store.Get("User", "doctor/1"));
+    }
+
+    [Fact]
+    public async Task Deletes_are_committed_and_guarded_by_the_loaded_version()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path);
+        await store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes("{}"));
+        await using (var session = store.OpenSession())
+        {
+            session.Delete<User>("u/1");
+            Assert.Null(await session.LoadAsync<User>("u/1"));
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Null(store.Get("User", "u/1"));
+        long version = await store.PutAsync("User", "u/2", Encoding.UTF8.GetBytes("{}"));
+        await Assert.ThrowsAsync<ConcurrencyException>(() => store.DeleteAsync("User", "u/2", expectedVersion: version + 5).AsTask());
+        await store.DeleteAsync("User", "u/2", expectedVersion: version);
+        Assert.Null(store.Get("User", "u/2"));
+        await Assert.ThrowsAsync<ConcurrencyException>(() => store.PutAsync("User", "u/3", "{}"u8.ToArray(), expectedVersion: 7).AsTask());
+        Assert.True(await store.PutAsync("User", "u/3", "{}"u8.ToArray(), expectedVersion: 0) > 0);
+    }
+
+    [Fact]
+    public async Task Bad_input_gets_typed_exceptions_and_leaves_the_store_usable()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { MaxDocumentSize = 1024, SegmentSize = 1 << 20 });
+        await using var session = store.OpenSession();
+        Assert.Throws<ArgumentException>(() => session.Store(new User(), ""));
+        Assert.Throws<ArgumentException>(() => session.Store(new User(), new string('x', 2049)));
+        Assert.Throws<ArgumentException>(() => session.Store(new User(), "bad\u0001id"));
+        await Assert.ThrowsAsync<ArgumentException>(() => session.LoadAsync<User>("").AsTask());
+        await Assert.ThrowsAnyAsync<ArgumentException>(() => store.PutAsync("User", null!, "{}"u8.ToArray()).AsTask());
+        await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("User", "u/1", "{not json"u8.ToArray()).AsTask());
+        await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("User", "u/1", "{} {}"u8.ToArray()).AsTask());
+        var tooLarge = await Assert.ThrowsAsync<DocumentTooLargeException>(() => store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes($"\"{new string('x', 2000)}\"")).AsTask());
+        Assert.Equal(1024, tooLarge.Limit);
+
+        session.Store(new User { Name = new string('y', 2000) }, "u/big");
+        await Assert.ThrowsAsync<DocumentTooLargeException>(() => session.SaveChangesAsync());
+        session.Delete<User>("u/big");
+
+        await using var unserializable = store.OpenSession();
+        unserializable.Store(new Unserializable(), "x/1");
+        await Assert.ThrowsAnyAsync<NotSupportedException>(() => unserializable.SaveChangesAsync());
+
+        Assert.True(await store.PutAsync("User", "u/ok", "{\"Name\":\"fine\"}"u8.ToArray()) > 0);
+        Assert.NotNull(store.Get("User", "u/ok"));
+        Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxDocumentSize = 0 }));
+        Assert.Throws<StoreLockedException>(() => DocumentStore.Open(dir.Path));
+    }
+
+    [Fact]
+    public async Task A_session_used_by_two_callers_at_once_throws_and_a_disposed_one_refuses_work()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem();
+        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { FileSystem = files });
+        var session = store.OpenSession();
+        session.Store(new User { Name = "x" }, "u/1");
+
+        // Hold the commit inside its fsync, so the first SaveChanges is still in flight when the second call comes.
+        var gate = new ManualResetEventSlim();
+        files.SyncWaiting.Reset();
+        files.SyncGate = gate;
+        Task first = Task.Run(() => session.SaveChangesAsync());
+        Assert.True(files.SyncWaiting.Wait(TimeSpan.FromSeconds(10)));
+        await Assert.ThrowsAsync<InvalidOperationException>(() => session.SaveChangesAsync());
+        await Assert.ThrowsAsync<InvalidOperationException>(() => session.LoadAsync<User>("u/1").AsTask());
+        files.SyncGate = null;
+        gate.Set();
+        await first;
+        Assert.Equal("x", (await session.LoadAsync<User>("u/1"))!.Name);
+
+        session.Dispose();
+        session.Dispose();
+        Assert.Throws<ObjectDisposedException>(() => session.Store(new User()));
+        await Assert.ThrowsAsync<ObjectDisposedException>(() => session.LoadAsync<User>("u/1").AsTask());
+
+        await store.DisposeAsync();
+        Assert.Throws<ObjectDisposedException>(() => store.OpenSession());
+        Assert.Throws<ObjectDisposedException>(() => store.Get("User", "u/1"));
+    }
+
+    [Fact]
+    public async Task Sessions_work_across_awaits_on_any_thread()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path);
+        await using var session = store.OpenSession();
+        for (int i = 0; i < 20; i++)
+        {
+            session.Store(new User { Name = $"n{i}" }, $"u/{i}");
+            await Task.Yield();
+            await Task.Run(() => session.SaveChangesAsync());
+        }
+
+        await using var check = store.OpenSession();
+        Assert.Equal("n19", (await check.LoadAsync<User>("u/19"))!.Name);
+    }
+
+    private sealed class Unserializable
+    {
+        public IntPtr Pointer { get; set; } = 1;
+
+        public Action Callback { get; set; } = () => { };
+    }
+}
