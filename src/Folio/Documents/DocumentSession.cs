@@ -16,7 +16,7 @@ namespace Folio;
 /// <see cref="InvalidOperationException"/>.
 /// </para>
 /// </summary>
-public sealed class DocumentSession : IDisposable, IAsyncDisposable
+public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 {
     private static readonly ConcurrentDictionary<Type, PropertyInfo?> s_idProperties = new();
 
@@ -42,8 +42,23 @@ public sealed class DocumentSession : IDisposable, IAsyncDisposable
     /// <summary>Tracks <paramref name="entity"/> under <paramref name="id"/> (or its <c>Id</c> property, or a generated id).</summary>
     /// <param name="entity">The entity.</param>
     /// <param name="id">The id; null to use the entity's <c>Id</c> property or generate one.</param>
-    public void Store(object entity, string? id)
+    public void Store(object entity, string? id) => Store(entity, id, expectedVersion: null);
+
+    /// <summary>
+    /// Tracks <paramref name="entity"/> and makes the save conditional: it commits only if the document is at
+    /// <paramref name="expectedVersion"/> (0: must not exist), else <see cref="SaveChangesAsync"/> throws
+    /// <see cref="ConcurrencyException"/>.
+    /// </summary>
+    /// <param name="entity">The entity.</param>
+    /// <param name="id">The id; null to use the entity's <c>Id</c> property or generate one.</param>
+    /// <param name="expectedVersion">The version the document must have; null for the default (the loaded version, or unconditional for a new entity).</param>
+    public void Store(object entity, string? id, long? expectedVersion)
     {
+        if (expectedVersion is < 0)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(expectedVersion), expectedVersion, "An expected version is 0 (must not exist) or more.");
+        }
+
         ArgumentNullException.ThrowIfNull(entity);
         Enter();
         try
@@ -83,10 +98,11 @@ public sealed class DocumentSession : IDisposable, IAsyncDisposable
 
                 tracked.Entity = entity;
                 tracked.Deleted = false;
+                tracked.ExpectedVersion = expectedVersion ?? tracked.ExpectedVersion;
             }
             else
             {
-                _tracked[key] = new Tracked(type) { Entity = entity };
+                _tracked[key] = new Tracked(type) { Entity = entity, ExpectedVersion = expectedVersion };
             }
 
             _byEntity[entity] = key;
@@ -183,6 +199,21 @@ public sealed class DocumentSession : IDisposable, IAsyncDisposable
         return _byEntity.TryGetValue(entity, out DocumentKey key) ? Math.Max(0, _tracked[key].Version) : ThrowNotTracked();
     }
 
+    /// <summary>The last-modified time (UTC) of a tracked entity as last loaded or saved, or null for a new one.</summary>
+    /// <param name="entity">A tracked entity.</param>
+    /// <returns>Its last-modified time.</returns>
+    public DateTimeOffset? GetLastModified(object entity)
+    {
+        ArgumentNullException.ThrowIfNull(entity);
+        if (!_byEntity.TryGetValue(entity, out DocumentKey key))
+        {
+            ThrowNotTracked();
+        }
+
+        long ticks = _tracked[key].TimestampTicks;
+        return ticks == 0 ? null : new DateTimeOffset(ticks, TimeSpan.Zero);
+    }
+
     /// <summary>
     /// Writes every new, changed or deleted document as one atomic batch (one commit, durable per the store's mode).
     /// Documents this session loaded are written only if nobody changed them since; otherwise nothing is written and
@@ -225,7 +256,11 @@ public sealed class DocumentSession : IDisposable, IAsyncDisposable
 
                 _store.CheckDocument(key.Collection, key.Id, json, validateJson: false);
                 batch.Put(key.Collection, key.Id, json);
-                if (tracked.Loaded)
+                if (tracked.ExpectedVersion is long expected)
+                {
+                    batch.Expect(key.Collection, key.Id, expected);
+                }
+                else if (tracked.Loaded)
                 {
                     batch.Expect(key.Collection, key.Id, tracked.Version);
                 }
@@ -249,8 +284,10 @@ public sealed class DocumentSession : IDisposable, IAsyncDisposable
                 else
                 {
                     tracked.Version = result.Sequence;
+                    tracked.TimestampTicks = result.TimestampTicks;
                     tracked.Original = json;
                     tracked.Loaded = true;
+                    tracked.ExpectedVersion = null;
                 }
             }
         }
@@ -308,7 +345,7 @@ public sealed class DocumentSession : IDisposable, IAsyncDisposable
             original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
         }
 
-        _tracked[key] = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence, Original = original, Loaded = true };
+        _tracked[key] = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence, TimestampTicks = version.TimestampTicks, Original = original, Loaded = true };
         _byEntity[entity] = key;
         return entity;
     }
@@ -346,6 +383,12 @@ public sealed class DocumentSession : IDisposable, IAsyncDisposable
         public long Version { get; set; }
 
         public byte[]? Original { get; set; }
+
+        /// <summary>An explicit precondition for the next save, overriding the loaded version.</summary>
+        public long? ExpectedVersion { get; set; }
+
+        /// <summary>The last-modified time of the version loaded or saved (UTC ticks); 0 when new.</summary>
+        public long TimestampTicks { get; set; }
 
         public bool Loaded { get; set; }
 

@@ -28,7 +28,11 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         _journal = journal;
         _index = index;
         _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
+        Changes = new DocumentChanges(this);
     }
+
+    /// <summary>The change feed: every committed change, in order, from a saved sequence or a time, tailing new commits.</summary>
+    public DocumentChanges Changes { get; }
 
     /// <summary>The store's folder.</summary>
     public string Path { get; }
@@ -155,7 +159,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         DocumentIds.ValidateCollection(collection);
         DocumentIds.Validate(id);
         DocumentVersion? version = _index.Get(new DocumentKey(collection, id), _index.VisibleSequence);
-        return version is null ? null : new StoredDocument(collection, id, version.Json, version.Sequence);
+        return version is null ? null : new StoredDocument(collection, id, version.Json, version.Sequence, new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
     }
 
     /// <inheritdoc/>
@@ -224,7 +228,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         using JournalReader reader = journal.OpenReader(1);
         while (reader.TryRead(out JournalEntry entry))
         {
-            index.Apply(BatchEncoding.Decode(entry.Data), entry.Sequence);
+            index.Apply(BatchEncoding.Decode(entry.Data), entry.Sequence, entry.TimestampTicks);
             batches++;
             bytes += entry.Data.Length;
         }

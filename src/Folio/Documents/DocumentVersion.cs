@@ -8,9 +8,10 @@ internal sealed class DocumentVersion
 {
     private DocumentVersion? _older;
 
-    public DocumentVersion(long sequence, ReadOnlyMemory<byte> json, bool isDeleted, DocumentVersion? older)
+    public DocumentVersion(long sequence, long timestampTicks, ReadOnlyMemory<byte> json, bool isDeleted, DocumentVersion? older)
     {
         Sequence = sequence;
+        TimestampTicks = timestampTicks;
         Json = json;
         IsDeleted = isDeleted;
         _older = older;
@@ -18,6 +19,9 @@ internal sealed class DocumentVersion
 
     /// <summary>The commit sequence number that wrote this version (the document's version number).</summary>
     public long Sequence { get; }
+
+    /// <summary>When the version was committed (UTC ticks of its journal record): the document's last-modified time.</summary>
+    public long TimestampTicks { get; }
 
     /// <summary>The UTF-8 JSON of a put; empty for a delete.</summary>
     public ReadOnlyMemory<byte> Json { get; }

@@ -5,4 +5,5 @@ namespace Folio;
 /// <param name="Id">The id.</param>
 /// <param name="Json">The UTF-8 JSON; immutable, safe to keep.</param>
 /// <param name="Version">The version: the commit sequence number that last wrote the document.</param>
-public readonly record struct StoredDocument(string Collection, string Id, ReadOnlyMemory<byte> Json, long Version);
+/// <param name="LastModified">When that commit was written (UTC).</param>
+public readonly record struct StoredDocument(string Collection, string Id, ReadOnlyMemory<byte> Json, long Version, DateTimeOffset LastModified);

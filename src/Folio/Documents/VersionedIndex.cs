@@ -8,7 +8,7 @@ namespace Folio.Documents;
 /// The in-memory, multi-versioned index of the latest documents: every key keeps its versions tagged with their
 /// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
 /// <para>
-/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long)"/> batch by batch in commit order.
+/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch by batch in commit order.
 /// For each command it prepends a <see cref="DocumentVersion"/> to the key's <see cref="VersionChain"/> (release write
 /// of the head), adds a new key to its collection's sorted key set (an immutable set, replaced with a release write),
 /// and after the whole batch publishes <see cref="VisibleSequence"/> = the batch's sequence (release). Readers take a
@@ -105,10 +105,10 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <inheritdoc/>
-    public void Apply(CommitBatch batch, long sequence) => Apply(batch.Commands, sequence);
+    public void Apply(CommitBatch batch, long sequence, long timestampTicks) => Apply(batch.Commands, sequence, timestampTicks);
 
     /// <summary>Applies the commands of committed batch <paramref name="sequence"/> (also used by recovery replay).</summary>
-    public void Apply(IReadOnlyList<BatchCommand> commands, long sequence)
+    public void Apply(IReadOnlyList<BatchCommand> commands, long sequence, long timestampTicks)
     {
         long oldest = _snapshots.Oldest(VisibleSequence);
         for (int i = 0; i < commands.Count; i++)
@@ -134,7 +134,7 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             bool isDelete = command.Kind == CommandKind.Delete;
-            chain.Push(new DocumentVersion(sequence, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head));
+            chain.Push(new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head));
         }
 
         Volatile.Write(ref _visible, sequence);

@@ -17,7 +17,10 @@ public sealed partial class WriteAheadJournal
     /// <returns>The sequence number of the first entry.</returns>
     /// <exception cref="ArgumentException">No entries, or the record does not fit in a segment. The journal stays usable.</exception>
     /// <exception cref="StoreFaultedException">An earlier write or sync failed; reopen to recover.</exception>
-    public long Append(params ReadOnlySpan<ReadOnlyMemory<byte>> entries)
+    public long Append(params ReadOnlySpan<ReadOnlyMemory<byte>> entries) => Append(entries, out _);
+
+    /// <summary>Appends entries as one record; also returns the record's timestamp (UTC ticks).</summary>
+    internal long Append(ReadOnlySpan<ReadOnlyMemory<byte>> entries, out long timestampTicks)
     {
         if (entries.IsEmpty)
         {
@@ -48,7 +51,7 @@ public sealed partial class WriteAheadJournal
                 offset += JournalFormat.EntryHeaderSize + entry.Length;
             }
 
-            return AppendRecord(record, entries.Length);
+            return AppendRecord(record, entries.Length, out timestampTicks);
         }
         finally
         {
@@ -73,7 +76,7 @@ public sealed partial class WriteAheadJournal
             Span<byte> record = buffer.AsSpan(0, (int)size);
             BinaryPrimitives.WriteUInt32LittleEndian(record[JournalFormat.RecordHeaderSize..], (uint)entry.Length);
             entry.CopyTo(record[(JournalFormat.RecordHeaderSize + JournalFormat.EntryHeaderSize)..]);
-            return AppendRecord(record, 1);
+            return AppendRecord(record, 1, out _);
         }
         finally
         {
@@ -150,7 +153,7 @@ public sealed partial class WriteAheadJournal
         }
     }
 
-    private long AppendRecord(Span<byte> record, int entryCount)
+    private long AppendRecord(Span<byte> record, int entryCount, out long timestampTicks)
     {
         lock (_writeLock)
         {
@@ -165,6 +168,7 @@ public sealed partial class WriteAheadJournal
 
                 long first = _nextSequence;
                 long timestamp = Math.Max(_timeProvider.GetUtcNow().UtcTicks, _lastTimestamp);
+                timestampTicks = timestamp;
                 JournalFormat.WriteRecordHeader(record, entryCount, first, timestamp);
                 JournalSegment segment = _active;
                 segment.File.Write(record, segment.WrittenLength);

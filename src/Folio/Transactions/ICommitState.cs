@@ -13,6 +13,7 @@ internal interface ICommitState
     /// <summary>Extra validation of a batch before it is written; throw to fail this batch alone.</summary>
     void Validate(CommitBatch batch);
 
-    /// <summary>Makes a durable (or, in buffered mode, written) batch visible, with its commit sequence number.</summary>
-    void Apply(CommitBatch batch, long sequence);
+    /// <summary>Makes a durable (or, in buffered mode, written) batch visible, with its commit sequence number and
+    /// the commit time (UTC ticks of its journal record).</summary>
+    void Apply(CommitBatch batch, long sequence, long timestampTicks);
 }

@@ -138,9 +138,10 @@ internal sealed partial class TransactionMerger
         }
 
         long first;
+        long timestamp;
         try
         {
-            first = _journal.Append(_entries.AsSpan(0, count));
+            first = _journal.Append(_entries.AsSpan(0, count), out timestamp);
             if (durable)
             {
                 long started = Stopwatch.GetTimestamp();
@@ -174,7 +175,7 @@ internal sealed partial class TransactionMerger
 
         for (int i = 0; i < count; i++)
         {
-            _state.Apply(_accepted[i].Batch, first + i);
+            _state.Apply(_accepted[i].Batch, first + i, timestamp);
         }
 
         // Acknowledge in commit order, only now that the group is durable (or written, for a buffered group).
@@ -182,7 +183,7 @@ internal sealed partial class TransactionMerger
         {
             PendingBatch pending = _accepted[i];
             Release(pending);
-            pending.TrySetResult(new CommitResult(first + i));
+            pending.TrySetResult(new CommitResult(first + i, timestamp));
         }
 
         _metrics.Commits.Add(count);

@@ -18,7 +18,7 @@ internal sealed class VersionTable : ICommitState
     {
     }
 
-    public void Apply(CommitBatch batch, long sequence)
+    public void Apply(CommitBatch batch, long sequence, long timestampTicks)
     {
         foreach (BatchCommand command in batch.Commands)
         {

@@ -50,7 +50,7 @@ public sealed class VersionedIndexTests
                             }
                         }
 
-                        index.Apply(batch, sequence);
+                        index.Apply(batch, sequence, sequence * 10);
                         states.Add(state);
                         break;
                     }
@@ -142,16 +142,16 @@ public sealed class VersionedIndexTests
     {
         var index = new VersionedIndex();
         var key = new DocumentKey("x", "k");
-        index.Apply(new CommitBatch().Put("x", "k", "1"u8.ToArray()), 1);
+        index.Apply(new CommitBatch().Put("x", "k", "1"u8.ToArray()), 1, 1 * 10);
         IndexSnapshot old = index.OpenSnapshot();
-        index.Apply(new CommitBatch().Put("x", "k", "2"u8.ToArray()), 2);
-        index.Apply(new CommitBatch().Put("x", "k", "3"u8.ToArray()), 3);
+        index.Apply(new CommitBatch().Put("x", "k", "2"u8.ToArray()), 2, 2 * 10);
+        index.Apply(new CommitBatch().Put("x", "k", "3"u8.ToArray()), 3, 3 * 10);
         Assert.Equal("1"u8.ToArray(), index.Get(key, old.Sequence)!.Json.ToArray());
         Assert.Equal(3, index.ChainLength(key));
 
         old.Dispose();
         Assert.Equal(0, index.OpenSnapshots);
-        index.Apply(new CommitBatch().Put("x", "k", "4"u8.ToArray()), 4);
+        index.Apply(new CommitBatch().Put("x", "k", "4"u8.ToArray()), 4, 4 * 10);
         Assert.Equal(2, index.ChainLength(key)); // version 4 and version 3 (visible at the oldest point, 3)
         Assert.Equal("4"u8.ToArray(), index.Get(key, index.VisibleSequence)!.Json.ToArray());
     }
@@ -178,7 +178,7 @@ public sealed class VersionedIndexTests
                     batch.Delete("x", $"k{(s + 1) % 5}").Delete("y", $"k{(s + 1) % 5}");
                 }
 
-                index.Apply(batch, s);
+                index.Apply(batch, s, s * 10);
                 Volatile.Write(ref committed, s);
             }
         }, TaskCreationOptions.LongRunning);

@@ -79,5 +79,5 @@ internal sealed class TestState : ICommitState
         }
     }
 
-    public void Apply(CommitBatch batch, long sequence) => _versions.Apply(batch, sequence);
+    public void Apply(CommitBatch batch, long sequence, long timestampTicks) => _versions.Apply(batch, sequence, timestampTicks);
 }

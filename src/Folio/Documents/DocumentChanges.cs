@@ -1,0 +1,92 @@
+using System.Runtime.CompilerServices;
+using Folio.Journal;
+using Folio.Transactions;
+
+namespace Folio;
+
+/// <summary>
+/// The change feed: every committed (durable) change, in commit order, read from the journal through its lock-free
+/// readers. It can start at a saved sequence or at a time, tails new commits without polling, and fails with
+/// <see cref="JournalPositionPurgedException"/> when its position is no longer in the journal.
+/// </summary>
+public sealed class DocumentChanges
+{
+    private readonly DocumentStore _store;
+
+    internal DocumentChanges(DocumentStore store) => _store = store;
+
+    /// <summary>
+    /// Streams changes from commit <paramref name="fromSequence"/> on (1 for all), then waits for new ones until
+    /// <paramref name="cancellationToken"/> fires or the store is disposed (the stream then ends).
+    /// </summary>
+    /// <param name="fromSequence">The first commit to report; 1 or more. A subscriber resumes from the last sequence it
+    /// fully handled plus one.</param>
+    /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
+    /// <returns>The changes, in commit order, each once.</returns>
+    /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once).</exception>
+    public IAsyncEnumerable<DocumentChange> ReadAsync(long fromSequence, CancellationToken cancellationToken = default)
+    {
+        _store.ThrowIfDisposed();
+        JournalReader reader = _store.Journal.OpenReader(fromSequence);
+        return Stream(reader, cancellationToken);
+    }
+
+    /// <summary>Streams changes committed at or after <paramref name="from"/>, then tails; see <see cref="ReadAsync(long, CancellationToken)"/>.</summary>
+    /// <param name="from">The time to start at.</param>
+    /// <param name="cancellationToken">Stops the stream.</param>
+    /// <returns>The changes, in commit order.</returns>
+    public IAsyncEnumerable<DocumentChange> ReadAsync(DateTimeOffset from, CancellationToken cancellationToken = default)
+    {
+        _store.ThrowIfDisposed();
+        JournalReader reader = _store.Journal.OpenReader(from);
+        return Stream(reader, cancellationToken);
+    }
+
+    private static async IAsyncEnumerable<DocumentChange> Stream(JournalReader reader, [EnumeratorCancellation] CancellationToken cancellationToken)
+    {
+        using (reader)
+        {
+            var batch = new List<DocumentChange>();
+            while (true)
+            {
+                bool available;
+                try
+                {
+                    available = await reader.WaitToReadAsync(cancellationToken).ConfigureAwait(false);
+                }
+                catch (ObjectDisposedException)
+                {
+                    yield break;
+                }
+
+                if (!available)
+                {
+                    yield break;
+                }
+
+                // Decode what is committed now (entries point into the journal's mapping: copy before yielding).
+                batch.Clear();
+                try
+                {
+                    while (batch.Count < 1024 && reader.TryRead(out JournalEntry entry))
+                    {
+                        var timestamp = new DateTimeOffset(entry.TimestampTicks, TimeSpan.Zero);
+                        foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))
+                        {
+                            batch.Add(new DocumentChange(entry.Sequence, timestamp, command.Key.Collection, command.Key.Id, (ChangeKind)command.Kind, command.Value));
+                        }
+                    }
+                }
+                catch (ObjectDisposedException)
+                {
+                    yield break;
+                }
+
+                foreach (DocumentChange change in batch)
+                {
+                    yield return change;
+                }
+            }
+        }
+    }
+}

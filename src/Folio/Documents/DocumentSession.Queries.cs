@@ -1,0 +1,150 @@
+using System.Text.Json;
+using Folio.Documents;
+
+namespace Folio;
+
+public sealed partial class DocumentSession
+{
+    /// <summary>
+    /// Streams the documents of <typeparamref name="T"/>'s collection whose ids start with <paramref name="prefix"/>, in
+    /// ordinal id order, from the session's snapshot. Results are not tracked (load them to change them).
+    /// </summary>
+    /// <typeparam name="T">The entity type; names the collection.</typeparam>
+    /// <param name="prefix">The id prefix ("" for all).</param>
+    /// <param name="descending">Newest-id-first order.</param>
+    /// <param name="skip">Matches to skip (paging); 0 or more.</param>
+    /// <param name="take">Most matches to return; 0 or more.</param>
+    /// <param name="cancellationToken">Stops the stream.</param>
+    /// <returns>The matching entities.</returns>
+    public IAsyncEnumerable<T> QueryByPrefixAsync<T>(string prefix, bool descending = false, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
+        where T : class
+    {
+        ArgumentNullException.ThrowIfNull(prefix);
+        (string collection, long snapshot) = BeginQuery<T>(skip, take);
+        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot), null, skip, take, cancellationToken);
+    }
+
+    /// <summary>
+    /// Streams the documents of <typeparamref name="T"/>'s collection with ids in [<paramref name="fromInclusive"/>,
+    /// <paramref name="toExclusive"/>) (null: unbounded), in ordinal id order, from the session's snapshot.
+    /// </summary>
+    /// <typeparam name="T">The entity type; names the collection.</typeparam>
+    /// <param name="fromInclusive">The lowest id, or null.</param>
+    /// <param name="toExclusive">The id above the range, or null.</param>
+    /// <param name="descending">Highest id first.</param>
+    /// <param name="skip">Matches to skip; 0 or more.</param>
+    /// <param name="take">Most matches to return; 0 or more.</param>
+    /// <param name="cancellationToken">Stops the stream.</param>
+    /// <returns>The matching entities.</returns>
+    /// <exception cref="ArgumentException">The range is inverted.</exception>
+    public IAsyncEnumerable<T> QueryByRangeAsync<T>(string? fromInclusive, string? toExclusive, bool descending = false, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
+        where T : class
+    {
+        (string collection, long snapshot) = BeginQuery<T>(skip, take);
+        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot), null, skip, take, cancellationToken);
+    }
+
+    /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches <paramref name="predicate"/>, in id order.</summary>
+    /// <typeparam name="T">The entity type; names the collection.</typeparam>
+    /// <param name="predicate">The filter, applied to each deserialized entity; null for all.</param>
+    /// <param name="skip">Matches to skip; 0 or more.</param>
+    /// <param name="take">Most matches to return; 0 or more.</param>
+    /// <param name="cancellationToken">Stops the stream.</param>
+    /// <returns>The matching entities.</returns>
+    public IAsyncEnumerable<T> QueryAsync<T>(Func<T, bool>? predicate = null, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
+        where T : class
+    {
+        (string collection, long snapshot) = BeginQuery<T>(skip, take);
+        return Page(_store.Index.Range(collection, null, null, descending: false, snapshot), predicate, skip, take, cancellationToken);
+    }
+
+    /// <summary>The number of documents in <typeparamref name="T"/>'s collection at the session's snapshot.</summary>
+    /// <typeparam name="T">The entity type; names the collection.</typeparam>
+    /// <param name="cancellationToken">Unused today (counts are in memory).</param>
+    /// <returns>The count.</returns>
+    public ValueTask<int> CountAsync<T>(CancellationToken cancellationToken = default)
+    {
+        cancellationToken.ThrowIfCancellationRequested();
+        (string collection, long snapshot) = BeginQuery<T>(0, 0);
+        return new ValueTask<int>(_store.Index.Count(collection, snapshot));
+    }
+
+    private (string Collection, long Snapshot) BeginQuery<T>(int skip, int take)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(skip);
+        ArgumentOutOfRangeException.ThrowIfNegative(take);
+        Enter();
+        try
+        {
+            _snapshot ??= _store.Index.OpenSnapshot();
+            return (CollectionOf(typeof(T)), _snapshot.Sequence);
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    private SynchronousAsyncEnumerable<T> Page<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+        where T : class => new SynchronousAsyncEnumerable<T>(Iterate(matches, predicate, skip, take, cancellationToken));
+
+    private IEnumerable<T> Iterate<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+        where T : class
+    {
+        int skipped = 0;
+        int taken = 0;
+        foreach ((string id, DocumentVersion version) in matches)
+        {
+            if (taken == take)
+            {
+                yield break;
+            }
+
+            cancellationToken.ThrowIfCancellationRequested();
+            ObjectDisposedException.ThrowIf(_disposed, this);
+            T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
+                ?? throw new JsonException($"Document '{id}' deserialized to null.");
+            if (IdProperty(typeof(T)) is { CanWrite: true } idProperty && idProperty.GetValue(entity) is null or "")
+            {
+                idProperty.SetValue(entity, id);
+            }
+
+            if (predicate is not null && !predicate(entity))
+            {
+                continue;
+            }
+
+            if (skipped < skip)
+            {
+                skipped++;
+                continue;
+            }
+
+            taken++;
+            yield return entity;
+        }
+    }
+
+    /// <summary>An in-memory sequence exposed as <see cref="IAsyncEnumerable{T}"/> (the page store will make it truly async).</summary>
+    private sealed class SynchronousAsyncEnumerable<T>(IEnumerable<T> items) : IAsyncEnumerable<T>
+    {
+        public IAsyncEnumerator<T> GetAsyncEnumerator(CancellationToken cancellationToken = default) => new Enumerator(items.GetEnumerator(), cancellationToken);
+
+        private sealed class Enumerator(IEnumerator<T> inner, CancellationToken cancellationToken) : IAsyncEnumerator<T>
+        {
+            public T Current => inner.Current;
+
+            public ValueTask<bool> MoveNextAsync()
+            {
+                cancellationToken.ThrowIfCancellationRequested();
+                return new ValueTask<bool>(inner.MoveNext());
+            }
+
+            public ValueTask DisposeAsync()
+            {
+                inner.Dispose();
+                return ValueTask.CompletedTask;
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+using System.Text;
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+public sealed class ChangeFeedTests
+{
+    [Fact]
+    public async Task A_subscriber_sees_every_change_once_in_order_across_rotations_and_reopen_and_resumes_from_a_saved_sequence()
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions { SegmentSize = 8 * 1024, MaxDocumentSize = 1024 };
+        var expected = new List<(string Id, ChangeKind Kind)>();
+        long saved;
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+            var seen = new List<DocumentChange>();
+            var subscriber = Task.Run(async () =>
+            {
+                await foreach (DocumentChange change in store.Changes.ReadAsync(1, stop.Token))
+                {
+                    seen.Add(change);
+                    if (seen.Count == 300)
+                    {
+                        return;
+                    }
+                }
+            });
+
+            for (int i = 0; i < 100; i++)
+            {
+                await store.PutAsync("items", $"i/{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i},\"pad\":\"{new string('p', 100)}\"}}"));
+                expected.Add(($"i/{i}", ChangeKind.Put));
+            }
+
+            await using (var session = store.OpenSession())
+            {
+                for (int i = 0; i < 100; i++)
+                {
+                    session.Store(new User { Name = $"u{i}" }, $"u/{i}");
+                    expected.Add(($"u/{i}", ChangeKind.Put));
+                }
+
+                await session.SaveChangesAsync();
+            }
+
+            for (int i = 0; i < 100; i++)
+            {
+                await store.DeleteAsync("items", $"i/{i}");
+                expected.Add(($"i/{i}", ChangeKind.Delete));
+            }
+
+            await subscriber.WaitAsync(TimeSpan.FromSeconds(30));
+            Assert.Equal(expected, seen.Select(c => (c.Id, c.Kind)));
+            Assert.True(store.Journal.SegmentCount > 3, "rotations happened");
+            Assert.Equal(seen.Select(c => c.Sequence).Order(), seen.Select(c => c.Sequence));
+            Assert.Equal(Encoding.UTF8.GetBytes($"{{\"n\":7,\"pad\":\"{new string('p', 100)}\"}}"), seen[7].Json.ToArray());
+            Assert.True(seen[^1].Kind == ChangeKind.Delete && seen[^1].Json.IsEmpty);
+            saved = seen[149].Sequence; // a subscriber that handled up to here saved this sequence
+        }
+
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+            var resumed = new List<DocumentChange>();
+            await foreach (DocumentChange change in store.Changes.ReadAsync(saved + 1, stop.Token))
+            {
+                resumed.Add(change);
+                if (change.Sequence == store.LastCommittedSequence && change.Id == "i/99")
+                {
+                    break;
+                }
+            }
+
+            // The batch of 100 session puts shares one sequence: resuming after it skips it whole.
+            Assert.Equal(expected.SkipWhile(e => e.Id != "i/0" || e.Kind != ChangeKind.Delete), resumed.Select(c => (c.Id, c.Kind)));
+
+            var fromTime = store.Changes.ReadAsync(DateTimeOffset.UtcNow.AddDays(-1), stop.Token);
+            await using var enumerator = fromTime.GetAsyncEnumerator(stop.Token);
+            Assert.True(await enumerator.MoveNextAsync());
+            Assert.Equal("i/0", enumerator.Current.Id);
+        }
+    }
+
+    [Fact]
+    public async Task The_feed_tails_new_commits_and_a_cancelled_subscriber_stops()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path);
+        using var stop = new CancellationTokenSource();
+        var received = new TaskCompletionSource<DocumentChange>();
+        var subscriber = Task.Run(async () =>
+        {
+            await foreach (DocumentChange change in store.Changes.ReadAsync(1, stop.Token))
+            {
+                received.TrySetResult(change);
+            }
+        });
+        await Task.Delay(50);
+        Assert.False(received.Task.IsCompleted);
+        await store.PutAsync("c", "x", "{}"u8.ToArray());
+        Assert.Equal("x", (await received.Task.WaitAsync(TimeSpan.FromSeconds(10))).Id);
+        stop.Cancel();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => subscriber.WaitAsync(TimeSpan.FromSeconds(10)));
+    }
+
+    [Fact]
+    public async Task A_purged_position_fails_with_a_clear_exception()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { SegmentSize = 8 * 1024, MaxDocumentSize = 1024 });
+        for (int i = 0; i < 200; i++)
+        {
+            await store.PutAsync("c", $"k{i}", Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 100)}\"}}"));
+        }
+
+        Assert.True(store.Journal.Purge(100) > 0);
+        var error = Assert.Throws<JournalPositionPurgedException>(() => store.Changes.ReadAsync(1));
+        Assert.Equal(1, error.RequestedSequence);
+    }
+}

@@ -1,0 +1,91 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+public sealed class DocumentQueryTests
+{
+    private static async Task<DocumentStore> Seed(TempDirectory dir)
+    {
+        var store = DocumentStore.Open(dir.Path);
+        await using var session = store.OpenSession();
+        foreach (string id in new[] { "users/a", "users/b", "users/c", "users/ca", "admins/x", "users/d" })
+        {
+            session.Store(new User { Name = id, Age = id.Length }, id);
+        }
+
+        await session.SaveChangesAsync();
+        return store;
+    }
+
+    [Fact]
+    public async Task Prefix_and_range_queries_stream_in_id_order_both_ways_with_paging()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await Seed(dir);
+        await using var session = store.OpenSession();
+        Assert.Equal(["users/a", "users/b", "users/c", "users/ca", "users/d"], await Ids(session.QueryByPrefixAsync<User>("users/")));
+        Assert.Equal(["users/d", "users/ca", "users/c", "users/b", "users/a"], await Ids(session.QueryByPrefixAsync<User>("users/", descending: true)));
+        Assert.Equal(["users/c", "users/ca"], await Ids(session.QueryByPrefixAsync<User>("users/c")));
+        Assert.Equal(["users/b", "users/c"], await Ids(session.QueryByPrefixAsync<User>("users/", skip: 1, take: 2)));
+        Assert.Equal(["users/b", "users/c", "users/ca"], await Ids(session.QueryByRangeAsync<User>("users/b", "users/d")));
+        Assert.Equal(["users/ca", "users/c"], await Ids(session.QueryByRangeAsync<User>("users/b", "users/d", descending: true, take: 2)));
+        Assert.Equal(["admins/x", "users/a"], await Ids(session.QueryByRangeAsync<User>(null, "users/b")));
+        Assert.Equal(["admins/x", "users/ca"], await Ids(session.QueryAsync<User>(u => u.Age == 8)));
+        Assert.Equal(["users/ca"], await Ids(session.QueryAsync<User>(u => u.Age == 8, skip: 1)));
+        Assert.Equal(6, await session.CountAsync<User>());
+        Assert.Empty(await Ids(session.QueryByPrefixAsync<User>("nobody/")));
+        Assert.Throws<ArgumentException>(() => session.QueryByRangeAsync<User>("users/d", "users/a"));
+        Assert.Throws<ArgumentOutOfRangeException>(() => session.QueryByPrefixAsync<User>("users/", skip: -1));
+    }
+
+    [Fact]
+    public async Task Queries_read_the_sessions_snapshot_while_writers_commit()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await Seed(dir);
+        await using var reader = store.OpenSession();
+        Assert.Equal(6, await reader.CountAsync<User>());
+        await store.PutAsync("User", "users/e", Encoding.UTF8.GetBytes("{\"Name\":\"e\"}"));
+        await store.DeleteAsync("User", "users/a");
+        Assert.Equal(6, await reader.CountAsync<User>());
+        Assert.Equal("users/a", (await Ids(reader.QueryByPrefixAsync<User>("users/")))[0]);
+        await using var fresh = store.OpenSession();
+        Assert.Equal(["users/b", "users/c", "users/ca", "users/d", "users/e"], await Ids(fresh.QueryByPrefixAsync<User>("users/")));
+    }
+
+    [Fact]
+    public async Task Metadata_gives_version_and_last_modified_and_an_explicit_expected_version_is_checked()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await Seed(dir);
+        await using var session = store.OpenSession();
+        var user = await session.LoadAsync<User>("users/a");
+        long version = session.GetVersion(user!);
+        DateTimeOffset? modified = session.GetLastModified(user!);
+        Assert.True(version > 0);
+        Assert.NotNull(modified);
+        Assert.InRange(modified.Value, DateTimeOffset.UtcNow.AddMinutes(-5), DateTimeOffset.UtcNow.AddMinutes(1));
+        Assert.Equal(version, store.Get("User", "users/a")!.Value.Version);
+        Assert.Equal(modified, store.Get("User", "users/a")!.Value.LastModified);
+
+        await using var blind = store.OpenSession();
+        var overwrite = new User { Name = "overwrite" };
+        blind.Store(overwrite, "users/a", expectedVersion: version + 100);
+        await Assert.ThrowsAsync<Folio.Transactions.ConcurrencyException>(() => blind.SaveChangesAsync());
+        blind.Store(overwrite, "users/a", expectedVersion: version);
+        await blind.SaveChangesAsync();
+        Assert.Contains("overwrite", Encoding.UTF8.GetString(store.Get("User", "users/a")!.Value.Json.Span), StringComparison.Ordinal);
+    }
+
+    private static async Task<List<string>> Ids(IAsyncEnumerable<User> users)
+    {
+        var ids = new List<string>();
+        await foreach (User user in users)
+        {
+            ids.Add(user.Id!);
+        }
+
+        return ids;
+    }
+}
