@@ -1,0 +1,202 @@
+using FsCheck;
+using FsCheck.Fluent;
+using FsCheck.Xunit;
+using Folio.Tests.Infrastructure;
+using Folio.Transactions;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// Random programs over the public API (several interleaved sessions loading, storing, changing and deleting a few
+/// ids, saving with conflicts, and reopening the store) against a dictionary model with per-session snapshots and
+/// optimistic-concurrency rules.
+/// </summary>
+public sealed class DocumentStorePropertyTests
+{
+    private static readonly string[] s_ids = ["u/1", "u/2", "u/3", "u/4"];
+
+    [Property(MaxTest = 60, Arbitrary = [typeof(DocumentStorePropertyTests)])]
+    public void The_store_agrees_with_a_dictionary_model(int[] program)
+    {
+        using var dir = new TempDirectory();
+        var store = DocumentStore.Open(dir.Path);
+        var model = new Dictionary<string, (long Version, string Name)>();
+        var sessions = new List<SessionModel>();
+        int names = 0;
+        try
+        {
+            foreach (int op in program)
+            {
+                int argument = op >>> 4;
+                string id = s_ids[argument % s_ids.Length];
+                SessionModel? s = sessions.Count == 0 ? null : sessions[(argument / 4) % sessions.Count];
+                switch (op & 0xF)
+                {
+                    case 0 or 1:
+                        sessions.Add(new SessionModel(store.OpenSession()));
+                        break;
+                    case 2 or 3 when s is not null:
+                        {
+                            bool wasTracked = s.Tracked.TryGetValue(id, out TrackedModel? before);
+                            User? user = s.Session.LoadAsync<User>(id).AsTask().GetAwaiter().GetResult();
+                            s.Snapshot ??= new(model);
+                            if (wasTracked)
+                            {
+                                // Identity map: the tracked entity (or null for a tracked delete), whatever others committed.
+                                Assert.Equal(before!.Deleted, user is null);
+                                Assert.Same(before.Entity, user);
+                            }
+                            else if (s.Snapshot.TryGetValue(id, out var seen))
+                            {
+                                Assert.Equal(seen.Name, user!.Name);
+                                s.Tracked[id] = new TrackedModel(user, seen.Version, Loaded: true, Deleted: false);
+                            }
+                            else
+                            {
+                                Assert.Null(user);
+                                s.Tracked[id] = new TrackedModel(null, 0, Loaded: true, Deleted: true);
+                            }
+
+                            break;
+                        }
+
+                    case 4 or 5 or 6 when s is not null:
+                        {
+                            string name = $"n{names++}";
+                            if (s.Tracked.TryGetValue(id, out var tracked) && tracked.Entity is not null && !tracked.Deleted)
+                            {
+                                tracked.Entity.Name = name;
+                            }
+                            else
+                            {
+                                var user = new User { Name = name };
+                                s.Session.Store(user, id);
+                                s.Tracked[id] = tracked is null
+                                    ? new TrackedModel(user, 0, Loaded: false, Deleted: false)
+                                    : tracked with { Entity = user, Deleted = false };
+                            }
+
+                            s.Changed.Add(id);
+                            break;
+                        }
+
+                    case 7 when s is not null:
+                        s.Session.Delete<User>(id);
+                        s.Tracked[id] = s.Tracked.TryGetValue(id, out var was)
+                            ? was with { Entity = null, Deleted = true }
+                            : new TrackedModel(null, -1, Loaded: false, Deleted: true);
+                        s.Changed.Add(id);
+                        break;
+                    case 8 or 9 or 10 when s is not null:
+                        Save(store, model, s, sessions);
+                        break;
+                    case 11 when sessions.Count == 0 || argument % 4 == 0:
+                        foreach (SessionModel open in sessions)
+                        {
+                            open.Session.Dispose();
+                        }
+
+                        sessions.Clear();
+                        store.Dispose();
+                        store = DocumentStore.Open(dir.Path);
+                        break;
+                    default:
+                        break;
+                }
+
+                // A fresh reader always sees exactly the model.
+                foreach (string check in s_ids)
+                {
+                    StoredDocument? stored = store.Get("User", check);
+                    Assert.Equal(model.ContainsKey(check), stored.HasValue);
+                    if (stored is { } doc)
+                    {
+                        Assert.Equal(model[check].Version, doc.Version);
+                        Assert.Contains($"\"{model[check].Name}\"", System.Text.Encoding.UTF8.GetString(doc.Json.Span), StringComparison.Ordinal);
+                    }
+                }
+            }
+        }
+        finally
+        {
+            foreach (SessionModel open in sessions)
+            {
+                open.Session.Dispose();
+            }
+
+            store.Dispose();
+        }
+    }
+
+    public static Arbitrary<int[]> Programs() =>
+        Arb.From(
+            Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(a => a.Length > 60 ? a[..60] : a),
+            static program => Enumerable.Range(0, program.Length).Select(skip => program.Where((_, i) => i != skip).ToArray()));
+
+    private static void Save(DocumentStore store, Dictionary<string, (long Version, string Name)> model, SessionModel s, List<SessionModel> sessions)
+    {
+        // What the session writes, and the version each write requires (null: unconditional).
+        var writes = new List<(string Id, TrackedModel Tracked, long? Expected)>();
+        foreach (string id in s.Changed)
+        {
+            TrackedModel t = s.Tracked[id];
+            if (t.Deleted)
+            {
+                if (t.Version != 0)
+                {
+                    writes.Add((id, t, t.Version > 0 ? t.Version : null));
+                }
+            }
+            else
+            {
+                writes.Add((id, t, t.Loaded ? t.Version : null));
+            }
+        }
+
+        bool conflict = writes.Any(w => w.Expected is long v && (model.TryGetValue(w.Id, out var current) ? current.Version : 0) != v);
+        Exception? error = Record.Exception(() => s.Session.SaveChangesAsync().GetAwaiter().GetResult());
+        if (conflict)
+        {
+            Assert.IsType<ConcurrencyException>(error);
+            s.Session.Dispose();
+            sessions.Remove(s);
+            return;
+        }
+
+        Assert.Null(error);
+        if (writes.Count == 0)
+        {
+            return;
+        }
+
+        long sequence = store.LastCommittedSequence;
+        foreach (var (id, t, _) in writes)
+        {
+            if (t.Deleted)
+            {
+                model.Remove(id);
+                s.Tracked.Remove(id);
+            }
+            else
+            {
+                model[id] = (sequence, t.Entity!.Name);
+                s.Tracked[id] = t with { Version = sequence, Loaded = true };
+            }
+        }
+
+        s.Changed.Clear();
+    }
+
+    private sealed record TrackedModel(User? Entity, long Version, bool Loaded, bool Deleted);
+
+    private sealed class SessionModel(DocumentSession session)
+    {
+        public DocumentSession Session { get; } = session;
+
+        public Dictionary<string, (long Version, string Name)>? Snapshot { get; set; }
+
+        public Dictionary<string, TrackedModel> Tracked { get; } = [];
+
+        public HashSet<string> Changed { get; } = [];
+    }
+}
