@@ -20,17 +20,22 @@ internal static class DocumentIds
             ThrowHelper.ThrowArgument(paramName, "A document id must not be null or empty.");
         }
 
-        if (Encoding.UTF8.GetByteCount(id) > MaxIdBytes)
+        // A UTF-16 char is at most 3 UTF-8 bytes: short ids need no count. Control characters are exactly
+        // U+0000-U+001F and U+007F-U+009F (char.IsControl); the range searches are vectorized.
+        if (id.Length > MaxIdBytes / 3 && Encoding.UTF8.GetByteCount(id) > MaxIdBytes)
         {
             ThrowHelper.ThrowArgument(paramName, $"A document id is limited to {MaxIdBytes} UTF-8 bytes.");
         }
 
-        foreach (char c in id)
+        int control = id.AsSpan().IndexOfAnyInRange('\u0000', '\u001f');
+        if (control < 0)
         {
-            if (char.IsControl(c))
-            {
-                ThrowHelper.ThrowArgument(paramName, $"A document id must not contain control characters (found U+{(int)c:X4}).");
-            }
+            control = id.AsSpan().IndexOfAnyInRange('\u007f', '\u009f');
+        }
+
+        if (control >= 0)
+        {
+            ThrowHelper.ThrowArgument(paramName, $"A document id must not contain control characters (found U+{(int)id[control]:X4}).");
         }
     }
 

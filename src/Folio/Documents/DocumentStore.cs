@@ -225,14 +225,19 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
 
         long batches = 0;
         long bytes = 0;
-        using JournalReader reader = journal.OpenReader(1);
-        while (reader.TryRead(out JournalEntry entry))
+        var names = new BatchEncoding.NameCache();
+        index.BeginBulkLoad();
+        using (JournalReader reader = journal.OpenReader(1))
         {
-            index.Apply(BatchEncoding.Decode(entry.Data), entry.Sequence, entry.TimestampTicks);
-            batches++;
-            bytes += entry.Data.Length;
+            while (reader.TryRead(out JournalEntry entry))
+            {
+                index.Apply(BatchEncoding.Decode(entry.Data, names), entry.Sequence, entry.TimestampTicks);
+                batches++;
+                bytes += entry.Data.Length;
+            }
         }
 
+        index.EndBulkLoad();
         return (batches, bytes);
     }
 }

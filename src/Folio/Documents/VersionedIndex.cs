@@ -9,8 +9,8 @@ namespace Folio.Documents;
 /// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
 /// <para>
 /// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch by batch in commit order.
-/// For each command it prepends a <see cref="DocumentVersion"/> to the key's <see cref="VersionChain"/> (release write
-/// of the head), adds a new key to its collection's sorted key set (an immutable set, replaced with a release write),
+/// For each command it prepends a <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old
+/// in a concurrent dictionary: an atomic write of the value; the old head hangs off it), adds a new key to its collection's sorted key set (an immutable set, replaced with a release write),
 /// and after the whole batch publishes <see cref="VisibleSequence"/> = the batch's sequence (release). Readers take a
 /// snapshot S = <see cref="VisibleSequence"/> (acquire) through <see cref="SnapshotRegistry"/>, then read chains and
 /// key sets without locks: every version at or below S was written before S was published, and versions above S
@@ -25,10 +25,14 @@ namespace Folio.Documents;
 /// </summary>
 internal sealed class VersionedIndex : ICommitState
 {
-    private readonly ConcurrentDictionary<DocumentKey, VersionChain> _chains = new();
+    // The newest version of each key; older ones hang off DocumentVersion.Older. Replacing the value publishes the new
+    // head: ConcurrentDictionary writes reference values atomically, and .NET's memory model makes a new object's
+    // initializing stores visible before a reference to it; the writer publishes VisibleSequence (release) after.
+    private readonly ConcurrentDictionary<DocumentKey, DocumentVersion> _heads = new();
     private readonly ConcurrentDictionary<string, SortedKeys> _collections = new(StringComparer.Ordinal);
     private readonly SnapshotRegistry _snapshots = new();
     private long _visible;
+    private Dictionary<SortedKeys, List<string>>? _bulkLoad;
 
     /// <summary>The newest committed sequence whose effects are visible to new snapshots.</summary>
     public long VisibleSequence => Volatile.Read(ref _visible);
@@ -46,7 +50,7 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>The version of <paramref name="key"/> visible at <paramref name="snapshot"/>, or null when absent or deleted.</summary>
     public DocumentVersion? Get(in DocumentKey key, long snapshot)
     {
-        DocumentVersion? version = _chains.TryGetValue(key, out VersionChain? chain) ? chain.At(snapshot) : null;
+        DocumentVersion? version = _heads.TryGetValue(key, out DocumentVersion? head) ? At(head, snapshot) : null;
         return version is { IsDeleted: false } ? version : null;
     }
 
@@ -114,12 +118,24 @@ internal sealed class VersionedIndex : ICommitState
         for (int i = 0; i < commands.Count; i++)
         {
             BatchCommand command = commands[i];
-            VersionChain chain = _chains.GetOrAdd(command.Key, static _ => new VersionChain());
-            DocumentVersion? head = chain.Head;
+            _heads.TryGetValue(command.Key, out DocumentVersion? head);
             if (head is null)
             {
                 SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
-                keys.Add(command.Key.Id);
+                if (_bulkLoad is not null)
+                {
+                    // Replay: collect, sort once at the end instead of one persistent-tree insert per key.
+                    if (!_bulkLoad.TryGetValue(keys, out List<string>? pending))
+                    {
+                        _bulkLoad[keys] = pending = [];
+                    }
+
+                    pending.Add(command.Key.Id);
+                }
+                else
+                {
+                    keys.Add(command.Key.Id);
+                }
             }
             else
             {
@@ -134,7 +150,7 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             bool isDelete = command.Kind == CommandKind.Delete;
-            chain.Push(new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head));
+            _heads[command.Key] = new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
         }
 
         Volatile.Write(ref _visible, sequence);
@@ -142,14 +158,44 @@ internal sealed class VersionedIndex : ICommitState
 
     internal void CloseSnapshot(int slot) => _snapshots.Close(slot);
 
+    /// <summary>The newest version at or below <paramref name="snapshot"/> in the chain starting at <paramref name="head"/>.</summary>
+    private static DocumentVersion? At(DocumentVersion? head, long snapshot)
+    {
+        while (head is not null && head.Sequence > snapshot)
+        {
+            head = head.Older;
+        }
+
+        return head;
+    }
+
+    /// <summary>Starts a bulk load (recovery replay, before any reader exists): new ids are sorted once at the end.</summary>
+    internal void BeginBulkLoad() => _bulkLoad = [];
+
+    /// <summary>Ends a bulk load: builds each collection's sorted id set from the collected ids.</summary>
+    internal void EndBulkLoad()
+    {
+        if (_bulkLoad is null)
+        {
+            return;
+        }
+
+        foreach ((SortedKeys keys, List<string> ids) in _bulkLoad)
+        {
+            keys.AddRange(ids);
+        }
+
+        _bulkLoad = null;
+    }
+
     /// <summary>Live documents across all collections at the visible sequence (diagnostics; walks every chain).</summary>
     internal long LiveDocuments()
     {
         long snapshot = VisibleSequence;
         long count = 0;
-        foreach (KeyValuePair<DocumentKey, VersionChain> pair in _chains)
+        foreach (KeyValuePair<DocumentKey, DocumentVersion> pair in _heads)
         {
-            count += pair.Value.At(snapshot) is { IsDeleted: false } ? 1 : 0;
+            count += At(pair.Value, snapshot) is { IsDeleted: false } ? 1 : 0;
         }
 
         return count;
@@ -159,7 +205,7 @@ internal sealed class VersionedIndex : ICommitState
     internal int ChainLength(in DocumentKey key)
     {
         int length = 0;
-        for (DocumentVersion? version = _chains.TryGetValue(key, out VersionChain? chain) ? chain.Head : null; version is not null; version = version.Older)
+        for (DocumentVersion? version = _heads.TryGetValue(key, out DocumentVersion? head) ? head : null; version is not null; version = version.Older)
         {
             length++;
         }
@@ -209,6 +255,17 @@ internal sealed class VersionedIndex : ICommitState
         public ImmutableSortedSet<string> Current => Volatile.Read(ref _set);
 
         public void Add(string id) => Volatile.Write(ref _set, _set.Add(id));
+
+        public void AddRange(List<string> ids)
+        {
+            ImmutableSortedSet<string>.Builder builder = _set.ToBuilder();
+            foreach (string id in ids)
+            {
+                builder.Add(id);
+            }
+
+            Volatile.Write(ref _set, builder.ToImmutable());
+        }
     }
 }
 

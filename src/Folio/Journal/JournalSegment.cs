@@ -29,7 +29,7 @@ internal sealed class JournalSegment
     private IStorageFile? _file;
     private readonly StorageMapping _mapping;
     private readonly Action<JournalSegment>? _deleteFile;
-    private int _referenceCount = 1;
+    private PaddedCounter _referenceCount = new() { Value = 1 };
     private int _deleteOnRelease;
     private long _committedLength;
     private long _firstTimestamp = long.MaxValue;
@@ -99,10 +99,10 @@ internal sealed class JournalSegment
     /// <summary>Takes a reference unless the segment was already released for good.</summary>
     public bool TryAcquire()
     {
-        int count = Volatile.Read(ref _referenceCount);
+        int count = Volatile.Read(ref _referenceCount.Value);
         while (count > 0)
         {
-            int seen = Interlocked.CompareExchange(ref _referenceCount, count + 1, count);
+            int seen = Interlocked.CompareExchange(ref _referenceCount.Value, count + 1, count);
             if (seen == count)
             {
                 return true;
@@ -117,7 +117,7 @@ internal sealed class JournalSegment
     /// <summary>Drops a reference; the last one closes the file and deletes it when it was purged.</summary>
     public void Release()
     {
-        int count = Interlocked.Decrement(ref _referenceCount);
+        int count = Interlocked.Decrement(ref _referenceCount.Value);
         if (count == 0)
         {
             _mapping.Dispose();
@@ -133,7 +133,18 @@ internal sealed class JournalSegment
     public void MarkForDeletion() => Volatile.Write(ref _deleteOnRelease, 1);
 
     /// <summary>The current reference count (tests and diagnostics).</summary>
-    internal int ReferenceCount => Volatile.Read(ref _referenceCount);
+    internal int ReferenceCount => Volatile.Read(ref _referenceCount.Value);
+
+    /// <summary>
+    /// The reference count alone on its cache line: readers on every core CAS it when they enter and leave the
+    /// segment, and it must not evict the read-mostly fields (committed length, timestamps) from the other cores.
+    /// </summary>
+    [System.Runtime.InteropServices.StructLayout(System.Runtime.InteropServices.LayoutKind.Explicit, Size = 192)]
+    private struct PaddedCounter
+    {
+        [System.Runtime.InteropServices.FieldOffset(64)]
+        public int Value;
+    }
 
     public override string ToString() => $"{System.IO.Path.GetFileName(Path)} (committed {CommittedLength} of {Capacity} bytes)";
 }

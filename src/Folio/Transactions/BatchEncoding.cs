@@ -60,7 +60,10 @@ internal static class BatchEncoding
     }
 
     /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed bytes.</summary>
-    public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry)
+    public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry) => Decode(entry, names: null);
+
+    /// <summary>Decodes a batch entry, reusing the collection name strings of <paramref name="names"/> (replay).</summary>
+    public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry, NameCache? names)
     {
         if (entry.Length < 5 || entry[0] != Format)
         {
@@ -78,7 +81,7 @@ internal static class BatchEncoding
         for (int i = 0; i < count; i++)
         {
             var kind = (CommandKind)Read(entry, ref at, 1)[0];
-            string collection = ReadName(entry, ref at);
+            string collection = names is null ? ReadName(entry, ref at) : names.Get(ReadNameBytes(entry, ref at));
             string id = ReadName(entry, ref at);
             ReadOnlyMemory<byte> value = ReadOnlyMemory<byte>.Empty;
             if (kind == CommandKind.Put)
@@ -115,10 +118,37 @@ internal static class BatchEncoding
         return 2 + written;
     }
 
-    private static string ReadName(ReadOnlySpan<byte> entry, ref int at)
+    private static string ReadName(ReadOnlySpan<byte> entry, ref int at) => Encoding.UTF8.GetString(ReadNameBytes(entry, ref at));
+
+    private static ReadOnlySpan<byte> ReadNameBytes(ReadOnlySpan<byte> entry, ref int at)
     {
         int length = BinaryPrimitives.ReadUInt16LittleEndian(Read(entry, ref at, 2));
-        return Encoding.UTF8.GetString(Read(entry, ref at, length));
+        return Read(entry, ref at, length);
+    }
+
+    /// <summary>Remembers the last decoded collection names (there are few), so replay does not allocate one per command.</summary>
+    internal sealed class NameCache
+    {
+        private readonly string?[] _names = new string?[8];
+        private readonly byte[]?[] _bytes = new byte[]?[8];
+        private int _next;
+
+        public string Get(ReadOnlySpan<byte> utf8)
+        {
+            for (int i = 0; i < _names.Length; i++)
+            {
+                if (_bytes[i] is { } known && utf8.SequenceEqual(known))
+                {
+                    return _names[i]!;
+                }
+            }
+
+            string name = Encoding.UTF8.GetString(utf8);
+            _bytes[_next] = utf8.ToArray();
+            _names[_next] = name;
+            _next = (_next + 1) % _names.Length;
+            return name;
+        }
     }
 
     private static ReadOnlySpan<byte> Read(ReadOnlySpan<byte> entry, ref int at, int length)
