@@ -28,7 +28,8 @@ internal sealed class VersionedIndex : ICommitState
     // The newest version of each key; older ones hang off DocumentVersion.Older. Replacing the value publishes the new
     // head: ConcurrentDictionary writes reference values atomically, and .NET's memory model makes a new object's
     // initializing stores visible before a reference to it; the writer publishes VisibleSequence (release) after.
-    private readonly ConcurrentDictionary<DocumentKey, DocumentVersion> _heads = new();
+    // Per collection: the newest version of each id (a dictionary keyed by the id alone: one string hash and compare
+    // per lookup) and the sorted ids. The outer dictionary is small and stays in cache.
     private readonly ConcurrentDictionary<string, SortedKeys> _collections = new(StringComparer.Ordinal);
     private readonly SnapshotRegistry _snapshots = new();
     private long _visible;
@@ -50,7 +51,9 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>The version of <paramref name="key"/> visible at <paramref name="snapshot"/>, or null when absent or deleted.</summary>
     public DocumentVersion? Get(in DocumentKey key, long snapshot)
     {
-        DocumentVersion? version = _heads.TryGetValue(key, out DocumentVersion? head) ? At(head, snapshot) : null;
+        DocumentVersion? version = _collections.TryGetValue(key.Collection, out SortedKeys? keys) && keys.Heads.TryGetValue(key.Id, out DocumentVersion? head)
+            ? At(head, snapshot)
+            : null;
         return version is { IsDeleted: false } ? version : null;
     }
 
@@ -118,10 +121,10 @@ internal sealed class VersionedIndex : ICommitState
         for (int i = 0; i < commands.Count; i++)
         {
             BatchCommand command = commands[i];
-            _heads.TryGetValue(command.Key, out DocumentVersion? head);
+            SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
+            keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
             if (head is null)
             {
-                SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
                 if (_bulkLoad is not null)
                 {
                     // Replay: collect, sort once at the end instead of one persistent-tree insert per key.
@@ -150,7 +153,7 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             bool isDelete = command.Kind == CommandKind.Delete;
-            _heads[command.Key] = new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
+            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
         }
 
         Volatile.Write(ref _visible, sequence);
@@ -193,9 +196,12 @@ internal sealed class VersionedIndex : ICommitState
     {
         long snapshot = VisibleSequence;
         long count = 0;
-        foreach (KeyValuePair<DocumentKey, DocumentVersion> pair in _heads)
+        foreach (SortedKeys keys in _collections.Values)
         {
-            count += At(pair.Value, snapshot) is { IsDeleted: false } ? 1 : 0;
+            foreach (KeyValuePair<string, DocumentVersion> pair in keys.Heads)
+            {
+                count += At(pair.Value, snapshot) is { IsDeleted: false } ? 1 : 0;
+            }
         }
 
         return count;
@@ -205,7 +211,9 @@ internal sealed class VersionedIndex : ICommitState
     internal int ChainLength(in DocumentKey key)
     {
         int length = 0;
-        for (DocumentVersion? version = _heads.TryGetValue(key, out DocumentVersion? head) ? head : null; version is not null; version = version.Older)
+        DocumentVersion? head = null;
+        _ = _collections.TryGetValue(key.Collection, out SortedKeys? keys) && keys.Heads.TryGetValue(key.Id, out head);
+        for (DocumentVersion? version = head; version is not null; version = version.Older)
         {
             length++;
         }
@@ -247,9 +255,14 @@ internal sealed class VersionedIndex : ICommitState
         return index >= 0 ? index : ~index;
     }
 
-    /// <summary>A collection's ids, sorted ordinally; replaced as a whole by the writer (release), read by readers (acquire).</summary>
+    /// <summary>
+    /// A collection: the newest version per id, and the ids sorted ordinally (an immutable set replaced as a whole by
+    /// the writer with a release write, read by readers with an acquire read).
+    /// </summary>
     private sealed class SortedKeys
     {
+        public ConcurrentDictionary<string, DocumentVersion> Heads { get; } = new(StringComparer.Ordinal);
+
         private ImmutableSortedSet<string> _set = ImmutableSortedSet.Create<string>(StringComparer.Ordinal);
 
         public ImmutableSortedSet<string> Current => Volatile.Read(ref _set);
