@@ -321,12 +321,14 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     {
         DocumentIds.Validate(id);
         var key = new DocumentKey(CollectionOf(typeof(T)), id);
+
+        // The first read fixes the snapshot, even when the identity map answers it.
+        _snapshot ??= _store.Index.OpenSnapshot();
         if (_tracked.TryGetValue(key, out Tracked? tracked))
         {
             return tracked.Deleted ? null : (T?)tracked.Entity;
         }
 
-        _snapshot ??= _store.Index.OpenSnapshot();
         DocumentVersion? version = _store.Index.Get(key, _snapshot.Sequence);
         if (version is null)
         {
