@@ -271,6 +271,13 @@ internal sealed class VersionedIndex : ICommitState
 
         public void AddRange(List<string> ids)
         {
+            if (_set.IsEmpty)
+            {
+                // Replay into an empty collection: sort once and build the balanced tree from the sorted list.
+                Volatile.Write(ref _set, ImmutableSortedSet.CreateRange(StringComparer.Ordinal, ids));
+                return;
+            }
+
             ImmutableSortedSet<string>.Builder builder = _set.ToBuilder();
             foreach (string id in ids)
             {
