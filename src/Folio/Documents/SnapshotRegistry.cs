@@ -85,7 +85,8 @@ internal sealed class SnapshotRegistry
                     int used = Volatile.Read(ref _highWater);
                     while (used <= i)
                     {
-                        used = Interlocked.CompareExchange(ref _highWater, i + 1, used) is int seen && seen == used ? i + 1 : Volatile.Read(ref _highWater);
+                        int seen = Interlocked.CompareExchange(ref _highWater, i + 1, used);
+                        used = seen == used ? i + 1 : seen;
                     }
 
                     return i;
