@@ -104,10 +104,7 @@ public sealed partial class DocumentSession
             ObjectDisposedException.ThrowIf(_disposed, this);
             T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
                 ?? throw new JsonException($"Document '{id}' deserialized to null.");
-            if (IdProperty(typeof(T)) is { CanWrite: true } idProperty && idProperty.GetValue(entity) is null or "")
-            {
-                idProperty.SetValue(entity, id);
-            }
+            IdAccessor<T>.FillIn(entity, id);
 
             if (predicate is not null && !predicate(entity))
             {

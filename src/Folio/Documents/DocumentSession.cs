@@ -249,7 +249,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
                 // Serialize on the caller's thread, so the committer only copies bytes.
                 byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type, _store.Options.JsonSerializerOptions);
-                if (tracked.Original is not null && json.AsSpan().SequenceEqual(tracked.Original))
+                if (tracked.Original is { } loaded && json.AsSpan().SequenceEqual(loaded.Span))
                 {
                     continue; // unchanged
                 }
@@ -338,12 +338,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
             ?? throw new JsonException($"Document '{key}' deserialized to null.");
-        byte[] original = version.Json.ToArray();
-        if (IdProperty(typeof(T)) is { CanWrite: true } idProperty && idProperty.GetValue(entity) is null or "")
+        // The index's JSON is immutable: keep a reference to it as the loaded state, no copy.
+        ReadOnlyMemory<byte> original = version.Json;
+        if (IdAccessor<T>.FillIn(entity, id))
         {
-            // The id is metadata, not necessarily in the JSON (raw writes): fill it in, and compare later changes
-            // against the entity as loaded, so filling it in alone does not count as a change.
-            idProperty.SetValue(entity, id);
+            // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later changes
+            // against the entity as loaded, so that filling it in alone does not count as a change.
             original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
         }
 
@@ -353,6 +353,34 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     }
 
     private string CollectionOf(Type type) => _store.Options.CollectionName(type);
+
+    /// <summary>Typed, compiled access to a type's string <c>Id</c> property (no reflection per call).</summary>
+    private static class IdAccessor<T>
+    {
+        private static readonly Func<T, string?>? s_get;
+        private static readonly Action<T, string>? s_set;
+
+        static IdAccessor()
+        {
+            if (IdProperty(typeof(T)) is { CanWrite: true, CanRead: true } property && property.GetMethod!.IsPublic && property.SetMethod!.IsPublic && !typeof(T).IsValueType)
+            {
+                s_get = property.GetMethod.CreateDelegate<Func<T, string?>>();
+                s_set = property.SetMethod.CreateDelegate<Action<T, string>>();
+            }
+        }
+
+        /// <summary>Sets the entity's Id to <paramref name="id"/> when it is empty; returns whether it did.</summary>
+        public static bool FillIn(T entity, string id)
+        {
+            if (s_get is null || !string.IsNullOrEmpty(s_get(entity)))
+            {
+                return false;
+            }
+
+            s_set!(entity, id);
+            return true;
+        }
+    }
 
     private static PropertyInfo? IdProperty(Type type) => s_idProperties.GetOrAdd(type, static t =>
     {
@@ -384,7 +412,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         /// <summary>The version loaded or last saved; 0 for new or absent; -1 for a delete of a document never loaded.</summary>
         public long Version { get; set; }
 
-        public byte[]? Original { get; set; }
+        public ReadOnlyMemory<byte>? Original { get; set; }
 
         /// <summary>An explicit precondition for the next save, overriding the loaded version.</summary>
         public long? ExpectedVersion { get; set; }
