@@ -21,10 +21,11 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private readonly TransactionMerger _merger;
     private int _disposed;
 
-    private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index)
+    private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index, ILogger logger)
     {
         Path = path;
         Options = options;
+        Logger = logger;
         _journal = journal;
         _index = index;
         _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
@@ -40,7 +41,13 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>The newest commit visible to new reads (0 for an empty store).</summary>
     public long LastCommittedSequence => _index.VisibleSequence;
 
+    /// <summary>Whether a journal write or fsync failed: commits fail with <see cref="StoreFaultedException"/> until
+    /// the store is reopened; reads keep working.</summary>
+    public bool IsFaulted => _merger.IsFaulted;
+
     internal DocumentStoreOptions Options { get; }
+
+    internal ILogger Logger { get; }
 
     internal VersionedIndex Index => _index;
 
@@ -70,7 +77,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             long started = Stopwatch.GetTimestamp();
             var index = new VersionedIndex();
             (long batches, long bytes) = Replay(journal, index);
-            var store = new DocumentStore(path, options, journal, index);
+            var store = new DocumentStore(path, options, journal, index, logger);
             if (logger.IsEnabled(LogLevel.Information))
             {
                 long documents = index.LiveDocuments();
@@ -162,13 +169,29 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         return version is null ? null : new StoredDocument(collection, id, version.Json, version.Sequence, new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
     }
 
-    /// <inheritdoc/>
+    /// <summary>A lock-free snapshot of the store's health: fault state, last commit, fsync latency.</summary>
+    /// <returns>The current diagnostics.</returns>
+    public StoreDiagnostics GetDiagnostics() => new(
+        _merger.IsFaulted,
+        _merger.Fault,
+        _index.VisibleSequence,
+        _merger.SyncCount,
+        _merger.LastSyncDuration,
+        _merger.AverageSyncDuration);
+
+    /// <summary>
+    /// Closes the store: commits already submitted are finished (written and fsynced) and acknowledged, the journal is
+    /// synced and the folder's lock released. Idempotent; later calls on the store throw
+    /// <see cref="ObjectDisposedException"/>.
+    /// </summary>
     public void Dispose()
     {
         if (Interlocked.Exchange(ref _disposed, 1) == 0)
         {
             _merger.Dispose();
+            long sequence = _journal.CommittedSequence;
             _journal.Dispose();
+            StoreLog.Closed(Logger, Path, sequence);
         }
     }
 

@@ -25,6 +25,13 @@ public sealed class DocumentStoreOptions
     /// <summary>The most bytes one commit group holds. Default 4 MiB; a larger batch commits alone.</summary>
     public int MaxGroupBytes { get; set; } = 4 << 20;
 
+    /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time between two background fsyncs.
+    /// Default 100 ms; positive.</summary>
+    public TimeSpan BufferedSyncInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>An fsync slower than this logs a warning. Default 500 ms; positive.</summary>
+    public TimeSpan SlowSyncThreshold { get; set; } = TimeSpan.FromMilliseconds(500);
+
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;
 
@@ -48,9 +55,34 @@ public sealed class DocumentStoreOptions
             ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxDocumentSize), MaxDocumentSize, "MaxDocumentSize must be between 1 byte and 256 MiB.");
         }
 
+        if (SegmentSize > JournalOptions.MaxSegmentSize)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize, $"SegmentSize must be at most {JournalOptions.MaxSegmentSize} bytes (1 GiB).");
+        }
+
         if (SegmentSize < MaxDocumentSize + 1024L + (2 * DocumentIds.MaxIdBytes))
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize, $"SegmentSize must exceed MaxDocumentSize ({MaxDocumentSize}) by at least {1024 + (2 * DocumentIds.MaxIdBytes)} bytes so that any document fits one journal record.");
+        }
+
+        if (!Enum.IsDefined(Durability))
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(Durability), Durability, "Durability must be Durable or Buffered.");
+        }
+
+        if (BufferedSyncInterval <= TimeSpan.Zero)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval, "BufferedSyncInterval must be positive.");
+        }
+
+        if (MaxGroupCommands <= 0 || MaxGroupBytes <= 0)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(MaxGroupCommands <= 0 ? nameof(MaxGroupCommands) : nameof(MaxGroupBytes), Math.Min(MaxGroupCommands, MaxGroupBytes), "MaxGroupCommands and MaxGroupBytes must be positive.");
+        }
+
+        if (SlowSyncThreshold <= TimeSpan.Zero)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(SlowSyncThreshold), SlowSyncThreshold, "SlowSyncThreshold must be positive.");
         }
 
         ArgumentNullException.ThrowIfNull(JsonSerializerOptions, nameof(JsonSerializerOptions));
@@ -65,6 +97,8 @@ public sealed class DocumentStoreOptions
     internal TransactionMergerOptions ToMergerOptions() => new()
     {
         Durability = Durability,
+        BufferedSyncInterval = BufferedSyncInterval,
+        SlowSyncThreshold = SlowSyncThreshold,
         MaxGroupCommands = MaxGroupCommands,
         MaxGroupBytes = MaxGroupBytes,
         MaxPendingBytes = Math.Max(64L << 20, MaxGroupBytes),

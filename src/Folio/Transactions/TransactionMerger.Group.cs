@@ -147,7 +147,7 @@ internal sealed partial class TransactionMerger
                 long started = Stopwatch.GetTimestamp();
                 _journal.Sync();
                 TimeSpan elapsed = Stopwatch.GetElapsedTime(started);
-                _metrics.SyncDuration.Record(elapsed.TotalMilliseconds);
+                RecordSync(elapsed);
                 if (elapsed > _options.SlowSyncThreshold)
                 {
                     TransactionLog.SlowSync(_logger, elapsed.TotalMilliseconds, _options.SlowSyncThreshold.TotalMilliseconds, count);

@@ -44,6 +44,9 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     private int _bytesWaiters;
     private Exception? _fault;
     private int _disposed;
+    private long _syncCount;
+    private long _lastSyncTicks;
+    private long _averageSyncTicks;
 
     public TransactionMerger(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options)
     {
@@ -62,6 +65,15 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
     /// <summary>The failure that faulted the merger, or null.</summary>
     public Exception? Fault => Volatile.Read(ref _fault);
+
+    /// <summary>Journal fsyncs made by commits and by the buffered-mode timer.</summary>
+    public long SyncCount => Volatile.Read(ref _syncCount);
+
+    /// <summary>Duration of the latest fsync.</summary>
+    public TimeSpan LastSyncDuration => TimeSpan.FromTicks(Volatile.Read(ref _lastSyncTicks));
+
+    /// <summary>Exponentially weighted average (weight 1/8 per sample) of fsync durations.</summary>
+    public TimeSpan AverageSyncDuration => TimeSpan.FromTicks(Volatile.Read(ref _averageSyncTicks));
 
     /// <summary>
     /// Commits <paramref name="batch"/> atomically with other concurrent batches, under one fsync per group.
@@ -248,6 +260,35 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Records one fsync's duration. Two syncs can finish at once (a commit group and the buffered-mode timer): the
+    /// average is updated with a CAS loop so no sample is lost; the latest duration is last-writer-wins.
+    /// </summary>
+    private void RecordSync(TimeSpan elapsed)
+    {
+        _metrics.SyncDuration.Record(elapsed.TotalMilliseconds);
+        long ticks = elapsed.Ticks;
+        Volatile.Write(ref _lastSyncTicks, ticks);
+        if (Interlocked.Increment(ref _syncCount) == 1)
+        {
+            Volatile.Write(ref _averageSyncTicks, ticks);
+            return;
+        }
+
+        long current = Volatile.Read(ref _averageSyncTicks);
+        while (true)
+        {
+            long next = current + ((ticks - current) / 8);
+            long seen = Interlocked.CompareExchange(ref _averageSyncTicks, next, current);
+            if (seen == current)
+            {
+                return;
+            }
+
+            current = seen;
+        }
+    }
+
     private void SyncBuffered()
     {
         if (Volatile.Read(ref _disposed) != 0 || IsFaulted || _journal.CommittedSequence >= _journal.LastAppendedSequence)
@@ -259,7 +300,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         {
             long started = Stopwatch.GetTimestamp();
             _journal.Sync();
-            _metrics.SyncDuration.Record(Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+            RecordSync(Stopwatch.GetElapsedTime(started));
         }
         catch (Exception e) when (e is StoreFaultedException or ObjectDisposedException)
         {

@@ -23,7 +23,7 @@ public sealed class DocumentStoreStressTests
         var observed = new ConcurrentQueue<(string Id, long Version, string Name)>();
         var failures = new ConcurrentQueue<string>();
         long conflicts = 0;
-        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(seconds));
+        using var stop = new CancellationTokenSource();
 
         var rawWriters = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
@@ -46,6 +46,11 @@ public sealed class DocumentStoreStressTests
                 string name = $"s{w}-{n}";
                 user.Name = name;
                 session.Store(user, id);
+                if (n % 8 == 0)
+                {
+                    await Task.Delay(1); // widen the load-to-save window now and then: raw writers commit meanwhile
+                }
+
                 try
                 {
                     await session.SaveChangesAsync();
@@ -84,6 +89,15 @@ public sealed class DocumentStoreStressTests
             }
         })).ToList();
 
+        // Run for the set time, and on a starved machine a while longer until the writers have conflicted at least once.
+        var clock = System.Diagnostics.Stopwatch.StartNew();
+        await Task.Delay(TimeSpan.FromSeconds(seconds));
+        while (Interlocked.Read(ref conflicts) == 0 && clock.Elapsed < TimeSpan.FromSeconds(seconds + 30))
+        {
+            await Task.Delay(50);
+        }
+
+        stop.Cancel();
         await Task.WhenAll(rawWriters.Concat(sessionWriters).Concat(readers));
         Assert.Empty(failures);
         foreach (var (id, version, name) in observed)

@@ -1,0 +1,144 @@
+using System.Globalization;
+using System.Text.Json;
+
+namespace Folio.Benchmarks.Report;
+
+/// <summary>One benchmark case from BenchmarkDotNet's JSON export: a method with its parameters and statistics.</summary>
+/// <param name="Type">The benchmark class (<c>GroupCommitBenchmarks</c>).</param>
+/// <param name="Method">The method (<c>Folio</c>).</param>
+/// <param name="Parameters">Parameter values by name (<c>Writers</c> = <c>64</c>).</param>
+/// <param name="MeanNs">Mean per operation, nanoseconds.</param>
+/// <param name="MedianNs">Median per operation, nanoseconds.</param>
+/// <param name="StdDevNs">Standard deviation per operation, nanoseconds.</param>
+/// <param name="AllocatedBytes">Managed bytes allocated per operation, when measured.</param>
+internal sealed record BenchmarkResult(string Type, string Method, IReadOnlyDictionary<string, string> Parameters, double MeanNs, double MedianNs, double StdDevNs, long? AllocatedBytes)
+{
+    public string Parameter(string name) => Parameters.TryGetValue(name, out string? value) ? value : "";
+}
+
+/// <summary>The machine a run measured, from BenchmarkDotNet's host environment section.</summary>
+internal sealed record MachineInfo(string Os, string Processor, int PhysicalCores, int LogicalCores, string Runtime, string BenchmarkDotNet);
+
+/// <summary>Every result of the headline classes, loaded from a folder of <c>*-report-full-compressed.json</c> files.</summary>
+internal sealed class BenchmarkResults
+{
+    private readonly List<BenchmarkResult> _results = [];
+
+    public MachineInfo? Machine { get; private set; }
+
+    public DateTime? Measured { get; private set; }
+
+    public IReadOnlyList<BenchmarkResult> All => _results;
+
+    public static BenchmarkResults Load(string folder)
+    {
+        var results = new BenchmarkResults();
+        foreach (string file in Directory.GetFiles(folder, "*-report-full-compressed.json").Order(StringComparer.Ordinal))
+        {
+            using JsonDocument document = JsonDocument.Parse(File.ReadAllBytes(file));
+            JsonElement root = document.RootElement;
+            JsonElement host = root.GetProperty("HostEnvironmentInfo");
+            results.Machine ??= new MachineInfo(
+                host.GetProperty("OsVersion").GetString() ?? "?",
+                host.GetProperty("ProcessorName").GetString() ?? "?",
+                host.GetProperty("PhysicalCoreCount").GetInt32(),
+                host.GetProperty("LogicalCoreCount").GetInt32(),
+                host.GetProperty("RuntimeVersion").GetString() ?? "?",
+                host.GetProperty("BenchmarkDotNetVersion").GetString() ?? "?");
+            DateTime written = File.GetLastWriteTimeUtc(file);
+            results.Measured = results.Measured is { } m && m > written ? m : written;
+            foreach (JsonElement benchmark in root.GetProperty("Benchmarks").EnumerateArray())
+            {
+                if (!benchmark.TryGetProperty("Statistics", out JsonElement statistics) || statistics.ValueKind != JsonValueKind.Object)
+                {
+                    continue; // the case failed: no statistics
+                }
+
+                var parameters = new Dictionary<string, string>(StringComparer.Ordinal);
+                foreach (string pair in (benchmark.GetProperty("Parameters").GetString() ?? "").Split('&', StringSplitOptions.RemoveEmptyEntries))
+                {
+                    int eq = pair.IndexOf('=', StringComparison.Ordinal);
+                    if (eq > 0)
+                    {
+                        parameters[pair[..eq]] = pair[(eq + 1)..];
+                    }
+                }
+
+                long? allocated = benchmark.TryGetProperty("Memory", out JsonElement memory) && memory.ValueKind == JsonValueKind.Object
+                    ? memory.GetProperty("BytesAllocatedPerOperation").GetInt64()
+                    : null;
+                results._results.Add(new BenchmarkResult(
+                    benchmark.GetProperty("Type").GetString()!,
+                    benchmark.GetProperty("Method").GetString()!,
+                    parameters,
+                    statistics.GetProperty("Mean").GetDouble(),
+                    statistics.GetProperty("Median").GetDouble(),
+                    statistics.GetProperty("StandardDeviation").GetDouble(),
+                    allocated));
+            }
+        }
+
+        return results;
+    }
+
+    /// <summary>The result of <paramref name="type"/>.<paramref name="method"/> with one parameter value, or null.</summary>
+    public BenchmarkResult? Find(string type, string method, string? parameter = null, string? value = null)
+    {
+        foreach (BenchmarkResult result in _results)
+        {
+            if (result.Type == type && result.Method == method && (parameter is null || result.Parameter(parameter) == value))
+            {
+                return result;
+            }
+        }
+
+        return null;
+    }
+
+    /// <summary>The distinct values of a parameter of a class, numerically sorted when they are numbers.</summary>
+    public IReadOnlyList<string> Values(string type, string parameter)
+    {
+        var values = _results.Where(r => r.Type == type).Select(r => r.Parameter(parameter)).Distinct().ToList();
+        return values.All(v => double.TryParse(v, NumberStyles.Float, CultureInfo.InvariantCulture, out _))
+            ? values.OrderBy(v => double.Parse(v, CultureInfo.InvariantCulture)).ToList()
+            : values.Order(StringComparer.Ordinal).ToList();
+    }
+}
+
+/// <summary>
+/// The group-commit benchmark's own statistics (p50/p99 commit latency and average group size per iteration), from the
+/// CSV it appends to: <c>time,writers,method,p50 µs,p99 µs,average group</c>.
+/// </summary>
+internal sealed record GroupCommitStats(int Writers, string Method, double P50Us, double P99Us, double AverageGroup)
+{
+    public static IReadOnlyList<GroupCommitStats> Load(string file)
+    {
+        if (!File.Exists(file))
+        {
+            return [];
+        }
+
+        var rows = new List<(int Writers, string Method, double P50, double P99, double Group)>();
+        foreach (string line in File.ReadLines(file))
+        {
+            string[] f = line.Split(',');
+            if (f.Length == 6 && int.TryParse(f[1], CultureInfo.InvariantCulture, out int writers))
+            {
+                rows.Add((writers, f[2], Parse(f[3]), Parse(f[4]), Parse(f[5])));
+            }
+        }
+
+        // Per (writers, method): the median of the per-iteration percentiles; the group size is cumulative, so the last row.
+        return rows.GroupBy(r => (r.Writers, r.Method))
+            .Select(g => new GroupCommitStats(g.Key.Writers, g.Key.Method, Median(g.Select(r => r.P50)), Median(g.Select(r => r.P99)), g.Last().Group))
+            .ToList();
+
+        static double Parse(string text) => double.Parse(text, NumberStyles.Float, CultureInfo.InvariantCulture);
+    }
+
+    private static double Median(IEnumerable<double> values)
+    {
+        double[] sorted = values.Order().ToArray();
+        return sorted.Length == 0 ? double.NaN : sorted.Length % 2 == 1 ? sorted[sorted.Length / 2] : (sorted[(sorted.Length / 2) - 1] + sorted[sorted.Length / 2]) / 2;
+    }
+}

@@ -1,0 +1,64 @@
+using System.Globalization;
+using System.Text;
+using System.Text.Json;
+
+namespace Folio.Samples.WebApi;
+
+/// <summary>
+/// <c>GET /changes</c>: the notes' change feed as Server-Sent Events. Starts at <c>?from=</c> (a sequence, inclusive),
+/// or after the <c>Last-Event-ID</c> a reconnecting client sends, or else at the next commit; then tails new commits
+/// until the client disconnects. Each event's id is its commit sequence, so a client that saved it resumes exactly.
+/// </summary>
+internal static class ChangeFeedEndpoint
+{
+    public static void MapChangeFeedEndpoint(this IEndpointRouteBuilder app) => app.MapGet("/changes", StreamAsync);
+
+    private static async Task StreamAsync(HttpContext context, DocumentStore store, long? from)
+    {
+        long start = from ?? (long.TryParse(context.Request.Headers["Last-Event-ID"], NumberStyles.None, CultureInfo.InvariantCulture, out long last)
+            ? last + 1
+            : store.LastCommittedSequence + 1);
+        if (start < 1)
+        {
+            throw new ArgumentException($"from must be a sequence number of 1 or more (was {start}).");
+        }
+
+        CancellationToken aborted = context.RequestAborted;
+        await using IAsyncEnumerator<DocumentChange> changes = store.Changes.ReadAsync(start, aborted).GetAsyncEnumerator(aborted);
+        bool any;
+        try
+        {
+            any = await changes.MoveNextAsync(); // a purged position throws here, before the response starts (410)
+        }
+        catch (OperationCanceledException) when (aborted.IsCancellationRequested)
+        {
+            return;
+        }
+
+        context.Response.ContentType = "text/event-stream";
+        context.Response.Headers.CacheControl = "no-cache";
+        await context.Response.Body.FlushAsync(aborted);
+        try
+        {
+            while (any)
+            {
+                DocumentChange change = changes.Current;
+                if (change.Collection == NoteEndpoints.Collection)
+                {
+                    Note? note = change.Kind == ChangeKind.Put ? JsonSerializer.Deserialize(change.Json.Span, NotesJsonContext.Default.Note) : null;
+                    var payload = new ChangeEvent(change.Sequence, change.Timestamp, change.Id, change.Kind == ChangeKind.Put ? "put" : "delete", note);
+                    string json = JsonSerializer.Serialize(payload, NotesJsonContext.Default.ChangeEvent);
+                    string frame = string.Create(CultureInfo.InvariantCulture, $"id: {change.Sequence}\nevent: {payload.Kind}\ndata: {json}\n\n");
+                    await context.Response.Body.WriteAsync(Encoding.UTF8.GetBytes(frame), aborted);
+                    await context.Response.Body.FlushAsync(aborted);
+                }
+
+                any = await changes.MoveNextAsync();
+            }
+        }
+        catch (OperationCanceledException) when (aborted.IsCancellationRequested)
+        {
+            // the client went away
+        }
+    }
+}

@@ -1,0 +1,74 @@
+using Folio.Transactions;
+
+namespace Folio.Extensions.Hosting;
+
+/// <summary>
+/// Folio's settings in a host, bound from configuration (for example the <c>Folio</c> section of appsettings.json)
+/// and validated when the host starts. Each bindable property maps to the <see cref="DocumentStoreOptions"/> property
+/// of the same name and has the same default.
+/// </summary>
+/// <example>
+/// <code>
+/// "Folio": { "Path": "data/folio", "Durability": "Durable", "SegmentSize": 67108864 }
+/// </code>
+/// </example>
+public sealed class FolioOptions
+{
+    /// <summary>The configuration section <c>AddFolio(IConfiguration)</c> is usually given: <c>Folio</c>.</summary>
+    public const string SectionName = "Folio";
+
+    /// <summary>The store's folder, absolute or relative to the process's current directory. Required.</summary>
+    public string? Path { get; set; }
+
+    /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>
+    public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
+
+    /// <summary>Size of one journal segment file in bytes. Default 64 MiB.</summary>
+    public long SegmentSize { get; set; } = Journal.JournalOptions.DefaultSegmentSize;
+
+    /// <summary>The most commands one commit group holds. Default 1024.</summary>
+    public int MaxGroupCommands { get; set; } = 1024;
+
+    /// <summary>The most bytes one commit group holds. Default 4 MiB.</summary>
+    public int MaxGroupBytes { get; set; } = 4 << 20;
+
+    /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
+    public int MaxDocumentSize { get; set; } = DocumentStoreOptions.DefaultMaxDocumentSize;
+
+    /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time between two background fsyncs.
+    /// Default 100 ms.</summary>
+    public TimeSpan BufferedSyncInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>An fsync slower than this logs a warning. Default 500 ms.</summary>
+    public TimeSpan SlowSyncThreshold { get; set; } = TimeSpan.FromMilliseconds(500);
+
+    /// <summary>The health check reports <c>Degraded</c> when the average fsync duration exceeds this. Default
+    /// 100 ms; positive.</summary>
+    public TimeSpan DegradedSyncLatency { get; set; } = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>
+    /// Sets store options that configuration cannot carry (a <c>JsonSerializerOptions</c> with a source-generated
+    /// context, collection naming). Runs after the bound values are copied and before the store opens; the logger and
+    /// meter factories come from the container unless it sets them. Null by default.
+    /// </summary>
+    public Action<DocumentStoreOptions>? ConfigureStore { get; set; }
+
+    /// <summary>The store options these settings describe, with the container's logging and metrics.</summary>
+    internal DocumentStoreOptions ToStoreOptions(Microsoft.Extensions.Logging.ILoggerFactory? loggerFactory, System.Diagnostics.Metrics.IMeterFactory? meterFactory)
+    {
+        var options = new DocumentStoreOptions
+        {
+            Durability = Durability,
+            SegmentSize = SegmentSize,
+            MaxGroupCommands = MaxGroupCommands,
+            MaxGroupBytes = MaxGroupBytes,
+            MaxDocumentSize = MaxDocumentSize,
+            BufferedSyncInterval = BufferedSyncInterval,
+            SlowSyncThreshold = SlowSyncThreshold,
+            LoggerFactory = loggerFactory,
+            MeterFactory = meterFactory,
+        };
+        ConfigureStore?.Invoke(options);
+        return options;
+    }
+}

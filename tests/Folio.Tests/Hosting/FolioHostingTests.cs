@@ -1,0 +1,180 @@
+using System.Text;
+using Folio.Extensions.Hosting;
+using Folio.Tests.Infrastructure;
+using Microsoft.Extensions.Configuration;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Diagnostics.HealthChecks;
+using Microsoft.Extensions.Hosting;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Options;
+
+namespace Folio.Tests.Hosting;
+
+public sealed class FolioHostingTests : IDisposable
+{
+    private readonly TempDirectory _directory = new();
+
+    public void Dispose() => _directory.Dispose();
+
+    private sealed class Item
+    {
+        public string? Id { get; set; }
+
+        public int Value { get; set; }
+    }
+
+    private static IHost BuildHost(Action<IServiceCollection> services, Dictionary<string, string?>? settings = null)
+    {
+        HostApplicationBuilder builder = Host.CreateApplicationBuilder(new HostApplicationBuilderSettings { DisableDefaults = true });
+        if (settings is not null)
+        {
+            builder.Configuration.AddInMemoryCollection(settings);
+        }
+
+        builder.Logging.ClearProviders();
+        services(builder.Services);
+        return builder.Build();
+    }
+
+    [Fact]
+    public async Task Settings_bound_from_configuration_open_the_store_at_start()
+    {
+        string path = Path.Combine(_directory.Path, "db");
+        using IHost host = BuildHost(
+            s => s.AddFolio(BuildConfiguration(new() { ["Folio:Path"] = path, ["Folio:Durability"] = "Buffered", ["Folio:MaxDocumentSize"] = "4096" }).GetSection("Folio")));
+        await host.StartAsync();
+
+        DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
+        Assert.Equal(Path.GetFullPath(path), store.Path);
+        Assert.True(File.Exists(Path.Combine(path, "journal", "LOCK")) || Directory.EnumerateFiles(Path.Combine(path, "journal")).Any());
+        Assert.Same(store, host.Services.GetRequiredService<DocumentStore>());
+        FolioOptions options = host.Services.GetRequiredService<IOptions<FolioOptions>>().Value;
+        Assert.Equal(Folio.Transactions.DurabilityMode.Buffered, options.Durability);
+        Assert.Equal(4096, options.MaxDocumentSize);
+        await Assert.ThrowsAsync<DocumentTooLargeException>(async () => await store.PutAsync("c", "big", Encoding.UTF8.GetBytes("\"" + new string('x', 5000) + "\"")));
+        await host.StopAsync();
+    }
+
+    [Theory]
+    [InlineData(null, "Path is required")]
+    [InlineData("MaxDocumentSize=-5", "MaxDocumentSize")]
+    [InlineData("SegmentSize=4096", "SegmentSize")]
+    [InlineData("DegradedSyncLatency=00:00:00", "DegradedSyncLatency")]
+    [InlineData("SlowSyncThreshold=-00:00:01", "SlowSyncThreshold")]
+    public async Task Invalid_settings_stop_the_host_at_start_with_a_message_naming_them(string? setting, string expected)
+    {
+        var settings = new Dictionary<string, string?>();
+        if (setting is not null)
+        {
+            settings["Folio:Path"] = Path.Combine(_directory.Path, "db");
+            string[] parts = setting.Split('=');
+            settings["Folio:" + parts[0]] = parts[1];
+        }
+
+        using IHost host = BuildHost(s => s.AddFolio(BuildConfiguration(settings).GetSection("Folio")));
+        OptionsValidationException e = await Assert.ThrowsAsync<OptionsValidationException>(() => host.StartAsync());
+        Assert.Contains(expected, e.Message, StringComparison.Ordinal);
+        Assert.False(Directory.Exists(Path.Combine(_directory.Path, "db", "journal")), "nothing is created when the settings are invalid");
+    }
+
+    [Fact]
+    public async Task Sessions_are_scoped_and_the_store_is_closed_cleanly_on_shutdown()
+    {
+        string path = Path.Combine(_directory.Path, "db");
+        var logs = new CapturingLoggerFactory();
+        DocumentStore store;
+        using (IHost host = BuildHost(s =>
+        {
+            s.AddSingleton<ILoggerFactory>(logs);
+            s.AddFolio(o => o.Path = path);
+        }))
+        {
+            await host.StartAsync();
+            store = host.Services.GetRequiredService<DocumentStore>();
+
+            // Commits from many scopes at once, as requests would.
+            var writers = Enumerable.Range(0, 64).Select(i => Task.Run(async () =>
+            {
+                await using AsyncServiceScope scope = host.Services.CreateAsyncScope();
+                DocumentSession session = scope.ServiceProvider.GetRequiredService<DocumentSession>();
+                Assert.Same(session, scope.ServiceProvider.GetRequiredService<DocumentSession>());
+                session.Store(new Item { Id = $"items/{i:D3}", Value = i });
+                await session.SaveChangesAsync();
+            })).ToArray();
+            await Task.WhenAll(writers);
+
+            await using (AsyncServiceScope a = host.Services.CreateAsyncScope())
+            await using (AsyncServiceScope b = host.Services.CreateAsyncScope())
+            {
+                Assert.NotSame(a.ServiceProvider.GetRequiredService<DocumentSession>(), b.ServiceProvider.GetRequiredService<DocumentSession>());
+            }
+
+            await host.StopAsync();
+            Assert.Throws<ObjectDisposedException>(() => store.Get("Item", "items/000"));
+        }
+
+        Assert.Contains(logs.Lines, l => l.Id.Id == 4001);
+        Assert.Contains(logs.Lines, l => l.Id.Id == 3002);
+
+        // The folder's lock is released and the journal is clean: no torn tail to truncate on reopen.
+        var reopenLogs = new CapturingLoggerFactory();
+        await using DocumentStore reopened = await DocumentStore.OpenAsync(path, new DocumentStoreOptions { LoggerFactory = reopenLogs });
+        Assert.DoesNotContain(reopenLogs.Lines, l => l.Id.Id == 1002);
+        for (int i = 0; i < 64; i++)
+        {
+            Assert.NotNull(reopened.Get("Item", $"items/{i:D3}"));
+        }
+    }
+
+    [Fact]
+    public async Task A_store_locked_by_someone_else_stops_the_host_at_start()
+    {
+        string path = Path.Combine(_directory.Path, "db");
+        await using DocumentStore other = await DocumentStore.OpenAsync(path);
+        using IHost host = BuildHost(s => s.AddFolio(o => o.Path = path));
+        await Assert.ThrowsAsync<StoreLockedException>(() => host.StartAsync());
+    }
+
+    [Fact]
+    public async Task Health_check_is_healthy_then_degraded_on_slow_fsyncs_then_unhealthy_when_faulted()
+    {
+        var files = new FaultInjectingFileSystem();
+        TimeSpan degradedAt = TimeSpan.FromHours(1);
+        using IHost host = BuildHost(s =>
+        {
+            s.AddFolio(o =>
+            {
+                o.Path = Path.Combine(_directory.Path, "db");
+                o.DegradedSyncLatency = degradedAt;
+                o.ConfigureStore = store => store.FileSystem = files;
+            });
+            s.AddHealthChecks().AddFolioHealthCheck();
+        });
+        await host.StartAsync();
+        HealthCheckService health = host.Services.GetRequiredService<HealthCheckService>();
+        DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
+
+        await store.PutAsync("c", "a", "{}"u8.ToArray());
+        HealthReport report = await health.CheckHealthAsync();
+        Assert.Equal(HealthStatus.Healthy, report.Status);
+        Assert.Equal(1L, report.Entries["folio"].Data["lastCommittedSequence"]);
+
+        // Any real fsync takes longer than one tick: with that threshold the store reports degraded.
+        host.Services.GetRequiredService<IOptionsMonitor<FolioOptions>>().CurrentValue.DegradedSyncLatency = TimeSpan.FromTicks(1);
+        report = await health.CheckHealthAsync();
+        Assert.Equal(HealthStatus.Degraded, report.Status);
+        Assert.Contains("fsyncs average", report.Entries["folio"].Description, StringComparison.Ordinal);
+
+        files.Arm(FileFault.SyncFails);
+        await Assert.ThrowsAsync<StoreFaultedException>(async () => await store.PutAsync("c", "b", "{}"u8.ToArray()));
+        report = await health.CheckHealthAsync();
+        Assert.Equal(HealthStatus.Unhealthy, report.Status);
+        Assert.Contains("faulted", report.Entries["folio"].Description, StringComparison.Ordinal);
+        Assert.NotNull(report.Entries["folio"].Exception);
+        Assert.NotNull(store.Get("c", "a")); // reads keep working
+        await host.StopAsync();
+    }
+
+    private static IConfiguration BuildConfiguration(Dictionary<string, string?> settings) =>
+        new ConfigurationBuilder().AddInMemoryCollection(settings).Build();
+}
