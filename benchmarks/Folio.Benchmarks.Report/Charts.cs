@@ -112,6 +112,7 @@ internal static class Charts
         var ticks = new List<Tick>();
         var legend = new HashSet<string>(StringComparer.Ordinal);
         double position = 0;
+        double highest = 0;
         foreach (string group in groups)
         {
             double start = position;
@@ -123,6 +124,7 @@ internal static class Charts
                 }
 
                 double v = value(r);
+                highest = Math.Max(highest, Math.Log10(v));
                 var bar = new Bar { Position = position, Value = Math.Log10(v), ValueBase = 0, FillColor = Color(method), Label = Short(v) };
                 var bars = plot.Add.Bars(new[] { bar });
                 bars.ValueLabelStyle.FontSize = 11;
@@ -140,7 +142,7 @@ internal static class Charts
 
         plot.Axes.Bottom.TickGenerator = new ScottPlot.TickGenerators.NumericManual(ticks.ToArray());
         LogAxis(plot.Axes.Left);
-        plot.Axes.Margins(bottom: 0);
+        plot.Axes.SetLimitsY(0, Math.Ceiling(highest) + 1.5); // head room for the legend above the bars
         plot.Title(title);
         plot.YLabel(yLabel);
         plot.ShowLegend(Alignment.UpperRight);

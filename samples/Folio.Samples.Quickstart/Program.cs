@@ -40,7 +40,6 @@ var clock = Stopwatch.StartNew();
 await using DocumentStore store = await DocumentStore.OpenAsync(folder, storeOptions);
 Console.WriteLine($"Opened {folder} in {clock.ElapsedMilliseconds} ms; last committed sequence {store.LastCommittedSequence}.");
 long firstNewSequence = store.LastCommittedSequence + 1;
-int runId = Environment.ProcessId;
 
 // 1. Write: concurrent sessions, one document per SaveChangesAsync; the transaction merger groups them under few fsyncs.
 clock.Restart();
@@ -156,7 +155,7 @@ using (var cts = new CancellationTokenSource(TimeSpan.FromSeconds(30)))
 
 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
     $"Change feed: {changes} changes ({puts} puts) from sequence {firstNewSequence} to {last} in {clock.ElapsedMilliseconds} ms."));
-Console.WriteLine($"Done (run {runId}). Run again to reopen the same folder: the journal is replayed into memory.");
+Console.WriteLine("Done. Run again to reopen the same folder: the journal is replayed into memory.");
 return found == options.Documents && changes == options.Documents + 1 ? 0 : 1;
 
 static string OrderId(int n) => "orders/" + n.ToString("D6", CultureInfo.InvariantCulture);
