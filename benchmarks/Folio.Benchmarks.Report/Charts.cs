@@ -12,6 +12,8 @@ internal static class Charts
         ["RawFdatasync"] = Colors.Gray,
         ["Sqlite"] = Colors.SteelBlue,
         ["SqliteTyped"] = Colors.LightSteelBlue,
+        ["FolioSourceGenerated"] = Colors.SandyBrown,
+        ["SqliteTypedSourceGenerated"] = Colors.LightBlue,
         ["LiteDb"] = Colors.SeaGreen,
         ["ConcurrentDictionary"] = Colors.DimGray,
         ["ForwardScan"] = Colors.DarkOrange,
@@ -63,7 +65,7 @@ internal static class Charts
     public static void PointReads(BenchmarkResults results, string file)
     {
         const string type = "PointReadBenchmarks";
-        string[] methods = ["FolioRaw", "Folio", "Sqlite", "SqliteTyped", "LiteDb", "ConcurrentDictionary"];
+        string[] methods = ["FolioRaw", "Folio", "FolioSourceGenerated", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
         Grouped(results, type, "Threads", methods, r => 1e9 / r.MeanNs, file,
             "Point reads by id per second per thread, 100k documents (higher is better)", "reads/s per thread (log scale)", t => $"{t} thread{(t == "1" ? "" : "s")}");
     }

@@ -26,12 +26,19 @@ public sealed class Person
     public bool Active { get; set; }
 }
 
+/// <summary>Source-generated serialization of <see cref="Person"/>, for the source-generated read methods.</summary>
+[System.Text.Json.Serialization.JsonSerializable(typeof(Person))]
+public sealed partial class PersonJsonContext : System.Text.Json.Serialization.JsonSerializerContext;
+
 /// <summary>
 /// Hot reads by id of 100,000 documents (~200 bytes of JSON) from <see cref="Threads"/> threads; Mean per read.
 /// <c>Folio</c> reads through a session and returns the typed document (a session per 16 reads); <c>FolioRaw</c>
 /// returns the stored JSON bytes; <c>Sqlite</c> is a primary-key lookup of a JSON text column (the text, not
 /// mapped); <c>SqliteTyped</c> also deserializes it to the same class; <c>LiteDb</c> returns the BSON document;
-/// <c>ConcurrentDictionary</c> holds the same bytes (the in-memory ceiling).
+/// <c>ConcurrentDictionary</c> holds the same bytes (the in-memory ceiling). <c>FolioSourceGenerated</c> and
+/// <c>SqliteTypedSourceGenerated</c> are <c>Folio</c> and <c>SqliteTyped</c> with the same source-generated
+/// <see cref="PersonJsonContext"/> instead of reflection-based serialization (the store configured through
+/// <see cref="DocumentStoreOptions.JsonSerializerOptions"/>, as an application using a context would).
 /// </summary>
 public class PointReadBenchmarks : BenchmarkDirectory
 {
@@ -39,6 +46,7 @@ public class PointReadBenchmarks : BenchmarkDirectory
     private const int ReadsPerThread = 20_000;
 
     private DocumentStore _store = null!;
+    private DocumentStore _sourceGeneratedStore = null!;
     private SqliteConnection[] _sqlite = null!;
     private SqliteCommand[] _sqliteLookups = null!;
     private LiteDatabase _lite = null!;
@@ -67,15 +75,23 @@ public class PointReadBenchmarks : BenchmarkDirectory
         })).ToArray();
 
         _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = Transactions.DurabilityMode.Buffered });
-        for (int start = 0; start < Documents; start += 1000)
+        _sourceGeneratedStore = DocumentStore.Open(NewFolder("folio-sourcegen"), new DocumentStoreOptions
         {
-            var batch = new Transactions.CommitBatch();
-            for (int i = start; i < start + 1000; i++)
+            Durability = Transactions.DurabilityMode.Buffered,
+            JsonSerializerOptions = new JsonSerializerOptions { TypeInfoResolver = PersonJsonContext.Default },
+        });
+        foreach (DocumentStore store in new[] { _store, _sourceGeneratedStore })
+        {
+            for (int start = 0; start < Documents; start += 1000)
             {
-                batch.Put(nameof(Person), _ids[i], json[i]);
-            }
+                var batch = new Transactions.CommitBatch();
+                for (int i = start; i < start + 1000; i++)
+                {
+                    batch.Put(nameof(Person), _ids[i], json[i]);
+                }
 
-            _store.Merger.CommitAsync(batch).AsTask().GetAwaiter().GetResult();
+                store.Merger.CommitAsync(batch).AsTask().GetAwaiter().GetResult();
+            }
         }
 
         string sqlitePath = Path.Combine(NewFolder("sqlite"), "db.sqlite");
@@ -135,6 +151,7 @@ public class PointReadBenchmarks : BenchmarkDirectory
     public void Cleanup()
     {
         _store.Dispose();
+        _sourceGeneratedStore.Dispose();
         foreach (SqliteCommand command in _sqliteLookups)
         {
             command.Dispose();
@@ -178,6 +195,23 @@ public class PointReadBenchmarks : BenchmarkDirectory
     });
 
     [Benchmark(OperationsPerInvoke = ReadsPerThread)]
+    public long SqliteTypedSourceGenerated() => Run(t =>
+    {
+        long sum = 0;
+        SqliteCommand lookup = _sqliteLookups[t];
+        foreach (int i in _order[t])
+        {
+            lookup.Parameters[0].Value = _ids[i];
+            sum += JsonSerializer.Deserialize((string)lookup.ExecuteScalar()!, PersonJsonContext.Default.Person)!.Age;
+        }
+
+        return sum;
+    });
+
+    [Benchmark(OperationsPerInvoke = ReadsPerThread)]
+    public long FolioSourceGenerated() => Run(t => ReadThroughSessions(_sourceGeneratedStore, _order[t]));
+
+    [Benchmark(OperationsPerInvoke = ReadsPerThread)]
     public long LiteDb() => Run(t =>
     {
         long sum = 0;
@@ -190,13 +224,15 @@ public class PointReadBenchmarks : BenchmarkDirectory
     });
 
     [Benchmark(OperationsPerInvoke = ReadsPerThread)]
-    public long Folio() => Run(t =>
+    public long Folio() => Run(t => ReadThroughSessions(_store, _order[t]));
+
+    /// <summary>Typed loads through sessions, a session per 16 reads (a request's worth).</summary>
+    private long ReadThroughSessions(DocumentStore store, int[] order)
     {
         long sum = 0;
-        int[] order = _order[t];
         for (int start = 0; start < order.Length; start += 16)
         {
-            using DocumentSession session = _store.OpenSession();
+            using DocumentSession session = store.OpenSession();
             for (int i = start; i < start + 16 && i < order.Length; i++)
             {
                 ValueTask<Person?> load = session.LoadAsync<Person>(_ids[order[i]]);
@@ -205,7 +241,7 @@ public class PointReadBenchmarks : BenchmarkDirectory
         }
 
         return sum;
-    });
+    }
 
     [Benchmark(OperationsPerInvoke = ReadsPerThread)]
     public long FolioRaw() => Run(t =>

@@ -1,5 +1,6 @@
 using System.Collections.Concurrent;
 using System.Reflection;
+using System.Runtime.InteropServices;
 using System.Text.Json;
 using Folio.Documents;
 using Folio.Transactions;
@@ -24,6 +25,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     private readonly Dictionary<DocumentKey, Tracked> _tracked = [];
     private readonly Dictionary<object, DocumentKey> _byEntity = new(ReferenceEqualityComparer.Instance);
     private IndexSnapshot? _snapshot;
+    private Type? _lastType;
+    private string? _lastCollection;
     private int _inUse;
     private bool _disposed;
 
@@ -319,40 +322,69 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     private T? LoadCore<T>(string id)
         where T : class
     {
-        DocumentIds.Validate(id);
+        if (string.IsNullOrEmpty(id))
+        {
+            DocumentIds.Validate(id);
+        }
+
         var key = new DocumentKey(CollectionOf(typeof(T)), id);
 
         // The first read fixes the snapshot, even when the identity map answers it.
         _snapshot ??= _store.Index.OpenSnapshot();
-        if (_tracked.TryGetValue(key, out Tracked? tracked))
+
+        // One hash lookup for the identity map: a slot is added (null) on a miss and filled below.
+        ref Tracked? slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_tracked, key, out bool exists);
+        if (exists)
         {
-            return tracked.Deleted ? null : (T?)tracked.Entity;
+            return slot!.Deleted ? null : (T?)slot.Entity; // tracked keys were validated when first seen
         }
 
-        DocumentVersion? version = _store.Index.Get(key, _snapshot.Sequence);
-        if (version is null)
+        try
         {
-            _tracked[key] = new Tracked(typeof(T)) { Loaded = true, Deleted = true, Version = 0 };
-            return null;
-        }
+            // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as absent).
+            DocumentVersion? version = _store.Index.Get(key, _snapshot.Sequence);
+            if (version is null)
+            {
+                DocumentIds.Validate(id);
+                slot = new Tracked(typeof(T)) { Loaded = true, Deleted = true, Version = 0 };
+                return null;
+            }
 
-        T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
-            ?? throw new JsonException($"Document '{key}' deserialized to null.");
-        // The index's JSON is immutable: keep a reference to it as the loaded state, no copy.
-        ReadOnlyMemory<byte> original = version.Json;
-        if (IdAccessor<T>.FillIn(entity, id))
+            T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
+                ?? throw new JsonException($"Document '{key}' deserialized to null.");
+            // The index's JSON is immutable: keep a reference to it as the loaded state, no copy.
+            ReadOnlyMemory<byte> original = version.Json;
+            if (IdAccessor<T>.FillIn(entity, id))
+            {
+                // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later changes
+                // against the entity as loaded, so that filling it in alone does not count as a change.
+                original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
+            }
+
+            slot = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence, TimestampTicks = version.TimestampTicks, Original = original, Loaded = true };
+            _byEntity[entity] = key;
+            return entity;
+        }
+        finally
         {
-            // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later changes
-            // against the entity as loaded, so that filling it in alone does not count as a change.
-            original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
+            if (slot is null)
+            {
+                _tracked.Remove(key); // validation or deserialization threw: leave no empty slot behind
+            }
         }
-
-        _tracked[key] = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence, TimestampTicks = version.TimestampTicks, Original = original, Loaded = true };
-        _byEntity[entity] = key;
-        return entity;
     }
 
-    private string CollectionOf(Type type) => _store.Options.CollectionName(type);
+    /// <summary>The collection of <paramref name="type"/>; the last answer is kept, as a session mostly reads one type.</summary>
+    private string CollectionOf(Type type)
+    {
+        if (!ReferenceEquals(type, _lastType))
+        {
+            _lastCollection = _store.Options.CollectionName(type);
+            _lastType = type;
+        }
+
+        return _lastCollection!;
+    }
 
     /// <summary>Typed, compiled access to a type's string <c>Id</c> property (no reflection per call).</summary>
     private static class IdAccessor<T>

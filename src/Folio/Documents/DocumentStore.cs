@@ -163,10 +163,23 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     public StoredDocument? Get(string collection, string id)
     {
         ThrowIfDisposed();
-        DocumentIds.ValidateCollection(collection);
-        DocumentIds.Validate(id);
+        if (string.IsNullOrEmpty(collection) || string.IsNullOrEmpty(id))
+        {
+            DocumentIds.ValidateCollection(collection);
+            DocumentIds.Validate(id);
+        }
+
+        // Every key in the index was validated when it was written, so a hit needs no validation; only a miss checks
+        // the id, so that an invalid one still throws instead of reading as absent.
         DocumentVersion? version = _index.Get(new DocumentKey(collection, id), _index.VisibleSequence);
-        return version is null ? null : new StoredDocument(collection, id, version.Json, version.Sequence, new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
+        if (version is null)
+        {
+            DocumentIds.ValidateCollection(collection);
+            DocumentIds.Validate(id);
+            return null;
+        }
+
+        return new StoredDocument(collection, id, version.Json, version.Sequence, new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
     }
 
     /// <summary>A lock-free snapshot of the store's health: fault state, last commit, fsync latency.</summary>

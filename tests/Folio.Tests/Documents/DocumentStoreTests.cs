@@ -209,6 +209,20 @@ public sealed class DocumentStoreTests
 
         Assert.True(await store.PutAsync("User", "u/ok", "{\"Name\":\"fine\"}"u8.ToArray()) > 0);
         Assert.NotNull(store.Get("User", "u/ok"));
+
+        // Reads validate ids too (a hit skips it only because written keys were validated): invalid ids throw.
+        Assert.Throws<ArgumentException>(() => store.Get("User", "bad\u0001id"));
+        Assert.Throws<ArgumentException>(() => store.Get("User", new string('x', 2049)));
+        Assert.Throws<ArgumentException>(() => store.Get("", "u/ok"));
+        Assert.Throws<ArgumentException>(() => store.Get("Us\u0007er", "u/ok"));
+        Assert.ThrowsAny<ArgumentException>(() => store.Get("User", null!));
+        await using (var reader = store.OpenSession())
+        {
+            await Assert.ThrowsAsync<ArgumentException>(() => reader.LoadAsync<User>("bad\u0001id").AsTask());
+            await Assert.ThrowsAsync<ArgumentException>(() => reader.LoadAsync<User>(new string('x', 2049)).AsTask());
+            Assert.Equal("fine", (await reader.LoadAsync<User>("u/ok"))!.Name); // the session is still usable
+            Assert.Null(await reader.LoadAsync<User>("u/missing"));
+        }
         Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxDocumentSize = 0 }));
         Assert.Throws<StoreLockedException>(() => DocumentStore.Open(dir.Path));
     }
