@@ -62,6 +62,11 @@ if (!skipRun)
         }
 
         File.Copy(json, Path.Combine(results, Path.GetFileName(json)), overwrite: true);
+        string table = Path.Combine(artifacts, "results", $"Folio.Benchmarks.{type}-report-github.md");
+        if (File.Exists(table))
+        {
+            File.Copy(table, Path.Combine(results, Path.GetFileName(table)), overwrite: true);
+        }
         if (type == "GroupCommitBenchmarks" && File.Exists(stats))
         {
             File.Copy(stats, Path.Combine(results, "group-commit-stats.csv"), overwrite: true);
@@ -83,7 +88,7 @@ Charts.JournalReads(loaded, Path.Combine(images, "journal-reads.png"));
 Charts.Mixed(loaded, Path.Combine(images, "mixed-workloads.png"));
 
 string report = Path.Combine(repo, "docs", "benchmarks.md");
-string section = ReportWriter.Write(loaded, groupStats, "images/");
+string section = ReportWriter.Write(loaded, groupStats, "images/", results);
 string text = File.Exists(report) ? File.ReadAllText(report) : "# Benchmarks\n";
 int begin = text.IndexOf(ReportWriter.Begin, StringComparison.Ordinal);
 int end = text.IndexOf(ReportWriter.End, StringComparison.Ordinal);

@@ -12,7 +12,7 @@ internal static class ReportWriter
     public const string Begin = "<!-- headline-report:begin -->";
     public const string End = "<!-- headline-report:end -->";
 
-    public static string Write(BenchmarkResults results, IReadOnlyList<GroupCommitStats> stats, string imagesPrefix)
+    public static string Write(BenchmarkResults results, IReadOnlyList<GroupCommitStats> stats, string imagesPrefix, string resultsFolder)
     {
         var md = new StringBuilder();
         md.AppendLine(Begin);
@@ -31,6 +31,7 @@ internal static class ReportWriter
         PointReads(results, md, imagesPrefix);
         JournalReads(results, md, imagesPrefix, results.Machine?.LogicalCores ?? Environment.ProcessorCount);
         Mixed(results, md, imagesPrefix);
+        BenchmarkDotNetTables(resultsFolder, md);
         md.AppendLine(End);
         return md.ToString();
     }
@@ -222,6 +223,35 @@ internal static class ReportWriter
         }
 
         md.AppendLine();
+    }
+
+    /// <summary>BenchmarkDotNet's own GitHub-Markdown tables of the same runs (every column: error, StdDev, P50/P95,
+    /// allocations), folded so the report stays readable.</summary>
+    private static void BenchmarkDotNetTables(string resultsFolder, StringBuilder md)
+    {
+        string[] tables = Directory.GetFiles(resultsFolder, "*-report-github.md");
+        Array.Sort(tables, StringComparer.Ordinal);
+        if (tables.Length == 0)
+        {
+            return;
+        }
+
+        md.AppendLine("### BenchmarkDotNet tables");
+        md.AppendLine();
+        foreach (string table in tables)
+        {
+            string name = Path.GetFileName(table).Replace("Folio.Benchmarks.", "", StringComparison.Ordinal).Replace("-report-github.md", "", StringComparison.Ordinal);
+            md.AppendLine($"<details><summary>{name}</summary>");
+            md.AppendLine();
+            foreach (string line in File.ReadLines(table))
+            {
+                md.AppendLine(line.StartsWith("```", StringComparison.Ordinal) ? line : line.TrimEnd());
+            }
+
+            md.AppendLine();
+            md.AppendLine("</details>");
+            md.AppendLine();
+        }
     }
 
     private static string Rate(BenchmarkResult? r) => r is null ? "n/a" : (1e9 / r.MeanNs).ToString("N0", CultureInfo.InvariantCulture);
