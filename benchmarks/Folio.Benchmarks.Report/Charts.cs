@@ -21,6 +21,7 @@ internal static class Charts
         ["ShortRangeQueries"] = Colors.OrangeRed,
         ["TailFollow"] = Colors.Gold,
         ["RawRead"] = Colors.Gray,
+        ["ShortRangeQueriesSustained"] = Colors.Salmon,
     };
 
     /// <summary>Commits per second against the number of concurrent writers, one line per engine (log-scaled axes).</summary>
@@ -83,7 +84,7 @@ internal static class Charts
     public static void JournalReads(BenchmarkResults results, string file)
     {
         const string type = "JournalReadBenchmarks";
-        string[] methods = ["RawRead", "ForwardScan", "ForwardScanWithWriter", "TailFollow", "ShortRangeQueries"];
+        string[] methods = ["RawRead", "ForwardScan", "ForwardScanWithWriter", "TailFollow", "ShortRangeQueries", "ShortRangeQueriesSustained"];
         var plot = new Plot();
         var ticks = new List<Tick>();
         for (int i = 0; i < methods.Length; i++)
@@ -97,7 +98,7 @@ internal static class Charts
             bar.Color = Color(methods[i]);
             bar.Bars[0].Label = r.MeanNs.ToString("N1", System.Globalization.CultureInfo.InvariantCulture);
             bar.ValueLabelStyle.FontSize = 12;
-            ticks.Add(new Tick(i, methods[i] == "ShortRangeQueries" ? "ShortRangeQueries\n(per iterator)" : methods[i]));
+            ticks.Add(new Tick(i, methods[i].StartsWith("ShortRange", StringComparison.Ordinal) ? methods[i].Replace("Queries", "") + "\n(per iterator)" : methods[i]));
         }
 
         plot.Axes.Bottom.TickGenerator = new ScottPlot.TickGenerators.NumericManual(ticks.ToArray());

@@ -172,11 +172,11 @@ internal static class ReportWriter
         md.AppendLine("| Method | Mean | CPU per entry per reader | vs RawRead |");
         md.AppendLine("| --- | ---: | ---: | ---: |");
         BenchmarkResult? raw = results.Find(type, "RawRead");
-        foreach (string method in new[] { "RawRead", "ForwardScan", "ForwardScanWithWriter", "TailFollow", "ShortRangeQueries" })
+        foreach (string method in new[] { "RawRead", "ForwardScan", "ForwardScanWithWriter", "TailFollow", "ShortRangeQueries", "ShortRangeQueriesSustained" })
         {
             if (results.Find(type, method) is { } r)
             {
-                md.AppendLine(Invariant($"| {method} | {r.MeanNs:N1} ns | {r.MeanNs * cores:N1} ns | {(method == "ShortRangeQueries" ? "n/a" : Ratio(r, raw))} |"));
+                md.AppendLine(Invariant($"| {method} | {r.MeanNs:N1} ns | {r.MeanNs * cores:N1} ns | {(method.StartsWith("ShortRange", StringComparison.Ordinal) ? "n/a (per iterator)" : Ratio(r, raw))} |"));
             }
         }
 
@@ -191,7 +191,13 @@ internal static class ReportWriter
         if (results.Find(type, "ShortRangeQueries") is { } seeks)
         {
             double perCore = 1e9 / (seeks.MeanNs * cores);
-            md.AppendLine(Invariant($"- short-range seek+read at least 1,000,000 per second per core: {Verdict(perCore >= 1_000_000)} ({perCore:N0}/s per core)."));
+            md.AppendLine(Invariant($"- short-range seek+read at least 1,000,000 per second per core (`ShortRangeQueries`, 1,000 iterators per reader per operation as the issue defines it): {Verdict(perCore >= 1_000_000)} ({perCore:N0}/s per core)."));
+        }
+
+        if (results.Find(type, "ShortRangeQueriesSustained") is { } sustained)
+        {
+            double perCore = 1e9 / (sustained.MeanNs * cores);
+            md.AppendLine(Invariant($"- the same with 10,000 iterators per reader per operation (`ShortRangeQueriesSustained`, less harness cost per iterator): {perCore:N0}/s per core."));
         }
 
         md.AppendLine();

@@ -97,6 +97,44 @@ internal sealed class SegmentIndex
         long[] entries = _entries!;
         int low = 0;
         int high = count - 1;
+
+        // Sequence numbers and timestamps grow about linearly through a segment, so a few interpolation probes land next
+        // to the answer (about 2 cache misses instead of the 14 of a binary search over 16,384 entries); whatever range
+        // is left after them is binary-searched, so a skewed distribution costs at most the binary search. Invariant
+        // of both loops: the answer (the last entry whose key is at most 'key', or entry 0) lies in [low, high].
+        for (int probes = 0; probes < 3 && low < high; probes++)
+        {
+            long lowKey = entries[(low * 3) + field];
+            long highKey = entries[(high * 3) + field];
+            if (key >= highKey)
+            {
+                low = high;
+                break;
+            }
+
+            if (key < lowKey)
+            {
+                high = low;
+                break;
+            }
+
+            // lowKey <= key < highKey, so the guess is in [low, high - 1].
+            int guess = low + (int)((double)(key - lowKey) / (highKey - lowKey) * (high - low));
+            guess = Math.Clamp(guess, low, high - 1);
+            if (entries[(guess * 3) + field] <= key)
+            {
+                low = guess;
+                if (entries[((guess + 1) * 3) + field] > key)
+                {
+                    high = guess;
+                }
+            }
+            else
+            {
+                high = guess - 1;
+            }
+        }
+
         while (low < high)
         {
             int mid = (low + high + 1) >>> 1;
