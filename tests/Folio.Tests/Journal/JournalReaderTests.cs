@@ -244,4 +244,60 @@ public sealed class JournalReaderTests
         Assert.Equal(3, entry.Sequence);
         Assert.Throws<ArgumentOutOfRangeException>(() => journal.OpenReader(0));
     }
+
+    [Theory]
+    [InlineData(1)]
+    [InlineData(2)]
+    [InlineData(3)]
+    public void Seeks_by_time_and_sequence_find_the_first_match_when_timestamps_are_skewed(int seed)
+    {
+        // Thousands of records with bursts of equal timestamps and long, irregular gaps: the index's interpolation
+        // probes guess badly here and must still end at the right record (the binary search finishes the job).
+        using var dir = new TempDirectory();
+        var clock = new ManualTimeProvider(s_start);
+        using var journal = WriteAheadJournal.Open(dir.Path, new JournalOptions { TimeProvider = clock, SegmentSize = 1 << 20 });
+        var random = new Random(seed);
+        var model = new List<(long Sequence, long Ticks)>();
+        for (int r = 0; r < 6000; r++)
+        {
+            int gap = random.Next(10) switch { < 5 => 0, < 8 => random.Next(1, 5), < 9 => random.Next(1_000, 100_000), _ => random.Next(10_000_000, 50_000_000) };
+            clock.Advance(TimeSpan.FromTicks(gap));
+            int count = 1 + random.Next(6);
+            var entries = new ReadOnlyMemory<byte>[count];
+            for (int i = 0; i < count; i++)
+            {
+                entries[i] = new byte[1 + random.Next(300)];
+            }
+
+            long first = journal.Append(entries);
+            for (int i = 0; i < count; i++)
+            {
+                model.Add((first + i, clock.GetUtcNow().UtcTicks));
+            }
+        }
+
+        journal.Sync();
+        long lastTicks = model[^1].Ticks;
+        for (int q = 0; q < 3000; q++)
+        {
+            long at = s_start.UtcTicks + random.NextInt64(-1_000, lastTicks - s_start.UtcTicks + 1_000);
+            int expected = model.FindIndex(e => e.Ticks >= at);
+            using JournalReader byTime = journal.OpenReader(new DateTimeOffset(at, TimeSpan.Zero));
+            if (expected < 0)
+            {
+                Assert.False(byTime.TryRead(out _));
+            }
+            else
+            {
+                Assert.True(byTime.TryRead(out JournalEntry entry));
+                Assert.Equal(model[expected].Sequence, entry.Sequence);
+            }
+
+            long sequence = 1 + random.NextInt64(model.Count);
+            using JournalReader bySequence = journal.OpenReader(sequence);
+            Assert.True(bySequence.TryRead(out JournalEntry read));
+            Assert.Equal(sequence, read.Sequence);
+            Assert.Equal(model[(int)sequence - 1].Ticks, read.TimestampTicks);
+        }
+    }
 }
