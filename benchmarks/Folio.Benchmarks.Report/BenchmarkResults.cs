@@ -28,6 +28,9 @@ internal sealed class BenchmarkResults
 
     public DateTime? Measured { get; private set; }
 
+    /// <summary>When each class's results were written (UTC), by class name.</summary>
+    public Dictionary<string, DateTime> MeasuredByType { get; } = new(StringComparer.Ordinal);
+
     public IReadOnlyList<BenchmarkResult> All => _results;
 
     public static BenchmarkResults Load(string folder)
@@ -45,8 +48,15 @@ internal sealed class BenchmarkResults
                 host.GetProperty("LogicalCoreCount").GetInt32(),
                 host.GetProperty("RuntimeVersion").GetString() ?? "?",
                 host.GetProperty("BenchmarkDotNetVersion").GetString() ?? "?");
-            DateTime written = File.GetLastWriteTimeUtc(file);
+            // BenchmarkDotNet titles a run "BenchmarkRun-joined-yyyy-MM-dd-HH-mm-ss" (local time of the run; UTC here);
+            // fall back to the file's time when the title has another shape.
+            string title = root.TryGetProperty("Title", out JsonElement t) ? t.GetString() ?? "" : "";
+            DateTime written = title.Length >= 19 && DateTime.TryParseExact(title[^19..], "yyyy-MM-dd-HH-mm-ss", CultureInfo.InvariantCulture, DateTimeStyles.None, out DateTime started)
+                ? started
+                : File.GetLastWriteTimeUtc(file);
             results.Measured = results.Measured is { } m && m > written ? m : written;
+            string fileType = Path.GetFileName(file).Replace("Folio.Benchmarks.", "", StringComparison.Ordinal).Replace("-report-full-compressed.json", "", StringComparison.Ordinal);
+            results.MeasuredByType[fileType] = written;
             foreach (JsonElement benchmark in root.GetProperty("Benchmarks").EnumerateArray())
             {
                 if (!benchmark.TryGetProperty("Statistics", out JsonElement statistics) || statistics.ValueKind != JsonValueKind.Object)

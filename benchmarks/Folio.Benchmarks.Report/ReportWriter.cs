@@ -22,7 +22,7 @@ internal static class ReportWriter
         md.AppendLine();
         if (results.Machine is { } m)
         {
-            md.AppendLine(Invariant($"Measured {results.Measured:yyyy-MM-dd HH:mm} UTC on {m.Os}, {m.Processor}, {m.PhysicalCores} physical / {m.LogicalCores} logical cores, {m.Runtime}, BenchmarkDotNet {m.BenchmarkDotNet}, Release build, durable writes on the machine's disk."));
+            md.AppendLine(Invariant($"Latest results {results.Measured:yyyy-MM-dd HH:mm} UTC (each class says when it ran) on {m.Os}, {m.Processor}, {m.PhysicalCores} physical / {m.LogicalCores} logical cores, {m.Runtime}, BenchmarkDotNet {m.BenchmarkDotNet}, Release build, durable writes on the machine's disk."));
             md.AppendLine("The machine is shared and noisy: read ratios between columns of one table (one run), not absolute times across runs.");
             md.AppendLine();
         }
@@ -44,7 +44,7 @@ internal static class ReportWriter
             return;
         }
 
-        md.AppendLine("### Group commit: `GroupCommitBenchmarks`");
+        md.AppendLine("### Group commit: `GroupCommitBenchmarks`" + When(results, type));
         md.AppendLine();
         md.AppendLine("Each writer commits single-document batches (~200-byte JSON) durably. Commits/s = 1 / Mean per commit. Latency and");
         md.AppendLine("group size come from the benchmark's own per-iteration statistics (median over iterations).");
@@ -97,7 +97,7 @@ internal static class ReportWriter
         }
 
         string[] methods = ["Folio", "FolioSourceGenerated", "FolioRaw", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
-        md.AppendLine("### Point reads: `PointReadBenchmarks`");
+        md.AppendLine("### Point reads: `PointReadBenchmarks`" + When(results, type));
         md.AppendLine();
         md.AppendLine("Hot reads by random id of 100,000 documents (~200-byte JSON). `Folio` reads through a session and returns the typed");
         md.AppendLine("document; `FolioRaw` returns the stored JSON bytes; `Sqlite` is a prepared primary-key lookup of a JSON text column");
@@ -161,7 +161,7 @@ internal static class ReportWriter
             return;
         }
 
-        md.AppendLine("### Journal reads: `JournalReadBenchmarks`");
+        md.AppendLine("### Journal reads: `JournalReadBenchmarks`" + When(results, type));
         md.AppendLine();
         md.AppendLine(Invariant($"8 concurrent readers of 100-byte entries on {cores} cores. Mean = wall time per entry over all readers (per iterator for"));
         md.AppendLine(Invariant($"`ShortRangeQueries`); CPU time per entry per reader is about Mean x {cores} cores. `RawRead` parses the same segment bytes"));
@@ -211,7 +211,7 @@ internal static class ReportWriter
             return;
         }
 
-        md.AppendLine("### Mixed workloads: `MixedWorkloadBenchmarks`");
+        md.AppendLine("### Mixed workloads: `MixedWorkloadBenchmarks`" + When(results, type));
         md.AppendLine();
         md.AppendLine("YCSB-style, 16 concurrent sessions on 100,000 documents, durable writes (LiteDB does not fsync per commit).");
         md.AppendLine("Mean = wall time per operation over all sessions.");
@@ -259,6 +259,9 @@ internal static class ReportWriter
             md.AppendLine();
         }
     }
+
+    private static string When(BenchmarkResults results, string type) =>
+        results.MeasuredByType.TryGetValue(type, out DateTime at) ? Invariant($" (run {at:yyyy-MM-dd HH:mm} UTC)") : "";
 
     private static string Rate(BenchmarkResult? r) => r is null ? "n/a" : (1e9 / r.MeanNs).ToString("N0", CultureInfo.InvariantCulture);
 
