@@ -15,7 +15,8 @@ namespace Folio.Extensions.Hosting;
 /// <remarks>
 /// Protocol: the store is created once under <see cref="_gate"/> (start-up or the first resolution, whichever comes
 /// first) and published through a volatile field; readers of <see cref="Store"/> after that take no lock. After
-/// <see cref="StopAsync"/> the store is disposed and <see cref="Store"/> throws <see cref="ObjectDisposedException"/>.
+/// <see cref="StopAsync"/> the store is disposed and <see cref="Store"/> throws <see cref="ObjectDisposedException"/>;
+/// stopping again (the container disposes this object after the host stopped it) does nothing.
 /// </remarks>
 internal sealed partial class FolioStoreHost : IHostedService, IAsyncDisposable, IDisposable
 {
@@ -52,6 +53,11 @@ internal sealed partial class FolioStoreHost : IHostedService, IAsyncDisposable,
         DocumentStore? store;
         lock (_gate)
         {
+            if (_stopped)
+            {
+                return; // the host stopped it already; the container's disposal calls again
+            }
+
             _stopped = true;
             store = _store;
         }
