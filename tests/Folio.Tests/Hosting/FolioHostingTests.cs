@@ -128,6 +128,40 @@ public sealed class FolioHostingTests : IDisposable
     }
 
     [Fact]
+    public async Task Metrics_come_from_the_containers_meter_factory()
+    {
+        using IHost host = BuildHost(s => s.AddFolio(o => o.Path = Path.Combine(_directory.Path, "db")));
+        await host.StartAsync();
+        var factory = host.Services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>();
+        long commits = 0;
+        object? scope = null;
+        using var listener = new System.Diagnostics.Metrics.MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (instrument.Meter.Name == "Folio" && ReferenceEquals(instrument.Meter.Scope, factory))
+            {
+                scope = instrument.Meter.Scope;
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
+        {
+            if (instrument.Name == "folio.commits")
+            {
+                Interlocked.Add(ref commits, value);
+            }
+        });
+        listener.Start();
+
+        DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
+        await store.PutAsync("c", "a", "{}"u8.ToArray());
+        await store.PutAsync("c", "b", "{}"u8.ToArray());
+        Assert.Same(factory, scope);
+        Assert.Equal(2, Interlocked.Read(ref commits));
+        await host.StopAsync();
+    }
+
+    [Fact]
     public async Task A_store_locked_by_someone_else_stops_the_host_at_start()
     {
         string path = Path.Combine(_directory.Path, "db");
