@@ -134,7 +134,7 @@ internal static class ReportWriter
             md.AppendLine(sqlite is null || lite is null ? "n/a." : Invariant($"{Verdict(sqlite.MeanNs / raw.MeanNs >= 10 && lite.MeanNs / raw.MeanNs >= 10)} ({sqlite.MeanNs / raw.MeanNs:N1}x and {lite.MeanNs / raw.MeanNs:N1}x)."));
             if (dict is not null)
             {
-                md.AppendLine(Invariant($"- {t} thread(s): `FolioRaw` at least 30% of `ConcurrentDictionary`: {Verdict(dict.MeanNs / raw.MeanNs >= 0.30)} ({dict.MeanNs / raw.MeanNs:P0} of its throughput)."));
+                md.AppendLine(Invariant($"- {t} thread(s): `FolioRaw` at least 30% of `ConcurrentDictionary`: {Verdict(dict.MeanNs / raw.MeanNs >= 0.30)} ({dict.MeanNs / raw.MeanNs * 100:N0}% of its throughput)."));
             }
 
             if (typed is not null && sqliteTyped is not null)
