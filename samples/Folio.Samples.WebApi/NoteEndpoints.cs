@@ -102,9 +102,12 @@ internal static class NoteEndpoints
         }
 
         var items = new List<Note>(pageSize);
-        IAsyncEnumerable<Note> query = after is null
+
+        // With both a prefix and a continuation, start at whichever comes later: ids before the prefix cannot match.
+        string? from = prefix is not null && after is not null && string.CompareOrdinal(prefix, after) > 0 ? prefix : after;
+        IAsyncEnumerable<Note> query = from is null
             ? session.QueryByPrefixAsync<Note>(prefix ?? "", take: pageSize + 1, cancellationToken: context.RequestAborted)
-            : session.QueryByRangeAsync<Note>(after, null, take: pageSize + 2, cancellationToken: context.RequestAborted);
+            : session.QueryByRangeAsync<Note>(from, null, take: pageSize + 2, cancellationToken: context.RequestAborted);
         bool more = false;
         await foreach (Note note in query)
         {

@@ -209,6 +209,12 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
         string prefix = ids[0][..10];
         NotePage byPrefix = (await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={prefix}&take=1000", JsonSerializerOptions.Web))!;
         Assert.Equal(ids.Where(id => id.StartsWith(prefix, StringComparison.Ordinal)), byPrefix.Items.Select(n => n.Id!));
+
+        // A continuation before the prefix: the page starts at the prefix (non-matching ids in between are skipped).
+        NotePage one = (await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={ids[5]}&after={ids[0]}", JsonSerializerOptions.Web))!;
+        Assert.Equal([ids[5]], one.Items.Select(n => n.Id!));
+        NotePage none = (await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={ids[5]}&after={ids[5]}", JsonSerializerOptions.Web))!;
+        Assert.Empty(none.Items);
     }
 
     [Fact]
