@@ -26,6 +26,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     private readonly Dictionary<object, DocumentKey> _byEntity = new(ReferenceEqualityComparer.Instance);
     private IndexSnapshot? _snapshot;
     private Type? _lastType;
+    private DurabilityMode? _durability;
     private string? _lastCollection;
     private int _inUse;
     private bool _disposed;
@@ -34,6 +35,26 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
     /// <summary>The snapshot the session reads at, or null before its first read.</summary>
     public long? SnapshotSequence => _snapshot?.Sequence;
+
+    /// <summary>
+    /// When this session's saves are acknowledged; null (the default) for the store's
+    /// <see cref="DocumentStoreOptions.Durability"/>. In a <see cref="DurabilityMode.Buffered"/> store, set
+    /// <see cref="DurabilityMode.Durable"/> for saves that must be on disk when <see cref="SaveChangesAsync"/> returns:
+    /// their commit group is fsynced (a durable batch is never merged into a group that is not).
+    /// </summary>
+    public DurabilityMode? Durability
+    {
+        get => _durability;
+        set
+        {
+            if (value is { } mode && !Enum.IsDefined(mode))
+            {
+                ThrowHelper.ThrowArgumentOutOfRange(nameof(value), mode, "Durability must be Durable or Buffered.");
+            }
+
+            _durability = value;
+        }
+    }
 
     /// <summary>
     /// Tracks <paramref name="entity"/> for storing at the next <see cref="SaveChangesAsync"/>. Its id is its string
@@ -229,7 +250,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         Enter();
         try
         {
-            var batch = new CommitBatch();
+            var batch = new CommitBatch { Durability = _durability };
             var written = new List<(DocumentKey Key, Tracked Tracked, byte[]? Json)>();
             foreach ((DocumentKey key, Tracked tracked) in _tracked)
             {

@@ -184,6 +184,39 @@ public sealed class DocumentStoreTests
     }
 
     [Fact]
+    public async Task A_session_can_ask_for_durable_saves_in_a_buffered_store()
+    {
+        using var dir = new TempDirectory();
+        var files = new Folio.Tests.Infrastructure.FaultInjectingFileSystem();
+        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions
+        {
+            Durability = DurabilityMode.Buffered,
+            BufferedSyncInterval = TimeSpan.FromHours(1), // no background fsync during the test
+            FileSystem = files,
+        });
+        int before = Volatile.Read(ref files.Syncs);
+
+        await using (var buffered = store.OpenSession())
+        {
+            buffered.Store(new User { Name = "fast" }, "u/1");
+            await buffered.SaveChangesAsync();
+        }
+
+        Assert.Equal(before, Volatile.Read(ref files.Syncs)); // acknowledged without an fsync
+
+        await using (var durable = store.OpenSession())
+        {
+            durable.Durability = DurabilityMode.Durable;
+            durable.Store(new User { Name = "safe" }, "u/2");
+            await durable.SaveChangesAsync();
+        }
+
+        Assert.True(Volatile.Read(ref files.Syncs) > before, "a durable save is fsynced before it is acknowledged");
+        await using var session = store.OpenSession();
+        Assert.Throws<ArgumentOutOfRangeException>(() => session.Durability = (DurabilityMode)42);
+    }
+
+    [Fact]
     public async Task Bad_input_gets_typed_exceptions_and_leaves_the_store_usable()
     {
         using var dir = new TempDirectory();
