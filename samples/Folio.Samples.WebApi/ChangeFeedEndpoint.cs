@@ -25,19 +25,31 @@ internal static class ChangeFeedEndpoint
 
         CancellationToken aborted = context.RequestAborted;
         await using IAsyncEnumerator<DocumentChange> changes = store.Changes.ReadAsync(start, aborted).GetAsyncEnumerator(aborted);
+
+        // A purged position throws from the first MoveNextAsync, before the response starts (410). When the first step
+        // does not complete at once, the feed is waiting for the next commit: send the headers now so the client knows
+        // it is subscribed.
+        ValueTask<bool> first = changes.MoveNextAsync();
+        if (!first.IsCompleted)
+        {
+            await StartStreamAsync(context, aborted);
+        }
+
         bool any;
         try
         {
-            any = await changes.MoveNextAsync(); // a purged position throws here, before the response starts (410)
+            any = await first;
         }
         catch (OperationCanceledException) when (aborted.IsCancellationRequested)
         {
             return;
         }
 
-        context.Response.ContentType = "text/event-stream";
-        context.Response.Headers.CacheControl = "no-cache";
-        await context.Response.Body.FlushAsync(aborted);
+        if (!context.Response.HasStarted)
+        {
+            await StartStreamAsync(context, aborted);
+        }
+
         try
         {
             while (any)
@@ -60,5 +72,12 @@ internal static class ChangeFeedEndpoint
         {
             // the client went away
         }
+    }
+
+    private static async Task StartStreamAsync(HttpContext context, CancellationToken aborted)
+    {
+        context.Response.ContentType = "text/event-stream";
+        context.Response.Headers.CacheControl = "no-cache";
+        await context.Response.Body.FlushAsync(aborted);
     }
 }

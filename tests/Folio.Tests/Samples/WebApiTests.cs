@@ -241,6 +241,32 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
     }
 
     [Fact]
+    public async Task A_tail_only_subscriber_gets_the_stream_headers_before_the_next_commit()
+    {
+        (Note before, _) = await CreateAsync("before"); // not sent: the feed starts at the next commit
+        using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(20));
+        using var request = new HttpRequestMessage(HttpMethod.Get, "/changes");
+        Task<HttpResponseMessage> send = _client.SendAsync(request, HttpCompletionOption.ResponseHeadersRead, cts.Token);
+        Task first = await Task.WhenAny(send, Task.Delay(TimeSpan.FromSeconds(5)));
+        Assert.True(ReferenceEquals(first, send), "the headers arrive while nothing is committed");
+        using HttpResponseMessage response = await send;
+        Assert.Equal("text/event-stream", response.Content.Headers.ContentType!.MediaType);
+
+        (Note after, _) = await CreateAsync("after");
+        using var reader = new StreamReader(await response.Content.ReadAsStreamAsync(cts.Token));
+        string? line;
+        do
+        {
+            line = await reader.ReadLineAsync(cts.Token);
+        }
+        while (line is not null && !line.StartsWith("data: ", StringComparison.Ordinal));
+
+        Assert.NotNull(line);
+        Assert.Equal(after.Id, JsonDocument.Parse(line[6..]).RootElement.GetProperty("id").GetString());
+        Assert.NotEqual(before.Id, after.Id);
+    }
+
+    [Fact]
     public async Task Health_is_200_healthy_then_503_when_the_store_is_faulted()
     {
         await CreateAsync("warm-up");
