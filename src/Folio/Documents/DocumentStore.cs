@@ -163,15 +163,12 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     public StoredDocument? Get(string collection, string id)
     {
         ThrowIfDisposed();
-        if (string.IsNullOrEmpty(collection) || string.IsNullOrEmpty(id))
-        {
-            DocumentIds.ValidateCollection(collection);
-            DocumentIds.Validate(id);
-        }
 
-        // Every key in the index was validated when it was written, so a hit needs no validation; only a miss checks
-        // the id, so that an invalid one still throws instead of reading as absent.
-        DocumentVersion? version = _index.Get(new DocumentKey(collection, id), _index.VisibleSequence);
+        // Every key in the index was validated when it was written, so a hit needs no validation; a miss (or a null or
+        // empty name, which the index cannot look up) validates, so that an invalid id throws instead of reading as absent.
+        DocumentVersion? version = string.IsNullOrEmpty(collection) || string.IsNullOrEmpty(id)
+            ? null
+            : _index.Get(new DocumentKey(collection, id), _index.VisibleSequence);
         if (version is null)
         {
             DocumentIds.ValidateCollection(collection);
