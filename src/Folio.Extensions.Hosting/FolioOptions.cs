@@ -14,6 +14,9 @@ namespace Folio.Extensions.Hosting;
 /// </example>
 public sealed class FolioOptions
 {
+    // The store's own defaults, so the two option types cannot drift apart.
+    private static readonly DocumentStoreOptions s_storeDefaults = new();
+
     /// <summary>The configuration section <c>AddFolio(IConfiguration)</c> is usually given: <c>Folio</c>.</summary>
     public const string SectionName = "Folio";
 
@@ -21,26 +24,26 @@ public sealed class FolioOptions
     public string? Path { get; set; }
 
     /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>
-    public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
+    public DurabilityMode Durability { get; set; } = s_storeDefaults.Durability;
 
     /// <summary>Size of one journal segment file in bytes. Default 64 MiB.</summary>
-    public long SegmentSize { get; set; } = Journal.JournalOptions.DefaultSegmentSize;
+    public long SegmentSize { get; set; } = s_storeDefaults.SegmentSize;
 
     /// <summary>The most commands one commit group holds. Default 1024.</summary>
-    public int MaxGroupCommands { get; set; } = 1024;
+    public int MaxGroupCommands { get; set; } = s_storeDefaults.MaxGroupCommands;
 
     /// <summary>The most bytes one commit group holds. Default 4 MiB.</summary>
-    public int MaxGroupBytes { get; set; } = 4 << 20;
+    public int MaxGroupBytes { get; set; } = s_storeDefaults.MaxGroupBytes;
 
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
-    public int MaxDocumentSize { get; set; } = DocumentStoreOptions.DefaultMaxDocumentSize;
+    public int MaxDocumentSize { get; set; } = s_storeDefaults.MaxDocumentSize;
 
     /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time between two background fsyncs.
     /// Default 100 ms.</summary>
-    public TimeSpan BufferedSyncInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+    public TimeSpan BufferedSyncInterval { get; set; } = s_storeDefaults.BufferedSyncInterval;
 
     /// <summary>An fsync slower than this logs a warning. Default 500 ms.</summary>
-    public TimeSpan SlowSyncThreshold { get; set; } = TimeSpan.FromMilliseconds(500);
+    public TimeSpan SlowSyncThreshold { get; set; } = s_storeDefaults.SlowSyncThreshold;
 
     /// <summary>The health check reports <c>Degraded</c> when the average fsync duration exceeds this. Default
     /// 100 ms; positive.</summary>
