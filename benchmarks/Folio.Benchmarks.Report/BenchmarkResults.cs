@@ -91,6 +91,9 @@ internal sealed class BenchmarkResults
         return results;
     }
 
+    /// <summary>Whether any result of class <paramref name="type"/> was loaded.</summary>
+    public bool Has(string type) => _results.Exists(r => r.Type == type);
+
     /// <summary>The result of <paramref name="type"/>.<paramref name="method"/> with one parameter value, or null.</summary>
     public BenchmarkResult? Find(string type, string method, string? parameter = null, string? value = null)
     {

@@ -39,7 +39,7 @@ internal static class ReportWriter
     private static void GroupCommit(BenchmarkResults results, IReadOnlyList<GroupCommitStats> stats, StringBuilder md, string images)
     {
         const string type = "GroupCommitBenchmarks";
-        if (results.Find(type, "Folio", "Writers", "1") is null && !results.All.Any(r => r.Type == type))
+        if (!results.Has(type))
         {
             return;
         }
@@ -91,7 +91,7 @@ internal static class ReportWriter
     private static void PointReads(BenchmarkResults results, StringBuilder md, string images)
     {
         const string type = "PointReadBenchmarks";
-        if (!results.All.Any(r => r.Type == type))
+        if (!results.Has(type))
         {
             return;
         }
@@ -156,7 +156,7 @@ internal static class ReportWriter
     private static void JournalReads(BenchmarkResults results, StringBuilder md, string images, int cores)
     {
         const string type = "JournalReadBenchmarks";
-        if (!results.All.Any(r => r.Type == type))
+        if (!results.Has(type))
         {
             return;
         }
@@ -206,7 +206,7 @@ internal static class ReportWriter
     private static void Mixed(BenchmarkResults results, StringBuilder md, string images)
     {
         const string type = "MixedWorkloadBenchmarks";
-        if (!results.All.Any(r => r.Type == type))
+        if (!results.Has(type))
         {
             return;
         }
