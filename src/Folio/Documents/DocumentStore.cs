@@ -258,13 +258,28 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
 
         long batches = 0;
         long bytes = 0;
+        // Two passes over the mapped journal: the first counts puts per collection (sizing each collection's
+        // dictionary once) and the value bytes (sizing the slabs), the second decodes and applies.
         var names = new BatchEncoding.NameCache();
-        index.BeginBulkLoad();
+        var putsPerCollection = new Dictionary<string, int>(StringComparer.Ordinal);
+        long slabbedBytes = 0;
         using (JournalReader reader = journal.OpenReader(1))
         {
             while (reader.TryRead(out JournalEntry entry))
             {
-                index.Apply(BatchEncoding.Decode(entry.Data, names), entry.Sequence, entry.TimestampTicks);
+                BatchEncoding.CountPuts(entry.Data, names, putsPerCollection, ref slabbedBytes);
+            }
+        }
+
+        var slabs = new ValueSlabs(slabbedBytes);
+        var commands = new List<BatchCommand>();
+        index.BeginBulkLoad(slabs, putsPerCollection);
+        using (JournalReader reader = journal.OpenReader(1))
+        {
+            while (reader.TryRead(out JournalEntry entry))
+            {
+                BatchEncoding.Decode(entry.Data, names, slabs, commands);
+                index.ApplyReplayed(commands, entry.Sequence, entry.TimestampTicks);
                 batches++;
                 bytes += entry.Data.Length;
             }

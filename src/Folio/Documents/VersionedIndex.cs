@@ -1,5 +1,6 @@
 using System.Collections.Concurrent;
 using System.Collections.Immutable;
+using System.Runtime.InteropServices;
 using Folio.Transactions;
 
 namespace Folio.Documents;
@@ -10,7 +11,7 @@ namespace Folio.Documents;
 /// <para>
 /// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch by batch in commit order.
 /// For each command it prepends a <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old
-/// in a concurrent dictionary: an atomic write of the value; the old head hangs off it), adds a new key to its collection's sorted key set (an immutable set, replaced with a release write),
+/// in a concurrent dictionary: an atomic write of the value; the old head hangs off it), adds a new key to its collection's sorted key list (an immutable list kept in ordinal order, replaced with a release write),
 /// and after the whole batch publishes <see cref="VisibleSequence"/> = the batch's sequence (release). Readers take a
 /// snapshot S = <see cref="VisibleSequence"/> (acquire) through <see cref="SnapshotRegistry"/>, then read chains and
 /// key sets without locks: every version at or below S was written before S was published, and versions above S
@@ -20,7 +21,8 @@ namespace Folio.Documents;
 /// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
 /// is older); on each chain it touches, it cuts the versions older than the one visible at that snapshot, since no
 /// open or future snapshot can reach them. Memory of chains that are never written again is kept until their next
-/// write; deleted keys stay in the sorted key set as tombstones (readers skip them).
+/// write; deleted keys stay in the sorted key list as tombstones (readers skip them) until the next open, whose replay
+/// drops them.
 /// </para>
 /// </summary>
 internal sealed class VersionedIndex : ICommitState
@@ -33,7 +35,7 @@ internal sealed class VersionedIndex : ICommitState
     private readonly ConcurrentDictionary<string, SortedKeys> _collections = new(StringComparer.Ordinal);
     private readonly SnapshotRegistry _snapshots = new();
     private long _visible;
-    private Dictionary<SortedKeys, List<string>>? _bulkLoad;
+    private BulkLoad? _bulkLoad;
 
     /// <summary>The newest committed sequence whose effects are visible to new snapshots.</summary>
     public long VisibleSequence => Volatile.Read(ref _visible);
@@ -80,7 +82,7 @@ internal sealed class VersionedIndex : ICommitState
             return [];
         }
 
-        ImmutableSortedSet<string> set = keys.Current;
+        ImmutableList<string> set = keys.Current;
         int start = LowerBound(set, prefix);
         int end = start;
         while (end < set.Count && set[end].StartsWith(prefix, StringComparison.Ordinal))
@@ -125,20 +127,7 @@ internal sealed class VersionedIndex : ICommitState
             keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
             if (head is null)
             {
-                if (_bulkLoad is not null)
-                {
-                    // Replay: collect, sort once at the end instead of one persistent-tree insert per key.
-                    if (!_bulkLoad.TryGetValue(keys, out List<string>? pending))
-                    {
-                        _bulkLoad[keys] = pending = [];
-                    }
-
-                    pending.Add(command.Key.Id);
-                }
-                else
-                {
-                    keys.Add(command.Key.Id);
-                }
+                keys.Add(command.Key.Id);
             }
             else
             {
@@ -172,20 +161,96 @@ internal sealed class VersionedIndex : ICommitState
         return head;
     }
 
-    /// <summary>Starts a bulk load (recovery replay, before any reader exists): new ids are sorted once at the end.</summary>
-    internal void BeginBulkLoad() => _bulkLoad = [];
+    /// <summary>
+    /// Starts a bulk load: recovery replay into this empty index, before any reader exists. Until
+    /// <see cref="EndBulkLoad"/>, batches go through <see cref="ApplyReplayed"/>; values were copied into
+    /// <paramref name="slabs"/> by the decoder. <paramref name="putsPerCollection"/> (puts in the journal per
+    /// collection, an upper bound on its ids) sizes each collection's dictionary once.
+    /// </summary>
+    internal void BeginBulkLoad(ValueSlabs slabs, IReadOnlyDictionary<string, int> putsPerCollection)
+    {
+        if (!_collections.IsEmpty || _bulkLoad is not null)
+        {
+            ThrowHelper.ThrowInvalidOperation("A bulk load needs an empty index.");
+        }
 
-    /// <summary>Ends a bulk load: builds each collection's sorted id set from the collected ids.</summary>
+        _bulkLoad = new BulkLoad(slabs, putsPerCollection);
+    }
+
+    /// <summary>
+    /// Applies replayed batch <paramref name="sequence"/> during a bulk load. No snapshot can exist yet, so a new
+    /// version replaces the old one outright (no chain), and a delete removes the document (no tombstone is needed:
+    /// absent and deleted read the same). New ids are listed in arrival order; the sorted list is built at the end.
+    /// </summary>
+    internal void ApplyReplayed(List<BatchCommand> commands, long sequence, long timestampTicks)
+    {
+        BulkLoad bulk = _bulkLoad ?? throw new InvalidOperationException("No bulk load is in progress.");
+        for (int i = 0; i < commands.Count; i++)
+        {
+            BatchCommand command = commands[i];
+            BulkCollection collection = bulk.CollectionOf(command.Key.Collection, this);
+            ConcurrentDictionary<string, DocumentVersion> heads = collection.Keys.Heads;
+            if (command.Kind == CommandKind.Delete)
+            {
+                if (heads.TryRemove(command.Key.Id, out DocumentVersion? removed))
+                {
+                    bulk.Slabs.Release(removed.Json);
+                    collection.Removed = true;
+                }
+
+                continue;
+            }
+
+            var version = new DocumentVersion(sequence, timestampTicks, command.Value, isDeleted: false, older: null);
+            if (heads.TryAdd(command.Key.Id, version))
+            {
+                collection.NewIds.Add(command.Key.Id); // most replayed puts are of new ids: one hash lookup
+            }
+            else
+            {
+                bulk.Slabs.Release(heads[command.Key.Id].Json);
+                heads[command.Key.Id] = version;
+            }
+        }
+
+        Volatile.Write(ref _visible, sequence);
+    }
+
+    /// <summary>
+    /// Ends a bulk load: each collection's ids become its sorted list (built in linear time from the sorted ids), and
+    /// the documents of slabs less than half live are copied out so those slabs can go.
+    /// </summary>
     internal void EndBulkLoad()
     {
-        if (_bulkLoad is null)
+        if (_bulkLoad is not { } bulk)
         {
             return;
         }
 
-        foreach ((SortedKeys keys, List<string> ids) in _bulkLoad)
+        ValueSlabs? compacted = bulk.Slabs.AnySparse ? new ValueSlabs(trackLive: false) : null;
+        foreach (BulkCollection collection in bulk.Collections.Values)
         {
-            keys.AddRange(ids);
+            ConcurrentDictionary<string, DocumentVersion> heads = collection.Keys.Heads;
+            List<string> ids = collection.NewIds;
+            if (collection.Removed)
+            {
+                // Deleted ids are gone from the dictionary; an id deleted and put again is listed twice.
+                ids.RemoveAll(id => !heads.ContainsKey(id));
+            }
+
+            if (compacted is not null)
+            {
+                foreach (string id in ids)
+                {
+                    DocumentVersion version = heads[id];
+                    if (bulk.Slabs.IsSparse(version.Json))
+                    {
+                        heads[id] = new DocumentVersion(version.Sequence, version.TimestampTicks, compacted.Copy(version.Json.Span), isDeleted: false, older: null);
+                    }
+                }
+            }
+
+            collection.Keys.SetSorted(ids);
         }
 
         _bulkLoad = null;
@@ -228,14 +293,14 @@ internal sealed class VersionedIndex : ICommitState
             return [];
         }
 
-        ImmutableSortedSet<string> set = keys.Current;
+        ImmutableList<string> set = keys.Current;
         int start = fromInclusive is null ? 0 : LowerBound(set, fromInclusive);
         int end = toExclusive is null ? set.Count : LowerBound(set, toExclusive);
         return Iterate(collection, set, start, end, descending, snapshot);
     }
 
     /// <summary>Yields the ids at positions [start, end) of the key set that have a live version at the snapshot.</summary>
-    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, ImmutableSortedSet<string> set, int start, int end, bool descending, long snapshot)
+    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, ImmutableList<string> set, int start, int end, bool descending, long snapshot)
     {
         for (int n = 0; n < end - start; n++)
         {
@@ -249,43 +314,125 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>The position of the first id at or after <paramref name="key"/>.</summary>
-    private static int LowerBound(ImmutableSortedSet<string> set, string key)
+    private static int LowerBound(ImmutableList<string> set, string key)
     {
-        int index = set.IndexOf(key);
+        int index = set.BinarySearch(key, StringComparer.Ordinal);
         return index >= 0 ? index : ~index;
     }
 
     /// <summary>
-    /// A collection: the newest version per id, and the ids sorted ordinally (an immutable set replaced as a whole by
+    /// A collection: the newest version per id, and the ids sorted ordinally (an immutable list replaced as a whole by
     /// the writer with a release write, read by readers with an acquire read).
     /// </summary>
     private sealed class SortedKeys
     {
-        public ConcurrentDictionary<string, DocumentVersion> Heads { get; } = new(StringComparer.Ordinal);
+        // Distinct ids in ordinal order. An ImmutableList kept sorted by Add (not an ImmutableSortedSet): a bulk load
+        // builds it from a sorted list in linear time, where a sorted set sorts its input again.
+        private ImmutableList<string> _set;
 
-        private ImmutableSortedSet<string> _set = ImmutableSortedSet.Create<string>(StringComparer.Ordinal);
-
-        public ImmutableSortedSet<string> Current => Volatile.Read(ref _set);
-
-        public void Add(string id) => Volatile.Write(ref _set, _set.Add(id));
-
-        public void AddRange(List<string> ids)
+        public SortedKeys(int capacity = 0)
         {
-            if (_set.IsEmpty)
-            {
-                // Replay into an empty collection: sort once and build the balanced tree from the sorted list.
-                Volatile.Write(ref _set, ImmutableSortedSet.CreateRange(StringComparer.Ordinal, ids));
-                return;
-            }
-
-            ImmutableSortedSet<string>.Builder builder = _set.ToBuilder();
-            foreach (string id in ids)
-            {
-                builder.Add(id);
-            }
-
-            Volatile.Write(ref _set, builder.ToImmutable());
+            Heads = capacity > 0
+                ? new ConcurrentDictionary<string, DocumentVersion>(Environment.ProcessorCount, capacity, StringComparer.Ordinal)
+                : new ConcurrentDictionary<string, DocumentVersion>(StringComparer.Ordinal);
+            _set = [];
         }
+
+        public ConcurrentDictionary<string, DocumentVersion> Heads { get; }
+
+        public ImmutableList<string> Current => Volatile.Read(ref _set);
+
+        /// <summary>Adds a new id at its place in the order (writer only; the id is not in the set).</summary>
+        public void Add(string id)
+        {
+            int index = _set.BinarySearch(id, StringComparer.Ordinal);
+            if (index < 0)
+            {
+                Volatile.Write(ref _set, _set.Insert(~index, id));
+            }
+        }
+
+        /// <summary>
+        /// Bulk load only (no reader yet): the set becomes <paramref name="ids"/>, sorted and de-duplicated here unless
+        /// they are strictly increasing already (replayed ids often are; a repeated id never is).
+        /// </summary>
+        public void SetSorted(List<string> ids)
+        {
+            if (!IsSorted(ids))
+            {
+                ids.Sort(StringComparer.Ordinal);
+                int kept = 0;
+                for (int i = 0; i < ids.Count; i++)
+                {
+                    if (kept == 0 || !string.Equals(ids[kept - 1], ids[i], StringComparison.Ordinal))
+                    {
+                        ids[kept++] = ids[i];
+                    }
+                }
+
+                ids.RemoveRange(kept, ids.Count - kept);
+            }
+
+            Volatile.Write(ref _set, ImmutableList.CreateRange(ids));
+        }
+
+        private static bool IsSorted(List<string> ids)
+        {
+            for (int i = 1; i < ids.Count; i++)
+            {
+                if (string.CompareOrdinal(ids[i - 1], ids[i]) >= 0)
+                {
+                    return false;
+                }
+            }
+
+            return true;
+        }
+    }
+
+    /// <summary>The state of a bulk load: its slabs, and per collection the ids first seen, in arrival order.</summary>
+    private sealed class BulkLoad(ValueSlabs slabs, IReadOnlyDictionary<string, int> putsPerCollection)
+    {
+        // A dictionary sized for every put of a journal of overwrites would be mostly empty buckets: cap the hint.
+        private const int MaxInitialCapacity = 1 << 20;
+
+        private string? _lastName;
+        private BulkCollection? _last;
+
+        public ValueSlabs Slabs { get; } = slabs;
+
+        public Dictionary<string, BulkCollection> Collections { get; } = new(StringComparer.Ordinal);
+
+        /// <summary>The collection named <paramref name="name"/>, created in <paramref name="index"/> on first use (the last one is kept: batches mostly write one collection).</summary>
+        public BulkCollection CollectionOf(string name, VersionedIndex index)
+        {
+            if (!ReferenceEquals(name, _lastName))
+            {
+                if (!Collections.TryGetValue(name, out _last))
+                {
+                    int capacity = putsPerCollection.TryGetValue(name, out int puts) ? Math.Min(puts, MaxInitialCapacity) : 0;
+                    var keys = new SortedKeys(capacity);
+                    index._collections[name] = keys;
+                    Collections[name] = _last = new BulkCollection(keys, capacity);
+                }
+
+                _lastName = name;
+            }
+
+            return _last!;
+        }
+    }
+
+    /// <summary>One collection during a bulk load.</summary>
+    private sealed class BulkCollection(SortedKeys keys, int capacity)
+    {
+        public SortedKeys Keys { get; } = keys;
+
+        /// <summary>Ids in the order first put (an id deleted and put again appears twice).</summary>
+        public List<string> NewIds { get; } = new(capacity);
+
+        /// <summary>Whether any id was deleted (then <see cref="NewIds"/> needs filtering).</summary>
+        public bool Removed { get; set; }
     }
 }
 

@@ -60,10 +60,66 @@ internal static class BatchEncoding
     }
 
     /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed bytes.</summary>
-    public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry) => Decode(entry, names: null);
+    public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry)
+    {
+        var commands = new List<BatchCommand>();
+        Decode(entry, names: null, slabs: null, commands);
+        return commands;
+    }
 
-    /// <summary>Decodes a batch entry, reusing the collection name strings of <paramref name="names"/> (replay).</summary>
-    public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry, NameCache? names)
+    /// <summary>
+    /// Decodes a batch entry into <paramref name="commands"/> (cleared first). Collection names come from
+    /// <paramref name="names"/> when given; values are copied into <paramref name="slabs"/> when given, else each into
+    /// an array of its own. Throws <see cref="FormatException"/> on malformed bytes.
+    /// </summary>
+    public static void Decode(ReadOnlySpan<byte> entry, NameCache? names, ValueSlabs? slabs, List<BatchCommand> commands)
+    {
+        commands.Clear();
+        if (entry.Length < 5 || entry[0] != Format)
+        {
+            throw new FormatException("Not a batch entry of a known format.");
+        }
+
+        int count = BinaryPrimitives.ReadInt32LittleEndian(entry[1..]);
+        if (count < 0 || count > entry.Length)
+        {
+            throw new FormatException("Batch entry has an invalid command count.");
+        }
+
+        commands.EnsureCapacity(count);
+        int at = 5;
+        for (int i = 0; i < count; i++)
+        {
+            var kind = (CommandKind)Read(entry, ref at, 1)[0];
+            string collection = names is null ? ReadName(entry, ref at) : names.Get(ReadNameBytes(entry, ref at));
+            string id = ReadName(entry, ref at);
+            ReadOnlyMemory<byte> value = ReadOnlyMemory<byte>.Empty;
+            if (kind == CommandKind.Put)
+            {
+                int length = BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4));
+                ReadOnlySpan<byte> bytes = Read(entry, ref at, length);
+                value = slabs is null ? bytes.ToArray() : slabs.Copy(bytes);
+            }
+            else if (kind != CommandKind.Delete)
+            {
+                throw new FormatException($"Unknown command kind {(byte)kind}.");
+            }
+
+            commands.Add(new BatchCommand(kind, new DocumentKey(collection, id), value));
+        }
+
+        if (at != entry.Length)
+        {
+            throw new FormatException("Batch entry has trailing bytes.");
+        }
+    }
+
+    /// <summary>
+    /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/>, and the bytes of its values that
+    /// <see cref="ValueSlabs"/> would copy into slabs to <paramref name="slabbedBytes"/>, without decoding ids or
+    /// values (the replay's sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
+    /// </summary>
+    public static void CountPuts(ReadOnlySpan<byte> entry, NameCache names, Dictionary<string, int> putsPerCollection, ref long slabbedBytes)
     {
         if (entry.Length < 5 || entry[0] != Format)
         {
@@ -76,28 +132,41 @@ internal static class BatchEncoding
             throw new FormatException("Batch entry has an invalid command count.");
         }
 
-        var commands = new List<BatchCommand>(count);
         int at = 5;
+        string? last = null;
+        int lastCount = 0;
         for (int i = 0; i < count; i++)
         {
             var kind = (CommandKind)Read(entry, ref at, 1)[0];
-            string collection = names is null ? ReadName(entry, ref at) : names.Get(ReadNameBytes(entry, ref at));
-            string id = ReadName(entry, ref at);
-            ReadOnlyMemory<byte> value = ReadOnlyMemory<byte>.Empty;
-            if (kind == CommandKind.Put)
+            string collection = names.Get(ReadNameBytes(entry, ref at));
+            _ = ReadNameBytes(entry, ref at);
+            if (kind != CommandKind.Put)
             {
-                int length = BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4));
-                value = Read(entry, ref at, length).ToArray();
-            }
-            else if (kind != CommandKind.Delete)
-            {
-                throw new FormatException($"Unknown command kind {(byte)kind}.");
+                continue;
             }
 
-            commands.Add(new BatchCommand(kind, new DocumentKey(collection, id), value));
+            int length = Read(entry, ref at, BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4))).Length;
+            slabbedBytes += length <= ValueSlabs.MaxSlabbedValue ? length : 0;
+            if (!ReferenceEquals(collection, last))
+            {
+                Flush(putsPerCollection, last, lastCount);
+                last = collection;
+                lastCount = 0;
+            }
+
+            lastCount++;
         }
 
-        return at == entry.Length ? commands : throw new FormatException("Batch entry has trailing bytes.");
+        Flush(putsPerCollection, last, lastCount);
+
+        static void Flush(Dictionary<string, int> counts, string? collection, int puts)
+        {
+            if (collection is not null)
+            {
+                ref int total = ref System.Runtime.InteropServices.CollectionsMarshal.GetValueRefOrAddDefault(counts, collection, out _);
+                total = (int)Math.Min((long)total + puts, int.MaxValue);
+            }
+        }
     }
 
     private static int NameBytes(string name, string what)
