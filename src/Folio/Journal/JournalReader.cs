@@ -24,6 +24,7 @@ public sealed class JournalReader : IDisposable
     private SegmentSet _segments;
     private long _segmentsVersion;
     private JournalSegment? _segment;
+    private int _segmentStripe;
     private long _nextSequence;
     private long _nextRecordOffset;
     private long _entryOffset;
@@ -102,7 +103,7 @@ public sealed class JournalReader : IDisposable
         if (!_disposed)
         {
             _disposed = true;
-            _segment?.Release();
+            _segment?.Release(_segmentStripe);
             _segment = null;
             _entriesLeft = 0;
         }
@@ -127,7 +128,7 @@ public sealed class JournalReader : IDisposable
         for (int i = start; i < segments.Length; i++)
         {
             JournalSegment segment = segments[i];
-            if (!segment.TryAcquire())
+            if (!segment.TryAcquire(out int stripe))
             {
                 continue;
             }
@@ -142,6 +143,7 @@ public sealed class JournalReader : IDisposable
                     if (header.TimestampTicks >= timestampTicks)
                     {
                         _segment = segment;
+                        _segmentStripe = stripe;
                         _nextSequence = header.FirstSequence;
                         EnterRecord(offset, header.FirstSequence);
                         return;
@@ -151,7 +153,7 @@ public sealed class JournalReader : IDisposable
                 }
             }
 
-            segment.Release();
+            segment.Release(stripe);
         }
 
         _nextSequence = committed + 1;
@@ -305,10 +307,11 @@ public sealed class JournalReader : IDisposable
                 ThrowHelper.ThrowJournalCorrupted(segment.Path, segment.CommittedLength, $"committed sequence {sequence} is missing from the segment that should hold it");
             }
 
-            if (segment.TryAcquire())
+            if (segment.TryAcquire(out int stripe))
             {
                 LeaveSegment();
                 _segment = segment;
+                _segmentStripe = stripe;
                 return;
             }
 
@@ -331,7 +334,7 @@ public sealed class JournalReader : IDisposable
 
     private void LeaveSegment()
     {
-        _segment?.Release();
+        _segment?.Release(_segmentStripe);
         _segment = null;
         _entriesLeft = 0;
     }

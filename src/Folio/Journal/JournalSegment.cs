@@ -17,11 +17,31 @@ namespace Folio.Journal;
 /// once it is synced and no sync can still be using it, and readers use only the mapping, which holds no descriptor.
 /// </para>
 /// <para>
-/// Lifetime. The journal's segment list holds one reference. A reader takes one with <see cref="TryAcquire"/> (a CAS
-/// that fails once the count reached zero) before touching the mapping, and releases it when it moves on. Purge
-/// marks the segment for deletion and drops the list's reference; whoever drops the last reference unmaps the
-/// file, closes it, and then deletes it. A file is therefore never deleted while open or mapped (required on
-/// Windows, and it keeps a purged segment readable by the readers already inside it).
+/// Lifetime. The journal's segment list holds the owner reference; readers hold reader references. A reader takes
+/// one with <see cref="TryAcquire"/> before touching the mapping and gives it back with <see cref="Release(int)"/>
+/// when it moves on. Purge (or dispose) marks the segment for deletion and drops the owner reference
+/// (<see cref="ReleaseOwner"/>); whoever drops the last reference unmaps the file, closes it, and then deletes it.
+/// A file is therefore never deleted while open or mapped (required on Windows, and it keeps a purged segment
+/// readable by the readers already inside it).
+/// </para>
+/// <para>
+/// Reader references are striped: one counter per processor stripe, each on its own 128-byte block, so readers on
+/// different cores entering and leaving the segment (every short-range query does both) do not bounce one cache
+/// line between cores. A reader releases the stripe it acquired (<see cref="TryAcquire"/> returns it), so no stripe
+/// goes below zero. The protocol, all with full fences (<see cref="Interlocked"/>):
+/// <list type="bullet">
+/// <item>acquire: increment the stripe, then read <c>_closing</c>; if it is set, decrement and fail (a purged
+/// segment admits no new reader);</item>
+/// <item>release: decrement the stripe, then read <c>_closing</c>; if it is set, try to finalize;</item>
+/// <item>owner release: set <c>_closing</c>, then try to finalize;</item>
+/// <item>finalize: if every stripe reads zero, the one thread that wins a CAS on <c>_finalized</c> unmaps, closes and
+/// deletes.</item>
+/// </list>
+/// Why a finalizer that reads every stripe as zero is right although it reads them one by one: a reader inside the
+/// segment incremented its stripe and then read <c>_closing</c> as clear; the finalizer set <c>_closing</c> and then
+/// read the stripes. With full fences on both sides the two cannot both miss the other's write (store-buffering
+/// litmus), so the finalizer sees that reader's count unless the reader already released. A reader that increments
+/// after the finalizer read its stripe must see <c>_closing</c> set, so it backs out without touching the mapping.
 /// </para>
 /// </summary>
 internal sealed class JournalSegment
@@ -29,7 +49,12 @@ internal sealed class JournalSegment
     private IStorageFile? _file;
     private readonly StorageMapping _mapping;
     private readonly Action<JournalSegment>? _deleteFile;
-    private PaddedCounter _referenceCount = new() { Value = 1 };
+    // Stripe counters at StripeStride-int spacing, the first one a full stride past the array header.
+    private const int StripeStride = 32;
+    private static readonly int s_stripeMask = (int)System.Numerics.BitOperations.RoundUpToPowerOf2((uint)Math.Clamp(Environment.ProcessorCount, 1, 64)) - 1;
+    private readonly int[] _readerStripes = new int[(s_stripeMask + 2) * StripeStride];
+    private int _closing;
+    private int _finalized;
     private int _deleteOnRelease;
     private long _committedLength;
     private long _firstTimestamp = long.MaxValue;
@@ -96,29 +121,55 @@ internal sealed class JournalSegment
         }
     }
 
-    /// <summary>Takes a reference unless the segment was already released for good.</summary>
-    public bool TryAcquire()
+    /// <summary>
+    /// Takes a reader reference unless the owner reference was dropped (the segment was purged or the journal
+    /// disposed). Give it back with <see cref="Release(int)"/> and the returned stripe.
+    /// </summary>
+    /// <param name="stripe">The stripe to release; meaningful only when the result is true.</param>
+    /// <returns>Whether the reference was taken.</returns>
+    public bool TryAcquire(out int stripe)
     {
-        int count = Volatile.Read(ref _referenceCount.Value);
-        while (count > 0)
+        stripe = Thread.GetCurrentProcessorId() & s_stripeMask;
+        ref int counter = ref _readerStripes[(stripe + 1) * StripeStride];
+        Interlocked.Increment(ref counter);
+        if (Volatile.Read(ref _closing) == 0)
         {
-            int seen = Interlocked.CompareExchange(ref _referenceCount.Value, count + 1, count);
-            if (seen == count)
-            {
-                return true;
-            }
-
-            count = seen;
+            return true;
         }
 
+        Release(stripe);
         return false;
     }
 
-    /// <summary>Drops a reference; the last one closes the file and deletes it when it was purged.</summary>
-    public void Release()
+    /// <summary>Drops a reader reference taken on <paramref name="stripe"/>; the last reference finalizes a closing segment.</summary>
+    /// <param name="stripe">The stripe <see cref="TryAcquire"/> returned.</param>
+    public void Release(int stripe)
     {
-        int count = Interlocked.Decrement(ref _referenceCount.Value);
-        if (count == 0)
+        Interlocked.Decrement(ref _readerStripes[(stripe + 1) * StripeStride]);
+        if (Volatile.Read(ref _closing) != 0)
+        {
+            TryFinalize();
+        }
+    }
+
+    /// <summary>Drops the owner (segment list) reference: no new reader gets in; the last one out finalizes. Idempotent.</summary>
+    public void ReleaseOwner()
+    {
+        Interlocked.Exchange(ref _closing, 1);
+        TryFinalize();
+    }
+
+    private void TryFinalize()
+    {
+        for (int i = 0; i <= s_stripeMask; i++)
+        {
+            if (Volatile.Read(ref _readerStripes[(i + 1) * StripeStride]) != 0)
+            {
+                return;
+            }
+        }
+
+        if (Interlocked.CompareExchange(ref _finalized, 1, 0) == 0)
         {
             _mapping.Dispose();
             CloseFile();
@@ -132,19 +183,23 @@ internal sealed class JournalSegment
     /// <summary>Marks the segment so that the last release deletes its file.</summary>
     public void MarkForDeletion() => Volatile.Write(ref _deleteOnRelease, 1);
 
-    /// <summary>The current reference count (tests and diagnostics).</summary>
-    internal int ReferenceCount => Volatile.Read(ref _referenceCount.Value);
-
-    /// <summary>
-    /// The reference count alone on its cache line: readers on every core CAS it when they enter and leave the
-    /// segment, and it must not evict the read-mostly fields (committed length, timestamps) from the other cores.
-    /// </summary>
-    [System.Runtime.InteropServices.StructLayout(System.Runtime.InteropServices.LayoutKind.Explicit, Size = 192)]
-    private struct PaddedCounter
+    /// <summary>The current references: the owner's (until dropped) plus the readers' (tests and diagnostics; not a snapshot).</summary>
+    internal int ReferenceCount
     {
-        [System.Runtime.InteropServices.FieldOffset(64)]
-        public int Value;
+        get
+        {
+            int count = Volatile.Read(ref _closing) == 0 ? 1 : 0;
+            for (int i = 0; i <= s_stripeMask; i++)
+            {
+                count += Volatile.Read(ref _readerStripes[(i + 1) * StripeStride]);
+            }
+
+            return count;
+        }
     }
+
+    /// <summary>Whether the last reference was dropped and the mapping released (tests).</summary>
+    internal bool IsFinalized => Volatile.Read(ref _finalized) != 0;
 
     public override string ToString() => $"{System.IO.Path.GetFileName(Path)} (committed {CommittedLength} of {Capacity} bytes)";
 }

@@ -99,6 +99,7 @@ public sealed partial class WriteAheadJournal
             JournalSegment segment;
             long length;
             long sequence;
+            int stripe;
             lock (_writeLock)
             {
                 ThrowIfDisposed();
@@ -112,7 +113,7 @@ public sealed partial class WriteAheadJournal
                 }
 
                 // The active segment can be rotated and purged while we sync outside the write lock: hold it open.
-                bool acquired = segment.TryAcquire();
+                bool acquired = segment.TryAcquire(out stripe);
                 System.Diagnostics.Debug.Assert(acquired, "the active segment is always referenced by the segment list");
             }
 
@@ -127,7 +128,7 @@ public sealed partial class WriteAheadJournal
             }
             finally
             {
-                segment.Release();
+                segment.Release(stripe);
             }
 
             PublishCommitted(segment, length, sequence);

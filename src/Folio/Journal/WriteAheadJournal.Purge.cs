@@ -47,7 +47,7 @@ public sealed partial class WriteAheadJournal
             for (int i = 0; i < count; i++)
             {
                 current[i].MarkForDeletion();
-                current[i].Release();
+                current[i].ReleaseOwner();
             }
 
             JournalLog.Purged(_logger, count, current[count].FirstSequence);

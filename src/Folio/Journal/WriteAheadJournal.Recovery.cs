@@ -113,7 +113,7 @@ public sealed partial class WriteAheadJournal
         {
             foreach (JournalSegment? segment in segments)
             {
-                segment?.Release();
+                segment?.ReleaseOwner();
             }
 
             throw;

@@ -235,7 +235,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
                 {
                     foreach (JournalSegment segment in _segmentSet.Segments)
                     {
-                        segment.Release();
+                        segment.ReleaseOwner();
                     }
 
                     PublishSegments([]);
