@@ -134,7 +134,16 @@ public sealed class JournalReader : IDisposable
             }
 
             long committedLength = segment.CommittedLength;
-            long offset = segment.Index.FindBeforeTimestamp(timestampTicks, committedLength);
+            long offset = segment.Index.FindTimestamp(timestampTicks, committedLength, out bool exact);
+            if (exact)
+            {
+                // The index names the record itself: no walk through the headers before it.
+                _segment = segment;
+                _segmentStripe = stripe;
+                EnterRecordAt(offset);
+                return;
+            }
+
             if (offset >= 0)
             {
                 ReadOnlySpan<byte> bytes = segment.Span(0, committedLength);
@@ -240,6 +249,19 @@ public sealed class JournalReader : IDisposable
         }
 
         ThrowHelper.ThrowJournalCorrupted(segment.Path, Math.Max(offset, 0), $"committed sequence {sequence} is not in the segment that should hold it");
+    }
+
+    /// <summary>Enters the committed record at <paramref name="offset"/>, whatever its first sequence (a seek by time).</summary>
+    private void EnterRecordAt(long offset)
+    {
+        JournalSegment segment = _segment!;
+        if (!JournalFormat.TryReadRecordHeader(segment.Span(offset, segment.CommittedLength - offset), out JournalFormat.RecordHeader header))
+        {
+            ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, "a committed record has an invalid header");
+        }
+
+        _nextSequence = header.FirstSequence;
+        EnterRecord(offset, header.FirstSequence);
     }
 
     /// <summary>Checks the record at <paramref name="offset"/> and makes it the current one.</summary>

@@ -7,6 +7,56 @@ public sealed class JournalReaderTests
 {
     private static readonly DateTimeOffset s_start = new(2026, 3, 1, 12, 0, 0, TimeSpan.Zero);
 
+    /// <summary>
+    /// Records from a few bytes to several index strides, some sharing a timestamp, over several segments: a seek to
+    /// any time (exact record times, times between records, before the first and after the last) starts at the first
+    /// entry of the first record at or after it, whether the index names that record directly or the reader walks to it.
+    /// </summary>
+    [Theory]
+    [InlineData(11)]
+    [InlineData(12)]
+    public void Seeking_by_time_lands_on_the_first_record_at_or_after_it_with_records_of_every_size(int seed)
+    {
+        using var dir = new TempDirectory();
+        var clock = new ManualTimeProvider(s_start);
+        var random = new Random(seed);
+        using var journal = WriteAheadJournal.Open(dir.Path, new JournalOptions { TimeProvider = clock, SegmentSize = 64 * 1024 });
+        var records = new List<(long FirstSequence, long Timestamp)>();
+        long sequence = 1;
+        for (int r = 0; r < 400; r++)
+        {
+            int entries = 1 + random.Next(4);
+            int size = random.Next(3) switch { 0 => 8, 1 => 300, _ => 1500 + random.Next(3000) };
+            var payloads = Enumerable.Range(0, entries).Select(e => (ReadOnlyMemory<byte>)JournalTestExtensions.Payload(seed, sequence + e, size)).ToArray();
+            records.Add((sequence, clock.GetUtcNow().UtcTicks));
+            journal.Append(payloads);
+            sequence += entries;
+            if (random.Next(4) != 0)
+            {
+                clock.Advance(TimeSpan.FromMilliseconds(1 + random.Next(3))); // else the next record shares this time
+            }
+        }
+
+        journal.Sync();
+        Assert.True(journal.SegmentCount > 3);
+        var probes = records.SelectMany(r => new[] { r.Timestamp, r.Timestamp + 1, r.Timestamp - 1 }).Append(long.MinValue / 2).Append(clock.GetUtcNow().UtcTicks + 1);
+        foreach (long ticks in probes)
+        {
+            using var reader = journal.OpenReader(new DateTimeOffset(Math.Max(ticks, DateTimeOffset.MinValue.UtcTicks), TimeSpan.Zero));
+            int first = records.FindIndex(r => r.Timestamp >= ticks);
+            if (first < 0)
+            {
+                Assert.False(reader.TryRead(out _));
+                continue;
+            }
+
+            Assert.True(reader.TryRead(out JournalEntry entry));
+            Assert.Equal(records[first].FirstSequence, entry.Sequence);
+            Assert.Equal(records[first].Timestamp, entry.TimestampTicks);
+            Assert.Equal(JournalTestExtensions.Payload(seed, entry.Sequence, entry.Data.Length), entry.Data.ToArray());
+        }
+    }
+
     [Fact]
     public void Seeking_by_time_finds_the_first_entry_at_or_after_it_across_segments()
     {
