@@ -259,27 +259,26 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         long batches = 0;
         long bytes = 0;
         // Two passes over the mapped journal: the first counts puts per collection (sizing each collection's
-        // dictionary once) and the value bytes (sizing the slabs), the second decodes and applies.
+        // dictionary once), the second decodes and applies without copying values; the end of the bulk load copies
+        // the values still live out of the journal.
         var names = new BatchEncoding.NameCache();
         var putsPerCollection = new Dictionary<string, int>(StringComparer.Ordinal);
-        long slabbedBytes = 0;
         using (JournalReader reader = journal.OpenReader(1))
         {
             while (reader.TryRead(out JournalEntry entry))
             {
-                BatchEncoding.CountPuts(entry.Data, names, putsPerCollection, ref slabbedBytes);
+                BatchEncoding.CountPuts(entry.Data, names, putsPerCollection);
             }
         }
 
-        var slabs = new ValueSlabs(slabbedBytes);
-        var commands = new List<BatchCommand>();
-        index.BeginBulkLoad(slabs, putsPerCollection);
+        var commands = new List<ReplayedCommand>();
+        index.BeginBulkLoad(putsPerCollection);
         using (JournalReader reader = journal.OpenReader(1))
         {
             while (reader.TryRead(out JournalEntry entry))
             {
-                BatchEncoding.Decode(entry.Data, names, slabs, commands);
-                index.ApplyReplayed(commands, entry.Sequence, entry.TimestampTicks);
+                BatchEncoding.DecodeLocations(entry.Data, names, commands);
+                index.ApplyReplayed(commands, reader.CurrentSegment!, reader.LastEntryDataOffset, entry.Sequence, entry.TimestampTicks);
                 batches++;
                 bytes += entry.Data.Length;
             }

@@ -3,16 +3,19 @@ namespace Folio.Documents;
 /// <summary>
 /// One version of a document in the <see cref="VersionedIndex"/>: written once by the committer, then immutable but
 /// for <see cref="_older"/>, which the committer may cut (never change otherwise) when no snapshot can reach past it.
+/// A recovery bulk load (before any reader exists) creates versions first and fills their JSON in at its end
+/// (<see cref="SetReplayedJson"/>), and marks the versions it replaced (<see cref="Superseded"/>).
 /// </summary>
 internal sealed class DocumentVersion
 {
     private DocumentVersion? _older;
+    private ReadOnlyMemory<byte> _json;
 
     public DocumentVersion(long sequence, long timestampTicks, ReadOnlyMemory<byte> json, bool isDeleted, DocumentVersion? older)
     {
         Sequence = sequence;
         TimestampTicks = timestampTicks;
-        Json = json;
+        _json = json;
         IsDeleted = isDeleted;
         _older = older;
     }
@@ -24,13 +27,19 @@ internal sealed class DocumentVersion
     public long TimestampTicks { get; }
 
     /// <summary>The UTF-8 JSON of a put; empty for a delete.</summary>
-    public ReadOnlyMemory<byte> Json { get; }
+    public ReadOnlyMemory<byte> Json => _json;
+
+    /// <summary>Bulk load only: a later replayed command replaced or deleted this version (its JSON is never copied).</summary>
+    public bool Superseded { get; set; }
 
     /// <summary>Whether this version is a delete (a tombstone).</summary>
     public bool IsDeleted { get; }
 
     /// <summary>The previous version, or null (none, or pruned). Acquire read.</summary>
     public DocumentVersion? Older => Volatile.Read(ref _older);
+
+    /// <summary>Bulk load only, before any reader exists: sets the JSON of a replayed version.</summary>
+    public void SetReplayedJson(ReadOnlyMemory<byte> json) => _json = json;
 
     /// <summary>Cuts the chain after this version. Committer only, and only when no snapshot can need the older versions.</summary>
     public void Prune() => Volatile.Write(ref _older, null);

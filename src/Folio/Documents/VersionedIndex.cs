@@ -1,6 +1,7 @@
 using System.Collections.Concurrent;
 using System.Collections.Immutable;
 using System.Runtime.InteropServices;
+using Folio.Journal;
 using Folio.Transactions;
 
 namespace Folio.Documents;
@@ -163,62 +164,68 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>
     /// Starts a bulk load: recovery replay into this empty index, before any reader exists. Until
-    /// <see cref="EndBulkLoad"/>, batches go through <see cref="ApplyReplayed"/>; values were copied into
-    /// <paramref name="slabs"/> by the decoder. <paramref name="putsPerCollection"/> (puts in the journal per
-    /// collection, an upper bound on its ids) sizes each collection's dictionary once.
+    /// <see cref="EndBulkLoad"/>, batches go through <see cref="ApplyReplayed"/>. <paramref name="putsPerCollection"/>
+    /// (puts in the journal per collection, an upper bound on its ids) sizes each collection's dictionary once.
     /// </summary>
-    internal void BeginBulkLoad(ValueSlabs slabs, IReadOnlyDictionary<string, int> putsPerCollection)
+    internal void BeginBulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)
     {
         if (!_collections.IsEmpty || _bulkLoad is not null)
         {
             ThrowHelper.ThrowInvalidOperation("A bulk load needs an empty index.");
         }
 
-        _bulkLoad = new BulkLoad(slabs, putsPerCollection);
+        _bulkLoad = new BulkLoad(putsPerCollection);
     }
 
     /// <summary>
-    /// Applies replayed batch <paramref name="sequence"/> during a bulk load. No snapshot can exist yet, so a new
-    /// version replaces the old one outright (no chain), and a delete removes the document (no tombstone is needed:
-    /// absent and deleted read the same). New ids are listed in arrival order; the sorted list is built at the end.
+    /// Applies replayed batch <paramref name="sequence"/> during a bulk load. Values are not copied yet: each put
+    /// remembers where its value lies (<paramref name="segment"/>, <paramref name="entryOffset"/> + the command's
+    /// value start), and <see cref="EndBulkLoad"/> copies the values still live, so an overwritten or deleted value
+    /// is never copied. No snapshot can exist yet, so a new version replaces the old one outright (no chain), and a
+    /// delete removes the document (no tombstone is needed: absent and deleted read the same). New ids are listed in
+    /// arrival order; the sorted list is built at the end. The journal keeps <paramref name="segment"/> mapped until
+    /// the end of the bulk load (nothing purges during an open).
     /// </summary>
-    internal void ApplyReplayed(List<BatchCommand> commands, long sequence, long timestampTicks)
+    internal void ApplyReplayed(List<ReplayedCommand> commands, JournalSegment segment, long entryOffset, long sequence, long timestampTicks)
     {
         BulkLoad bulk = _bulkLoad ?? throw new InvalidOperationException("No bulk load is in progress.");
         for (int i = 0; i < commands.Count; i++)
         {
-            BatchCommand command = commands[i];
+            ReplayedCommand command = commands[i];
             BulkCollection collection = bulk.CollectionOf(command.Key.Collection, this);
             ConcurrentDictionary<string, DocumentVersion> heads = collection.Keys.Heads;
             if (command.Kind == CommandKind.Delete)
             {
                 if (heads.TryRemove(command.Key.Id, out DocumentVersion? removed))
                 {
-                    bulk.Slabs.Release(removed.Json);
+                    removed.Superseded = true;
                     collection.Removed = true;
                 }
 
                 continue;
             }
 
-            var version = new DocumentVersion(sequence, timestampTicks, command.Value, isDeleted: false, older: null);
+            var version = new DocumentVersion(sequence, timestampTicks, ReadOnlyMemory<byte>.Empty, isDeleted: false, older: null);
             if (heads.TryAdd(command.Key.Id, version))
             {
                 collection.NewIds.Add(command.Key.Id); // most replayed puts are of new ids: one hash lookup
             }
             else
             {
-                bulk.Slabs.Release(heads[command.Key.Id].Json);
+                heads[command.Key.Id].Superseded = true;
                 heads[command.Key.Id] = version;
             }
+
+            bulk.AddPending(new PendingValue(version, segment, entryOffset + command.ValueStart, command.ValueLength));
         }
 
         Volatile.Write(ref _visible, sequence);
     }
 
     /// <summary>
-    /// Ends a bulk load: each collection's ids become its sorted list (built in linear time from the sorted ids), and
-    /// the documents of slabs less than half live are copied out so those slabs can go.
+    /// Ends a bulk load: copies the live documents' values out of the journal into slabs sized to exactly their bytes
+    /// (so replay keeps the live documents, not every version the journal holds), and makes each collection's ids
+    /// its sorted list (built in linear time from the sorted ids).
     /// </summary>
     internal void EndBulkLoad()
     {
@@ -227,7 +234,30 @@ internal sealed class VersionedIndex : ICommitState
             return;
         }
 
-        ValueSlabs? compacted = bulk.Slabs.AnySparse ? new ValueSlabs(trackLive: false) : null;
+        long slabbedBytes = 0;
+        foreach (PendingValue[] chunk in bulk.Pending)
+        {
+            foreach (PendingValue pending in chunk)
+            {
+                if (pending.Version is { Superseded: false } && pending.Length <= ValueSlabs.MaxSlabbedValue)
+                {
+                    slabbedBytes += pending.Length;
+                }
+            }
+        }
+
+        var slabs = new ValueSlabs(slabbedBytes);
+        foreach (PendingValue[] chunk in bulk.Pending)
+        {
+            foreach (PendingValue pending in chunk)
+            {
+                if (pending.Version is { Superseded: false } version)
+                {
+                    version.SetReplayedJson(slabs.Copy(pending.Segment.Span(pending.Offset, pending.Length)));
+                }
+            }
+        }
+
         foreach (BulkCollection collection in bulk.Collections.Values)
         {
             ConcurrentDictionary<string, DocumentVersion> heads = collection.Keys.Heads;
@@ -236,18 +266,6 @@ internal sealed class VersionedIndex : ICommitState
             {
                 // Deleted ids are gone from the dictionary; an id deleted and put again is listed twice.
                 ids.RemoveAll(id => !heads.ContainsKey(id));
-            }
-
-            if (compacted is not null)
-            {
-                foreach (string id in ids)
-                {
-                    DocumentVersion version = heads[id];
-                    if (bulk.Slabs.IsSparse(version.Json))
-                    {
-                        heads[id] = new DocumentVersion(version.Sequence, version.TimestampTicks, compacted.Copy(version.Json.Span), isDeleted: false, older: null);
-                    }
-                }
             }
 
             collection.Keys.SetSorted(ids);
@@ -390,18 +408,35 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    /// <summary>The state of a bulk load: its slabs, and per collection the ids first seen, in arrival order.</summary>
-    private sealed class BulkLoad(ValueSlabs slabs, IReadOnlyDictionary<string, int> putsPerCollection)
+    /// <summary>The state of a bulk load: the values to copy at the end, and per collection the ids first seen, in arrival order.</summary>
+    private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)
     {
         // A dictionary sized for every put of a journal of overwrites would be mostly empty buckets: cap the hint.
         private const int MaxInitialCapacity = 1 << 20;
 
+        // Pending values in chunks of 2,048 (64 KiB: small objects; one large list would be a large object that grows by copying).
+        private const int ChunkSize = 2048;
+
+        private int _lastChunkUsed = ChunkSize;
+
         private string? _lastName;
         private BulkCollection? _last;
 
-        public ValueSlabs Slabs { get; } = slabs;
-
         public Dictionary<string, BulkCollection> Collections { get; } = new(StringComparer.Ordinal);
+
+        /// <summary>Every replayed put, in order (the last chunk filled up to its count).</summary>
+        public List<PendingValue[]> Pending { get; } = [];
+
+        public void AddPending(PendingValue pending)
+        {
+            if (_lastChunkUsed == ChunkSize)
+            {
+                Pending.Add(new PendingValue[ChunkSize]);
+                _lastChunkUsed = 0;
+            }
+
+            Pending[^1][_lastChunkUsed++] = pending;
+        }
 
         /// <summary>The collection named <paramref name="name"/>, created in <paramref name="index"/> on first use (the last one is kept: batches mostly write one collection).</summary>
         public BulkCollection CollectionOf(string name, VersionedIndex index)
@@ -422,6 +457,9 @@ internal sealed class VersionedIndex : ICommitState
             return _last!;
         }
     }
+
+    /// <summary>Where the value of a replayed version lies in the journal (copied at the end of the bulk load unless superseded).</summary>
+    private readonly record struct PendingValue(DocumentVersion? Version, JournalSegment Segment, long Offset, int Length);
 
     /// <summary>One collection during a bulk load.</summary>
     private sealed class BulkCollection(SortedKeys keys, int capacity)

@@ -45,6 +45,12 @@ public sealed class JournalReader : IDisposable
     /// <summary>The sequence number the next successful <see cref="TryRead"/> returns.</summary>
     public long NextSequence => _nextSequence;
 
+    /// <summary>The segment of the last entry read (recovery replay locates values in it; valid while the reader holds it).</summary>
+    internal JournalSegment? CurrentSegment => _segment;
+
+    /// <summary>The offset in <see cref="CurrentSegment"/> of the last entry's data.</summary>
+    internal long LastEntryDataOffset { get; private set; }
+
     /// <summary>The first sequence number of the record the last entry read belongs to (entries of one record were appended as one group).</summary>
     public long RecordFirstSequence => _recordFirstSequence;
 
@@ -74,6 +80,7 @@ public sealed class JournalReader : IDisposable
         }
 
         entry = new JournalEntry(_nextSequence, _recordTimestamp, bytes.Slice(JournalFormat.EntryHeaderSize, (int)length));
+        LastEntryDataOffset = _entryOffset + JournalFormat.EntryHeaderSize;
         _entryOffset += JournalFormat.EntryHeaderSize + length;
         _entriesLeft--;
         _nextSequence++;

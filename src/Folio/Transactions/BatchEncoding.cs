@@ -62,19 +62,26 @@ internal static class BatchEncoding
     /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed bytes.</summary>
     public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry)
     {
-        var commands = new List<BatchCommand>();
-        Decode(entry, names: null, slabs: null, commands);
-        return commands;
+        var sink = new CopyingSink(new List<BatchCommand>());
+        DecodeCore(entry, names: null, ref sink);
+        return sink.Commands;
     }
 
     /// <summary>
-    /// Decodes a batch entry into <paramref name="commands"/> (cleared first). Collection names come from
-    /// <paramref name="names"/> when given; values are copied into <paramref name="slabs"/> when given, else each into
-    /// an array of its own. Throws <see cref="FormatException"/> on malformed bytes.
+    /// Decodes a batch entry without copying its values (recovery replay): each command says where its value lies in
+    /// <paramref name="entry"/>. <paramref name="commands"/> is cleared first; collection names come from
+    /// <paramref name="names"/>. Throws <see cref="FormatException"/> on malformed bytes.
     /// </summary>
-    public static void Decode(ReadOnlySpan<byte> entry, NameCache? names, ValueSlabs? slabs, List<BatchCommand> commands)
+    public static void DecodeLocations(ReadOnlySpan<byte> entry, NameCache names, List<ReplayedCommand> commands)
     {
         commands.Clear();
+        var sink = new LocatingSink(commands);
+        DecodeCore(entry, names, ref sink);
+    }
+
+    private static void DecodeCore<TSink>(ReadOnlySpan<byte> entry, NameCache? names, ref TSink sink)
+        where TSink : struct, ICommandSink
+    {
         if (entry.Length < 5 || entry[0] != Format)
         {
             throw new FormatException("Not a batch entry of a known format.");
@@ -86,26 +93,27 @@ internal static class BatchEncoding
             throw new FormatException("Batch entry has an invalid command count.");
         }
 
-        commands.EnsureCapacity(count);
+        sink.EnsureCapacity(count);
         int at = 5;
         for (int i = 0; i < count; i++)
         {
             var kind = (CommandKind)Read(entry, ref at, 1)[0];
             string collection = names is null ? ReadName(entry, ref at) : names.Get(ReadNameBytes(entry, ref at));
             string id = ReadName(entry, ref at);
-            ReadOnlyMemory<byte> value = ReadOnlyMemory<byte>.Empty;
+            int valueStart = at;
+            int valueLength = 0;
             if (kind == CommandKind.Put)
             {
-                int length = BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4));
-                ReadOnlySpan<byte> bytes = Read(entry, ref at, length);
-                value = slabs is null ? bytes.ToArray() : slabs.Copy(bytes);
+                valueLength = BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4));
+                valueStart = at;
+                _ = Read(entry, ref at, valueLength);
             }
             else if (kind != CommandKind.Delete)
             {
                 throw new FormatException($"Unknown command kind {(byte)kind}.");
             }
 
-            commands.Add(new BatchCommand(kind, new DocumentKey(collection, id), value));
+            sink.Add(kind, new DocumentKey(collection, id), entry, valueStart, valueLength);
         }
 
         if (at != entry.Length)
@@ -114,12 +122,39 @@ internal static class BatchEncoding
         }
     }
 
+    /// <summary>Receives decoded commands (a struct, so the decoder is specialized per sink).</summary>
+    private interface ICommandSink
+    {
+        void EnsureCapacity(int count);
+
+        void Add(CommandKind kind, DocumentKey key, ReadOnlySpan<byte> entry, int valueStart, int valueLength);
+    }
+
+    /// <summary>Commands with their values copied into arrays of their own.</summary>
+    private readonly struct CopyingSink(List<BatchCommand> commands) : ICommandSink
+    {
+        public List<BatchCommand> Commands { get; } = commands;
+
+        public void EnsureCapacity(int count) => Commands.EnsureCapacity(count);
+
+        public void Add(CommandKind kind, DocumentKey key, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
+            Commands.Add(new BatchCommand(kind, key, kind == CommandKind.Put ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
+    }
+
+    /// <summary>Commands with where their values are in the entry.</summary>
+    private readonly struct LocatingSink(List<ReplayedCommand> commands) : ICommandSink
+    {
+        public void EnsureCapacity(int count) => commands.EnsureCapacity(count);
+
+        public void Add(CommandKind kind, DocumentKey key, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
+            commands.Add(new ReplayedCommand(kind, key, valueStart, valueLength));
+    }
+
     /// <summary>
-    /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/>, and the bytes of its values that
-    /// <see cref="ValueSlabs"/> would copy into slabs to <paramref name="slabbedBytes"/>, without decoding ids or
-    /// values (the replay's sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
+    /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/> without decoding ids or values (the
+    /// replay's sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
     /// </summary>
-    public static void CountPuts(ReadOnlySpan<byte> entry, NameCache names, Dictionary<string, int> putsPerCollection, ref long slabbedBytes)
+    public static void CountPuts(ReadOnlySpan<byte> entry, NameCache names, Dictionary<string, int> putsPerCollection)
     {
         if (entry.Length < 5 || entry[0] != Format)
         {
@@ -145,8 +180,7 @@ internal static class BatchEncoding
                 continue;
             }
 
-            int length = Read(entry, ref at, BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4))).Length;
-            slabbedBytes += length <= ValueSlabs.MaxSlabbedValue ? length : 0;
+            _ = Read(entry, ref at, BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4)));
             if (!ReferenceEquals(collection, last))
             {
                 Flush(putsPerCollection, last, lastCount);

@@ -8,99 +8,55 @@ namespace Folio.Tests.Transactions;
 public sealed class ValueSlabsTests
 {
     /// <summary>
-    /// Random copies (empty, small, slab-sized and larger than a slabbed value) and releases against a model that
-    /// keeps every live copy's bytes and the live bytes per backing array: every copy keeps its bytes, and a value is
-    /// sparse exactly when its slab's live bytes are under half of what the slab holds.
+    /// Random values (empty, small, up to the slabbed maximum and larger), with and without a known total: every copy
+    /// keeps its bytes, slabbed copies share slabs within the size bounds, and larger values get arrays of their own.
     /// </summary>
     [Property(MaxTest = 200)]
-    public void Copies_keep_their_bytes_and_sparseness_follows_the_live_bytes(int[] program)
+    public void Copies_keep_their_bytes_and_only_small_values_share_slabs(int[] lengths, bool knownTotal)
     {
-        var slabs = new ValueSlabs();
-        var live = new List<(ReadOnlyMemory<byte> Copy, byte[] Expected)>();
-        var random = new Random(program.Length);
-        byte[]? current = null; // the slab copies go to now, and how far it is filled
-        int currentEnd = 0;
-        foreach (int op in program)
+        var random = new Random(lengths.Length);
+        byte[][] values = lengths.Select(l => (l & 3) switch
         {
-            if ((op & 3) != 3 || live.Count == 0)
-            {
-                int length = (op >>> 2) % 4 switch
-                {
-                    0 => 0,
-                    1 => 1 + ((op >>> 4) % 300),
-                    2 => 1 + ((op >>> 4) % ValueSlabs.MaxSlabbedValue),
-                    _ => ValueSlabs.MaxSlabbedValue + 1 + ((op >>> 4) % 5000),
-                };
-                byte[] value = new byte[length];
-                random.NextBytes(value);
-                ReadOnlyMemory<byte> copy = slabs.Copy(value);
-                live.Add((copy, value));
-                if (length is > 0 and <= ValueSlabs.MaxSlabbedValue)
-                {
-                    System.Runtime.InteropServices.MemoryMarshal.TryGetArray(copy, out ArraySegment<byte> made);
-                    Assert.True(made.Array!.Length is >= ValueSlabs.FirstSlabSize and <= ValueSlabs.MaxSlabSize);
-                    current = made.Array;
-                    currentEnd = made.Offset + made.Count;
-                }
-            }
-            else
-            {
-                int at = (op >>> 2) % live.Count;
-                slabs.Release(live[at].Copy);
-                live.RemoveAt(at);
-            }
-
-            foreach ((ReadOnlyMemory<byte> copy, byte[] expected) in live)
-            {
-                Assert.True(copy.Span.SequenceEqual(expected));
-            }
-        }
-
-        // The model: live bytes per slab (a slab is an array shared by more than one copy or made by the slabs).
-        var liveBytes = new Dictionary<byte[], int>(ReferenceEqualityComparer.Instance);
-        foreach ((ReadOnlyMemory<byte> copy, _) in live)
+            0 => 0,
+            1 => 1 + ((l >>> 2) % 300),
+            2 => 1 + ((l >>> 2) % ValueSlabs.MaxSlabbedValue),
+            _ => ValueSlabs.MaxSlabbedValue + 1 + ((l >>> 2) % 5000),
+        }).Select(n =>
         {
-            if (System.Runtime.InteropServices.MemoryMarshal.TryGetArray(copy, out ArraySegment<byte> segment) && segment.Array is { Length: >= ValueSlabs.FirstSlabSize } array && copy.Length <= ValueSlabs.MaxSlabbedValue)
-            {
-                liveBytes[array] = liveBytes.GetValueOrDefault(array) + copy.Length;
-            }
-        }
-
-        foreach ((ReadOnlyMemory<byte> copy, _) in live)
+            byte[] value = new byte[n];
+            random.NextBytes(value);
+            return value;
+        }).ToArray();
+        long slabbed = values.Where(v => v.Length <= ValueSlabs.MaxSlabbedValue).Sum(v => (long)v.Length);
+        var slabs = new ValueSlabs(knownTotal ? slabbed : 0);
+        var copies = values.Select(v => slabs.Copy(v)).ToList();
+        var slabArrays = new HashSet<byte[]>(ReferenceEqualityComparer.Instance);
+        for (int i = 0; i < values.Length; i++)
         {
-            if (copy.Length == 0 || copy.Length > ValueSlabs.MaxSlabbedValue)
+            Assert.True(copies[i].Span.SequenceEqual(values[i]));
+            if (values[i].Length == 0)
             {
-                Assert.False(slabs.IsSparse(copy)); // not in a slab
                 continue;
             }
 
-            System.Runtime.InteropServices.MemoryMarshal.TryGetArray(copy, out ArraySegment<byte> segment);
-            // A slab holds all of its length once a newer slab exists, and up to its last copy while it is the current one.
-            int used = ReferenceEquals(segment.Array, current) ? currentEnd : segment.Array!.Length;
-            Assert.Equal(liveBytes[segment.Array!] * 2L < used, slabs.IsSparse(copy));
+            System.Runtime.InteropServices.MemoryMarshal.TryGetArray(copies[i], out ArraySegment<byte> segment);
+            if (values[i].Length > ValueSlabs.MaxSlabbedValue)
+            {
+                Assert.Equal(values[i].Length, segment.Array!.Length); // its own array
+                Assert.NotSame(values[i], segment.Array); // a copy
+            }
+            else
+            {
+                Assert.InRange(segment.Array!.Length, ValueSlabs.FirstSlabSize, ValueSlabs.MaxSizedSlab);
+                slabArrays.Add(segment.Array);
+            }
         }
-    }
 
-    [Fact]
-    public void A_mostly_released_slab_is_sparse_and_a_full_one_is_not()
-    {
-        var slabs = new ValueSlabs();
-        var copies = new List<ReadOnlyMemory<byte>>();
-        for (int i = 0; i < 300; i++)
+        if (knownTotal && slabbed > 0)
         {
-            copies.Add(slabs.Copy(new byte[200]));
+            // Sized to the total: what was copied, plus at most a value's worth of slack per slab (a slab's tail).
+            Assert.True(slabArrays.Sum(a => (long)a.Length) <= Math.Max(slabbed, ValueSlabs.FirstSlabSize) + ((long)ValueSlabs.MaxSlabbedValue * slabArrays.Count));
         }
-
-        Assert.False(slabs.AnySparse);
-        for (int i = 0; i < 250; i++)
-        {
-            slabs.Release(copies[i]);
-        }
-
-        Assert.True(slabs.AnySparse);
-        Assert.True(slabs.IsSparse(copies[299]));
-        Assert.False(slabs.IsSparse(new byte[10])); // memory not made by the slabs
-        Assert.False(new ValueSlabs(trackLive: false).IsSparse(copies[299]));
     }
 
     [Fact]
