@@ -9,6 +9,7 @@ internal static class Charts
     {
         ["Folio"] = Colors.DarkOrange,
         ["FolioRaw"] = Colors.OrangeRed,
+        ["FolioRawDeserialized"] = Colors.Peru,
         ["RawFdatasync"] = Colors.Gray,
         ["Sqlite"] = Colors.SteelBlue,
         ["SqliteTyped"] = Colors.LightSteelBlue,
@@ -66,7 +67,7 @@ internal static class Charts
     public static void PointReads(BenchmarkResults results, string file)
     {
         const string type = "PointReadBenchmarks";
-        string[] methods = ["FolioRaw", "Folio", "FolioSourceGenerated", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
+        string[] methods = ["FolioRaw", "FolioRawDeserialized", "Folio", "FolioSourceGenerated", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
         Grouped(results, type, "Threads", methods, r => 1e9 / r.MeanNs, file,
             "Point reads by id per second per thread, 100k documents (higher is better)", "reads/s per thread (log scale)", t => $"{t} thread{(t == "1" ? "" : "s")}");
     }

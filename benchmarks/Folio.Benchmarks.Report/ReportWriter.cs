@@ -96,14 +96,15 @@ internal static class ReportWriter
             return;
         }
 
-        string[] methods = ["Folio", "FolioSourceGenerated", "FolioRaw", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
+        string[] methods = ["Folio", "FolioSourceGenerated", "FolioRaw", "FolioRawDeserialized", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
         md.AppendLine("### Point reads: `PointReadBenchmarks`" + When(results, type));
         md.AppendLine();
         md.AppendLine("Hot reads by random id of 100,000 documents (~200-byte JSON). `Folio` reads through a session and returns the typed");
         md.AppendLine("document; `FolioRaw` returns the stored JSON bytes; `Sqlite` is a prepared primary-key lookup of a JSON text column");
         md.AppendLine("and `SqliteTyped` also deserializes it; `LiteDb` returns the BSON document; `ConcurrentDictionary` holds the same");
         md.AppendLine("bytes (the in-memory ceiling). The `SourceGenerated` pair deserializes with the same source-generated");
-        md.AppendLine("`JsonSerializerContext` (set as the store's `JsonSerializerOptions`) instead of reflection. Mean per read of one thread.");
+        md.AppendLine("`JsonSerializerContext` (set as the store's `JsonSerializerOptions`) instead of reflection. `FolioRawDeserialized` is");
+        md.AppendLine("`FolioRaw` plus System.Text.Json deserialization, no session: the floor of any typed read. Mean per read of one thread.");
         md.AppendLine();
         md.AppendLine($"![Point reads per second per thread]({images}point-reads.png)");
         md.AppendLine();
@@ -140,6 +141,10 @@ internal static class ReportWriter
             if (typed is not null && sqliteTyped is not null)
             {
                 md.AppendLine(Invariant($"- {t} thread(s): `Folio` (typed) at least 5x `SqliteTyped`, reflection serialization: {Verdict(sqliteTyped.MeanNs / typed.MeanNs >= 5)} ({sqliteTyped.MeanNs / typed.MeanNs:N1}x)."));
+                if (results.Find(type, "FolioRawDeserialized", "Threads", t) is { } floor)
+                {
+                    md.AppendLine(Invariant($"  The floor (`FolioRawDeserialized`, no session) reaches {sqliteTyped.MeanNs / floor.MeanNs:N1}x; the session adds {(typed.MeanNs - floor.MeanNs) / floor.MeanNs * 100:N0}% to it."));
+                }
             }
 
             BenchmarkResult? typedGenerated = results.Find(type, "FolioSourceGenerated", "Threads", t);
