@@ -20,17 +20,17 @@ public sealed class DocumentStoreOptions
     public long SegmentSize { get; set; } = JournalOptions.DefaultSegmentSize;
 
     /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>
-    public int MaxGroupCommands { get; set; } = 1024;
+    public int MaxGroupCommands { get; set; } = TransactionMergerOptions.DefaultMaxGroupCommands;
 
     /// <summary>The most bytes one commit group holds. Default 4 MiB; a larger batch commits alone.</summary>
-    public int MaxGroupBytes { get; set; } = 4 << 20;
+    public int MaxGroupBytes { get; set; } = TransactionMergerOptions.DefaultMaxGroupBytes;
 
     /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time between two background fsyncs.
     /// Default 100 ms; positive.</summary>
-    public TimeSpan BufferedSyncInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+    public TimeSpan BufferedSyncInterval { get; set; } = TransactionMergerOptions.DefaultBufferedSyncInterval;
 
     /// <summary>An fsync slower than this logs a warning. Default 500 ms; positive.</summary>
-    public TimeSpan SlowSyncThreshold { get; set; } = TimeSpan.FromMilliseconds(500);
+    public TimeSpan SlowSyncThreshold { get; set; } = TransactionMergerOptions.DefaultSlowSyncThreshold;
 
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;

@@ -5,11 +5,23 @@ namespace Folio.Transactions;
 /// <summary>Settings of the transaction merger (group commit), validated when the store opens.</summary>
 internal sealed class TransactionMergerOptions
 {
+    /// <summary>The default of <see cref="MaxGroupCommands"/> (and of the store's option of the same name).</summary>
+    public const int DefaultMaxGroupCommands = 1024;
+
+    /// <summary>The default of <see cref="MaxGroupBytes"/> (and of the store's option of the same name): 4 MiB.</summary>
+    public const int DefaultMaxGroupBytes = 4 << 20;
+
+    /// <summary>The default of <see cref="BufferedSyncInterval"/> (and of the store's option of the same name).</summary>
+    public static readonly TimeSpan DefaultBufferedSyncInterval = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>The default of <see cref="SlowSyncThreshold"/> (and of the store's option of the same name).</summary>
+    public static readonly TimeSpan DefaultSlowSyncThreshold = TimeSpan.FromMilliseconds(500);
+
     /// <summary>The most commands one group (one journal record, one fsync) holds. Default 1024.</summary>
-    public int MaxGroupCommands { get; set; } = 1024;
+    public int MaxGroupCommands { get; set; } = DefaultMaxGroupCommands;
 
     /// <summary>The most encoded bytes one group holds. Default 4 MiB. A larger batch commits alone.</summary>
-    public int MaxGroupBytes { get; set; } = 4 << 20;
+    public int MaxGroupBytes { get; set; } = DefaultMaxGroupBytes;
 
     /// <summary>
     /// When the first batch of a group is at most this size, the group is capped at its size plus this much, so a
@@ -21,7 +33,7 @@ internal sealed class TransactionMergerOptions
     public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
 
     /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time written commits wait for an fsync. Default 100 ms.</summary>
-    public TimeSpan BufferedSyncInterval { get; set; } = TimeSpan.FromMilliseconds(100);
+    public TimeSpan BufferedSyncInterval { get; set; } = DefaultBufferedSyncInterval;
 
     /// <summary>Encoded bytes of submitted, not yet committed batches above which submitters wait. Default 64 MiB.</summary>
     public long MaxPendingBytes { get; set; } = 64L << 20;
@@ -30,7 +42,7 @@ internal sealed class TransactionMergerOptions
     public int MaxGroupsPerTurn { get; set; } = 16;
 
     /// <summary>An fsync slower than this logs a warning. Default 500 ms.</summary>
-    public TimeSpan SlowSyncThreshold { get; set; } = TimeSpan.FromMilliseconds(500);
+    public TimeSpan SlowSyncThreshold { get; set; } = DefaultSlowSyncThreshold;
 
     /// <summary>Logging; null for none.</summary>
     public ILoggerFactory? LoggerFactory { get; set; }
