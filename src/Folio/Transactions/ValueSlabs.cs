@@ -42,6 +42,7 @@ internal sealed class ValueSlabs
     }
 
     /// <summary>Copies <paramref name="value"/> into a slab (or its own array when large) and returns the copy.</summary>
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.AggressiveOptimization)] // replay runs once per process: no tier-0 pass
     public ReadOnlyMemory<byte> Copy(ReadOnlySpan<byte> value)
     {
         if (value.IsEmpty)
