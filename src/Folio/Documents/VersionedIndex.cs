@@ -186,7 +186,7 @@ internal sealed class VersionedIndex : ICommitState
     /// arrival order; the sorted list is built at the end. The journal keeps <paramref name="segment"/> mapped until
     /// the end of the bulk load (nothing purges during an open).
     /// </summary>
-        internal void ApplyReplayed(List<ReplayedCommand> commands, JournalSegment segment, long entryOffset, long sequence, long timestampTicks)
+    internal void ApplyReplayed(List<ReplayedCommand> commands, JournalSegment segment, long entryOffset, long sequence, long timestampTicks)
     {
         BulkLoad bulk = _bulkLoad ?? throw new InvalidOperationException("No bulk load is in progress.");
         for (int i = 0; i < commands.Count; i++)
@@ -227,7 +227,7 @@ internal sealed class VersionedIndex : ICommitState
     /// (so replay keeps the live documents, not every version the journal holds), and makes each collection's ids
     /// its sorted list (built in linear time from the sorted ids).
     /// </summary>
-        internal void EndBulkLoad()
+    internal void EndBulkLoad()
     {
         if (_bulkLoad is not { } bulk)
         {
@@ -427,7 +427,7 @@ internal sealed class VersionedIndex : ICommitState
         /// <summary>Every replayed put, in order (the last chunk filled up to its count).</summary>
         public List<PendingValue[]> Pending { get; } = [];
 
-                public void AddPending(PendingValue pending)
+        public void AddPending(PendingValue pending)
         {
             if (_lastChunkUsed == ChunkSize)
             {
@@ -439,7 +439,7 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         /// <summary>The collection named <paramref name="name"/>, created in <paramref name="index"/> on first use (the last one is kept: batches mostly write one collection).</summary>
-                public BulkCollection CollectionOf(string name, VersionedIndex index)
+        public BulkCollection CollectionOf(string name, VersionedIndex index)
         {
             if (!ReferenceEquals(name, _lastName))
             {

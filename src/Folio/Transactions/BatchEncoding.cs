@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.Buffers.Binary;
+using System.Runtime.CompilerServices;
 using System.Text;
 
 namespace Folio.Transactions;
@@ -79,7 +80,7 @@ internal static class BatchEncoding
         DecodeCore(entry, names, ref sink);
     }
 
-    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.AggressiveOptimization)] // replay runs once per process: no tier-0 pass
+    [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
     private static void DecodeCore<TSink>(ReadOnlySpan<byte> entry, NameCache? names, ref TSink sink)
         where TSink : struct, ICommandSink
     {
@@ -155,7 +156,7 @@ internal static class BatchEncoding
     /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/> without decoding ids or values (the
     /// replay's sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
     /// </summary>
-    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.AggressiveOptimization)] // replay runs once per process: no tier-0 pass
+    [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
     public static void CountPuts(ReadOnlySpan<byte> entry, NameCache names, Dictionary<string, int> putsPerCollection)
     {
         if (entry.Length < 5 || entry[0] != Format)
@@ -238,7 +239,7 @@ internal static class BatchEncoding
         private readonly byte[]?[] _bytes = new byte[]?[8];
         private int _next;
 
-        [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.AggressiveOptimization)] // replay runs once per process: no tier-0 pass
+        [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
         public string Get(ReadOnlySpan<byte> utf8)
         {
             for (int i = 0; i < _names.Length; i++)

@@ -1,3 +1,5 @@
+using System.Runtime.CompilerServices;
+
 namespace Folio.Transactions;
 
 /// <summary>
@@ -42,7 +44,7 @@ internal sealed class ValueSlabs
     }
 
     /// <summary>Copies <paramref name="value"/> into a slab (or its own array when large) and returns the copy.</summary>
-    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.AggressiveOptimization)] // replay runs once per process: no tier-0 pass
+    [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
     public ReadOnlyMemory<byte> Copy(ReadOnlySpan<byte> value)
     {
         if (value.IsEmpty)
