@@ -14,16 +14,24 @@ public sealed class RecoveryReplayTests
     /// ids read as absent, and ids added after the reopen take their place in the order.
     /// </summary>
     [Theory]
-    [InlineData(1)]
-    [InlineData(2)]
-    [InlineData(3)]
-    public async Task Replay_rebuilds_overwrites_deletes_and_puts_after_deletes_in_id_order(int seed)
+    [InlineData(1, 0)]
+    [InlineData(2, 0)]
+    [InlineData(3, 1024 * 1024)] // values spread over several segments
+    public async Task Replay_rebuilds_overwrites_deletes_and_puts_after_deletes_in_id_order(int seed, long segmentSize)
     {
         using var dir = new TempDirectory();
         var random = new Random(seed);
+        var options = new DocumentStoreOptions();
+        if (segmentSize > 0)
+        {
+            options.SegmentSize = segmentSize;
+            options.MaxDocumentSize = 16 * 1024;
+            options.MaxGroupBytes = 512 * 1024;
+        }
+
         string[] collections = ["Orders", "Users"];
         var model = new Dictionary<(string Collection, string Id), (long Version, string Json)>();
-        await using (var store = await DocumentStore.OpenAsync(dir.Path))
+        await using (var store = await DocumentStore.OpenAsync(dir.Path, options))
         {
             for (int b = 0; b < 60; b++)
             {
@@ -67,8 +75,13 @@ public sealed class RecoveryReplayTests
             }
         }
 
-        await using (var store = await DocumentStore.OpenAsync(dir.Path))
+        await using (var store = await DocumentStore.OpenAsync(dir.Path, options))
         {
+            if (segmentSize > 0)
+            {
+                Assert.True(store.Journal.SegmentCount > 3, $"{store.Journal.SegmentCount} segments");
+            }
+
             AssertAgrees(store, collections, model);
             for (int i = 0; i < 400; i++)
             {
