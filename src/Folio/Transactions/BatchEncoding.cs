@@ -101,7 +101,7 @@ internal static class BatchEncoding
         {
             var kind = (CommandKind)Read(entry, ref at, 1)[0];
             string collection = names is null ? ReadName(entry, ref at) : names.Get(ReadNameBytes(entry, ref at));
-            string id = ReadName(entry, ref at);
+            ReadOnlySpan<byte> id = ReadNameBytes(entry, ref at);
             int valueStart = at;
             int valueLength = 0;
             if (kind == CommandKind.Put)
@@ -115,7 +115,7 @@ internal static class BatchEncoding
                 throw new FormatException($"Unknown command kind {(byte)kind}.");
             }
 
-            sink.Add(kind, new DocumentKey(collection, id), entry, valueStart, valueLength);
+            sink.Add(kind, collection, id, entry, valueStart, valueLength);
         }
 
         if (at != entry.Length)
@@ -124,12 +124,15 @@ internal static class BatchEncoding
         }
     }
 
-    /// <summary>Receives decoded commands (a struct, so the decoder is specialized per sink).</summary>
+    /// <summary>
+    /// Receives decoded commands (a struct, so the decoder is specialized per sink). The id comes as its UTF-8 bytes,
+    /// so a sink that does not need it (the counting pass) does not decode it.
+    /// </summary>
     private interface ICommandSink
     {
         void EnsureCapacity(int count);
 
-        void Add(CommandKind kind, DocumentKey key, ReadOnlySpan<byte> entry, int valueStart, int valueLength);
+        void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength);
     }
 
     /// <summary>Commands with their values copied into arrays of their own.</summary>
@@ -139,8 +142,8 @@ internal static class BatchEncoding
 
         public void EnsureCapacity(int count) => Commands.EnsureCapacity(count);
 
-        public void Add(CommandKind kind, DocumentKey key, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
-            Commands.Add(new BatchCommand(kind, key, kind == CommandKind.Put ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
+        public void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
+            Commands.Add(new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), kind == CommandKind.Put ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
     }
 
     /// <summary>Commands with where their values are in the entry.</summary>
@@ -148,62 +151,61 @@ internal static class BatchEncoding
     {
         public void EnsureCapacity(int count) => commands.EnsureCapacity(count);
 
-        public void Add(CommandKind kind, DocumentKey key, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
-            commands.Add(new ReplayedCommand(kind, key, valueStart, valueLength));
+        public void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
+            commands.Add(new ReplayedCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), valueStart, valueLength));
     }
 
     /// <summary>
-    /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/> without decoding ids or values (the
-    /// replay's sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
+    /// Puts per collection, added to a dictionary once per run of commands of one collection (batches mostly write
+    /// one). Call <see cref="Flush"/> after the entry.
     /// </summary>
-    [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
-    public static void CountPuts(ReadOnlySpan<byte> entry, NameCache names, Dictionary<string, int> putsPerCollection)
+    private struct CountingSink(Dictionary<string, int> putsPerCollection) : ICommandSink
     {
-        if (entry.Length < 5 || entry[0] != Format)
+        private string? _collection;
+        private int _puts;
+
+        public readonly void EnsureCapacity(int count)
         {
-            throw new FormatException("Not a batch entry of a known format.");
         }
 
-        int count = BinaryPrimitives.ReadInt32LittleEndian(entry[1..]);
-        if (count < 0 || count > entry.Length)
+        public void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength)
         {
-            throw new FormatException("Batch entry has an invalid command count.");
-        }
-
-        int at = 5;
-        string? last = null;
-        int lastCount = 0;
-        for (int i = 0; i < count; i++)
-        {
-            var kind = (CommandKind)Read(entry, ref at, 1)[0];
-            string collection = names.Get(ReadNameBytes(entry, ref at));
-            _ = ReadNameBytes(entry, ref at);
             if (kind != CommandKind.Put)
             {
-                continue;
+                return;
             }
 
-            _ = Read(entry, ref at, BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4)));
-            if (!ReferenceEquals(collection, last))
+            if (!ReferenceEquals(collection, _collection))
             {
-                Flush(putsPerCollection, last, lastCount);
-                last = collection;
-                lastCount = 0;
+                Flush();
+                _collection = collection;
             }
 
-            lastCount++;
+            _puts++;
         }
 
-        Flush(putsPerCollection, last, lastCount);
-
-        static void Flush(Dictionary<string, int> counts, string? collection, int puts)
+        public void Flush()
         {
-            if (collection is not null)
+            if (_collection is not null)
             {
-                ref int total = ref System.Runtime.InteropServices.CollectionsMarshal.GetValueRefOrAddDefault(counts, collection, out _);
-                total = (int)Math.Min((long)total + puts, int.MaxValue);
+                ref int total = ref System.Runtime.InteropServices.CollectionsMarshal.GetValueRefOrAddDefault(putsPerCollection, _collection, out _);
+                total = (int)Math.Min((long)total + _puts, int.MaxValue);
             }
+
+            _collection = null;
+            _puts = 0;
         }
+    }
+
+    /// <summary>
+    /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/> without decoding ids or copying values
+    /// (the replay's sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
+    /// </summary>
+    public static void CountPuts(ReadOnlySpan<byte> entry, NameCache names, Dictionary<string, int> putsPerCollection)
+    {
+        var sink = new CountingSink(putsPerCollection);
+        DecodeCore(entry, names, ref sink);
+        sink.Flush();
     }
 
     private static int NameBytes(string name, string what)
