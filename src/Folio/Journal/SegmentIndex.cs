@@ -68,13 +68,7 @@ internal sealed class SegmentIndex
     public long FindTimestamp(long timestampTicks, long committedLength, out bool exact)
     {
         exact = false;
-        long state = Volatile.Read(ref _state);
-        if ((state >>> 32) < committedLength)
-        {
-            state = Extend(committedLength);
-        }
-
-        int count = (int)(state & 0xFFFF_FFFF);
+        int count = IndexedCount(committedLength);
         if (count == 0)
         {
             return -1;
@@ -85,16 +79,16 @@ internal sealed class SegmentIndex
         if (entries[(low * 3) + 1] >= timestampTicks)
         {
             exact = true; // only entry 0 can be at or after the time here: it is the segment's first record
-            return entries[(low * 3) + 2] & ~FollowsIndexed;
+            return OffsetAt(entries, low);
         }
 
         if (low + 1 < count && (entries[((low + 1) * 3) + 2] & FollowsIndexed) != 0)
         {
             exact = true;
-            return entries[((low + 1) * 3) + 2] & ~FollowsIndexed;
+            return OffsetAt(entries, low + 1);
         }
 
-        return entries[(low * 3) + 2] & ~FollowsIndexed;
+        return OffsetAt(entries, low);
     }
 
     /// <summary>
@@ -124,21 +118,24 @@ internal sealed class SegmentIndex
 
     private long Find(long key, long committedLength, int field)
     {
+        int count = IndexedCount(committedLength);
+        return count == 0 ? -1 : OffsetAt(_entries!, Search(_entries!, count, key, field));
+    }
+
+    /// <summary>The published entry count, once every committed byte below <paramref name="committedLength"/> is indexed.</summary>
+    private int IndexedCount(long committedLength)
+    {
         long state = Volatile.Read(ref _state);
         if ((state >>> 32) < committedLength)
         {
             state = Extend(committedLength);
         }
 
-        int count = (int)(state & 0xFFFF_FFFF);
-        if (count == 0)
-        {
-            return -1;
-        }
-
-        long[] entries = _entries!;
-        return entries[(Search(entries, count, key, field) * 3) + 2] & ~FollowsIndexed;
+        return (int)(state & 0xFFFF_FFFF);
     }
+
+    /// <summary>The record offset of entry <paramref name="index"/>, without the flag bit.</summary>
+    private static long OffsetAt(long[] entries, int index) => entries[(index * 3) + 2] & ~FollowsIndexed;
 
     /// <summary>The last of the first <paramref name="count"/> entries whose <paramref name="field"/> is at most <paramref name="key"/>, or entry 0.</summary>
     private static int Search(long[] entries, int count, long key, int field)
