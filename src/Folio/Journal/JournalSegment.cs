@@ -130,8 +130,7 @@ internal sealed class JournalSegment
     public bool TryAcquire(out int stripe)
     {
         stripe = Thread.GetCurrentProcessorId() & s_stripeMask;
-        ref int counter = ref _readerStripes[(stripe + 1) * StripeStride];
-        Interlocked.Increment(ref counter);
+        Interlocked.Increment(ref StripeCounter(stripe));
         if (Volatile.Read(ref _closing) == 0)
         {
             return true;
@@ -145,7 +144,7 @@ internal sealed class JournalSegment
     /// <param name="stripe">The stripe <see cref="TryAcquire"/> returned.</param>
     public void Release(int stripe)
     {
-        Interlocked.Decrement(ref _readerStripes[(stripe + 1) * StripeStride]);
+        Interlocked.Decrement(ref StripeCounter(stripe));
         if (Volatile.Read(ref _closing) != 0)
         {
             TryFinalize();
@@ -159,11 +158,14 @@ internal sealed class JournalSegment
         TryFinalize();
     }
 
+    /// <summary>The reader counter of <paramref name="stripe"/>, alone on its 128 bytes.</summary>
+    private ref int StripeCounter(int stripe) => ref _readerStripes[(stripe + 1) * StripeStride];
+
     private void TryFinalize()
     {
         for (int i = 0; i <= s_stripeMask; i++)
         {
-            if (Volatile.Read(ref _readerStripes[(i + 1) * StripeStride]) != 0)
+            if (Volatile.Read(ref StripeCounter(i)) != 0)
             {
                 return;
             }
@@ -191,7 +193,7 @@ internal sealed class JournalSegment
             int count = Volatile.Read(ref _closing) == 0 ? 1 : 0;
             for (int i = 0; i <= s_stripeMask; i++)
             {
-                count += Volatile.Read(ref _readerStripes[(i + 1) * StripeStride]);
+                count += Volatile.Read(ref StripeCounter(i));
             }
 
             return count;
