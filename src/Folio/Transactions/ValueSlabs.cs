@@ -8,9 +8,9 @@ namespace Folio.Transactions;
 /// object where it would trace thousands, and slabs larger than 85,000 bytes are large objects, which the GC does not
 /// copy when it promotes them (see docs/benchmarks.md, "Recovery replay").
 /// <para>
-/// Sizes. Slabs are sized to the bytes still to be copied (<c>expectedBytes</c>, counted before copying), up to
-/// <see cref="MaxSizedSlab"/>, so one or a few arrays hold exactly the live documents; when the total is not known,
-/// slabs double from <see cref="FirstSlabSize"/> to <see cref="MaxSlabSize"/>. Values over
+/// Sizes. Slabs are sized to the bytes still to be copied (<c>expectedBytes</c>, counted before copying), between
+/// <see cref="MinSlabSize"/> and <see cref="MaxSizedSlab"/>, so one or a few arrays hold exactly the live
+/// documents. Values over
 /// <see cref="MaxSlabbedValue"/> bytes get an array of their own, so that a large document overwritten later does not
 /// keep a slab's worth of neighbours alive, nor they it.
 /// </para>
@@ -18,13 +18,10 @@ namespace Folio.Transactions;
 /// </summary>
 internal sealed class ValueSlabs
 {
-    /// <summary>The size of the first slab when the total is not known (and the smallest slab).</summary>
-    public const int FirstSlabSize = 64 * 1024;
+    /// <summary>The smallest slab.</summary>
+    public const int MinSlabSize = 64 * 1024;
 
-    /// <summary>The size of a slab once slabs have doubled up to it, when the total is not known.</summary>
-    public const int MaxSlabSize = 1024 * 1024;
-
-    /// <summary>The largest slab sized from the expected bytes.</summary>
+    /// <summary>The largest slab.</summary>
     public const int MaxSizedSlab = 64 * 1024 * 1024;
 
     /// <summary>The largest value copied into a slab; larger values get an array of their own.</summary>
@@ -32,12 +29,11 @@ internal sealed class ValueSlabs
 
     private byte[]? _current;
     private int _used;
-    private int _nextSize = FirstSlabSize;
     private long _expected;
 
     /// <summary>Creates the slabs.</summary>
-    /// <param name="expectedBytes">The bytes of slabbed values (at most <see cref="MaxSlabbedValue"/> each) that will be copied; 0 when unknown.</param>
-    public ValueSlabs(long expectedBytes = 0)
+    /// <param name="expectedBytes">The bytes of slabbed values (at most <see cref="MaxSlabbedValue"/> each) that will be copied.</param>
+    public ValueSlabs(long expectedBytes)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(expectedBytes);
         _expected = expectedBytes;
@@ -59,16 +55,7 @@ internal sealed class ValueSlabs
 
         if (_current is null || _current.Length - _used < value.Length)
         {
-            if (_expected >= value.Length)
-            {
-                _current = GC.AllocateUninitializedArray<byte>((int)Math.Clamp(_expected, FirstSlabSize, MaxSizedSlab));
-            }
-            else
-            {
-                _current = GC.AllocateUninitializedArray<byte>(_nextSize);
-                _nextSize = Math.Min(_nextSize * 2, MaxSlabSize);
-            }
-
+            _current = GC.AllocateUninitializedArray<byte>((int)Math.Clamp(Math.Max(_expected, value.Length), MinSlabSize, MaxSizedSlab));
             _used = 0;
         }
 

@@ -147,7 +147,7 @@ public sealed class RecoveryReplayTests
 
             long live = expected.Values.Sum(v => (long)v.Length);
             long held = arrays.Sum(a => (long)a.Length);
-            Assert.True(held <= Math.Max(live, ValueSlabs.FirstSlabSize), $"{held} bytes held for {live} live bytes");
+            Assert.True(held <= Math.Max(live, ValueSlabs.MinSlabSize), $"{held} bytes held for {live} live bytes");
         }
     }
 

@@ -47,7 +47,7 @@ public sealed class ValueSlabsTests
             }
             else
             {
-                Assert.InRange(segment.Array!.Length, ValueSlabs.FirstSlabSize, ValueSlabs.MaxSizedSlab);
+                Assert.InRange(segment.Array!.Length, ValueSlabs.MinSlabSize, ValueSlabs.MaxSizedSlab);
                 slabArrays.Add(segment.Array);
             }
         }
@@ -55,7 +55,7 @@ public sealed class ValueSlabsTests
         if (knownTotal && slabbed > 0)
         {
             // Sized to the total: what was copied, plus at most a value's worth of slack per slab (a slab's tail).
-            Assert.True(slabArrays.Sum(a => (long)a.Length) <= Math.Max(slabbed, ValueSlabs.FirstSlabSize) + ((long)ValueSlabs.MaxSlabbedValue * slabArrays.Count));
+            Assert.True(slabArrays.Sum(a => (long)a.Length) <= Math.Max(slabbed, ValueSlabs.MinSlabSize) + ((long)ValueSlabs.MaxSlabbedValue * slabArrays.Count));
         }
     }
 
@@ -69,31 +69,10 @@ public sealed class ValueSlabsTests
 
         var small = new ValueSlabs(expectedBytes: 10);
         System.Runtime.InteropServices.MemoryMarshal.TryGetArray(small.Copy(new byte[10]), out segment);
-        Assert.Equal(ValueSlabs.FirstSlabSize, segment.Array!.Length);
+        Assert.Equal(ValueSlabs.MinSlabSize, segment.Array!.Length);
 
         var huge = new ValueSlabs(expectedBytes: 10L * ValueSlabs.MaxSizedSlab);
         System.Runtime.InteropServices.MemoryMarshal.TryGetArray(huge.Copy(new byte[10]), out segment);
         Assert.Equal(ValueSlabs.MaxSizedSlab, segment.Array!.Length);
-    }
-
-    [Fact]
-    public void Slabs_grow_from_the_first_size_to_the_largest()
-    {
-        var slabs = new ValueSlabs();
-        var arrays = new List<byte[]>();
-        for (int i = 0; i < 20_000; i++)
-        {
-            ReadOnlyMemory<byte> copy = slabs.Copy(new byte[200]);
-            System.Runtime.InteropServices.MemoryMarshal.TryGetArray(copy, out ArraySegment<byte> segment);
-            if (arrays.Count == 0 || !ReferenceEquals(arrays[^1], segment.Array))
-            {
-                arrays.Add(segment.Array!);
-            }
-        }
-
-        Assert.Equal(ValueSlabs.FirstSlabSize, arrays[0].Length);
-        Assert.Equal(ValueSlabs.FirstSlabSize * 2, arrays[1].Length);
-        Assert.Equal(ValueSlabs.MaxSlabSize, arrays[^1].Length);
-        Assert.True(arrays.TrueForAll(a => a.Length <= ValueSlabs.MaxSlabSize));
     }
 }
