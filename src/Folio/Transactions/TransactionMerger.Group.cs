@@ -11,6 +11,9 @@ internal sealed partial class TransactionMerger
     private readonly Dictionary<DocumentKey, long> _groupWrites = [];
     private ReadOnlyMemory<byte>[] _entries = new ReadOnlyMemory<byte>[64];
 
+    /// <summary>How long the group fill waits without a new batch before it stops waiting.</summary>
+    private static readonly TimeSpan FillStall = TimeSpan.FromMicroseconds(20);
+
     /// <summary>A put earlier in the same group: no expectation can match it.</summary>
     private const long PendingPut = -1;
 
@@ -23,6 +26,7 @@ internal sealed partial class TransactionMerger
             return;
         }
 
+        WaitForGroupToFill();
         TakeGroup();
         if (_group.Count == 0)
         {
@@ -41,6 +45,45 @@ internal sealed partial class TransactionMerger
         {
             _group.Clear();
             _accepted.Clear();
+        }
+    }
+
+    /// <summary>
+    /// Lets the writers acknowledged by the previous group come back before taking the next one (see the protocol on
+    /// <see cref="TransactionMerger"/>): waits while fewer batches are pending than the previous group held, at most
+    /// <see cref="TransactionMergerOptions.GroupFillWait"/> of the average fsync, and stops early when no new batch
+    /// arrived for <see cref="FillStall"/>. Spins and yields (no sleep: the waits are tens of microseconds).
+    /// </summary>
+    private void WaitForGroupToFill()
+    {
+        int expected = Volatile.Read(ref _lastGroupBatches);
+        long seen = Volatile.Read(ref _queueDepth);
+        if (expected <= 1 || seen >= expected || _options.GroupFillWait <= 0 || IsFaulted)
+        {
+            return;
+        }
+
+        long budget = (long)(Volatile.Read(ref _averageSyncTicks) * _options.GroupFillWait * Stopwatch.Frequency / TimeSpan.TicksPerSecond);
+        long now = Stopwatch.GetTimestamp();
+        long deadline = now + budget;
+        long lastArrival = now;
+        long stall = (long)(FillStall.TotalSeconds * Stopwatch.Frequency);
+        var spin = new SpinWait();
+        while (now < deadline && now - lastArrival < stall)
+        {
+            spin.SpinOnce(sleep1Threshold: -1);
+            now = Stopwatch.GetTimestamp();
+            long depth = Volatile.Read(ref _queueDepth);
+            if (depth >= expected)
+            {
+                return;
+            }
+
+            if (depth > seen)
+            {
+                seen = depth;
+                lastArrival = now;
+            }
         }
     }
 
@@ -186,6 +229,7 @@ internal sealed partial class TransactionMerger
             pending.TrySetResult(new CommitResult(first + i, timestamp));
         }
 
+        Volatile.Write(ref _lastGroupBatches, _group.Count);
         _metrics.Commits.Add(count);
         _metrics.Groups.Add(1);
         _metrics.BatchesPerGroup.Record(count);

@@ -237,6 +237,55 @@ public sealed class TransactionMergerTests
     }
 
     [Fact]
+    public async Task A_lone_writer_commits_on_its_own_thread_and_after_a_merged_group_the_committer_runs_on_the_pool()
+    {
+        using var fixture = new MergerFixture();
+
+        // Idle merger: the caller commits inline; the result is durable when CommitAsync returns.
+        Task<CommitResult> lone = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "lone", Json("{}"))).AsTask();
+        Assert.True(lone.IsCompletedSuccessfully, "an idle merger commits a lone batch inline");
+        Assert.Equal(1, fixture.Journal.CommittedSequence);
+        Assert.Equal(1, (await lone).Sequence);
+
+        // A group of several batches: the first waits in fsync while three more queue behind it.
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var queued = Enumerable.Range(0, 3).Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"q{i}", Json("{}"))).AsTask()).ToList();
+        gate.Set();
+        await first!;
+        await Task.WhenAll(queued);
+        Assert.Equal(1, fixture.ReadBatches().Select(b => b.Record).Distinct().Count(r => r > 2)); // q0..q2 merged into one record
+
+        // Under concurrency the caller does not serve others: with the next fsync held, CommitAsync still returns
+        // (pending) because the committer runs as a pool work item, not on the caller's thread.
+        Task<Task<CommitResult>>? submit = null;
+        var held = fixture.HoldNextSync(() => submit = Task.Factory.StartNew(
+            () => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "pooled", Json("{}"))).AsTask(),
+            CancellationToken.None,
+            TaskCreationOptions.None,
+            TaskScheduler.Default));
+        Task<CommitResult> handedOff = await submit!.WaitAsync(TimeSpan.FromSeconds(10)); // times out if the caller were held in fsync
+        Assert.False(handedOff.IsCompleted, "the commit is held in the pool committer's fsync, not the caller's");
+        held.Set();
+        Assert.Equal(6, (await handedOff).Sequence);
+
+        // Once groups hold one batch again, a lone writer is back on the inline path.
+        Assert.True(fixture.Merger.CommitAsync(new CommitBatch().Put("c", "lone-again", Json("{}"))).AsTask().IsCompletedSuccessfully);
+    }
+
+    [Theory]
+    [InlineData(-0.1)]
+    [InlineData(1.5)]
+    [InlineData(double.NaN)]
+    public void A_group_fill_wait_outside_zero_to_one_is_rejected_at_open(double fraction)
+    {
+        using var dir = new TempDirectory();
+        using var journal = Folio.Journal.WriteAheadJournal.Open(dir.Path);
+        var error = Assert.Throws<ArgumentOutOfRangeException>(() => new TransactionMerger(journal, new VersionTable(), new TransactionMergerOptions { GroupFillWait = fraction }));
+        Assert.Equal(nameof(TransactionMergerOptions.GroupFillWait), error.ParamName);
+    }
+
+    [Fact]
     public async Task Dispose_commits_what_is_pending_and_later_commits_throw()
     {
         var fixture = new MergerFixture();
