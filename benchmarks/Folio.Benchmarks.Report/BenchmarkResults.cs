@@ -120,9 +120,10 @@ internal sealed class BenchmarkResults
 
 /// <summary>
 /// The group-commit benchmark's own statistics (p50/p99 commit latency and average group size per iteration), from the
-/// CSV it appends to: <c>time,writers,method,p50 µs,p99 µs,average group</c>.
+/// CSV it appends to: <c>time,writers,method,p50 µs,p99 µs,average group[,average group fsync µs of the iteration]</c>
+/// (the last column was added later; older rows read as NaN).
 /// </summary>
-internal sealed record GroupCommitStats(int Writers, string Method, double P50Us, double P99Us, double AverageGroup)
+internal sealed record GroupCommitStats(int Writers, string Method, double P50Us, double P99Us, double AverageGroup, double AverageSyncUs)
 {
     public static IReadOnlyList<GroupCommitStats> Load(string file)
     {
@@ -131,19 +132,20 @@ internal sealed record GroupCommitStats(int Writers, string Method, double P50Us
             return [];
         }
 
-        var rows = new List<(int Writers, string Method, double P50, double P99, double Group)>();
+        var rows = new List<(int Writers, string Method, double P50, double P99, double Group, double Sync)>();
         foreach (string line in File.ReadLines(file))
         {
             string[] f = line.Split(',');
-            if (f.Length == 6 && int.TryParse(f[1], CultureInfo.InvariantCulture, out int writers))
+            if (f.Length is 6 or 7 && int.TryParse(f[1], CultureInfo.InvariantCulture, out int writers))
             {
-                rows.Add((writers, f[2], Parse(f[3]), Parse(f[4]), Parse(f[5])));
+                rows.Add((writers, f[2], Parse(f[3]), Parse(f[4]), Parse(f[5]), f.Length == 7 ? Parse(f[6]) : double.NaN));
             }
         }
 
-        // Per (writers, method): the median of the per-iteration percentiles; the group size is cumulative, so the last row.
+        // Per (writers, method): the median of the per-iteration percentiles and fsync averages; the group size is
+        // cumulative, so the last row.
         return rows.GroupBy(r => (r.Writers, r.Method))
-            .Select(g => new GroupCommitStats(g.Key.Writers, g.Key.Method, Median(g.Select(r => r.P50)), Median(g.Select(r => r.P99)), g.Last().Group))
+            .Select(g => new GroupCommitStats(g.Key.Writers, g.Key.Method, Median(g.Select(r => r.P50)), Median(g.Select(r => r.P99)), g.Last().Group, Median(g.Select(r => r.Sync).Where(v => v > 0))))
             .ToList();
 
         static double Parse(string text) => double.Parse(text, NumberStyles.Float, CultureInfo.InvariantCulture);

@@ -216,6 +216,12 @@ internal sealed partial class TransactionMerger
             Array.Clear(_entries, 0, count);
         }
 
+        if (!durable)
+        {
+            // Acknowledged before its fsync: the buffered-mode timer syncs it within the interval.
+            Volatile.Write(ref _bufferedAcknowledged, first + count - 1);
+        }
+
         for (int i = 0; i < count; i++)
         {
             _state.Apply(_accepted[i].Batch, first + i, timestamp);

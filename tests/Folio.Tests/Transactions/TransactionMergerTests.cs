@@ -224,6 +224,29 @@ public sealed class TransactionMergerTests
     }
 
     [Fact]
+    public async Task In_a_durable_store_the_buffered_sync_timer_never_syncs_and_fsync_durations_are_the_committers_own()
+    {
+        using var fixture = new MergerFixture(o => o.BufferedSyncInterval = TimeSpan.FromMilliseconds(2));
+
+        // A durable group is written and held inside its fsync: appended, not committed, for many timer periods.
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "held", Json("{}"))).AsTask()));
+        await Task.Delay(100);
+        gate.Set();
+        await first!;
+        for (int i = 0; i < 20; i++)
+        {
+            await fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"k{i}", Json("{}")));
+        }
+
+        await Task.Delay(50);
+
+        // One fsync per group, all made by the committer; the timer neither synced nor recorded a wait as an fsync.
+        Assert.Equal(fixture.Journal.AppendedRecords, fixture.Merger.SyncCount);
+        Assert.Equal(21, fixture.Merger.SyncCount);
+    }
+
+    [Fact]
     public async Task Bad_batches_are_rejected_with_clear_exceptions_and_the_merger_stays_usable()
     {
         using var fixture = new MergerFixture(segmentSize: 64 * 1024);
