@@ -125,6 +125,12 @@ internal sealed class BenchmarkResults
 /// </summary>
 internal sealed record GroupCommitStats(int Writers, string Method, double P50Us, double P99Us, double AverageGroup, double AverageSyncUs)
 {
+    /// <summary>Whether the row carries a group fsync duration (rows written before the column existed do not).</summary>
+    public bool HasSync => AverageSyncUs > 0;
+
+    /// <summary>The fsync-bound ceiling: each writer waits for its own commit, so W writers complete at most W commits per group fsync.</summary>
+    public double CeilingPerSecond => Writers * 1e6 / AverageSyncUs;
+
     public static IReadOnlyList<GroupCommitStats> Load(string file)
     {
         if (!File.Exists(file))

@@ -13,9 +13,9 @@ namespace Folio.Benchmarks;
 /// of all writers). Peers in the same run: SQLite (WAL, synchronous=FULL, one connection per writer), LiteDB (one
 /// shared database; it does not fsync per commit), and the single-writer physical limit (200 bytes + fdatasync in a
 /// loop into a zero-filled file). Commits/s, p50/p99 latency, Folio's average group size and the average duration of
-/// its group fsyncs in the iteration are appended to group-commit-stats.csv in the benchmark folder. The fsync duration gives the
-/// latency-bound ceiling: W writers that each wait for their own commit can at best complete W commits per group
-/// fsync, so W / (average group fsync) commits/s.
+/// its group fsyncs in the iteration are appended to group-commit-stats.csv in the benchmark folder. The fsync
+/// duration gives the latency-bound ceiling: W writers that each wait for their own commit can at best complete W
+/// commits per group fsync, so W / (average group fsync) commits/s.
 /// </summary>
 public class GroupCommitBenchmarks : BenchmarkDirectory
 {
@@ -105,9 +105,9 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         Array.Sort(_latencies, 0, _latencyCount);
         _commitsMeasured += _latencyCount;
         _groupsMeasured += CountGroups() - _groupsBefore;
-        long syncs = _merger.SyncCount - _syncsBefore;
         if (_latencyCount > 0)
         {
+            long syncs = _merger.SyncCount - _syncsBefore;
             double averageSyncUs = syncs > 0 ? (_merger.TotalSyncDuration - _syncTimeBefore).TotalMicroseconds / syncs : 0;
             string line = FormattableString.Invariant($"{DateTime.UtcNow:O},{Writers},{_method},{Percentile(0.50):F1},{Percentile(0.99):F1},{(_groupsMeasured > 0 ? (double)_commitsMeasured / _groupsMeasured : 0):F1},{averageSyncUs:F1}");
             File.AppendAllText(StatsFile, line + Environment.NewLine);
