@@ -4,10 +4,11 @@ using Microsoft.Extensions.Options;
 namespace Folio.Extensions.Hosting;
 
 /// <summary>
-/// Reports the store's health: <c>Unhealthy</c> when it is faulted (a journal write or fsync failed: commits fail
-/// until it is reopened), <c>Degraded</c> when the average fsync duration exceeds
-/// <see cref="FolioOptions.DegradedSyncLatency"/>, else <c>Healthy</c>. The data carries the last committed sequence
-/// and the fsync figures. Reading them is lock-free; the check never touches the disk.
+/// Reports the store's health: <c>Unhealthy</c> when it is faulted (a journal write or fsync failed, or a group in the
+/// journal could not be applied to the in-memory state: commits fail until it is reopened), <c>Degraded</c> when the
+/// average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else <c>Healthy</c>. The data
+/// carries the last committed sequence and the fsync figures. Reading them is lock-free; the check never touches the
+/// disk.
 /// </summary>
 internal sealed class FolioHealthCheck : IHealthCheck
 {
@@ -44,7 +45,7 @@ internal sealed class FolioHealthCheck : IHealthCheck
         {
             return Task.FromResult(new HealthCheckResult(
                 context.Registration.FailureStatus,
-                "The Folio store is faulted after a journal failure; commits fail until it is reopened: " + diagnostics.Fault?.Message,
+                "The Folio store is faulted; commits fail until it is reopened: " + diagnostics.Fault?.Message,
                 diagnostics.Fault,
                 data));
         }

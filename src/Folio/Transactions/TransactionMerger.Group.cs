@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
 
 namespace Folio.Transactions;
 
@@ -221,9 +222,17 @@ internal sealed partial class TransactionMerger
             Volatile.Write(ref _bufferedAcknowledged, first + count - 1);
         }
 
-        for (int i = 0; i < count; i++)
+        try
         {
-            _state.Apply(_accepted[i].Batch, first + i, timestamp);
+            for (int i = 0; i < count; i++)
+            {
+                _state.Apply(_accepted[i].Batch, first + i, timestamp);
+            }
+        }
+        catch (Exception e)
+        {
+            FailAfterApply(e, first, count);
+            return;
         }
 
         // Acknowledge in commit order, only now that the group is durable (or written, for a buffered group).
@@ -239,6 +248,29 @@ internal sealed partial class TransactionMerger
         _metrics.Groups.Add(1);
         _metrics.BatchesPerGroup.Record(count);
         _metrics.CommandsPerGroup.Record(commands);
+    }
+
+    /// <summary>
+    /// The group is in the journal (durable, or written for a buffered group) but the in-memory state could not take
+    /// it, so the state may hold part of the group: the merger faults. The group's waiters learn that their commits
+    /// are in the journal (reopening replays them); pending batches fail as after a journal failure. Without this an
+    /// exception here would leave the committer role taken and every later commit waiting forever.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void FailAfterApply(Exception cause, long first, int count)
+    {
+        SetFault(cause);
+        for (int i = 0; i < count; i++)
+        {
+            PendingBatch pending = _accepted[i];
+            Release(pending);
+            pending.TrySetException(new StoreFaultedException(
+                $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The store is faulted; reopen it (recovery replays the commit).",
+                cause));
+        }
+
+        _metrics.FailedCommits.Add(count);
+        FailAllPending();
     }
 
     private void SetFault(Exception cause)

@@ -37,7 +37,8 @@ namespace Folio.Transactions;
 /// <para>
 /// Faults. A failed journal write or fsync faults the merger: the group and every pending batch fail with
 /// <see cref="StoreFaultedException"/> carrying the cause, later submissions fail fast, and nothing is acknowledged
-/// that is not durable (a failed fsync is never retried as if it had succeeded).
+/// that is not durable (a failed fsync is never retried as if it had succeeded). A group that reached the journal but
+/// that the state failed to apply faults the merger too: its waiters are told their commits are in the journal.
 /// </para>
 /// </summary>
 internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
@@ -277,7 +278,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         Exception? fault = Volatile.Read(ref _fault);
         if (fault is not null)
         {
-            throw new StoreFaultedException("The store is faulted after a journal failure; commits fail until it is reopened.", fault);
+            throw new StoreFaultedException("The store is faulted (the inner exception is the cause); commits fail until it is reopened.", fault);
         }
     }
 

@@ -62,12 +62,14 @@ internal sealed class MergerFixture : IDisposable
     }
 }
 
-/// <summary>A version table whose validation throws for batches the test marks.</summary>
+/// <summary>A version table whose validation, or application, throws for batches the test marks.</summary>
 internal sealed class TestState : ICommitState
 {
     private readonly VersionTable _versions = new();
 
     public Func<CommitBatch, Exception?> Validator { get; set; } = static _ => null;
+
+    public Func<CommitBatch, Exception?> ApplyFault { get; set; } = static _ => null;
 
     public long GetVersion(in DocumentKey key) => _versions.GetVersion(key);
 
@@ -79,5 +81,13 @@ internal sealed class TestState : ICommitState
         }
     }
 
-    public void Apply(CommitBatch batch, long sequence, long timestampTicks) => _versions.Apply(batch, sequence, timestampTicks);
+    public void Apply(CommitBatch batch, long sequence, long timestampTicks)
+    {
+        if (ApplyFault(batch) is { } error)
+        {
+            throw error;
+        }
+
+        _versions.Apply(batch, sequence, timestampTicks);
+    }
 }

@@ -155,6 +155,45 @@ public sealed class TransactionMergerTests
         Assert.Equal(0, fixture.State.GetVersion(new DocumentKey("c", "p0")));
     }
 
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task A_group_in_the_journal_that_the_state_fails_to_apply_faults_the_store_and_tells_its_waiters(bool merged)
+    {
+        using var fixture = new MergerFixture();
+        fixture.State.ApplyFault = static batch => batch.Commands[0].Key.Id == "boom" ? new InvalidOperationException("apply failed") : null;
+        await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
+
+        List<Task<CommitResult>> group;
+        if (merged)
+        {
+            // Pool committer: "boom" and its neighbours queue behind a held fsync and commit as one group.
+            Task<CommitResult>? first = null;
+            var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+            group = new[] { "left", "boom", "right" }.Select(id => fixture.Merger.CommitAsync(new CommitBatch().Put("c", id, Json("{}"))).AsTask()).ToList();
+            gate.Set();
+            await first!.WaitAsync(TimeSpan.FromSeconds(10));
+        }
+        else
+        {
+            // Idle merger: the caller commits inline, on its own thread.
+            group = [Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "boom", Json("{}"))).AsTask())];
+        }
+
+        foreach (Task<CommitResult> waiter in group)
+        {
+            var error = await Assert.ThrowsAsync<StoreFaultedException>(() => waiter.WaitAsync(TimeSpan.FromSeconds(10)));
+            Assert.IsType<InvalidOperationException>(error.InnerException);
+            Assert.Contains("written to the journal", error.Message, StringComparison.Ordinal);
+        }
+
+        // The group is in the journal (reopening replays it); the store is faulted and says so at once.
+        Assert.True(fixture.Merger.IsFaulted);
+        Assert.IsType<InvalidOperationException>(fixture.Merger.Fault);
+        Assert.Contains("boom", fixture.ReadBatches().Select(b => b.Commands[0].Key.Id));
+        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+    }
+
     [Fact]
     public async Task Cancellation_before_a_batch_is_taken_removes_it_and_after_it_is_taken_the_commit_is_delivered()
     {
