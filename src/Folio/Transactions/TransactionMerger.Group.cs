@@ -42,11 +42,39 @@ internal sealed partial class TransactionMerger
                 WriteAndAcknowledge();
             }
         }
+        catch (Exception e)
+        {
+            // Journal, fsync and state failures are handled above; this is anything else (a bug, or a metrics
+            // listener that throws). Fault rather than leave the committer role taken or a waiter unanswered.
+            FailUnexpected(e);
+        }
         finally
         {
             _group.Clear();
             _accepted.Clear();
         }
+    }
+
+    /// <summary>
+    /// An exception the group's own failure handling did not expect: the merger faults, every waiter of the group not
+    /// answered yet learns that its outcome is unknown (its commit may be in the journal), and pending batches fail.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void FailUnexpected(Exception cause)
+    {
+        SetFault(cause);
+        foreach (PendingBatch pending in _group)
+        {
+            if (!pending.Task.IsCompleted)
+            {
+                pending.ReturnBuffer();
+                pending.TrySetException(new StoreFaultedException(
+                    "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
+                    cause));
+            }
+        }
+
+        FailAllPending();
     }
 
     /// <summary>

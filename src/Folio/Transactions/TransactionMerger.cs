@@ -38,7 +38,8 @@ namespace Folio.Transactions;
 /// Faults. A failed journal write or fsync faults the merger: the group and every pending batch fail with
 /// <see cref="StoreFaultedException"/> carrying the cause, later submissions fail fast, and nothing is acknowledged
 /// that is not durable (a failed fsync is never retried as if it had succeeded). A group that reached the journal but
-/// that the state failed to apply faults the merger too: its waiters are told their commits are in the journal.
+/// that the state failed to apply faults the merger too: its waiters are told their commits are in the journal. So does
+/// any other exception inside the committer: the role is always released, no waiter is left without an answer.
 /// </para>
 /// </summary>
 internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable

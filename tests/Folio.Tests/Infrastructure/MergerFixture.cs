@@ -52,6 +52,9 @@ internal sealed class MergerFixture : IDisposable
         return gate;
     }
 
+    /// <summary>Disposes on another thread and reports whether that finished in time (a stuck committer role would hang Dispose).</summary>
+    public bool DisposeWithin(TimeSpan timeout) => Task.Run(Dispose).Wait(timeout);
+
     public void Dispose()
     {
         Files.SyncGate?.Set();

@@ -160,7 +160,19 @@ public sealed class TransactionMergerTests
     [InlineData(true)]
     public async Task A_group_in_the_journal_that_the_state_fails_to_apply_faults_the_store_and_tells_its_waiters(bool merged)
     {
-        using var fixture = new MergerFixture();
+        var fixture = new MergerFixture();
+        try
+        {
+            await ApplyFailureFaultsTheStore(fixture, merged);
+        }
+        finally
+        {
+            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes: the committer role was released");
+        }
+    }
+
+    private static async Task ApplyFailureFaultsTheStore(MergerFixture fixture, bool merged)
+    {
         fixture.State.ApplyFault = static batch => batch.Commands[0].Key.Id == "boom" ? new InvalidOperationException("apply failed") : null;
         await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
 

@@ -43,6 +43,46 @@ public sealed class TransactionMetricsTests
         Assert.Equal(0, measurements["folio.commit.queue.depth"].Last());
     }
 
+    [Fact]
+    public async Task A_metrics_listener_that_throws_faults_the_store_instead_of_leaving_it_hung()
+    {
+        using var meters = new TestMeterFactory();
+        using var listener = new MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (meters.Meters.Contains(instrument.Meter))
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<long>((instrument, _, _, _) =>
+        {
+            if (instrument.Name == "folio.commit.groups")
+            {
+                throw new InvalidOperationException("listener bug");
+            }
+        });
+        listener.Start();
+
+        var fixture = new MergerFixture(o => o.MeterFactory = meters);
+        try
+        {
+            // Recorded after the group was acknowledged: the commit itself succeeded.
+            CommitResult committed = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10));
+            Assert.Equal(1, committed.Sequence);
+
+            // The committer did not expect the failure: the store is faulted (not hung) and says why.
+            Assert.True(fixture.Merger.IsFaulted);
+            Assert.Equal("listener bug", fixture.Merger.Fault?.Message);
+            var error = await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+            Assert.IsType<InvalidOperationException>(error.InnerException);
+        }
+        finally
+        {
+            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes: the committer role was released");
+        }
+    }
+
     private sealed class TestMeterFactory : IMeterFactory
     {
         public ConcurrentBag<Meter> Meters { get; } = [];
