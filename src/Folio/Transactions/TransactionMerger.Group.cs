@@ -67,7 +67,7 @@ internal sealed partial class TransactionMerger
         {
             if (!pending.Task.IsCompleted)
             {
-                pending.ReturnBuffer();
+                Release(pending); // every path that answers a batch releases it just before: unanswered means unreleased
                 pending.TrySetException(new StoreFaultedException(
                     "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
                     cause));
@@ -210,6 +210,7 @@ internal sealed partial class TransactionMerger
 
         long first;
         long timestamp;
+        TimeSpan syncElapsed = default;
         try
         {
             first = _journal.Append(_entries.AsSpan(0, count), out timestamp);
@@ -217,12 +218,7 @@ internal sealed partial class TransactionMerger
             {
                 long started = Stopwatch.GetTimestamp();
                 _journal.Sync();
-                TimeSpan elapsed = Stopwatch.GetElapsedTime(started);
-                RecordSync(elapsed);
-                if (elapsed > _options.SlowSyncThreshold)
-                {
-                    TransactionLog.SlowSync(_logger, elapsed.TotalMilliseconds, _options.SlowSyncThreshold.TotalMilliseconds, count);
-                }
+                syncElapsed = Stopwatch.GetElapsedTime(started);
             }
         }
         catch (Exception e)
@@ -244,7 +240,16 @@ internal sealed partial class TransactionMerger
             Array.Clear(_entries, 0, count);
         }
 
-        if (!durable)
+        if (durable)
+        {
+            // Outside the journal's try: a failure here (a metrics listener, a logger) is not a journal failure.
+            RecordSync(syncElapsed);
+            if (syncElapsed > _options.SlowSyncThreshold)
+            {
+                TransactionLog.SlowSync(_logger, syncElapsed.TotalMilliseconds, _options.SlowSyncThreshold.TotalMilliseconds, count);
+            }
+        }
+        else
         {
             // Acknowledged before its fsync: the buffered-mode timer syncs it within the interval.
             Volatile.Write(ref _bufferedAcknowledged, first + count - 1);

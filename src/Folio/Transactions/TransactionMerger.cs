@@ -85,6 +85,9 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     public Exception? Fault => Volatile.Read(ref _fault);
 
     /// <summary>Journal fsyncs made by commits and by the buffered-mode timer.</summary>
+    /// <summary>Whether a committer holds the role now (tests and diagnostics; a moment later it may differ).</summary>
+    public bool IsCommitterActive => Volatile.Read(ref _committerActive) != 0;
+
     public long SyncCount => Volatile.Read(ref _syncCount);
 
     /// <summary>Total time spent in the fsyncs counted by <see cref="SyncCount"/> (diagnostics and benchmarks).</summary>
@@ -339,11 +342,12 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             return;
         }
 
+        TimeSpan elapsed;
         try
         {
             long started = Stopwatch.GetTimestamp();
             _journal.Sync();
-            RecordSync(Stopwatch.GetElapsedTime(started));
+            elapsed = Stopwatch.GetElapsedTime(started);
         }
         catch (Exception e) when (e is StoreFaultedException or ObjectDisposedException)
         {
@@ -351,6 +355,17 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             {
                 SetFault(e.InnerException ?? e);
             }
+
+            return;
+        }
+
+        try
+        {
+            RecordSync(elapsed);
+        }
+        catch (Exception e)
+        {
+            SetFault(e); // as in the committer: an unexpected failure faults the store (an exception here would end the process)
         }
     }
 

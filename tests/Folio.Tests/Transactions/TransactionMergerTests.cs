@@ -343,7 +343,9 @@ public sealed class TransactionMergerTests
         held.Set();
         Assert.Equal(6, (await handedOff).Sequence);
 
-        // Once groups hold one batch again, a lone writer is back on the inline path.
+        // Once groups hold one batch again, a lone writer is back on the inline path. The waiter is answered before
+        // its committer records the group size and releases the role, so wait for the release first.
+        Assert.True(SpinWait.SpinUntil(() => !fixture.Merger.IsCommitterActive, TimeSpan.FromSeconds(10)), "the pool committer released its role");
         Assert.True(fixture.Merger.CommitAsync(new CommitBatch().Put("c", "lone-again", Json("{}"))).AsTask().IsCompletedSuccessfully);
     }
 

@@ -43,8 +43,10 @@ public sealed class TransactionMetricsTests
         Assert.Equal(0, measurements["folio.commit.queue.depth"].Last());
     }
 
-    [Fact]
-    public async Task A_metrics_listener_that_throws_faults_the_store_instead_of_leaving_it_hung()
+    [Theory]
+    [InlineData("folio.commit.groups", true)] // recorded after the group was acknowledged
+    [InlineData("folio.journal.fsync.duration", false)] // recorded between the fsync and the acknowledgements
+    public async Task A_metrics_listener_that_throws_faults_the_store_instead_of_leaving_it_hung(string instrumentName, bool acknowledged)
     {
         using var meters = new TestMeterFactory();
         using var listener = new MeterListener();
@@ -55,21 +57,23 @@ public sealed class TransactionMetricsTests
                 l.EnableMeasurementEvents(instrument);
             }
         };
-        listener.SetMeasurementEventCallback<long>((instrument, _, _, _) =>
-        {
-            if (instrument.Name == "folio.commit.groups")
-            {
-                throw new InvalidOperationException("listener bug");
-            }
-        });
+        listener.SetMeasurementEventCallback<long>((instrument, _, _, _) => ThrowFor(instrument));
+        listener.SetMeasurementEventCallback<double>((instrument, _, _, _) => ThrowFor(instrument));
         listener.Start();
 
         var fixture = new MergerFixture(o => o.MeterFactory = meters);
         try
         {
-            // Recorded after the group was acknowledged: the commit itself succeeded.
-            CommitResult committed = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10));
-            Assert.Equal(1, committed.Sequence);
+            Task<CommitResult> commit = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10));
+            if (acknowledged)
+            {
+                Assert.Equal(1, (await commit).Sequence);
+            }
+            else
+            {
+                var unknown = await Assert.ThrowsAsync<StoreFaultedException>(() => commit);
+                Assert.Contains("may or may not be in the journal", unknown.Message, StringComparison.Ordinal);
+            }
 
             // The committer did not expect the failure: the store is faulted (not hung) and says why.
             Assert.True(fixture.Merger.IsFaulted);
@@ -80,6 +84,14 @@ public sealed class TransactionMetricsTests
         finally
         {
             Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes: the committer role was released");
+        }
+
+        void ThrowFor(Instrument instrument)
+        {
+            if (instrument.Name == instrumentName)
+            {
+                throw new InvalidOperationException("listener bug");
+            }
         }
     }
 
