@@ -84,10 +84,10 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     /// <summary>The failure that faulted the merger, or null.</summary>
     public Exception? Fault => Volatile.Read(ref _fault);
 
-    /// <summary>Journal fsyncs made by commits and by the buffered-mode timer.</summary>
     /// <summary>Whether a committer holds the role now (tests and diagnostics; a moment later it may differ).</summary>
     public bool IsCommitterActive => Volatile.Read(ref _committerActive) != 0;
 
+    /// <summary>Journal fsyncs made by commits and by the buffered-mode timer.</summary>
     public long SyncCount => Volatile.Read(ref _syncCount);
 
     /// <summary>Total time spent in the fsyncs counted by <see cref="SyncCount"/> (diagnostics and benchmarks).</summary>
