@@ -95,6 +95,41 @@ public sealed class TransactionMetricsTests
         }
     }
 
+    [Fact]
+    public async Task A_metrics_listener_that_throws_on_the_buffered_sync_timer_faults_the_store_instead_of_ending_the_process()
+    {
+        using var meters = new TestMeterFactory();
+        using var listener = new MeterListener();
+        listener.InstrumentPublished = (instrument, l) =>
+        {
+            if (meters.Meters.Contains(instrument.Meter) && instrument.Name == "folio.journal.fsync.duration")
+            {
+                l.EnableMeasurementEvents(instrument);
+            }
+        };
+        listener.SetMeasurementEventCallback<double>((_, _, _, _) => throw new InvalidOperationException("listener bug"));
+        listener.Start();
+
+        var fixture = new MergerFixture(o =>
+        {
+            o.MeterFactory = meters;
+            o.Durability = DurabilityMode.Buffered;
+            o.BufferedSyncInterval = TimeSpan.FromMilliseconds(20);
+        });
+        try
+        {
+            // Buffered: acknowledged after the write; the timer's fsync then records its duration and the listener throws.
+            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10))).Sequence);
+            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TimeSpan.FromSeconds(10)), "the timer's failure faulted the store");
+            Assert.Equal("listener bug", fixture.Merger.Fault?.Message);
+            Assert.Equal(1, fixture.Journal.CommittedSequence); // the fsync itself succeeded
+        }
+        finally
+        {
+            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes");
+        }
+    }
+
     private sealed class TestMeterFactory : IMeterFactory
     {
         public ConcurrentBag<Meter> Meters { get; } = [];
