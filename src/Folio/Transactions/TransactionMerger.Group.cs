@@ -46,7 +46,9 @@ internal sealed partial class TransactionMerger
         {
             // Journal, fsync and state failures are handled above; this is anything else (a bug, or a metrics
             // listener that throws). Fault rather than leave the committer role taken or a waiter unanswered.
-            FailUnexpected(e);
+            FaultGroup(e, _ => new StoreFaultedException(
+                "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
+                e));
         }
         finally
         {
@@ -56,25 +58,26 @@ internal sealed partial class TransactionMerger
     }
 
     /// <summary>
-    /// An exception the group's own failure handling did not expect: the merger faults, every waiter of the group not
-    /// answered yet learns that its outcome is unknown (its commit may be in the journal), and pending batches fail.
+    /// Faults the merger with <paramref name="cause"/> and answers every batch of the group not answered yet with
+    /// <paramref name="errorFor"/>(its position among them: for the accepted batches of a written group, its offset
+    /// from the group's first sequence), then fails every pending batch. Returns how many of the group it failed.
     /// </summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private void FailUnexpected(Exception cause)
+    private int FaultGroup(Exception cause, Func<int, StoreFaultedException> errorFor)
     {
         SetFault(cause);
+        int failed = 0;
         foreach (PendingBatch pending in _group)
         {
             if (!pending.Task.IsCompleted)
             {
                 Release(pending); // every path that answers a batch releases it just before: unanswered means unreleased
-                pending.TrySetException(new StoreFaultedException(
-                    "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
-                    cause));
+                pending.TrySetException(errorFor(failed++));
             }
         }
 
         FailAllPending();
+        return failed;
     }
 
     /// <summary>
@@ -224,15 +227,7 @@ internal sealed partial class TransactionMerger
         catch (Exception e)
         {
             Exception cause = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
-            SetFault(cause);
-            foreach (PendingBatch pending in _accepted)
-            {
-                Release(pending);
-                pending.TrySetException(FaultedException(cause));
-            }
-
-            _metrics.FailedCommits.Add(count);
-            FailAllPending();
+            _metrics.FailedCommits.Add(FaultGroup(cause, _ => FaultedException(cause)));
             return;
         }
         finally
@@ -264,7 +259,10 @@ internal sealed partial class TransactionMerger
         }
         catch (Exception e)
         {
-            FailAfterApply(e, first, count);
+            // In the journal, but the state may hold part of the group: fault, and tell the waiters where their commits are.
+            _metrics.FailedCommits.Add(FaultGroup(e, i => new StoreFaultedException(
+                $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The store is faulted; reopen it (recovery replays the commit).",
+                e)));
             return;
         }
 
@@ -281,29 +279,6 @@ internal sealed partial class TransactionMerger
         _metrics.Groups.Add(1);
         _metrics.BatchesPerGroup.Record(count);
         _metrics.CommandsPerGroup.Record(commands);
-    }
-
-    /// <summary>
-    /// The group is in the journal (durable, or written for a buffered group) but the in-memory state could not take
-    /// it, so the state may hold part of the group: the merger faults. The group's waiters learn that their commits
-    /// are in the journal (reopening replays them); pending batches fail as after a journal failure. Without this an
-    /// exception here would leave the committer role taken and every later commit waiting forever.
-    /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private void FailAfterApply(Exception cause, long first, int count)
-    {
-        SetFault(cause);
-        for (int i = 0; i < count; i++)
-        {
-            PendingBatch pending = _accepted[i];
-            Release(pending);
-            pending.TrySetException(new StoreFaultedException(
-                $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The store is faulted; reopen it (recovery replays the commit).",
-                cause));
-        }
-
-        _metrics.FailedCommits.Add(count);
-        FailAllPending();
     }
 
     private void SetFault(Exception cause)
