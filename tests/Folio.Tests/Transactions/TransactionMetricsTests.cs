@@ -12,14 +12,7 @@ public sealed class TransactionMetricsTests
     {
         using var meters = new TestMeterFactory();
         var measurements = new ConcurrentDictionary<string, ConcurrentQueue<double>>();
-        using var listener = new MeterListener();
-        listener.InstrumentPublished = (instrument, l) =>
-        {
-            if (meters.Meters.Contains(instrument.Meter))
-            {
-                l.EnableMeasurementEvents(instrument);
-            }
-        };
+        using MeterListener listener = meters.Listen();
         listener.SetMeasurementEventCallback<long>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
         listener.SetMeasurementEventCallback<int>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
         listener.SetMeasurementEventCallback<double>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
@@ -49,14 +42,7 @@ public sealed class TransactionMetricsTests
     public async Task A_metrics_listener_that_throws_faults_the_store_instead_of_leaving_it_hung(string instrumentName, bool acknowledged)
     {
         using var meters = new TestMeterFactory();
-        using var listener = new MeterListener();
-        listener.InstrumentPublished = (instrument, l) =>
-        {
-            if (meters.Meters.Contains(instrument.Meter))
-            {
-                l.EnableMeasurementEvents(instrument);
-            }
-        };
+        using MeterListener listener = meters.Listen();
         listener.SetMeasurementEventCallback<long>((instrument, _, _, _) => ThrowFor(instrument));
         listener.SetMeasurementEventCallback<double>((instrument, _, _, _) => ThrowFor(instrument));
         listener.Start();
@@ -99,14 +85,7 @@ public sealed class TransactionMetricsTests
     public async Task A_metrics_listener_that_throws_on_the_buffered_sync_timer_faults_the_store_instead_of_ending_the_process()
     {
         using var meters = new TestMeterFactory();
-        using var listener = new MeterListener();
-        listener.InstrumentPublished = (instrument, l) =>
-        {
-            if (meters.Meters.Contains(instrument.Meter) && instrument.Name == "folio.journal.fsync.duration")
-            {
-                l.EnableMeasurementEvents(instrument);
-            }
-        };
+        using MeterListener listener = meters.Listen(static instrument => instrument.Name == "folio.journal.fsync.duration");
         listener.SetMeasurementEventCallback<double>((_, _, _, _) => throw new InvalidOperationException("listener bug"));
         listener.Start();
 
@@ -133,6 +112,18 @@ public sealed class TransactionMetricsTests
     private sealed class TestMeterFactory : IMeterFactory
     {
         public ConcurrentBag<Meter> Meters { get; } = [];
+
+        /// <summary>A listener (not started yet) for the instruments of this factory's meters that <paramref name="include"/> selects (all by default).</summary>
+        public MeterListener Listen(Func<Instrument, bool>? include = null) => new()
+        {
+            InstrumentPublished = (instrument, listener) =>
+            {
+                if (Meters.Contains(instrument.Meter) && (include is null || include(instrument)))
+                {
+                    listener.EnableMeasurementEvents(instrument);
+                }
+            },
+        };
 
         public Meter Create(MeterOptions options)
         {
