@@ -93,10 +93,7 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         {
             _latencyCount = 0;
             method();
-            if (_journal.SegmentCount > 2)
-            {
-                _journal.Purge(_journal.CommittedSequence);
-            }
+            PurgeOldSegments();
         }
         while (elapsed.Elapsed < s_warmUp);
 
@@ -175,10 +172,7 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
             File.AppendAllText(StatsFile, line + Environment.NewLine);
         }
 
-        if (_journal.SegmentCount > 2)
-        {
-            _journal.Purge(_journal.CommittedSequence);
-        }
+        PurgeOldSegments();
     }
 
     private string _method = string.Empty;
@@ -265,6 +259,15 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     }
 
     private long CountGroups() => _journal.AppendedRecords;
+
+    /// <summary>Keeps the journal to a few segments between iterations (the benchmark measures commits, not disk space).</summary>
+    private void PurgeOldSegments()
+    {
+        if (_journal.SegmentCount > 2)
+        {
+            _journal.Purge(_journal.CommittedSequence);
+        }
+    }
 
     private double Percentile(double p) => _latencies[Math.Min(_latencyCount - 1, (int)(p * _latencyCount))] * 1_000_000.0 / Stopwatch.Frequency;
 
