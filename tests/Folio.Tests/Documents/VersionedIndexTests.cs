@@ -169,7 +169,8 @@ public sealed class VersionedIndexTests
         long committed = 0;
         var writer = Task.Factory.StartNew(() =>
         {
-            for (long s = 1; !stop.IsCancellationRequested; s++)
+            // At least a thousand batches however starved the host, then until the time is up.
+            for (long s = 1; s <= 1000 || !stop.IsCancellationRequested; s++)
             {
                 byte[] value = Encoding.UTF8.GetBytes(s.ToString(System.Globalization.CultureInfo.InvariantCulture));
                 var batch = new CommitBatch().Put("x", $"k{s % 5}", value).Put("y", $"k{s % 5}", value);
@@ -187,7 +188,7 @@ public sealed class VersionedIndexTests
         {
             var lastSeen = new long[5];
             long lastSnapshot = 0;
-            while (!stop.IsCancellationRequested)
+            while (!writer.IsCompleted)
             {
                 using IndexSnapshot snapshot = index.OpenSnapshot();
                 if (snapshot.Sequence < lastSnapshot)

@@ -27,6 +27,13 @@ public sealed class TransactionMergerTests
         const int PerThread = 1000;
         var acks = new ConcurrentDictionary<string, (long Sequence, long Submitted, long Acknowledged)>();
         var clock = Stopwatch.StartNew();
+
+        // Merging must not depend on how the host schedules 16 tasks on its cores (a runner with one free core can
+        // run every writer's loop back to back, each commit finishing before the next begins): the first fsync is
+        // held until every other writer has its first batch waiting behind it.
+        var firstSync = new ManualResetEventSlim();
+        fixture.Files.SyncGate = firstSync;
+        int waitingBehind = 0;
         var writers = Enumerable.Range(0, Threads).Select(t => Task.Run(async () =>
         {
             for (int i = 0; i < PerThread; i++)
@@ -39,10 +46,25 @@ public sealed class TransactionMergerTests
                 }
 
                 long submitted = clock.ElapsedTicks;
-                CommitResult result = await fixture.Merger.CommitAsync(batch);
+                ValueTask<CommitResult> commit = fixture.Merger.CommitAsync(batch);
+                if (i == 0 && !commit.IsCompleted)
+                {
+                    Interlocked.Increment(ref waitingBehind);
+                }
+
+                CommitResult result = await commit;
                 Assert.True(acks.TryAdd(id, (result.Sequence, submitted, clock.ElapsedTicks)));
             }
         })).ToArray();
+        Assert.True(fixture.Files.SyncWaiting.Wait(TimeSpan.FromSeconds(10)), "a committer reached the first fsync");
+        var deadline = Stopwatch.StartNew();
+        while (Volatile.Read(ref waitingBehind) < Threads - 1 && deadline.Elapsed < TimeSpan.FromSeconds(10))
+        {
+            await Task.Delay(1);
+        }
+
+        Assert.Equal(Threads - 1, Volatile.Read(ref waitingBehind));
+        firstSync.Set();
         await Task.WhenAll(writers);
 
         var batches = fixture.ReadBatches();
