@@ -60,10 +60,14 @@ internal sealed partial class TransactionMerger
     /// <summary>
     /// Faults the merger with <paramref name="cause"/> and answers every batch of the group not answered yet with
     /// <paramref name="errorFor"/>(its position among them: for the accepted batches of a written group, its offset
-    /// from the group's first sequence), then fails every pending batch. Returns how many of the group it failed.
+    /// from the group's first sequence), then fails every pending batch.
     /// </summary>
+    /// <remarks>
+    /// Throws nothing: the log line and the failed-commits metric go through <see cref="Observe"/>, so a logger or
+    /// metrics listener that throws cannot leave a waiter unanswered or the committer role taken.
+    /// </remarks>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private int FaultGroup(Exception cause, Func<int, StoreFaultedException> errorFor)
+    private void FaultGroup(Exception cause, Func<int, StoreFaultedException> errorFor)
     {
         SetFault(cause);
         int failed = 0;
@@ -76,8 +80,26 @@ internal sealed partial class TransactionMerger
             }
         }
 
+        Observe(static (self, failed) => self._metrics.FailedCommits.Add(failed), this, failed);
         FailAllPending();
-        return failed;
+    }
+
+    /// <summary>
+    /// Reports a failure to a logger or metrics listener from a failure path, where an observer that throws must not
+    /// stop the path from answering its waiters: its exception is dropped (the store is faulted already, and says why).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void Observe<T>(Action<TransactionMerger, T> report, TransactionMerger self, T argument)
+    {
+        try
+        {
+            report(self, argument);
+        }
+#pragma warning disable CA1031 // an observer's failure must not escape a failure path
+        catch (Exception)
+#pragma warning restore CA1031
+        {
+        }
     }
 
     /// <summary>
@@ -227,7 +249,7 @@ internal sealed partial class TransactionMerger
         catch (Exception e)
         {
             Exception cause = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
-            _metrics.FailedCommits.Add(FaultGroup(cause, _ => FaultedException(cause)));
+            FaultGroup(cause, _ => FaultedException(cause));
             return;
         }
         finally
@@ -260,9 +282,9 @@ internal sealed partial class TransactionMerger
         catch (Exception e)
         {
             // In the journal, but the state may hold part of the group: fault, and tell the waiters where their commits are.
-            _metrics.FailedCommits.Add(FaultGroup(e, i => new StoreFaultedException(
+            FaultGroup(e, i => new StoreFaultedException(
                 $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The store is faulted; reopen it (recovery replays the commit).",
-                e)));
+                e));
             return;
         }
 
@@ -286,22 +308,28 @@ internal sealed partial class TransactionMerger
         if (Interlocked.CompareExchange(ref _fault, cause, null) is null)
         {
             int pending = (int)Volatile.Read(ref _queueDepth);
-            TransactionLog.Faulted(_logger, pending, cause);
+            Observe(static (self, state) => TransactionLog.Faulted(self._logger, state.Pending, state.Cause), this, (Pending: pending, Cause: cause));
         }
     }
 
-    /// <summary>Fails every batch still waiting: the store is faulted.</summary>
+    /// <summary>Fails every batch still waiting: the store is faulted. Throws nothing (see <see cref="FaultGroup"/>).</summary>
     private void FailAllPending()
     {
         Exception cause = Volatile.Read(ref _fault)!;
+        int failed = 0;
         while (_queue.TryDequeue(out PendingBatch? pending))
         {
             if (pending.TryTake())
             {
                 Release(pending);
                 pending.TrySetException(FaultedException(cause));
-                _metrics.FailedCommits.Add(1);
+                failed++;
             }
+        }
+
+        if (failed > 0)
+        {
+            Observe(static (self, failed) => self._metrics.FailedCommits.Add(failed), this, failed);
         }
     }
 

@@ -39,7 +39,10 @@ namespace Folio.Transactions;
 /// <see cref="StoreFaultedException"/> carrying the cause, later submissions fail fast, and nothing is acknowledged
 /// that is not durable (a failed fsync is never retried as if it had succeeded). A group that reached the journal but
 /// that the state failed to apply faults the merger too: its waiters are told their commits are in the journal. So does
-/// any other exception inside the committer: the role is always released, no waiter is left without an answer.
+/// any other exception inside the committer: the role is always released, no waiter is left without an answer. The
+/// failure path itself throws nothing: its log line and failed-commits metric go through a guard that drops an
+/// observer's exception (a logger or metrics listener that throws there once left waiters unanswered and, on the
+/// pool or the buffered-sync timer, ended the process).
 /// </para>
 /// </summary>
 internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
@@ -239,8 +242,14 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
         if (mayCommitInline && Volatile.Read(ref _lastGroupBatches) <= 1)
         {
-            CommitNextGroup();
-            ReleaseRole();
+            try
+            {
+                CommitNextGroup(); // answers its group on every path; the finally is for what nothing can answer (OOM)
+            }
+            finally
+            {
+                ReleaseRole();
+            }
         }
         else
         {
@@ -251,12 +260,17 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     /// <summary>The pool-side committer: a bounded number of groups per work item, then it re-queues itself.</summary>
     private void RunCommitter()
     {
-        for (int groups = 0; groups < _options.MaxGroupsPerTurn && !_queue.IsEmpty; groups++)
+        try
         {
-            CommitNextGroup();
+            for (int groups = 0; groups < _options.MaxGroupsPerTurn && !_queue.IsEmpty; groups++)
+            {
+                CommitNextGroup();
+            }
         }
-
-        ReleaseRole();
+        finally
+        {
+            ReleaseRole();
+        }
     }
 
     /// <summary>

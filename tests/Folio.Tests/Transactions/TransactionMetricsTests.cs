@@ -109,6 +109,77 @@ public sealed class TransactionMetricsTests
         }
     }
 
+    [Theory]
+    [InlineData("metrics listener")] // throws on folio.commits.failed, recorded for the group and for the pending batches
+    [InlineData("logger")] // throws on the "store is faulted" line, written before any waiter is answered
+    public async Task An_observer_that_throws_while_a_journal_failure_faults_the_store_leaves_no_waiter_unanswered(string observer)
+    {
+        using var meters = new TestMeterFactory();
+        using MeterListener listener = meters.Listen(static instrument => instrument.Name == "folio.commits.failed");
+        listener.SetMeasurementEventCallback<long>((_, _, _, _) => throw new InvalidOperationException("listener bug"));
+        if (observer == "metrics listener")
+        {
+            listener.Start();
+        }
+
+        var logs = new CapturingLoggerFactory { ThrowFor = id => observer == "logger" && id.Id == 2002 };
+        var fixture = new MergerFixture(o =>
+        {
+            o.MeterFactory = meters;
+            o.LoggerFactory = logs;
+            o.MaxGroupCommands = 4; // small groups: batches stay queued behind the failing group
+        });
+        try
+        {
+            Task<CommitResult>? first = null;
+            var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", "{}"u8.ToArray())).AsTask()));
+            var pending = Enumerable.Range(0, 20)
+                .Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10)))
+                .ToList();
+            fixture.Files.Arm(FileFault.SyncFails);
+            fixture.Files.SyncGate = null;
+            gate.Set();
+
+            Assert.Equal(1, (await first!).Sequence);
+            foreach (Task<CommitResult> commit in pending)
+            {
+                var error = await Assert.ThrowsAsync<StoreFaultedException>(() => commit); // not a TimeoutException: answered
+                Assert.IsType<IOException>(error.InnerException);
+            }
+
+            Assert.IsType<IOException>(fixture.Merger.Fault);
+            Assert.Contains(logs.Lines, line => line.Id.Id == 2002);
+        }
+        finally
+        {
+            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes: the committer role was released");
+        }
+    }
+
+    [Fact]
+    public async Task A_logger_that_throws_when_the_buffered_sync_timer_faults_the_store_does_not_end_the_process()
+    {
+        var logs = new CapturingLoggerFactory { ThrowFor = static id => id.Id == 2002 };
+        var fixture = new MergerFixture(o =>
+        {
+            o.LoggerFactory = logs;
+            o.Durability = DurabilityMode.Buffered;
+            o.BufferedSyncInterval = TimeSpan.FromMilliseconds(20);
+        });
+        try
+        {
+            fixture.Files.Arm(FileFault.SyncFails);
+            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10))).Sequence);
+            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TimeSpan.FromSeconds(10)), "the timer's failed fsync faulted the store");
+            Assert.IsType<IOException>(fixture.Merger.Fault);
+            Assert.Contains(logs.Lines, line => line.Id.Id == 2002);
+        }
+        finally
+        {
+            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes");
+        }
+    }
+
     private sealed class TestMeterFactory : IMeterFactory
     {
         public ConcurrentBag<Meter> Meters { get; } = [];
