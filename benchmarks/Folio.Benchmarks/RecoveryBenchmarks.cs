@@ -8,7 +8,8 @@ namespace Folio.Benchmarks;
 /// records) committed in batches of 1,000; Mean is per open (lock, journal recovery scan, replay into the index).
 /// The setup prints the journal's size; the replay rate is that size over the Mean. <c>JournalOnly</c> is the floor
 /// in the same run: the journal's own open (lock, recovery scan with checksums) and a read of every entry, without
-/// decoding or indexing anything.
+/// decoding or indexing anything. The setup also prints what the host charges for a fresh page of memory
+/// (<see cref="HostProbe"/>): an open builds its state in fresh pages, so the Mean moves with it.
 /// </summary>
 public class RecoveryBenchmarks : BenchmarkDirectory
 {
@@ -36,6 +37,7 @@ public class RecoveryBenchmarks : BenchmarkDirectory
         store.Journal.Sync();
         _journalBytes = MeasureEntries(store);
         Console.WriteLine($"// journal entries to replay: {_journalBytes / 1e6:F1} MB");
+        Console.WriteLine(HostProbe.Describe());
     }
 
     [GlobalCleanup]
