@@ -4,7 +4,14 @@ using Folio.Benchmarks.Report;
 // One command runs the headline benchmarks and regenerates the report in docs/benchmarks.md with its charts:
 //   dotnet run -c Release --project benchmarks/Folio.Benchmarks.Report
 // Options: --skip-run (regenerate from docs/benchmark-results), --only <Class> (run one class, keep the others' results).
-string[] headline = ["GroupCommitBenchmarks", "PointReadBenchmarks", "JournalReadBenchmarks", "MixedWorkloadBenchmarks"];
+string[] headline = ["GroupCommitBenchmarks", "PointReadBenchmarks", "JournalReadBenchmarks", "MixedWorkloadBenchmarks", "RecoveryBenchmarks"];
+
+// The statistics file a class appends its own figures to (in FOLIO_BENCH_DIR), cleared before it runs and kept with its results.
+var statsFiles = new Dictionary<string, string>(StringComparer.Ordinal)
+{
+    ["GroupCommitBenchmarks"] = "group-commit-stats.csv",
+    ["RecoveryBenchmarks"] = "recovery-stats.csv",
+};
 bool skipRun = false;
 var only = new List<string>();
 for (int i = 0; i < args.Length; i++)
@@ -38,10 +45,10 @@ if (!skipRun)
     string artifacts = Path.Combine(repo, "BenchmarkDotNet.Artifacts", "headline");
     string data = Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") is { Length: > 0 } set ? set : Path.Combine(repo, "BenchmarkDotNet.Artifacts", "bench-data");
     Directory.CreateDirectory(data);
-    string stats = Path.Combine(data, "group-commit-stats.csv");
     foreach (string type in only.Count > 0 ? only.ToArray() : headline)
     {
-        if (type == "GroupCommitBenchmarks" && File.Exists(stats))
+        string? stats = statsFiles.TryGetValue(type, out string? statsName) ? Path.Combine(data, statsName) : null;
+        if (stats is not null && File.Exists(stats))
         {
             File.Delete(stats);
         }
@@ -67,9 +74,9 @@ if (!skipRun)
         {
             File.Copy(table, Path.Combine(results, Path.GetFileName(table)), overwrite: true);
         }
-        if (type == "GroupCommitBenchmarks" && File.Exists(stats))
+        if (stats is not null && File.Exists(stats))
         {
-            File.Copy(stats, Path.Combine(results, "group-commit-stats.csv"), overwrite: true);
+            File.Copy(stats, Path.Combine(results, Path.GetFileName(stats)), overwrite: true);
         }
     }
 }
@@ -82,13 +89,14 @@ if (loaded.All.Count == 0)
 }
 
 IReadOnlyList<GroupCommitStats> groupStats = GroupCommitStats.Load(Path.Combine(results, "group-commit-stats.csv"));
+RecoveryStats? recoveryStats = RecoveryStats.Load(Path.Combine(results, "recovery-stats.csv"));
 Charts.CommitsPerWriters(loaded, Path.Combine(images, "commits-per-writers.png"));
 Charts.PointReads(loaded, Path.Combine(images, "point-reads.png"));
 Charts.JournalReads(loaded, Path.Combine(images, "journal-reads.png"));
 Charts.Mixed(loaded, Path.Combine(images, "mixed-workloads.png"));
 
 string report = Path.Combine(repo, "docs", "benchmarks.md");
-string section = ReportWriter.Write(loaded, groupStats, "images/", results);
+string section = ReportWriter.Write(loaded, groupStats, recoveryStats, "images/", results);
 string text = File.Exists(report) ? File.ReadAllText(report) : "# Benchmarks\n";
 int begin = text.IndexOf(ReportWriter.Begin, StringComparison.Ordinal);
 int end = text.IndexOf(ReportWriter.End, StringComparison.Ordinal);

@@ -15,10 +15,18 @@ public abstract class BenchmarkDirectory
         return path;
     }
 
+    /// <summary>The folder benchmark data goes in: <c>FOLIO_BENCH_DIR</c>, or <c>bench-data</c> beside the benchmark binaries.</summary>
+    protected static string DataFolder => Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") ?? Path.Combine(AppContext.BaseDirectory, "bench-data");
+
+    /// <summary>
+    /// A statistics file in <see cref="DataFolder"/> that a benchmark appends its own figures to (rows the BenchmarkDotNet
+    /// export cannot carry); the report tool clears it before the class runs and reads it after.
+    /// </summary>
+    protected static string StatsFile(string name) => Path.Combine(DataFolder, name);
+
     protected void CreateRoot()
     {
-        string parent = Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") ?? Path.Combine(AppContext.BaseDirectory, "bench-data");
-        Root = Path.Combine(parent, GetType().Name + "-" + Guid.NewGuid().ToString("N")[..8]);
+        Root = Path.Combine(DataFolder, GetType().Name + "-" + Guid.NewGuid().ToString("N")[..8]);
         Directory.CreateDirectory(Root);
     }
 

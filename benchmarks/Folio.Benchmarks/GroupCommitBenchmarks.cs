@@ -169,7 +169,7 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
             long syncs = _merger.SyncCount - _syncsBefore;
             double averageSyncUs = syncs > 0 ? (_merger.TotalSyncDuration - _syncTimeBefore).TotalMicroseconds / syncs : 0;
             string line = FormattableString.Invariant($"{DateTime.UtcNow:O},{Writers},{_method},{Percentile(0.50):F1},{Percentile(0.99):F1},{(_groupsMeasured > 0 ? (double)_commitsMeasured / _groupsMeasured : 0):F1},{averageSyncUs:F1}");
-            File.AppendAllText(StatsFile, line + Environment.NewLine);
+            File.AppendAllText(StatsFile("group-commit-stats.csv"), line + Environment.NewLine);
         }
 
         PurgeOldSegments();
@@ -233,8 +233,6 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
             return ValueTask.CompletedTask;
         });
     }
-
-    private static string StatsFile => Path.Combine(Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") ?? Path.Combine(AppContext.BaseDirectory, "bench-data"), "group-commit-stats.csv");
 
     private void RunWriters(int commits, Func<int, int, ValueTask> commit)
     {

@@ -7,7 +7,7 @@ namespace Folio.Benchmarks;
 /// Measures what this shared virtual machine charges for memory the process has not touched yet. Replaying a journal
 /// builds its whole in-memory state in fresh pages (a 200,000-document replay faults in about 10,000 pages of heap, of
 /// which the live values' slab is about 6,600), so the time an open takes moves with this figure: on 2026-11-23 it was
-/// 11.5-13.7 µs per 4 KiB page in the evening, where a bare-metal Linux host faults a zeroed page in well under 1 µs.
+/// 11-14 µs per 4 KiB page in the evening (touching the same pages again: 0.06 µs each).
 /// Benchmarks whose Mean depends on it print it from their setup, so each run records its host's state.
 /// </summary>
 internal static class HostProbe
@@ -35,6 +35,6 @@ internal static class HostProbe
         }
     }
 
-    /// <summary>A line for the benchmark log: the fresh-page cost, measured now.</summary>
-    public static string Describe() => $"// host: a fresh 4 KiB page of memory costs {FreshPageMicroseconds():F2} µs to fault in (64 MiB probe)";
+    /// <summary>A line for the benchmark log: the fresh-page cost <paramref name="freshPageUs"/> (from <see cref="FreshPageMicroseconds"/>).</summary>
+    public static string Describe(double freshPageUs) => $"// host: a fresh 4 KiB page of memory costs {freshPageUs:F2} µs to fault in (64 MiB probe)";
 }

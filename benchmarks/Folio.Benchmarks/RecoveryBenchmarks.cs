@@ -9,7 +9,8 @@ namespace Folio.Benchmarks;
 /// The setup prints the journal's size; the replay rate is that size over the Mean. <c>JournalOnly</c> is the floor
 /// in the same run: the journal's own open (lock, recovery scan with checksums) and a read of every entry, without
 /// decoding or indexing anything. The setup also prints what the host charges for a fresh page of memory
-/// (<see cref="HostProbe"/>): an open builds its state in fresh pages, so the Mean moves with it.
+/// (<see cref="HostProbe"/>): an open builds its state in fresh pages, so the Mean moves with it. Both figures are
+/// appended to recovery-stats.csv (<c>time,journal entry bytes,fresh page µs,live value bytes</c>) for the report tool.
 /// </summary>
 public class RecoveryBenchmarks : BenchmarkDirectory
 {
@@ -23,12 +24,15 @@ public class RecoveryBenchmarks : BenchmarkDirectory
         CreateRoot();
         _folder = NewFolder("store");
         using var store = DocumentStore.Open(_folder, new DocumentStoreOptions { Durability = Transactions.DurabilityMode.Buffered });
+        long valueBytes = 0;
         for (int start = 0; start < Documents; start += 1000)
         {
             var batch = new Transactions.CommitBatch();
             for (int i = start; i < start + 1000; i++)
             {
-                batch.Put("Person", $"people/{i:D7}", JsonSerializer.SerializeToUtf8Bytes(new Person { Name = $"Person number {i}", Email = $"person{i}@example.com", Age = i % 80, City = "Lisbon", Tags = ["alpha", "beta"], Active = true }));
+                byte[] json = JsonSerializer.SerializeToUtf8Bytes(new Person { Name = $"Person number {i}", Email = $"person{i}@example.com", Age = i % 80, City = "Lisbon", Tags = ["alpha", "beta"], Active = true });
+                valueBytes += json.Length;
+                batch.Put("Person", $"people/{i:D7}", json);
             }
 
             store.Merger.CommitAsync(batch).AsTask().GetAwaiter().GetResult();
@@ -36,8 +40,10 @@ public class RecoveryBenchmarks : BenchmarkDirectory
 
         store.Journal.Sync();
         _journalBytes = MeasureEntries(store);
+        double freshPageUs = HostProbe.FreshPageMicroseconds();
         Console.WriteLine($"// journal entries to replay: {_journalBytes / 1e6:F1} MB");
-        Console.WriteLine(HostProbe.Describe());
+        Console.WriteLine(HostProbe.Describe(freshPageUs));
+        File.AppendAllText(StatsFile("recovery-stats.csv"), FormattableString.Invariant($"{DateTime.UtcNow:O},{_journalBytes},{freshPageUs:F2},{valueBytes}") + Environment.NewLine);
     }
 
     [GlobalCleanup]
