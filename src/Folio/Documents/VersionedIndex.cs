@@ -221,11 +221,24 @@ internal sealed class VersionedIndex : ICommitState
         Volatile.Write(ref _visible, sequence);
     }
 
+    /// <summary>The fewest replayed puts for which <see cref="EndBulkLoad"/> works in parallel (below, about 2 MB of values, one thread does).</summary>
+    internal const int MinPutsForParallelEnd = 16_384;
+
     /// <summary>
     /// Ends a bulk load: copies the live documents' values out of the journal into slabs sized to exactly their bytes
     /// (so replay keeps the live documents, not every version the journal holds), and makes each collection's ids
     /// its sorted list (built in linear time from the sorted ids).
     /// </summary>
+    /// <remarks>
+    /// Both halves of the copy and the sorted lists run as three parallel actions when there is more than one
+    /// processor and enough values. They touch disjoint state (each half its own versions and its own slabs, the
+    /// lists only the key sets), and no reader exists before the open returns. They are mostly page faults: the
+    /// slabs and the list nodes are memory the process has not touched yet, which a virtual machine that backs memory
+    /// lazily charges per page (11-14 µs per 4 KiB page measured on the project's machine: faulting in the 27.6 MB of
+    /// a 200,000-document replay's values took 80-100 ms of a 290 ms open), and page faults on two cores proceed in
+    /// parallel (26 MB: 90 ms on one thread, 47 ms on two). <see cref="Parallel.Invoke(Action[])"/> runs on the
+    /// calling thread whatever the thread pool has not started, so a busy pool slows the open down but never blocks it.
+    /// </remarks>
     internal void EndBulkLoad()
     {
         if (_bulkLoad is not { } bulk)
@@ -233,30 +246,55 @@ internal sealed class VersionedIndex : ICommitState
             return;
         }
 
-        long slabbedBytes = 0;
-        foreach (PendingValue[] chunk in bulk.Pending)
+        List<PendingValue[]> pending = bulk.Pending;
+        if (Environment.ProcessorCount > 1 && bulk.PendingCount >= MinPutsForParallelEnd)
         {
-            foreach (PendingValue pending in chunk)
+            int split = pending.Count / 2;
+            Parallel.Invoke(
+                () => CopyLiveValues(pending, 0, split),
+                () => CopyLiveValues(pending, split, pending.Count),
+                () => SortIds(bulk));
+        }
+        else
+        {
+            CopyLiveValues(pending, 0, pending.Count);
+            SortIds(bulk);
+        }
+
+        _bulkLoad = null;
+    }
+
+    /// <summary>Copies the values still live among the pending puts in chunks [<paramref name="from"/>, <paramref name="to"/>) into slabs of their own.</summary>
+    private static void CopyLiveValues(List<PendingValue[]> pending, int from, int to)
+    {
+        long slabbedBytes = 0;
+        for (int c = from; c < to; c++)
+        {
+            foreach (PendingValue value in pending[c])
             {
-                if (pending.Version is { Superseded: false } && pending.Length <= ValueSlabs.MaxSlabbedValue)
+                if (value.Version is { Superseded: false } && value.Length <= ValueSlabs.MaxSlabbedValue)
                 {
-                    slabbedBytes += pending.Length;
+                    slabbedBytes += value.Length;
                 }
             }
         }
 
         var slabs = new ValueSlabs(slabbedBytes);
-        foreach (PendingValue[] chunk in bulk.Pending)
+        for (int c = from; c < to; c++)
         {
-            foreach (PendingValue pending in chunk)
+            foreach (PendingValue value in pending[c])
             {
-                if (pending.Version is { Superseded: false } version)
+                if (value.Version is { Superseded: false } version)
                 {
-                    version.SetReplayedJson(slabs.Copy(pending.Segment.Span(pending.Offset, pending.Length)));
+                    version.SetReplayedJson(slabs.Copy(value.Segment.Span(value.Offset, value.Length)));
                 }
             }
         }
+    }
 
+    /// <summary>Makes each bulk-loaded collection's ids (new ids in arrival order, less the deleted ones) its sorted list.</summary>
+    private static void SortIds(BulkLoad bulk)
+    {
         foreach (BulkCollection collection in bulk.Collections.Values)
         {
             ConcurrentDictionary<string, DocumentVersion> heads = collection.Keys.Heads;
@@ -269,8 +307,6 @@ internal sealed class VersionedIndex : ICommitState
 
             collection.Keys.SetSorted(ids);
         }
-
-        _bulkLoad = null;
     }
 
     /// <summary>Live documents across all collections at the visible sequence (diagnostics; walks every chain).</summary>
@@ -415,6 +451,9 @@ internal sealed class VersionedIndex : ICommitState
 
         // Pending values in chunks of 2,048 (64 KiB: small objects; one large list would be a large object that grows by copying).
         private const int ChunkSize = 2048;
+
+        /// <summary>Replayed puts so far.</summary>
+        public int PendingCount => Pending.Count == 0 ? 0 : ((Pending.Count - 1) * ChunkSize) + _lastChunkUsed;
 
         private int _lastChunkUsed = ChunkSize;
 

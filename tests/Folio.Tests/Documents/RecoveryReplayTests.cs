@@ -14,10 +14,11 @@ public sealed class RecoveryReplayTests
     /// ids read as absent, and ids added after the reopen take their place in the order.
     /// </summary>
     [Theory]
-    [InlineData(1, 0)]
-    [InlineData(2, 0)]
-    [InlineData(3, 1024 * 1024)] // values spread over several segments
-    public async Task Replay_rebuilds_overwrites_deletes_and_puts_after_deletes_in_id_order(int seed, long segmentSize)
+    [InlineData(1, 0, 60, 400, 6000)]
+    [InlineData(2, 0, 60, 400, 6000)]
+    [InlineData(3, 1024 * 1024, 60, 400, 6000)] // values spread over several segments
+    [InlineData(4, 1024 * 1024, 800, 12_000, 300)] // enough puts for the parallel end of the bulk load, over segments
+    public async Task Replay_rebuilds_overwrites_deletes_and_puts_after_deletes_in_id_order(int seed, long segmentSize, int batches, int ids, int maxPad)
     {
         using var dir = new TempDirectory();
         var random = new Random(seed);
@@ -31,9 +32,10 @@ public sealed class RecoveryReplayTests
 
         string[] collections = ["Orders", "Users"];
         var model = new Dictionary<(string Collection, string Id), (long Version, string Json)>();
+        int puts = 0;
         await using (var store = await DocumentStore.OpenAsync(dir.Path, options))
         {
-            for (int b = 0; b < 60; b++)
+            for (int b = 0; b < batches; b++)
             {
                 var batch = new CommitBatch();
                 var changes = new Dictionary<(string, string), string?>();
@@ -41,7 +43,7 @@ public sealed class RecoveryReplayTests
                 for (int c = 0; c < commands; c++)
                 {
                     string collection = collections[random.Next(collections.Length)];
-                    string id = $"k/{random.Next(400)}"; // unsorted order, with repeats
+                    string id = $"k/{random.Next(ids)}"; // unsorted order, with repeats
                     if (changes.ContainsKey((collection, id)))
                     {
                         continue;
@@ -54,9 +56,11 @@ public sealed class RecoveryReplayTests
                     }
                     else
                     {
-                        string json = $"{{\"n\":{random.Next()},\"pad\":\"{new string('x', random.Next(6000))}\"}}";
+                        int pad = random.Next(100) == 0 ? 5000 : random.Next(maxPad); // now and then one over the slabbed size
+                        string json = $"{{\"n\":{random.Next()},\"pad\":\"{new string('x', pad)}\"}}";
                         batch.Put(collection, id, Encoding.UTF8.GetBytes(json));
                         changes[(collection, id)] = json;
+                        puts++;
                     }
                 }
 
@@ -75,6 +79,11 @@ public sealed class RecoveryReplayTests
             }
         }
 
+        if (batches > 60)
+        {
+            Assert.True(puts >= VersionedIndex.MinPutsForParallelEnd, $"{puts} puts: the replay must take the parallel end");
+        }
+
         await using (var store = await DocumentStore.OpenAsync(dir.Path, options))
         {
             if (segmentSize > 0)
@@ -83,7 +92,7 @@ public sealed class RecoveryReplayTests
             }
 
             AssertAgrees(store, collections, model);
-            for (int i = 0; i < 400; i++)
+            for (int i = 0; i < ids; i++)
             {
                 StoredDocument? read = store.Get("Users", $"k/{i}");
                 Assert.Equal(model.ContainsKey(("Users", $"k/{i}")), read is not null);
