@@ -250,10 +250,18 @@ internal sealed class VersionedIndex : ICommitState
         if (Environment.ProcessorCount > 1 && bulk.PendingCount >= MinPutsForParallelEnd)
         {
             int split = pending.Count / 2;
-            Parallel.Invoke(
-                () => CopyLiveValues(pending, 0, split),
-                () => CopyLiveValues(pending, split, pending.Count),
-                () => SortIds(bulk));
+            try
+            {
+                Parallel.Invoke(
+                    () => CopyLiveValues(pending, 0, split),
+                    () => CopyLiveValues(pending, split, pending.Count),
+                    () => SortIds(bulk));
+            }
+            catch (AggregateException e) when (e.InnerExceptions.Count > 0)
+            {
+                // The same exception the one-thread path would throw, not a wrapper.
+                System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerExceptions[0]).Throw();
+            }
         }
         else
         {
