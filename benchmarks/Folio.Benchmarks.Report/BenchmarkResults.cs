@@ -11,7 +11,8 @@ namespace Folio.Benchmarks.Report;
 /// <param name="MedianNs">Median per operation, nanoseconds.</param>
 /// <param name="StdDevNs">Standard deviation per operation, nanoseconds.</param>
 /// <param name="AllocatedBytes">Managed bytes allocated per operation, when measured.</param>
-internal sealed record BenchmarkResult(string Type, string Method, IReadOnlyDictionary<string, string> Parameters, double MeanNs, double MedianNs, double StdDevNs, long? AllocatedBytes)
+/// <param name="Job">The job's id (<c>Folio</c>, the shared job, unless a class adds its own).</param>
+internal sealed record BenchmarkResult(string Type, string Method, IReadOnlyDictionary<string, string> Parameters, double MeanNs, double MedianNs, double StdDevNs, long? AllocatedBytes, string Job)
 {
     public string Parameter(string name) => Parameters.TryGetValue(name, out string? value) ? value : "";
 }
@@ -84,12 +85,29 @@ internal sealed class BenchmarkResults
                     statistics.GetProperty("Mean").GetDouble(),
                     statistics.GetProperty("Median").GetDouble(),
                     statistics.GetProperty("StandardDeviation").GetDouble(),
-                    allocated));
+                    allocated,
+                    JobOf(benchmark.GetProperty("DisplayInfo").GetString() ?? "")));
             }
         }
 
         return results;
     }
+
+    /// <summary>The job id in a display string such as <c>RecoveryBenchmarks.OpenAndReplay: ServerGc(Server=True, ...)</c>.</summary>
+    private static string JobOf(string displayInfo)
+    {
+        int colon = displayInfo.IndexOf(": ", StringComparison.Ordinal);
+        string job = colon < 0 ? "" : displayInfo[(colon + 2)..];
+        int paren = job.IndexOf('(', StringComparison.Ordinal);
+        return paren < 0 ? job.Trim() : job[..paren].Trim();
+    }
+
+    /// <summary>The result of <paramref name="type"/>.<paramref name="method"/> in job <paramref name="job"/>, or null.</summary>
+    public BenchmarkResult? FindInJob(string type, string method, string job) =>
+        _results.Find(r => r.Type == type && r.Method == method && r.Job == job);
+
+    /// <summary>The jobs class <paramref name="type"/> ran in, in the order first seen.</summary>
+    public IReadOnlyList<string> Jobs(string type) => _results.Where(r => r.Type == type).Select(r => r.Job).Distinct().ToList();
 
     /// <summary>Whether any result of class <paramref name="type"/> was loaded.</summary>
     public bool Has(string type) => _results.Exists(r => r.Type == type);

@@ -250,13 +250,11 @@ internal static class ReportWriter
     private static void Recovery(BenchmarkResults results, RecoveryStats? stats, StringBuilder md)
     {
         const string type = "RecoveryBenchmarks";
-        BenchmarkResult? replay = results.Find(type, "OpenAndReplay");
-        if (replay is null)
+        if (results.Find(type, "OpenAndReplay") is null)
         {
             return;
         }
 
-        BenchmarkResult? floor = results.Find(type, "JournalOnly");
         md.AppendLine("### Recovery replay: `RecoveryBenchmarks`" + When(results, type));
         md.AppendLine();
         md.AppendLine("Opening a store whose journal holds 200,000 documents of about 200 bytes (batches of 1,000): Mean per open (lock,");
@@ -264,20 +262,39 @@ internal static class ReportWriter
         md.AppendLine("journal's own open and a read of every entry, no document code. Replay rate = the journal's entry bytes / Mean. The");
         md.AppendLine("fresh-page cost is what the host charged, during the run, to fault in a 4 KiB page the process had not touched: an");
         md.AppendLine("open builds its whole state in fresh pages, so the rate moves with it (see the measurement log, \"Recovery replay\").");
+        md.AppendLine("Job `Folio` runs the workstation garbage collector (a console program's default), `ServerGc` the server collector");
+        md.AppendLine("(an ASP.NET Core service's default).");
         md.AppendLine();
-        md.AppendLine("| OpenAndReplay | P50 | JournalOnly | Journal entries | Replay rate | Host: fresh page |");
-        md.AppendLine("| ---: | ---: | ---: | ---: | ---: | ---: |");
+        md.AppendLine("| Job | OpenAndReplay | P50 | JournalOnly | Journal entries | Replay rate | Host: fresh page |");
+        md.AppendLine("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
         string entries = stats is null ? "n/a" : Invariant($"{stats.JournalBytes / 1e6:N1} MB");
-        string rate = stats is null ? "n/a" : Invariant($"{stats.JournalBytes / 1e6 / (replay.MeanNs / 1e9):N0} MB/s");
         string page = stats is null ? "n/a" : Invariant($"{stats.FreshPageUs:N2} µs");
-        md.AppendLine(Invariant($"| {replay.MeanNs / 1e6:N1} ms | {replay.MedianNs / 1e6:N1} ms | {(floor is null ? "n/a" : Invariant($"{floor.MeanNs / 1e6:N1} ms"))} | {entries} | {rate} | {page} |"));
-        md.AppendLine();
-        if (stats is not null)
+        var rates = new List<(string Job, double MbPerSecond)>();
+        foreach (string job in results.Jobs(type))
         {
-            double mbPerSecond = stats.JournalBytes / 1e6 / (replay.MeanNs / 1e9);
+            BenchmarkResult? replay = results.FindInJob(type, "OpenAndReplay", job);
+            if (replay is null)
+            {
+                continue;
+            }
+
+            BenchmarkResult? floor = results.FindInJob(type, "JournalOnly", job);
+            double? mbPerSecond = stats is null ? null : stats.JournalBytes / 1e6 / (replay.MeanNs / 1e9);
+            if (mbPerSecond is { } r)
+            {
+                rates.Add((job, r));
+            }
+
+            md.AppendLine(Invariant($"| {job} | {replay.MeanNs / 1e6:N1} ms | {replay.MedianNs / 1e6:N1} ms | {(floor is null ? "n/a" : Invariant($"{floor.MeanNs / 1e6:N1} ms"))} | {entries} | {(mbPerSecond is { } m ? Invariant($"{m:N0} MB/s") : "n/a")} | {page} |"));
+        }
+
+        md.AppendLine();
+        if (stats is not null && rates.Count > 0)
+        {
             md.AppendLine("Target:");
             md.AppendLine();
-            md.AppendLine(Invariant($"- replay at least 200 MB/s: {Verdict(mbPerSecond >= 200)} ({mbPerSecond:N0} MB/s; at {stats.FreshPageUs:N2} µs per fresh page, faulting in pages for the {stats.LiveValueBytes / 1e6:N1} MB of live documents alone costs {stats.LiveValuePageFaultMs:N0} ms of the {stats.JournalBytes / 1e6 / 200 * 1000:N0} ms that 200 MB/s allows)."));
+            string each = string.Join(", ", rates.Select(r => Invariant($"{r.MbPerSecond:N0} MB/s with `{r.Job}`")));
+            md.AppendLine(Invariant($"- replay at least 200 MB/s: {Verdict(rates.TrueForAll(r => r.MbPerSecond >= 200))} ({each}; at {stats.FreshPageUs:N2} µs per fresh page, faulting in pages for the {stats.LiveValueBytes / 1e6:N1} MB of live documents alone costs {stats.LiveValuePageFaultMs:N0} ms of the {stats.JournalBytes / 1e6 / 200 * 1000:N0} ms that 200 MB/s allows)."));
             md.AppendLine();
         }
     }

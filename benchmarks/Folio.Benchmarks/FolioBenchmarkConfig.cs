@@ -15,9 +15,12 @@ namespace Folio.Benchmarks;
 /// </summary>
 public sealed class FolioBenchmarkConfig : ManualConfig
 {
+    /// <summary>The shared job: 2 warm-up and 8 measured iterations in one process (id <c>Folio</c>).</summary>
+    public static Job ShortJob { get; } = Job.Default.WithWarmupCount(2).WithIterationCount(8).WithLaunchCount(1).WithId("Folio");
+
     public FolioBenchmarkConfig()
     {
-        AddJob(Job.Default.WithWarmupCount(2).WithIterationCount(8).WithLaunchCount(1).WithId("Folio"));
+        AddJob(ShortJob);
         AddDiagnoser(MemoryDiagnoser.Default);
         AddColumnProvider(DefaultColumnProviders.Instance);
         AddColumn(StatisticColumn.P50, StatisticColumn.P95);

@@ -1,5 +1,7 @@
 using System.Text.Json;
 using BenchmarkDotNet.Attributes;
+using BenchmarkDotNet.Configs;
+using BenchmarkDotNet.Jobs;
 
 namespace Folio.Benchmarks;
 
@@ -12,6 +14,13 @@ namespace Folio.Benchmarks;
 /// (<see cref="HostProbe"/>): an open builds its state in fresh pages, so the Mean moves with it. Both figures are
 /// appended to recovery-stats.csv (<c>time,journal entry bytes,fresh page µs,live value bytes</c>) for the report tool.
 /// </summary>
+/// <remarks>
+/// Two garbage collectors side by side: the shared job (<c>Folio</c>: workstation GC, the default of a console
+/// program) and <c>ServerGc</c> (the default of an ASP.NET Core service). A replay builds hundreds of thousands of
+/// long-lived objects, the worst case for a generational collector, so the collector's young-generation budget moves the
+/// open more than anything in the replay's code (docs/benchmarks.md, "Recovery replay").
+/// </remarks>
+[Config(typeof(GarbageCollectors))]
 public class RecoveryBenchmarks : BenchmarkDirectory
 {
     private const int Documents = 200_000;
@@ -68,6 +77,12 @@ public class RecoveryBenchmarks : BenchmarkDirectory
     {
         using var store = DocumentStore.Open(_folder);
         return store.LastCommittedSequence;
+    }
+
+    /// <summary>Adds the server-GC job to the shared one.</summary>
+    private sealed class GarbageCollectors : ManualConfig
+    {
+        public GarbageCollectors() => AddJob(FolioBenchmarkConfig.ShortJob.WithGcServer(true).WithId("ServerGc"));
     }
 
     private static long MeasureEntries(DocumentStore store)
