@@ -101,9 +101,9 @@ public sealed class ChangeFeedTests
         await Task.Delay(50);
         Assert.False(received.Task.IsCompleted);
         await store.PutAsync("c", "x", "{}"u8.ToArray());
-        Assert.Equal("x", (await received.Task.WaitAsync(TimeSpan.FromSeconds(10))).Id);
+        Assert.Equal("x", (await received.Task.WaitAsync(TestDeadline.Hang)).Id);
         stop.Cancel();
-        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => subscriber.WaitAsync(TimeSpan.FromSeconds(10)));
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => subscriber.WaitAsync(TestDeadline.Hang));
     }
 
     [Fact]

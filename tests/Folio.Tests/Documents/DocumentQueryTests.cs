@@ -7,7 +7,7 @@ public sealed class DocumentQueryTests
 {
     private static async Task<DocumentStore> Seed(TempDirectory dir)
     {
-        var store = DocumentStore.Open(dir.Path);
+        var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await using var session = store.OpenSession();
         foreach (string id in new[] { "users/a", "users/b", "users/c", "users/ca", "admins/x", "users/d" })
         {

@@ -19,7 +19,7 @@ public sealed class DocumentStorePropertyTests
     public void The_store_agrees_with_a_dictionary_model(int[] program)
     {
         using var dir = new TempDirectory();
-        var store = DocumentStore.Open(dir.Path);
+        var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         var model = new Dictionary<string, (long Version, string Name)>();
         var sessions = new List<SessionModel>();
         int names = 0;
@@ -98,7 +98,7 @@ public sealed class DocumentStorePropertyTests
 
                         sessions.Clear();
                         store.Dispose();
-                        store = DocumentStore.Open(dir.Path);
+                        store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
                         break;
                     default:
                         break;

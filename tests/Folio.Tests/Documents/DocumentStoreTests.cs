@@ -20,7 +20,7 @@ public sealed class DocumentStoreTests
     {
         using var dir = new TempDirectory();
         string id;
-        await using (var store = await DocumentStore.OpenAsync(dir.Path))
+        await using (var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments()))
         {
             await using var session = store.OpenSession();
             var alice = new User { Name = "Alice", Age = 30 };
@@ -36,7 +36,7 @@ public sealed class DocumentStoreTests
             Assert.Null(await other.LoadAsync<User>("users/nobody"));
         }
 
-        await using (var store = DocumentStore.Open(dir.Path))
+        await using (var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
         {
             await using var session = store.OpenSession();
             var loaded = await session.LoadAsync<User>(new[] { id, "users/bob", "users/none" });
@@ -51,7 +51,7 @@ public sealed class DocumentStoreTests
     public async Task Only_changed_documents_are_written()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path);
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await using (var session = store.OpenSession())
         {
             session.Store(new User { Name = "a" }, "u/1");
@@ -81,7 +81,7 @@ public sealed class DocumentStoreTests
     public async Task A_concurrent_change_to_a_loaded_document_makes_SaveChanges_throw_naming_it()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path);
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes("{\"Name\":\"v1\",\"Age\":1}"));
         await using var first = store.OpenSession();
         await using var second = store.OpenSession();
@@ -105,7 +105,7 @@ public sealed class DocumentStoreTests
     public async Task A_session_reads_one_snapshot_taken_at_its_first_read()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path);
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes("{\"Name\":\"old1\"}"));
         await store.PutAsync("User", "u/2", Encoding.UTF8.GetBytes("{\"Name\":\"old2\"}"));
         await using var reader = store.OpenSession();
@@ -126,7 +126,7 @@ public sealed class DocumentStoreTests
     public async Task Writers_of_the_same_loaded_document_conflict_and_writers_of_different_ones_do_not()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path);
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await store.PutAsync("User", "doctor/1", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
         await store.PutAsync("User", "doctor/2", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
 
@@ -165,7 +165,7 @@ public sealed class DocumentStoreTests
     public async Task Deletes_are_committed_and_guarded_by_the_loaded_version()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path);
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes("{}"));
         await using (var session = store.OpenSession())
         {
@@ -193,6 +193,8 @@ public sealed class DocumentStoreTests
             Durability = DurabilityMode.Buffered,
             BufferedSyncInterval = TimeSpan.FromHours(1), // no background fsync during the test
             FileSystem = files,
+            SegmentSize = 1 << 20,
+            MaxDocumentSize = 64 * 1024,
         });
         int before = Volatile.Read(ref files.Syncs);
 
@@ -265,7 +267,7 @@ public sealed class DocumentStoreTests
     {
         using var dir = new TempDirectory();
         var files = new FaultInjectingFileSystem();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { FileSystem = files });
+        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { FileSystem = files, SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024 });
         var session = store.OpenSession();
         session.Store(new User { Name = "x" }, "u/1");
 
@@ -274,7 +276,7 @@ public sealed class DocumentStoreTests
         files.SyncWaiting.Reset();
         files.SyncGate = gate;
         Task first = Task.Run(() => session.SaveChangesAsync());
-        Assert.True(files.SyncWaiting.Wait(TimeSpan.FromSeconds(10)));
+        Assert.True(files.SyncWaiting.Wait(TestDeadline.Hang));
         await Assert.ThrowsAsync<InvalidOperationException>(() => session.SaveChangesAsync());
         await Assert.ThrowsAsync<InvalidOperationException>(() => session.LoadAsync<User>("u/1").AsTask());
         files.SyncGate = null;
@@ -296,7 +298,7 @@ public sealed class DocumentStoreTests
     public async Task Sessions_work_across_awaits_on_any_thread()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path);
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await using var session = store.OpenSession();
         for (int i = 0; i < 20; i++)
         {

@@ -48,7 +48,7 @@ internal sealed class MergerFixture : IDisposable
         Files.SyncWaiting.Reset();
         Files.SyncGate = gate;
         _ = start();
-        Assert.True(Files.SyncWaiting.Wait(TimeSpan.FromSeconds(10)), "a committer reached the fsync");
+        Assert.True(Files.SyncWaiting.Wait(TestDeadline.Hang), "a committer reached the fsync");
         return gate;
     }
 

@@ -119,7 +119,7 @@ public sealed class JournalReaderTests
         Assert.False(reader.TryRead(out _));
 
         journal.Sync();
-        Assert.True(await waiting.AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+        Assert.True(await waiting.AsTask().WaitAsync(TestDeadline.Hang));
         Assert.True(reader.TryRead(out JournalEntry entry));
         Assert.Equal("one"u8.ToArray(), entry.Data.ToArray());
         Assert.False(reader.TryRead(out _));
@@ -129,7 +129,7 @@ public sealed class JournalReaderTests
 
         ValueTask<bool> last = reader.WaitToReadAsync();
         journal.Dispose();
-        Assert.False(await last.AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+        Assert.False(await last.AsTask().WaitAsync(TestDeadline.Hang));
         Assert.Throws<ObjectDisposedException>(() => reader.TryRead(out _));
     }
 

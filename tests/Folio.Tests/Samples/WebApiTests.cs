@@ -27,7 +27,7 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
     public async Task InitializeAsync()
     {
         _app = WebApiApp.Create(
-            ["--urls", "http://127.0.0.1:0", "--Folio:Path", Path.Combine(_directory.Path, "db"), "--Folio:MaxDocumentSize", "65536"],
+            ["--urls", "http://127.0.0.1:0", "--Folio:Path", Path.Combine(_directory.Path, "db"), "--Folio:MaxDocumentSize", "65536", "--Folio:SegmentSize", "1048576"], // small segments: each open zero-fills two
             builder =>
             {
                 builder.Logging.ClearProviders();

@@ -47,7 +47,7 @@ public sealed class CrashRecoveryTests(ITestOutputHelper output)
             await Task.Delay(random.Next(50, 400));
             child.Kill(); // SIGKILL on Unix: no finally blocks, no flush, no dispose
             await child.WaitForExitAsync();
-            await reading.WaitAsync(TimeSpan.FromSeconds(10));
+            await reading.WaitAsync(TestDeadline.Hang);
 
             lock (lines)
             {

@@ -56,9 +56,9 @@ public sealed class TransactionMergerTests
                 Assert.True(acks.TryAdd(id, (result.Sequence, submitted, clock.ElapsedTicks)));
             }
         })).ToArray();
-        Assert.True(fixture.Files.SyncWaiting.Wait(TimeSpan.FromSeconds(10)), "a committer reached the first fsync");
+        Assert.True(fixture.Files.SyncWaiting.Wait(TestDeadline.Hang), "a committer reached the first fsync");
         var deadline = Stopwatch.StartNew();
-        while (Volatile.Read(ref waitingBehind) < Threads - 1 && deadline.Elapsed < TimeSpan.FromSeconds(10))
+        while (Volatile.Read(ref waitingBehind) < Threads - 1 && deadline.Elapsed < TestDeadline.Hang)
         {
             await Task.Delay(1);
         }
@@ -189,7 +189,7 @@ public sealed class TransactionMergerTests
         }
         finally
         {
-            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes: the committer role was released");
+            Assert.True(fixture.DisposeWithin(TestDeadline.Hang), "Dispose completes: the committer role was released");
         }
     }
 
@@ -206,7 +206,7 @@ public sealed class TransactionMergerTests
             var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
             group = new[] { "left", "boom", "right" }.Select(id => fixture.Merger.CommitAsync(new CommitBatch().Put("c", id, Json("{}"))).AsTask()).ToList();
             gate.Set();
-            await first!.WaitAsync(TimeSpan.FromSeconds(10));
+            await first!.WaitAsync(TestDeadline.Hang);
         }
         else
         {
@@ -216,7 +216,7 @@ public sealed class TransactionMergerTests
 
         foreach (Task<CommitResult> waiter in group)
         {
-            var error = await Assert.ThrowsAsync<StoreFaultedException>(() => waiter.WaitAsync(TimeSpan.FromSeconds(10)));
+            var error = await Assert.ThrowsAsync<StoreFaultedException>(() => waiter.WaitAsync(TestDeadline.Hang));
             Assert.IsType<InvalidOperationException>(error.InnerException);
             Assert.Contains("written to the journal", error.Message, StringComparison.Ordinal);
         }
@@ -225,7 +225,7 @@ public sealed class TransactionMergerTests
         Assert.True(fixture.Merger.IsFaulted);
         Assert.IsType<InvalidOperationException>(fixture.Merger.Fault);
         Assert.Contains("boom", fixture.ReadBatches().Select(b => b.Commands[0].Key.Id));
-        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask().WaitAsync(TestDeadline.Hang));
     }
 
     [Fact]
@@ -360,14 +360,14 @@ public sealed class TransactionMergerTests
             CancellationToken.None,
             TaskCreationOptions.None,
             TaskScheduler.Default));
-        Task<CommitResult> handedOff = await submit!.WaitAsync(TimeSpan.FromSeconds(10)); // times out if the caller were held in fsync
+        Task<CommitResult> handedOff = await submit!.WaitAsync(TestDeadline.Hang); // times out if the caller were held in fsync
         Assert.False(handedOff.IsCompleted, "the commit is held in the pool committer's fsync, not the caller's");
         held.Set();
         Assert.Equal(6, (await handedOff).Sequence);
 
         // Once groups hold one batch again, a lone writer is back on the inline path. The waiter is answered before
         // its committer records the group size and releases the role, so wait for the release first.
-        Assert.True(SpinWait.SpinUntil(() => !fixture.Merger.IsCommitterActive, TimeSpan.FromSeconds(10)), "the pool committer released its role");
+        Assert.True(SpinWait.SpinUntil(() => !fixture.Merger.IsCommitterActive, TestDeadline.Hang), "the pool committer released its role");
         Assert.True(fixture.Merger.CommitAsync(new CommitBatch().Put("c", "lone-again", Json("{}"))).AsTask().IsCompletedSuccessfully);
     }
 

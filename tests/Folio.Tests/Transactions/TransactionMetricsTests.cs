@@ -50,7 +50,7 @@ public sealed class TransactionMetricsTests
         var fixture = new MergerFixture(o => o.MeterFactory = meters);
         try
         {
-            Task<CommitResult> commit = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10));
+            Task<CommitResult> commit = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang);
             if (acknowledged)
             {
                 Assert.Equal(1, (await commit).Sequence);
@@ -64,12 +64,12 @@ public sealed class TransactionMetricsTests
             // The committer did not expect the failure: the store is faulted (not hung) and says why.
             Assert.True(fixture.Merger.IsFaulted);
             Assert.Equal("listener bug", fixture.Merger.Fault?.Message);
-            var error = await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10)));
+            var error = await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang));
             Assert.IsType<InvalidOperationException>(error.InnerException);
         }
         finally
         {
-            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes: the committer role was released");
+            Assert.True(fixture.DisposeWithin(TestDeadline.Hang), "Dispose completes: the committer role was released");
         }
 
         void ThrowFor(Instrument instrument)
@@ -98,14 +98,14 @@ public sealed class TransactionMetricsTests
         try
         {
             // Buffered: acknowledged after the write; the timer's fsync then records its duration and the listener throws.
-            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10))).Sequence);
-            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TimeSpan.FromSeconds(10)), "the timer's failure faulted the store");
+            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang)).Sequence);
+            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TestDeadline.Hang), "the timer's failure faulted the store");
             Assert.Equal("listener bug", fixture.Merger.Fault?.Message);
             Assert.Equal(1, fixture.Journal.CommittedSequence); // the fsync itself succeeded
         }
         finally
         {
-            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes");
+            Assert.True(fixture.DisposeWithin(TestDeadline.Hang), "Dispose completes");
         }
     }
 
@@ -134,7 +134,7 @@ public sealed class TransactionMetricsTests
             Task<CommitResult>? first = null;
             var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", "{}"u8.ToArray())).AsTask()));
             var pending = Enumerable.Range(0, 20)
-                .Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10)))
+                .Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang))
                 .ToList();
             fixture.Files.Arm(FileFault.SyncFails);
             fixture.Files.SyncGate = null;
@@ -152,7 +152,7 @@ public sealed class TransactionMetricsTests
         }
         finally
         {
-            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes: the committer role was released");
+            Assert.True(fixture.DisposeWithin(TestDeadline.Hang), "Dispose completes: the committer role was released");
         }
     }
 
@@ -169,14 +169,14 @@ public sealed class TransactionMetricsTests
         try
         {
             fixture.Files.Arm(FileFault.SyncFails);
-            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TimeSpan.FromSeconds(10))).Sequence);
-            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TimeSpan.FromSeconds(10)), "the timer's failed fsync faulted the store");
+            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang)).Sequence);
+            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TestDeadline.Hang), "the timer's failed fsync faulted the store");
             Assert.IsType<IOException>(fixture.Merger.Fault);
             Assert.Contains(logs.Lines, line => line.Id.Id == 2002);
         }
         finally
         {
-            Assert.True(fixture.DisposeWithin(TimeSpan.FromSeconds(10)), "Dispose completes");
+            Assert.True(fixture.DisposeWithin(TestDeadline.Hang), "Dispose completes");
         }
     }
 

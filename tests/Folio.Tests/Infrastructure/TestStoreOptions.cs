@@ -1,0 +1,12 @@
+namespace Folio.Tests.Infrastructure;
+
+/// <summary>Store options for tests whose subject is not the segment size.</summary>
+internal static class TestStoreOptions
+{
+    /// <summary>
+    /// 1 MiB segments (documents up to 64 KiB). Every open zero-fills its active segment and the next one: with the
+    /// default 64 MiB the suite wrote 13.5 GB to the disk, and the disk it saturated slowed the tests running beside
+    /// (a held fsync took over 10 s to reach on a CI runner). Small segments also rotate within a test.
+    /// </summary>
+    public static DocumentStoreOptions SmallSegments() => new() { SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024 };
+}
