@@ -175,7 +175,8 @@ internal sealed record GroupCommitStats(int Writers, string Method, double P50Us
         static double Parse(string text) => double.Parse(text, NumberStyles.Float, CultureInfo.InvariantCulture);
     }
 
-    private static double Median(IEnumerable<double> values)
+    /// <summary>The median of <paramref name="values"/> (NaN when there are none).</summary>
+    internal static double Median(IEnumerable<double> values)
     {
         double[] sorted = values.Order().ToArray();
         return sorted.Length == 0 ? double.NaN : sorted.Length % 2 == 1 ? sorted[sorted.Length / 2] : (sorted[(sorted.Length / 2) - 1] + sorted[sorted.Length / 2]) / 2;

@@ -41,8 +41,6 @@ internal sealed record RecoveryStats(long JournalBytes, double FreshPageUs, long
             return null;
         }
 
-        pages.Sort();
-        double median = pages.Count % 2 == 1 ? pages[pages.Count / 2] : (pages[(pages.Count / 2) - 1] + pages[pages.Count / 2]) / 2;
-        return new RecoveryStats(bytes, median, values);
+        return new RecoveryStats(bytes, GroupCommitStats.Median(pages), values);
     }
 }
