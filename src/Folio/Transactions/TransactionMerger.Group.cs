@@ -80,8 +80,17 @@ internal sealed partial class TransactionMerger
             }
         }
 
-        Observe(static (self, failed) => self._metrics.FailedCommits.Add(failed), this, failed);
+        RecordFailedCommits(failed);
         FailAllPending();
+    }
+
+    /// <summary>Adds <paramref name="failed"/> to the failed-commits metric from a failure path (through <see cref="Observe"/>).</summary>
+    private void RecordFailedCommits(int failed)
+    {
+        if (failed > 0)
+        {
+            Observe(static (self, failed) => self._metrics.FailedCommits.Add(failed), this, failed);
+        }
     }
 
     /// <summary>
@@ -327,10 +336,7 @@ internal sealed partial class TransactionMerger
             }
         }
 
-        if (failed > 0)
-        {
-            Observe(static (self, failed) => self._metrics.FailedCommits.Add(failed), this, failed);
-        }
+        RecordFailedCommits(failed);
     }
 
     private static StoreFaultedException FaultedException(Exception cause)
