@@ -187,15 +187,12 @@ public sealed class DocumentStoreTests
     public async Task A_session_can_ask_for_durable_saves_in_a_buffered_store()
     {
         using var dir = new TempDirectory();
-        var files = new Folio.Tests.Infrastructure.FaultInjectingFileSystem();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions
-        {
-            Durability = DurabilityMode.Buffered,
-            BufferedSyncInterval = TimeSpan.FromHours(1), // no background fsync during the test
-            FileSystem = files,
-            SegmentSize = 1 << 20,
-            MaxDocumentSize = 64 * 1024,
-        });
+        var files = new FaultInjectingFileSystem();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.Durability = DurabilityMode.Buffered;
+        options.BufferedSyncInterval = TimeSpan.FromHours(1); // no background fsync during the test
+        options.FileSystem = files;
+        await using var store = DocumentStore.Open(dir.Path, options);
         int before = Volatile.Read(ref files.Syncs);
 
         await using (var buffered = store.OpenSession())
@@ -267,7 +264,9 @@ public sealed class DocumentStoreTests
     {
         using var dir = new TempDirectory();
         var files = new FaultInjectingFileSystem();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { FileSystem = files, SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024 });
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.FileSystem = files;
+        await using var store = DocumentStore.Open(dir.Path, options);
         var session = store.OpenSession();
         session.Store(new User { Name = "x" }, "u/1");
 
