@@ -15,10 +15,13 @@ namespace Folio.Benchmarks;
 /// appended to recovery-stats.csv (<c>time,journal entry bytes,fresh page µs,live value bytes</c>) for the report tool.
 /// </summary>
 /// <remarks>
-/// Two garbage collectors side by side: the shared job (<c>Folio</c>: workstation GC, the default of a console
-/// program) and <c>ServerGc</c> (the default of an ASP.NET Core service). A replay builds hundreds of thousands of
-/// long-lived objects, the worst case for a generational collector, so the collector's young-generation budget moves the
-/// open more than anything in the replay's code (docs/benchmarks.md, "Recovery replay").
+/// Three garbage collector settings side by side: the shared job (<c>Folio</c>: workstation GC, the default of a
+/// console program), <c>ServerGc</c> (the default of an ASP.NET Core service: server GC with DATAS, which starts
+/// with one heap and small budgets) and <c>ServerGcNoDatas</c> (server GC with
+/// <c>System.GC.DynamicAdaptationMode = 0</c>: a heap and a young-generation budget per core). A replay builds
+/// hundreds of thousands of long-lived objects, the worst case for a generational collector, so the collector's
+/// young-generation budget moves the open more than anything in the replay's code (docs/benchmarks.md,
+/// "Recovery replay").
 /// </remarks>
 [Config(typeof(GarbageCollectors))]
 public class RecoveryBenchmarks : BenchmarkDirectory
@@ -79,10 +82,18 @@ public class RecoveryBenchmarks : BenchmarkDirectory
         return store.LastCommittedSequence;
     }
 
-    /// <summary>Adds the server-GC job to the shared one.</summary>
+    /// <summary>Adds the two server-GC jobs to the shared one.</summary>
     private sealed class GarbageCollectors : ManualConfig
     {
-        public GarbageCollectors() => AddJob(FolioBenchmarkConfig.ShortJob.WithGcServer(true).WithId("ServerGc"));
+        public GarbageCollectors()
+        {
+            AddJob(FolioBenchmarkConfig.ShortJob.WithGcServer(true).WithId("ServerGc"));
+
+            // Server GC without DATAS (System.GC.DynamicAdaptationMode = 0, a documented setting; the environment
+            // variable is its spelling for a child process): one heap per core with its own young-generation
+            // budget, as ASP.NET Core services ran before .NET 9 made DATAS the default.
+            AddJob(FolioBenchmarkConfig.ShortJob.WithGcServer(true).WithEnvironmentVariable("DOTNET_GCDynamicAdaptationMode", "0").WithId("ServerGcNoDatas"));
+        }
     }
 
     private static long MeasureEntries(DocumentStore store)

@@ -2,7 +2,7 @@ using System.Runtime.InteropServices;
 
 namespace Folio.Storage;
 
-/// <summary>libc calls .NET does not expose: fdatasync, and fsync of a folder.</summary>
+/// <summary>libc calls .NET does not expose: fdatasync, fsync of a folder, and populating fresh memory in one call.</summary>
 internal static partial class NativeMethods
 {
     private const int ReadOnly = 0; // O_RDONLY
@@ -13,6 +13,14 @@ internal static partial class NativeMethods
 
     [LibraryImport("libc", SetLastError = true)]
     internal static partial int fsync(int fd);
+
+    private const int PopulateWrite = 23; // MADV_POPULATE_WRITE, Linux 5.14 and later
+    private const int InvalidArgument = 22; // EINVAL
+
+    private static int s_populateUnsupported;
+
+    [LibraryImport("libc", EntryPoint = "madvise", SetLastError = true)]
+    private static unsafe partial int MAdvise(void* address, nuint length, int advice);
 
     [LibraryImport("libc", EntryPoint = "open", SetLastError = true, StringMarshalling = StringMarshalling.Utf8)]
     private static partial int Open(string path, int flags);
@@ -44,6 +52,34 @@ internal static partial class NativeMethods
         finally
         {
             _ = Close(fd);
+        }
+    }
+
+    /// <summary>
+    /// Faults in, with one system call, the whole pages of fresh memory inside <paramref name="memory"/> that the
+    /// caller is about to fill, instead of one page fault per 4 KiB page as it writes them (Linux 5.14 and later,
+    /// <c>madvise(MADV_POPULATE_WRITE)</c>; a no-op elsewhere and when the kernel refuses). The contents are unchanged.
+    /// On a virtual machine that backs guest memory lazily a page fault is expensive (11-14 µs per page measured on the
+    /// project's machine) and populating costs about a quarter of it.
+    /// </summary>
+    public static unsafe void PopulateForWrite(Span<byte> memory)
+    {
+        const nuint Page = 4096;
+        if (!OperatingSystem.IsLinux() || memory.Length < 2 * (int)Page || Volatile.Read(ref s_populateUnsupported) != 0)
+        {
+            return;
+        }
+
+        fixed (byte* start = memory)
+        {
+            nuint first = ((nuint)start + Page - 1) & ~(Page - 1);
+            nuint end = ((nuint)start + (nuint)memory.Length) & ~(Page - 1);
+            if (end > first && MAdvise((void*)first, end - first, PopulateWrite) != 0 && Marshal.GetLastPInvokeError() == InvalidArgument)
+            {
+                // A kernel without MADV_POPULATE_WRITE: stop asking. Any other failure (out of memory, say) only means
+                // these pages fault in one by one as they are written, as they would without the call.
+                Volatile.Write(ref s_populateUnsupported, 1);
+            }
         }
     }
 }

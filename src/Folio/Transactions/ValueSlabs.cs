@@ -1,4 +1,5 @@
 using System.Runtime.CompilerServices;
+using Folio.Storage;
 
 namespace Folio.Transactions;
 
@@ -56,6 +57,7 @@ internal sealed class ValueSlabs
         if (_current is null || _current.Length - _used < value.Length)
         {
             _current = GC.AllocateUninitializedArray<byte>((int)Math.Clamp(Math.Max(_expected, value.Length), MinSlabSize, MaxSizedSlab));
+            NativeMethods.PopulateForWrite(_current); // fresh pages, filled next: one system call, not a fault per page
             _used = 0;
         }
 
