@@ -1,20 +1,28 @@
+using Folio;
 using System.Text;
 using Folio.Journal;
 using Folio.CrashHost;
 using Folio.Transactions;
 
-// The child of the crash test: commits durably from several concurrent writers until it is killed, printing one
-// line per acknowledged batch ("ACK <sequence> <id>") only after CommitAsync returned. The parent kills it with
-// SIGKILL at a random moment, reopens the folder and checks every acknowledged batch.
+// The child of the crash tests: commits durably from several concurrent writers until it is killed, printing one
+// line per acknowledged batch only after its commit returned. The parent kills it with SIGKILL at a random moment,
+// reopens the folder and checks every acknowledged batch. Two workloads: the journal and merger alone (one document
+// per batch, "ACK <sequence> <id>"), and with a fourth argument "store" a document store, whose reopen replays the
+// journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>").
 if (args.Length < 2)
 {
-    Console.Error.WriteLine("usage: Folio.CrashHost <folder> <run-tag> [writers]");
+    Console.Error.WriteLine("usage: Folio.CrashHost <folder> <run-tag> [writers] [store]");
     return 2;
 }
 
 string folder = args[0];
 string tag = args[1];
 int writers = args.Length > 2 ? int.Parse(args[2], System.Globalization.CultureInfo.InvariantCulture) : 8;
+if (args.Length > 3 && args[3] == "store")
+{
+    return await RunStoreAsync(folder, tag, writers);
+}
+
 using var journal = WriteAheadJournal.Open(folder, new JournalOptions { SegmentSize = 256 * 1024 });
 using var merger = new TransactionMerger(journal, new VersionTable(), new TransactionMergerOptions());
 var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
@@ -35,3 +43,23 @@ var tasks = Enumerable.Range(0, writers).Select(w => Task.Run(async () =>
 await Task.WhenAll(tasks);
 return 0;
 
+static async Task<int> RunStoreAsync(string folder, string tag, int writers)
+{
+    using var store = DocumentStore.Open(folder, StoreCrashWorkload.Options());
+    var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
+    object gate = new();
+    Console.Error.WriteLine($"READY {store.LastCommittedSequence}");
+    var tasks = Enumerable.Range(0, writers).Select(w => Task.Run(async () =>
+    {
+        for (long k = 0; ; k++)
+        {
+            CommitResult result = await store.Merger.CommitAsync(StoreCrashWorkload.ToCommitBatch(StoreCrashWorkload.Batch(tag, w, k)));
+            lock (gate)
+            {
+                output.WriteLine($"ACK {result.Sequence} {w} {k}");
+            }
+        }
+    })).ToArray();
+    await Task.WhenAll(tasks);
+    return 0;
+}
