@@ -36,12 +36,25 @@ public sealed class FolioHostingTests : IDisposable
         return builder.Build();
     }
 
+    /// <summary>
+    /// <paramref name="path"/> with 1 MiB segments (documents up to 64 KiB): every open zero-fills two segments, 128 MiB
+    /// at the default size (see <see cref="TestStoreOptions.SmallSegments"/>).
+    /// </summary>
+    private static void SmallStore(FolioOptions options, string path)
+    {
+        DocumentStoreOptions small = TestStoreOptions.SmallSegments();
+        options.Path = path;
+        options.SegmentSize = small.SegmentSize;
+        options.MaxDocumentSize = small.MaxDocumentSize;
+        options.MaxGroupBytes = small.MaxGroupBytes;
+    }
+
     [Fact]
     public async Task Settings_bound_from_configuration_open_the_store_at_start()
     {
         string path = Path.Combine(_directory.Path, "db");
         using IHost host = BuildHost(
-            s => s.AddFolio(BuildConfiguration(new() { ["Folio:Path"] = path, ["Folio:Durability"] = "Buffered", ["Folio:MaxDocumentSize"] = "4096" }).GetSection("Folio")));
+            s => s.AddFolio(BuildConfiguration(new() { ["Folio:Path"] = path, ["Folio:Durability"] = "Buffered", ["Folio:MaxDocumentSize"] = "4096", ["Folio:SegmentSize"] = "1048576" }).GetSection("Folio")));
         await host.StartAsync();
 
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
@@ -86,7 +99,7 @@ public sealed class FolioHostingTests : IDisposable
         using (IHost host = BuildHost(s =>
         {
             s.AddSingleton<ILoggerFactory>(logs);
-            s.AddFolio(o => o.Path = path);
+            s.AddFolio(o => SmallStore(o, path));
         }))
         {
             await host.StartAsync();
@@ -130,7 +143,7 @@ public sealed class FolioHostingTests : IDisposable
     [Fact]
     public async Task Metrics_come_from_the_containers_meter_factory()
     {
-        using IHost host = BuildHost(s => s.AddFolio(o => o.Path = Path.Combine(_directory.Path, "db")));
+        using IHost host = BuildHost(s => s.AddFolio(o => SmallStore(o, Path.Combine(_directory.Path, "db"))));
         await host.StartAsync();
         var factory = host.Services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>();
         long commits = 0;
@@ -165,8 +178,8 @@ public sealed class FolioHostingTests : IDisposable
     public async Task A_store_locked_by_someone_else_stops_the_host_at_start()
     {
         string path = Path.Combine(_directory.Path, "db");
-        await using DocumentStore other = await DocumentStore.OpenAsync(path);
-        using IHost host = BuildHost(s => s.AddFolio(o => o.Path = path));
+        await using DocumentStore other = await DocumentStore.OpenAsync(path, TestStoreOptions.SmallSegments());
+        using IHost host = BuildHost(s => s.AddFolio(o => SmallStore(o, path)));
         await Assert.ThrowsAsync<StoreLockedException>(() => host.StartAsync());
     }
 
@@ -179,7 +192,7 @@ public sealed class FolioHostingTests : IDisposable
         {
             s.AddFolio(o =>
             {
-                o.Path = Path.Combine(_directory.Path, "db");
+                SmallStore(o, Path.Combine(_directory.Path, "db"));
                 o.DegradedSyncLatency = degradedAt;
                 o.ConfigureStore = store => store.FileSystem = files;
             });

@@ -84,7 +84,7 @@ public sealed class JournalAppendTests
         Assert.Throws<ArgumentOutOfRangeException>(() => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 100 }));
         Assert.Throws<ArgumentOutOfRangeException>(() => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 4L << 30 }));
         Assert.Throws<ArgumentException>(() => WriteAheadJournal.Open(" "));
-        using var journal = WriteAheadJournal.Open(dir.Path);
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
         Assert.Equal(0, journal.CommittedSequence);
     }
 
@@ -92,8 +92,8 @@ public sealed class JournalAppendTests
     public void A_second_open_of_the_same_folder_throws_naming_the_folder()
     {
         using var dir = new TempDirectory();
-        using var journal = WriteAheadJournal.Open(dir.Path);
-        var error = Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path));
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
+        var error = Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)));
         Assert.Equal(journal.Directory, error.Directory);
         Assert.Contains(journal.Directory, error.Message, StringComparison.Ordinal);
     }
@@ -113,7 +113,7 @@ public sealed class JournalAppendTests
         try
         {
             Assert.Equal("held", holder.StandardOutput.ReadLine());
-            Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path));
+            Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)));
         }
         finally
         {
@@ -127,7 +127,7 @@ public sealed class JournalAppendTests
         {
             try
             {
-                using var journal = WriteAheadJournal.Open(dir.Path);
+                using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
                 Assert.Equal(0, journal.CommittedSequence);
                 return;
             }
@@ -142,14 +142,14 @@ public sealed class JournalAppendTests
     public void Dispose_is_idempotent_releases_the_folder_and_later_calls_throw()
     {
         using var dir = new TempDirectory();
-        var journal = WriteAheadJournal.Open(dir.Path);
+        var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
         journal.Append("x"u8);
         journal.Sync();
         journal.Dispose();
         journal.Dispose();
         Assert.Throws<ObjectDisposedException>(() => journal.Append("y"u8));
         Assert.Throws<ObjectDisposedException>(() => journal.OpenReader(1));
-        using var again = WriteAheadJournal.Open(dir.Path);
+        using var again = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
         Assert.Equal(1, again.CommittedSequence);
     }
 
