@@ -249,7 +249,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         }
     }
 
-    private static (long Batches, long Bytes) Replay(WriteAheadJournal journal, VersionedIndex index)
+    internal static (long Batches, long Bytes) Replay(WriteAheadJournal journal, VersionedIndex index)
     {
         if (journal.FirstSequence != 1)
         {

@@ -3,13 +3,12 @@ namespace Folio.Documents;
 /// <summary>
 /// One version of a document in the <see cref="VersionedIndex"/>: written once by the committer, then immutable but
 /// for <see cref="_older"/>, which the committer may cut (never change otherwise) when no snapshot can reach past it.
-/// A recovery bulk load (before any reader exists) creates versions first and fills their JSON in at its end
-/// (<see cref="SetReplayedJson"/>), and marks the versions it replaced (<see cref="Superseded"/>).
+/// A document replayed at the open gets its version when it is first read (<see cref="ReplayedDocuments"/>).
 /// </summary>
 internal sealed class DocumentVersion
 {
     private DocumentVersion? _older;
-    private ReadOnlyMemory<byte> _json;
+    private readonly ReadOnlyMemory<byte> _json;
 
     public DocumentVersion(long sequence, long timestampTicks, ReadOnlyMemory<byte> json, bool isDeleted, DocumentVersion? older)
     {
@@ -29,17 +28,11 @@ internal sealed class DocumentVersion
     /// <summary>The UTF-8 JSON of a put; empty for a delete.</summary>
     public ReadOnlyMemory<byte> Json => _json;
 
-    /// <summary>Bulk load only: a later replayed command replaced or deleted this version (its JSON is never copied).</summary>
-    public bool Superseded { get; set; }
-
     /// <summary>Whether this version is a delete (a tombstone).</summary>
     public bool IsDeleted { get; }
 
     /// <summary>The previous version, or null (none, or pruned). Acquire read.</summary>
     public DocumentVersion? Older => Volatile.Read(ref _older);
-
-    /// <summary>Bulk load only, before any reader exists: sets the JSON of a replayed version.</summary>
-    public void SetReplayedJson(ReadOnlyMemory<byte> json) => _json = json;
 
     /// <summary>Cuts the chain after this version. Committer only, and only when no snapshot can need the older versions.</summary>
     public void Prune() => Volatile.Write(ref _older, null);

@@ -18,6 +18,15 @@ namespace Folio.Documents;
 /// are skipped. Readers never wait for the writer.
 /// </para>
 /// <para>
+/// Replayed documents. The documents an open replays form each collection's base layer
+/// (<see cref="ReplayedDocuments"/>: arrays, one object per document, its id), built before any reader exists. A
+/// read looks there first: a replayed document nobody has written since is answered from it (its version is visible
+/// to every snapshot). The first commit that writes a replayed document puts the new version in the heads with the
+/// replayed version as its older one, then marks the replayed slot shadowed; from then on reads go to the chain. The
+/// ids added since the open are a sorted list of their own, disjoint from the replayed ids; range and prefix reads
+/// merge the two.
+/// </para>
+/// <para>
 /// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
 /// is older); on each chain it touches, it cuts the versions older than the one visible at that snapshot, since no
 /// open or future snapshot can reach them. Memory of chains that are never written again is kept until their next
@@ -53,9 +62,18 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>The version of <paramref name="key"/> visible at <paramref name="snapshot"/>, or null when absent or deleted.</summary>
     public DocumentVersion? Get(in DocumentKey key, long snapshot)
     {
-        DocumentVersion? version = _collections.TryGetValue(key.Collection, out SortedKeys? keys) && keys.Heads.TryGetValue(key.Id, out DocumentVersion? head)
-            ? At(head, snapshot)
-            : null;
+        if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys))
+        {
+            return null;
+        }
+
+        // A replayed document nobody has written since the open: its replayed version is visible to every snapshot.
+        if (keys.Replayed is { } replayed && replayed.TryGetSlot(key.Id, out int slot) && !replayed.IsShadowed(slot))
+        {
+            return replayed.VersionAt(slot);
+        }
+
+        DocumentVersion? version = keys.Heads.TryGetValue(key.Id, out DocumentVersion? head) ? At(head, snapshot) : null;
         return version is { IsDeleted: false } ? version : null;
     }
 
@@ -82,6 +100,14 @@ internal sealed class VersionedIndex : ICommitState
             return [];
         }
 
+        string[] replayed = keys.Replayed?.SortedIds ?? [];
+        int replayedStart = LowerBound(replayed, prefix);
+        int replayedEnd = replayedStart;
+        while (replayedEnd < replayed.Length && replayed[replayedEnd].StartsWith(prefix, StringComparison.Ordinal))
+        {
+            replayedEnd++;
+        }
+
         ImmutableList<string> set = keys.Current;
         int start = LowerBound(set, prefix);
         int end = start;
@@ -90,7 +116,7 @@ internal sealed class VersionedIndex : ICommitState
             end++;
         }
 
-        return Iterate(collection, set, start, end, descending, snapshot);
+        return Iterate(collection, replayed, replayedStart, replayedEnd, set, start, end, descending, snapshot);
     }
 
     /// <summary>The number of live documents of <paramref name="collection"/> at <paramref name="snapshot"/>.</summary>
@@ -125,9 +151,20 @@ internal sealed class VersionedIndex : ICommitState
             BatchCommand command = commands[i];
             SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
             keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
+            int shadowedSlot = -1;
             if (head is null)
             {
-                keys.Add(command.Key.Id);
+                if (keys.Replayed is { } replayed && replayed.TryGetSlot(command.Key.Id, out shadowedSlot))
+                {
+                    // First write of a replayed document since the open: its replayed version becomes the oldest of the
+                    // chain, and the slot is marked shadowed once the heads hold the new version (ReplayedDocuments).
+                    head = replayed.VersionAt(shadowedSlot);
+                }
+                else
+                {
+                    shadowedSlot = -1;
+                    keys.Add(command.Key.Id);
+                }
             }
             else
             {
@@ -143,6 +180,10 @@ internal sealed class VersionedIndex : ICommitState
 
             bool isDelete = command.Kind == CommandKind.Delete;
             keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
+            if (shadowedSlot >= 0)
+            {
+                keys.Replayed!.Shadow(shadowedSlot);
+            }
         }
 
         Volatile.Write(ref _visible, sequence);
@@ -164,7 +205,7 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// Starts a bulk load: recovery replay into this empty index, before any reader exists. Until
     /// <see cref="EndBulkLoad"/>, batches go through <see cref="ApplyReplayed"/>. <paramref name="putsPerCollection"/>
-    /// (puts in the journal per collection, an upper bound on its ids) sizes each collection's dictionary once.
+    /// (puts in the journal per collection, an upper bound on its ids) sizes each collection's arrays once.
     /// </summary>
     internal void BeginBulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)
     {
@@ -177,13 +218,13 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>
-    /// Applies replayed batch <paramref name="sequence"/> during a bulk load. Values are not copied yet: each put
-    /// remembers where its value lies (<paramref name="segment"/>, <paramref name="entryOffset"/> + the command's
-    /// value start), and <see cref="EndBulkLoad"/> copies the values still live, so an overwritten or deleted value
-    /// is never copied. No snapshot can exist yet, so a new version replaces the old one outright (no chain), and a
-    /// delete removes the document (no tombstone is needed: absent and deleted read the same). New ids are listed in
-    /// arrival order; the sorted list is built at the end. The journal keeps <paramref name="segment"/> mapped until
-    /// the end of the bulk load (nothing purges during an open).
+    /// Applies replayed batch <paramref name="sequence"/> during a bulk load into each collection's
+    /// <see cref="ReplayedDocuments.Builder"/>. Values are not copied yet: each put records where its value lies
+    /// (<paramref name="segment"/>, <paramref name="entryOffset"/> + the command's value start) in its id's slot, and
+    /// <see cref="EndBulkLoad"/> copies the values still live, so an overwritten or deleted value is never copied. No
+    /// snapshot can exist yet, so a put replaces the id's replayed state outright and a delete frees the id (no
+    /// version chains, no tombstones: absent and deleted read the same). The journal keeps <paramref name="segment"/>
+    /// mapped until the end of the bulk load (nothing purges during an open).
     /// </summary>
     internal void ApplyReplayed(List<ReplayedCommand> commands, JournalSegment segment, long entryOffset, long sequence, long timestampTicks)
     {
@@ -191,53 +232,36 @@ internal sealed class VersionedIndex : ICommitState
         for (int i = 0; i < commands.Count; i++)
         {
             ReplayedCommand command = commands[i];
-            BulkCollection collection = bulk.CollectionOf(command.Key.Collection, this);
-            ConcurrentDictionary<string, DocumentVersion> heads = collection.Keys.Heads;
+            ReplayedDocuments.Builder collection = bulk.CollectionOf(command.Key.Collection, this);
             if (command.Kind == CommandKind.Delete)
             {
-                if (heads.TryRemove(command.Key.Id, out DocumentVersion? removed))
-                {
-                    removed.Superseded = true;
-                    collection.Removed = true;
-                }
-
-                continue;
-            }
-
-            var version = new DocumentVersion(sequence, timestampTicks, ReadOnlyMemory<byte>.Empty, isDeleted: false, older: null);
-            if (heads.TryAdd(command.Key.Id, version))
-            {
-                collection.NewIds.Add(command.Key.Id); // most replayed puts are of new ids: one hash lookup
+                collection.Delete(command.Key.Id);
             }
             else
             {
-                heads[command.Key.Id].Superseded = true;
-                heads[command.Key.Id] = version;
+                collection.Put(command.Key.Id, sequence, timestampTicks, segment, entryOffset + command.ValueStart, command.ValueLength);
             }
-
-            bulk.AddPending(new PendingValue(version, segment, entryOffset + command.ValueStart, command.ValueLength));
         }
 
         Volatile.Write(ref _visible, sequence);
     }
 
-    /// <summary>The fewest replayed puts for which <see cref="EndBulkLoad"/> works in parallel (below, about 2 MB of values, one thread does).</summary>
+    /// <summary>The fewest replayed ids (slots) for which <see cref="EndBulkLoad"/> works in parallel (below, about 2 MB of values, one thread does).</summary>
     internal const int MinPutsForParallelEnd = 16_384;
 
     /// <summary>
     /// Ends a bulk load: copies the live documents' values out of the journal into slabs sized to exactly their bytes
-    /// (so replay keeps the live documents, not every version the journal holds), and makes each collection's ids
-    /// its sorted list (built in linear time from the sorted ids).
+    /// (so replay keeps the live documents, not every version the journal holds), sorts each collection's live ids,
+    /// and makes each collection's <see cref="ReplayedDocuments"/> its base layer.
     /// </summary>
     /// <remarks>
-    /// Both halves of the copy and the sorted lists run as three parallel actions when there is more than one
-    /// processor and enough values. They touch disjoint state (each half its own versions and its own slabs, the
-    /// lists only the key sets), and no reader exists before the open returns. They are mostly page faults: the
-    /// slabs and the list nodes are memory the process has not touched yet, which a virtual machine that backs memory
-    /// lazily charges per page (11-14 µs per 4 KiB page measured on the project's machine: faulting in the 27.6 MB of
-    /// a 200,000-document replay's values took 80-100 ms of a 290 ms open), and page faults on two cores proceed in
-    /// parallel (26 MB: 90 ms on one thread, 47 ms on two). <see cref="Parallel.Invoke(Action[])"/> runs on the
-    /// calling thread whatever the thread pool has not started, so a busy pool slows the open down but never blocks it.
+    /// For a collection of at least <see cref="MinPutsForParallelEnd"/> slots on more than one processor, both halves
+    /// of the copy and the sort run as three parallel actions. They touch disjoint state (each half its own slots and
+    /// its own slabs, the sort only the id list), and no reader exists before the open returns. They are mostly page
+    /// faults: the slabs are memory the process has not touched yet, which a virtual machine that backs memory lazily
+    /// charges per page (11-18 µs per 4 KiB page measured on the project's machine), and page faults on two cores
+    /// proceed in parallel. <see cref="Parallel.Invoke(Action[])"/> runs on the calling thread whatever the thread pool
+    /// has not started, so a busy pool slows the open down but never blocks it.
     /// </remarks>
     internal void EndBulkLoad()
     {
@@ -246,75 +270,36 @@ internal sealed class VersionedIndex : ICommitState
             return;
         }
 
-        List<PendingValue[]> pending = bulk.Pending;
-        if (Environment.ProcessorCount > 1 && bulk.PendingCount >= MinPutsForParallelEnd)
+        foreach ((string name, ReplayedDocuments.Builder collection) in bulk.Collections)
         {
-            int split = pending.Count / 2;
-            try
+            collection.PrepareValues();
+            int slots = collection.SlotCount;
+            if (Environment.ProcessorCount > 1 && slots >= MinPutsForParallelEnd)
             {
-                Parallel.Invoke(
-                    () => CopyLiveValues(pending, 0, split),
-                    () => CopyLiveValues(pending, split, pending.Count),
-                    () => SortIds(bulk));
+                int split = slots / 2;
+                try
+                {
+                    Parallel.Invoke(
+                        () => collection.CopyValues(0, split),
+                        () => collection.CopyValues(split, slots),
+                        collection.SortIds);
+                }
+                catch (AggregateException e) when (e.InnerExceptions.Count > 0)
+                {
+                    // The same exception the one-thread path would throw, not a wrapper.
+                    System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerExceptions[0]).Throw();
+                }
             }
-            catch (AggregateException e) when (e.InnerExceptions.Count > 0)
+            else
             {
-                // The same exception the one-thread path would throw, not a wrapper.
-                System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerExceptions[0]).Throw();
+                collection.CopyValues(0, slots);
+                collection.SortIds();
             }
-        }
-        else
-        {
-            CopyLiveValues(pending, 0, pending.Count);
-            SortIds(bulk);
+
+            _collections[name].Replayed = collection.Build();
         }
 
         _bulkLoad = null;
-    }
-
-    /// <summary>Copies the values still live among the pending puts in chunks [<paramref name="from"/>, <paramref name="to"/>) into slabs of their own.</summary>
-    private static void CopyLiveValues(List<PendingValue[]> pending, int from, int to)
-    {
-        long slabbedBytes = 0;
-        for (int c = from; c < to; c++)
-        {
-            foreach (PendingValue value in pending[c])
-            {
-                if (value.Version is { Superseded: false } && value.Length <= ValueSlabs.MaxSlabbedValue)
-                {
-                    slabbedBytes += value.Length;
-                }
-            }
-        }
-
-        var slabs = new ValueSlabs(slabbedBytes);
-        for (int c = from; c < to; c++)
-        {
-            foreach (PendingValue value in pending[c])
-            {
-                if (value.Version is { Superseded: false } version)
-                {
-                    version.SetReplayedJson(slabs.Copy(value.Segment.Span(value.Offset, value.Length)));
-                }
-            }
-        }
-    }
-
-    /// <summary>Makes each bulk-loaded collection's ids (new ids in arrival order, less the deleted ones) its sorted list.</summary>
-    private static void SortIds(BulkLoad bulk)
-    {
-        foreach (BulkCollection collection in bulk.Collections.Values)
-        {
-            ConcurrentDictionary<string, DocumentVersion> heads = collection.Keys.Heads;
-            List<string> ids = collection.NewIds;
-            if (collection.Removed)
-            {
-                // Deleted ids are gone from the dictionary; an id deleted and put again is listed twice.
-                ids.RemoveAll(id => !heads.ContainsKey(id));
-            }
-
-            collection.Keys.SetSorted(ids);
-        }
     }
 
     /// <summary>Live documents across all collections at the visible sequence (diagnostics; walks every chain).</summary>
@@ -328,6 +313,15 @@ internal sealed class VersionedIndex : ICommitState
             {
                 count += At(pair.Value, snapshot) is { IsDeleted: false } ? 1 : 0;
             }
+
+            if (keys.Replayed is { } replayed)
+            {
+                foreach (string id in replayed.SortedIds)
+                {
+                    // A shadowed document is counted through the heads, above.
+                    count += replayed.TryGetSlot(id, out int slot) && !replayed.IsShadowed(slot) ? 1 : 0;
+                }
+            }
         }
 
         return count;
@@ -337,8 +331,16 @@ internal sealed class VersionedIndex : ICommitState
     internal int ChainLength(in DocumentKey key)
     {
         int length = 0;
-        DocumentVersion? head = null;
-        _ = _collections.TryGetValue(key.Collection, out SortedKeys? keys) && keys.Heads.TryGetValue(key.Id, out head);
+        if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys))
+        {
+            return 0;
+        }
+
+        if (!keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
+        {
+            return keys.Replayed is { } replayed && replayed.TryGetSlot(key.Id, out _) ? 1 : 0;
+        }
+
         for (DocumentVersion? version = head; version is not null; version = version.Older)
         {
             length++;
@@ -354,18 +356,41 @@ internal sealed class VersionedIndex : ICommitState
             return [];
         }
 
+        string[] replayed = keys.Replayed?.SortedIds ?? [];
+        int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
+        int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
         ImmutableList<string> set = keys.Current;
         int start = fromInclusive is null ? 0 : LowerBound(set, fromInclusive);
         int end = toExclusive is null ? set.Count : LowerBound(set, toExclusive);
-        return Iterate(collection, set, start, end, descending, snapshot);
+        return Iterate(collection, replayed, replayedStart, replayedEnd, set, start, end, descending, snapshot);
     }
 
-    /// <summary>Yields the ids at positions [start, end) of the key set that have a live version at the snapshot.</summary>
-    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, ImmutableList<string> set, int start, int end, bool descending, long snapshot)
+    /// <summary>
+    /// Yields, in order, the ids at positions [replayedStart, replayedEnd) of the replayed ids and [start, end) of the
+    /// ids added since the open (two disjoint sorted lists, merged) that have a live version at the snapshot.
+    /// </summary>
+    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, string[] replayed, int replayedStart, int replayedEnd, ImmutableList<string> set, int start, int end, bool descending, long snapshot)
     {
-        for (int n = 0; n < end - start; n++)
+        int r = 0;
+        int n = 0;
+        int replayedCount = Math.Max(0, replayedEnd - replayedStart);
+        int count = Math.Max(0, end - start);
+        while (r < replayedCount || n < count)
         {
-            string id = set[descending ? end - 1 - n : start + n];
+            string? fromReplayed = r < replayedCount ? replayed[descending ? replayedEnd - 1 - r : replayedStart + r] : null;
+            string? fromSet = n < count ? set[descending ? end - 1 - n : start + n] : null;
+            string id;
+            if (fromSet is null || (fromReplayed is not null && (string.CompareOrdinal(fromReplayed, fromSet) < 0) != descending))
+            {
+                id = fromReplayed!;
+                r++;
+            }
+            else
+            {
+                id = fromSet;
+                n++;
+            }
+
             DocumentVersion? version = Get(new DocumentKey(collection, id), snapshot);
             if (version is not null)
             {
@@ -381,25 +406,26 @@ internal sealed class VersionedIndex : ICommitState
         return index >= 0 ? index : ~index;
     }
 
+    /// <summary>The position of the first id at or after <paramref name="key"/>.</summary>
+    private static int LowerBound(string[] ids, string key)
+    {
+        int index = Array.BinarySearch(ids, key, StringComparer.Ordinal);
+        return index >= 0 ? index : ~index;
+    }
+
     /// <summary>
-    /// A collection: the newest version per id, and the ids sorted ordinally (an immutable list replaced as a whole by
-    /// the writer with a release write, read by readers with an acquire read).
+    /// A collection: the documents the open replayed (<see cref="Replayed"/>, set once at the end of the bulk load,
+    /// before any reader), the newest version of each id written since (<see cref="Heads"/>), and the ids added since
+    /// the open, sorted ordinally (an immutable list replaced as a whole by the writer with a release write, read by
+    /// readers with an acquire read; disjoint from the replayed ids).
     /// </summary>
     private sealed class SortedKeys
     {
-        // Distinct ids in ordinal order. An ImmutableList kept sorted by Add (not an ImmutableSortedSet): a bulk load
-        // builds it from a sorted list in linear time, where a sorted set sorts its input again.
-        private ImmutableList<string> _set;
+        private ImmutableList<string> _set = [];
 
-        public SortedKeys(int capacity = 0)
-        {
-            Heads = capacity > 0
-                ? new ConcurrentDictionary<string, DocumentVersion>(Environment.ProcessorCount, capacity, StringComparer.Ordinal)
-                : new ConcurrentDictionary<string, DocumentVersion>(StringComparer.Ordinal);
-            _set = [];
-        }
+        public ConcurrentDictionary<string, DocumentVersion> Heads { get; } = new(StringComparer.Ordinal);
 
-        public ConcurrentDictionary<string, DocumentVersion> Heads { get; }
+        public ReplayedDocuments? Replayed { get; set; }
 
         public ImmutableList<string> Current => Volatile.Read(ref _set);
 
@@ -412,92 +438,29 @@ internal sealed class VersionedIndex : ICommitState
                 Volatile.Write(ref _set, _set.Insert(~index, id));
             }
         }
-
-        /// <summary>
-        /// Bulk load only (no reader yet): the set becomes <paramref name="ids"/>, sorted and de-duplicated here unless
-        /// they are strictly increasing already (replayed ids often are; a repeated id never is).
-        /// </summary>
-        public void SetSorted(List<string> ids)
-        {
-            if (!IsSorted(ids))
-            {
-                ids.Sort(StringComparer.Ordinal);
-                int kept = 0;
-                for (int i = 0; i < ids.Count; i++)
-                {
-                    if (kept == 0 || !string.Equals(ids[kept - 1], ids[i], StringComparison.Ordinal))
-                    {
-                        ids[kept++] = ids[i];
-                    }
-                }
-
-                ids.RemoveRange(kept, ids.Count - kept);
-            }
-
-            Volatile.Write(ref _set, ImmutableList.CreateRange(ids));
-        }
-
-        private static bool IsSorted(List<string> ids)
-        {
-            for (int i = 1; i < ids.Count; i++)
-            {
-                if (string.CompareOrdinal(ids[i - 1], ids[i]) >= 0)
-                {
-                    return false;
-                }
-            }
-
-            return true;
-        }
     }
 
-    /// <summary>The state of a bulk load: the values to copy at the end, and per collection the ids first seen, in arrival order.</summary>
+    /// <summary>The state of a bulk load: a builder per collection.</summary>
     private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)
     {
-        // A dictionary sized for every put of a journal of overwrites would be mostly empty buckets: cap the hint.
+        // Arrays sized for every put of a journal of overwrites would be mostly empty: cap the hint (they grow past it).
         private const int MaxInitialCapacity = 1 << 20;
 
-        // Pending values in chunks of 4,096 (128 KiB): large objects, which the GC never copies, allocated once each (one
-        // list of them all would be a large object that grows by copying). They live until the end of the load, so as
-        // small objects (64 KiB chunks, before) every gen0 and gen1 collection of the replay copied them: 128 KiB
-        // chunks took a gen0 collection and 10-15 ms of pauses off each open of 200,000 documents (docs/benchmarks.md).
-        private const int ChunkSize = 4096;
-
-        /// <summary>Replayed puts so far.</summary>
-        public int PendingCount => Pending.Count == 0 ? 0 : ((Pending.Count - 1) * ChunkSize) + _lastChunkUsed;
-
-        private int _lastChunkUsed = ChunkSize;
-
         private string? _lastName;
-        private BulkCollection? _last;
+        private ReplayedDocuments.Builder? _last;
 
-        public Dictionary<string, BulkCollection> Collections { get; } = new(StringComparer.Ordinal);
-
-        /// <summary>Every replayed put, in order (the last chunk filled up to its count).</summary>
-        public List<PendingValue[]> Pending { get; } = [];
-
-        public void AddPending(PendingValue pending)
-        {
-            if (_lastChunkUsed == ChunkSize)
-            {
-                Pending.Add(new PendingValue[ChunkSize]);
-                _lastChunkUsed = 0;
-            }
-
-            Pending[^1][_lastChunkUsed++] = pending;
-        }
+        public Dictionary<string, ReplayedDocuments.Builder> Collections { get; } = new(StringComparer.Ordinal);
 
         /// <summary>The collection named <paramref name="name"/>, created in <paramref name="index"/> on first use (the last one is kept: batches mostly write one collection).</summary>
-        public BulkCollection CollectionOf(string name, VersionedIndex index)
+        public ReplayedDocuments.Builder CollectionOf(string name, VersionedIndex index)
         {
             if (!ReferenceEquals(name, _lastName))
             {
                 if (!Collections.TryGetValue(name, out _last))
                 {
                     int capacity = putsPerCollection.TryGetValue(name, out int puts) ? Math.Min(puts, MaxInitialCapacity) : 0;
-                    var keys = new SortedKeys(capacity);
-                    index._collections[name] = keys;
-                    Collections[name] = _last = new BulkCollection(keys, capacity);
+                    index._collections[name] = new SortedKeys();
+                    Collections[name] = _last = new ReplayedDocuments.Builder(capacity);
                 }
 
                 _lastName = name;
@@ -505,21 +468,6 @@ internal sealed class VersionedIndex : ICommitState
 
             return _last!;
         }
-    }
-
-    /// <summary>Where the value of a replayed version lies in the journal (copied at the end of the bulk load unless superseded).</summary>
-    private readonly record struct PendingValue(DocumentVersion? Version, JournalSegment Segment, long Offset, int Length);
-
-    /// <summary>One collection during a bulk load.</summary>
-    private sealed class BulkCollection(SortedKeys keys, int capacity)
-    {
-        public SortedKeys Keys { get; } = keys;
-
-        /// <summary>Ids in the order first put (an id deleted and put again appears twice).</summary>
-        public List<string> NewIds { get; } = new(capacity);
-
-        /// <summary>Whether any id was deleted (then <see cref="NewIds"/> needs filtering).</summary>
-        public bool Removed { get; set; }
     }
 }
 

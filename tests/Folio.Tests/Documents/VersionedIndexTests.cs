@@ -4,6 +4,8 @@ using FsCheck;
 using FsCheck.Fluent;
 using FsCheck.Xunit;
 using Folio.Documents;
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
 using Folio.Transactions;
 
 namespace Folio.Tests.Documents;
@@ -18,15 +20,40 @@ public sealed class VersionedIndexTests
     /// of the state per commit. Pruning must never remove a version an open snapshot sees.
     /// </summary>
     [Property(MaxTest = 200, Arbitrary = [typeof(VersionedIndexTests)])]
-    public void Every_open_snapshot_keeps_seeing_exactly_its_state_while_commits_prune_old_versions(int[] program)
+    public void Every_open_snapshot_keeps_seeing_exactly_its_state_while_commits_prune_old_versions(int[] program) =>
+        RunProgram(program, replayedCommits: 0);
+
+    /// <summary>
+    /// The same over replayed documents: the program's first commits go through a journal and a recovery replay (the
+    /// index's base layer, <see cref="ReplayedDocuments"/>), the rest are applied as live commits that overwrite and
+    /// delete replayed documents and add ids between them, while snapshots stay open across the overwrites.
+    /// </summary>
+    [Property(MaxTest = 100, Arbitrary = [typeof(VersionedIndexTests)])]
+    public void Every_open_snapshot_over_replayed_documents_keeps_seeing_exactly_its_state(int[] program) =>
+        RunProgram(program, replayedCommits: program.Count(op => (op & 7) <= 2) / 2);
+
+    private static void RunProgram(int[] program, int replayedCommits)
     {
         var index = new VersionedIndex();
         var states = new List<Dictionary<DocumentKey, (long Version, string Json)>> { new() };
         var open = new List<IndexSnapshot>();
         long sequence = 0;
+        using var dir = new TempDirectory();
+        WriteAheadJournal? journal = replayedCommits > 0 ? WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(64 * 1024)) : null;
         foreach (int op in program)
         {
             int argument = op >>> 3;
+            if (journal is not null && sequence == replayedCommits)
+            {
+                ReplayInto(index, journal);
+                journal = null;
+            }
+
+            if (journal is not null && (op & 7) > 2)
+            {
+                continue; // no reader exists before the replay
+            }
+
             switch (op & 7)
             {
                 case 0 or 1 or 2:
@@ -50,7 +77,17 @@ public sealed class VersionedIndexTests
                             }
                         }
 
-                        index.Apply(batch, sequence, sequence * 10);
+                        if (journal is not null)
+                        {
+                            byte[] encoded = BatchEncoding.Encode(batch, out int length);
+                            Assert.Equal(sequence, journal.Append(encoded.AsSpan(0, length)));
+                            System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+                        }
+                        else
+                        {
+                            index.Apply(batch, sequence, sequence * 10);
+                        }
+
                         states.Add(state);
                         break;
                     }
@@ -77,11 +114,28 @@ public sealed class VersionedIndexTests
             }
         }
 
+        if (journal is not null)
+        {
+            ReplayInto(index, journal);
+        }
+
         foreach (IndexSnapshot snapshot in open)
         {
             AssertSnapshot(index, snapshot.Sequence, states[(int)snapshot.Sequence], 0);
             snapshot.Dispose();
         }
+
+        using IndexSnapshot last = index.OpenSnapshot();
+        AssertSnapshot(index, last.Sequence, states[(int)last.Sequence], program.Length);
+        Assert.Equal(states[^1].Count, index.LiveDocuments());
+    }
+
+    /// <summary>Replays <paramref name="journal"/> into the empty <paramref name="index"/> as a store's open does, then closes the journal.</summary>
+    private static void ReplayInto(VersionedIndex index, WriteAheadJournal journal)
+    {
+        journal.Sync();
+        DocumentStore.Replay(journal, index);
+        journal.Dispose();
     }
 
     public static Arbitrary<int[]> Programs() =>
@@ -154,6 +208,103 @@ public sealed class VersionedIndexTests
         index.Apply(new CommitBatch().Put("x", "k", "4"u8.ToArray()), 4, 4 * 10);
         Assert.Equal(2, index.ChainLength(key)); // version 4 and version 3 (visible at the oldest point, 3)
         Assert.Equal("4"u8.ToArray(), index.Get(key, index.VisibleSequence)!.Json.ToArray());
+    }
+
+    /// <summary>
+    /// 20,000 documents in two collections come from a recovery replay; the writer then overwrites or deletes each in
+    /// turn (the first pass takes every replayed document from the base layer to the heads) while readers read random
+    /// ones. A reader sees both collections' copies at one version (never a torn batch), never a version older than
+    /// one committed before its snapshot, never loses a document nobody deleted, and never sees versions go back.
+    /// </summary>
+    [Fact]
+    public async Task Readers_never_lose_a_replayed_document_while_the_writer_overwrites_it_for_the_first_time()
+    {
+        const int Keys = 20_000;
+        using var dir = new TempDirectory();
+        var index = new VersionedIndex();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4 << 20)))
+        {
+            for (int start = 0; start < Keys; start += 1000)
+            {
+                var batch = new CommitBatch();
+                for (int k = start; k < start + 1000; k++)
+                {
+                    batch.Put("x", $"k{k}", "0"u8.ToArray()).Put("y", $"k{k}", "0"u8.ToArray());
+                }
+
+                byte[] encoded = BatchEncoding.Encode(batch, out int length);
+                journal.Append(encoded.AsSpan(0, length));
+                System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+            }
+
+            journal.Sync();
+            DocumentStore.Replay(journal, index);
+        }
+
+        long replayedTo = index.VisibleSequence;
+        var written = new long[Keys]; // the sequence of the writer's latest write of each key, 0: the replayed put
+        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(2));
+        var failures = new ConcurrentQueue<string>();
+        var writer = Task.Factory.StartNew(() =>
+        {
+            // Two passes over every key however starved the host, then until the time is up.
+            for (long s = replayedTo + 1; s <= replayedTo + (2 * Keys) || !stop.IsCancellationRequested; s++)
+            {
+                int k = (int)((s - replayedTo - 1) % Keys);
+                var batch = new CommitBatch();
+                if (s % 7 == 0)
+                {
+                    batch.Delete("x", $"k{k}").Delete("y", $"k{k}");
+                }
+                else
+                {
+                    byte[] value = Encoding.UTF8.GetBytes(s.ToString(System.Globalization.CultureInfo.InvariantCulture));
+                    batch.Put("x", $"k{k}", value).Put("y", $"k{k}", value);
+                }
+
+                index.Apply(batch, s, s * 10);
+                Volatile.Write(ref written[k], s);
+            }
+        }, TaskCreationOptions.LongRunning);
+
+        var readers = Enumerable.Range(0, 3).Select(r => Task.Run(() =>
+        {
+            var random = new Random(r);
+            var lastSeen = new long[Keys];
+            while (!writer.IsCompleted)
+            {
+                int k = random.Next(Keys);
+                long before = Volatile.Read(ref written[k]);
+                using IndexSnapshot snapshot = index.OpenSnapshot();
+                DocumentVersion? x = index.Get(new DocumentKey("x", $"k{k}"), snapshot.Sequence);
+                DocumentVersion? y = index.Get(new DocumentKey("y", $"k{k}"), snapshot.Sequence);
+                if ((x is null) != (y is null) || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
+                {
+                    failures.Enqueue($"torn batch on k{k} at snapshot {snapshot.Sequence}");
+                }
+
+                bool beforeWasPut = before == 0 || before % 7 != 0;
+                long nextWrite = before == 0 ? replayedTo + 1 + k : before + Keys;
+                if (x is null && beforeWasPut && snapshot.Sequence < nextWrite)
+                {
+                    failures.Enqueue($"k{k} lost at snapshot {snapshot.Sequence}: put at {before} and not written since");
+                }
+
+                if (x is not null)
+                {
+                    if (x.Sequence > snapshot.Sequence || x.Sequence < before || (!beforeWasPut && x.Sequence == before) || x.Sequence < lastSeen[k])
+                    {
+                        failures.Enqueue($"k{k}: version {x.Sequence} at snapshot {snapshot.Sequence}, written at {before} before it, {lastSeen[k]} seen before");
+                    }
+
+                    lastSeen[k] = x.Sequence;
+                }
+            }
+        })).ToArray();
+
+        await Task.WhenAll(readers.Append(writer));
+        Assert.Empty(failures);
+        Assert.Equal(0, index.OpenSnapshots);
     }
 
     /// <summary>

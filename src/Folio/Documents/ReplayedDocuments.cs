@@ -1,0 +1,218 @@
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using Folio.Journal;
+using Folio.Transactions;
+
+namespace Folio.Documents;
+
+/// <summary>
+/// The live documents of one collection as recovery replay left them, in arrays instead of objects: the base layer of
+/// the collection in the <see cref="VersionedIndex"/>, under the versions committed since the open.
+/// <para>
+/// Why arrays. A replay builds every document's state at once, all of it long-lived: as one version object, one
+/// dictionary node and one sorted-list node per document, a 200,000-document open allocated about 50 MB of small
+/// objects that the collector copied from generation to generation while the open ran (8-10 collections per open with
+/// the default collectors), and each copy landed on fresh pages, which a virtual machine that backs memory lazily
+/// charges per page. Here a document costs one object (its id string) plus slots in a few large arrays, which the
+/// collector never copies; its <see cref="DocumentVersion"/> is created when it is first read.
+/// </para>
+/// <para>
+/// Protocol. Built by one thread during the bulk load (<see cref="Builder"/>), before any reader exists, and never
+/// changed afterwards except for two things, both per slot:
+/// <list type="bullet">
+/// <item><see cref="VersionAt"/> creates the slot's <see cref="DocumentVersion"/> on first use and publishes it with a
+/// compare-exchange, so every reader and the writer get the same object.</item>
+/// <item>The committer (the index's only writer), when it first commits a newer version of a replayed document, puts
+/// the new version in the collection's heads (with the replayed version as its older version) and only then marks the
+/// slot shadowed (<see cref="Shadow"/>, a release write), before it publishes the batch's sequence. A reader looks at
+/// the mark (acquire) after taking its snapshot: a snapshot that includes the newer version was published after the
+/// mark, so the reader sees the mark and reads the heads, which hold the newer version. A reader that sees no mark
+/// returns the replayed version, which is correct for it: every version above the replayed one is above its snapshot.
+/// The replayed version is visible to every snapshot: each was taken at or after the end of the replay.</item>
+/// </list>
+/// The id dictionary is only read after the build, which the framework allows from any number of threads at once.
+/// </para>
+/// </summary>
+internal sealed class ReplayedDocuments
+{
+    private readonly Dictionary<string, int> _slots;
+    private readonly long[] _sequences;
+    private readonly long[] _timestamps;
+    private readonly ReadOnlyMemory<byte>[] _values;
+    private readonly DocumentVersion?[] _versions;
+    private readonly int[] _shadowed;
+
+    private ReplayedDocuments(Dictionary<string, int> slots, long[] sequences, long[] timestamps, ReadOnlyMemory<byte>[] values, string[] sortedIds)
+    {
+        _slots = slots;
+        _sequences = sequences;
+        _timestamps = timestamps;
+        _values = values;
+        _versions = new DocumentVersion?[values.Length];
+        _shadowed = new int[values.Length];
+        SortedIds = sortedIds;
+    }
+
+    /// <summary>The ids of the replayed documents, in ordinal order (never changed).</summary>
+    public string[] SortedIds { get; }
+
+    /// <summary>The slot of replayed document <paramref name="id"/>, if there is one.</summary>
+    public bool TryGetSlot(string id, out int slot) => _slots.TryGetValue(id, out slot);
+
+    /// <summary>Whether the heads hold a newer version of the document in <paramref name="slot"/> (acquire).</summary>
+    public bool IsShadowed(int slot) => Volatile.Read(ref _shadowed[slot]) != 0;
+
+    /// <summary>Marks <paramref name="slot"/> shadowed (release): the writer calls it after putting the newer version in the heads.</summary>
+    public void Shadow(int slot) => Volatile.Write(ref _shadowed[slot], 1);
+
+    /// <summary>The replayed version of the document in <paramref name="slot"/>, created on first use.</summary>
+    public DocumentVersion VersionAt(int slot) => Volatile.Read(ref _versions[slot]) ?? CreateVersion(slot);
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private DocumentVersion CreateVersion(int slot)
+    {
+        var version = new DocumentVersion(_sequences[slot], _timestamps[slot], _values[slot], isDeleted: false, older: null);
+        return Interlocked.CompareExchange(ref _versions[slot], version, null) ?? version;
+    }
+
+    /// <summary>
+    /// Collects one collection's replayed commands (single-threaded) and builds its <see cref="ReplayedDocuments"/>.
+    /// A put records where its value lies in the journal (segment, offset, length) in the id's slot, replacing what an
+    /// earlier put of the id recorded, so an overwritten value is never copied; a delete frees the id (its slot stays,
+    /// dead). At the end the values of the live slots are copied into slabs (two halves that may run in parallel) and
+    /// the live ids sorted.
+    /// </summary>
+    internal sealed class Builder
+    {
+        private readonly Dictionary<string, int> _slots;
+        private string[] _ids;
+        private long[] _sequences;
+        private long[] _timestamps;
+        private JournalSegment?[] _segments;
+        private long[] _offsets;
+        private int[] _lengths;
+        private bool[] _dead;
+        private int _count;
+        private ReadOnlyMemory<byte>[] _values = [];
+        private string[] _sortedIds = [];
+
+        /// <param name="capacity">The expected number of distinct ids (the puts counted for the collection, capped).</param>
+        public Builder(int capacity)
+        {
+            capacity = Math.Max(capacity, 16);
+            _slots = new Dictionary<string, int>(capacity, StringComparer.Ordinal);
+            _ids = new string[capacity];
+            _sequences = new long[capacity];
+            _timestamps = new long[capacity];
+            _segments = new JournalSegment?[capacity];
+            _offsets = new long[capacity];
+            _lengths = new int[capacity];
+            _dead = new bool[capacity];
+        }
+
+        /// <summary>Slots used so far (live and dead).</summary>
+        public int SlotCount => _count;
+
+        /// <summary>Records a put of <paramref name="id"/> whose value lies at <paramref name="offset"/> in <paramref name="segment"/>.</summary>
+        public void Put(string id, long sequence, long timestampTicks, JournalSegment segment, long offset, int length)
+        {
+            ref int slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_slots, id, out bool exists);
+            if (!exists)
+            {
+                if (_count == _ids.Length)
+                {
+                    Grow();
+                }
+
+                slot = _count++;
+                _ids[slot] = id;
+            }
+
+            _sequences[slot] = sequence;
+            _timestamps[slot] = timestampTicks;
+            _segments[slot] = segment;
+            _offsets[slot] = offset;
+            _lengths[slot] = length;
+        }
+
+        /// <summary>Records a delete of <paramref name="id"/> (nothing when it is not live).</summary>
+        public void Delete(string id)
+        {
+            if (_slots.Remove(id, out int slot))
+            {
+                _dead[slot] = true;
+                _segments[slot] = null;
+            }
+        }
+
+        /// <summary>Copies the values of the live slots in [<paramref name="from"/>, <paramref name="to"/>) out of the journal into slabs of their own.</summary>
+        [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
+        public void CopyValues(int from, int to)
+        {
+            if (_values.Length != _count)
+            {
+                throw new InvalidOperationException("PrepareValues first.");
+            }
+
+            long slabbedBytes = 0;
+            for (int slot = from; slot < to; slot++)
+            {
+                if (!_dead[slot] && _lengths[slot] <= ValueSlabs.MaxSlabbedValue)
+                {
+                    slabbedBytes += _lengths[slot];
+                }
+            }
+
+            var slabs = new ValueSlabs(slabbedBytes);
+            for (int slot = from; slot < to; slot++)
+            {
+                if (!_dead[slot])
+                {
+                    _values[slot] = slabs.Copy(_segments[slot]!.Span(_offsets[slot], _lengths[slot]));
+                }
+            }
+        }
+
+        /// <summary>Allocates the value array <see cref="CopyValues"/> fills (call once, before copying).</summary>
+        public void PrepareValues() => _values = new ReadOnlyMemory<byte>[_count];
+
+        /// <summary>Sorts the live ids ordinally (linear when they arrived in order, as replayed ids often do).</summary>
+        public void SortIds()
+        {
+            var ids = new string[_slots.Count];
+            int n = 0;
+            bool sorted = true;
+            for (int slot = 0; slot < _count; slot++)
+            {
+                if (!_dead[slot])
+                {
+                    ids[n] = _ids[slot];
+                    sorted &= n == 0 || string.CompareOrdinal(ids[n - 1], ids[n]) < 0;
+                    n++;
+                }
+            }
+
+            if (!sorted)
+            {
+                Array.Sort(ids, StringComparer.Ordinal); // live ids are distinct: a re-put id has one live slot
+            }
+
+            _sortedIds = ids;
+        }
+
+        /// <summary>The built collection (after <see cref="CopyValues"/> over every slot and <see cref="SortIds"/>).</summary>
+        public ReplayedDocuments Build() => new(_slots, _sequences, _timestamps, _values, _sortedIds);
+
+        private void Grow()
+        {
+            int size = _ids.Length * 2;
+            Array.Resize(ref _ids, size);
+            Array.Resize(ref _sequences, size);
+            Array.Resize(ref _timestamps, size);
+            Array.Resize(ref _segments, size);
+            Array.Resize(ref _offsets, size);
+            Array.Resize(ref _lengths, size);
+            Array.Resize(ref _dead, size);
+        }
+    }
+}
