@@ -1,6 +1,7 @@
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using Folio.Journal;
+using Folio.Storage;
 using Folio.Transactions;
 
 namespace Folio.Documents;
@@ -84,15 +85,19 @@ internal sealed class ReplayedDocuments
     /// </summary>
     internal sealed class Builder
     {
+        // A value's place in the journal: the segment's number in _segments (high 24 bits) and the offset in it.
+        private const int OffsetBits = 40;
+
         private readonly Dictionary<string, int> _slots;
+        private readonly List<JournalSegment> _segments = [];
+        private JournalSegment? _lastSegment;
         private string[] _ids;
         private long[] _sequences;
         private long[] _timestamps;
-        private JournalSegment?[] _segments;
-        private long[] _offsets;
-        private int[] _lengths;
-        private bool[] _dead;
+        private long[] _locations;
+        private int[] _lengths; // -1: the slot's id was deleted
         private int _count;
+        private bool _anyDeleted;
         private ReadOnlyMemory<byte>[] _values = [];
         private string[] _sortedIds = [];
 
@@ -102,12 +107,10 @@ internal sealed class ReplayedDocuments
             capacity = Math.Max(capacity, 16);
             _slots = new Dictionary<string, int>(capacity, StringComparer.Ordinal);
             _ids = new string[capacity];
-            _sequences = new long[capacity];
-            _timestamps = new long[capacity];
-            _segments = new JournalSegment?[capacity];
-            _offsets = new long[capacity];
-            _lengths = new int[capacity];
-            _dead = new bool[capacity];
+            _sequences = NewArray<long>(capacity);
+            _timestamps = NewArray<long>(capacity);
+            _locations = NewArray<long>(capacity);
+            _lengths = NewArray<int>(capacity);
         }
 
         /// <summary>Slots used so far (live and dead).</summary>
@@ -128,10 +131,15 @@ internal sealed class ReplayedDocuments
                 _ids[slot] = id;
             }
 
+            if (!ReferenceEquals(segment, _lastSegment))
+            {
+                _segments.Add(segment);
+                _lastSegment = segment;
+            }
+
             _sequences[slot] = sequence;
             _timestamps[slot] = timestampTicks;
-            _segments[slot] = segment;
-            _offsets[slot] = offset;
+            _locations[slot] = ((long)(_segments.Count - 1) << OffsetBits) | offset;
             _lengths[slot] = length;
         }
 
@@ -140,8 +148,8 @@ internal sealed class ReplayedDocuments
         {
             if (_slots.Remove(id, out int slot))
             {
-                _dead[slot] = true;
-                _segments[slot] = null;
+                _lengths[slot] = -1;
+                _anyDeleted = true;
             }
         }
 
@@ -157,7 +165,7 @@ internal sealed class ReplayedDocuments
             long slabbedBytes = 0;
             for (int slot = from; slot < to; slot++)
             {
-                if (!_dead[slot] && _lengths[slot] <= ValueSlabs.MaxSlabbedValue)
+                if (_lengths[slot] is >= 0 and <= ValueSlabs.MaxSlabbedValue)
                 {
                     slabbedBytes += _lengths[slot];
                 }
@@ -166,9 +174,11 @@ internal sealed class ReplayedDocuments
             var slabs = new ValueSlabs(slabbedBytes);
             for (int slot = from; slot < to; slot++)
             {
-                if (!_dead[slot])
+                if (_lengths[slot] >= 0)
                 {
-                    _values[slot] = slabs.Copy(_segments[slot]!.Span(_offsets[slot], _lengths[slot]));
+                    long location = _locations[slot];
+                    JournalSegment segment = _segments[(int)(location >>> OffsetBits)];
+                    _values[slot] = slabs.Copy(segment.Span(location & ((1L << OffsetBits) - 1), _lengths[slot]));
                 }
             }
         }
@@ -179,16 +189,30 @@ internal sealed class ReplayedDocuments
         /// <summary>Sorts the live ids ordinally (linear when they arrived in order, as replayed ids often do).</summary>
         public void SortIds()
         {
+            bool sorted = true;
+            string? previous = null;
+            for (int slot = 0; slot < _count && sorted; slot++)
+            {
+                if (_lengths[slot] >= 0)
+                {
+                    sorted = previous is null || string.CompareOrdinal(previous, _ids[slot]) < 0;
+                    previous = _ids[slot];
+                }
+            }
+
+            if (sorted && !_anyDeleted && _count == _ids.Length)
+            {
+                _sortedIds = _ids; // every slot live, in order, and the array exactly full: it is the sorted list
+                return;
+            }
+
             var ids = new string[_slots.Count];
             int n = 0;
-            bool sorted = true;
             for (int slot = 0; slot < _count; slot++)
             {
-                if (!_dead[slot])
+                if (_lengths[slot] >= 0)
                 {
-                    ids[n] = _ids[slot];
-                    sorted &= n == 0 || string.CompareOrdinal(ids[n - 1], ids[n]) < 0;
-                    n++;
+                    ids[n++] = _ids[slot];
                 }
             }
 
@@ -201,7 +225,30 @@ internal sealed class ReplayedDocuments
         }
 
         /// <summary>The built collection (after <see cref="CopyValues"/> over every slot and <see cref="SortIds"/>).</summary>
-        public ReplayedDocuments Build() => new(_slots, _sequences, _timestamps, _values, _sortedIds);
+        public ReplayedDocuments Build()
+        {
+            if (_count < _sequences.Length / 2)
+            {
+                // Far fewer ids than puts (a journal of overwrites): keep only the used part of the kept arrays.
+                Array.Resize(ref _sequences, _count);
+                Array.Resize(ref _timestamps, _count);
+            }
+
+            return new(_slots, _sequences, _timestamps, _values, _sortedIds);
+        }
+
+        /// <summary>
+        /// An array whose pages are faulted in with one call (<see cref="NativeMethods.PopulateForWrite"/>) rather than
+        /// one fault per page as the replay fills it: it is sized to the collection's puts, which the replay fills
+        /// unless puts overwrite each other.
+        /// </summary>
+        private static T[] NewArray<T>(int length)
+            where T : unmanaged
+        {
+            T[] array = GC.AllocateUninitializedArray<T>(length);
+            NativeMethods.PopulateForWrite(MemoryMarshal.AsBytes(array.AsSpan()));
+            return array;
+        }
 
         private void Grow()
         {
@@ -209,10 +256,8 @@ internal sealed class ReplayedDocuments
             Array.Resize(ref _ids, size);
             Array.Resize(ref _sequences, size);
             Array.Resize(ref _timestamps, size);
-            Array.Resize(ref _segments, size);
-            Array.Resize(ref _offsets, size);
+            Array.Resize(ref _locations, size);
             Array.Resize(ref _lengths, size);
-            Array.Resize(ref _dead, size);
         }
     }
 }

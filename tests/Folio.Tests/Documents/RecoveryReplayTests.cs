@@ -1,5 +1,6 @@
 using System.Text;
 using Folio.Documents;
+using Folio.Journal;
 using Folio.Tests.Infrastructure;
 using Folio.Transactions;
 
@@ -158,6 +159,85 @@ public sealed class RecoveryReplayTests
             long held = arrays.Sum(a => (long)a.Length);
             Assert.True(held <= Math.Max(live, ValueSlabs.MinSlabSize), $"{held} bytes held for {live} live bytes");
         }
+    }
+
+    /// <summary>
+    /// A bulk load told to expect one document (the sizing pass caps its hint, and a hint can be low) grows its arrays
+    /// many times over: every document, overwritten, deleted and put again among them, reads back with its value and
+    /// version, and the ids list in order.
+    /// </summary>
+    [Fact]
+    public void A_bulk_load_grows_past_its_size_hint()
+    {
+        using var dir = new TempDirectory();
+        var model = new SortedDictionary<string, (long Version, string Json)>(StringComparer.Ordinal);
+        var index = new VersionedIndex();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(256 * 1024)))
+        {
+            var random = new Random(5);
+            for (int b = 0; b < 60; b++)
+            {
+                var batch = new CommitBatch();
+                var changes = new Dictionary<string, string?>();
+                for (int c = 0; c < 100; c++)
+                {
+                    string id = $"id/{random.Next(5000)}";
+                    if (!changes.TryAdd(id, null))
+                    {
+                        continue;
+                    }
+
+                    if (random.Next(5) == 0)
+                    {
+                        batch.Delete("x", id);
+                    }
+                    else
+                    {
+                        changes[id] = $"{{\"b\":{b},\"c\":{c}}}";
+                        batch.Put("x", id, Encoding.UTF8.GetBytes(changes[id]!));
+                    }
+                }
+
+                byte[] encoded = BatchEncoding.Encode(batch, out int length);
+                long sequence = journal.Append(encoded.AsSpan(0, length));
+                System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+                foreach ((string id, string? json) in changes)
+                {
+                    if (json is null)
+                    {
+                        model.Remove(id);
+                    }
+                    else
+                    {
+                        model[id] = (sequence, json);
+                    }
+                }
+            }
+
+            journal.Sync();
+            var names = new BatchEncoding.NameCache();
+            var commands = new List<ReplayedCommand>();
+            index.BeginBulkLoad(new Dictionary<string, int> { ["x"] = 1 });
+            using JournalReader reader = journal.OpenReader(1);
+            while (reader.TryRead(out JournalEntry entry))
+            {
+                BatchEncoding.DecodeLocations(entry.Data, names, commands);
+                index.ApplyReplayed(commands, reader.CurrentSegment!, reader.LastEntryDataOffset, entry.Sequence, entry.TimestampTicks);
+            }
+
+            index.EndBulkLoad();
+        }
+
+        Assert.True(model.Count > 2000, $"{model.Count} live documents");
+        Assert.Equal(model.Keys, index.Range("x", null, null, descending: false, index.VisibleSequence).Select(e => e.Id));
+        foreach ((string id, (long version, string json)) in model)
+        {
+            DocumentVersion read = index.Get(new DocumentKey("x", id), index.VisibleSequence)!;
+            Assert.Equal(version, read.Sequence);
+            Assert.Equal(json, Encoding.UTF8.GetString(read.Json.Span));
+        }
+
+        Assert.Equal(model.Count, index.LiveDocuments());
     }
 
     [Fact]
