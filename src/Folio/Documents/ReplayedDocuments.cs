@@ -42,6 +42,7 @@ internal sealed class ReplayedDocuments
     private readonly ReadOnlyMemory<byte>[] _values;
     private readonly DocumentVersion?[] _versions;
     private readonly int[] _shadowed;
+    private int _shadowedCount; // written by the writer only (Shadow), read by diagnostics
 
     private ReplayedDocuments(Dictionary<string, int> slots, long[] sequences, long[] timestamps, ReadOnlyMemory<byte>[] values, string[] sortedIds)
     {
@@ -63,8 +64,18 @@ internal sealed class ReplayedDocuments
     /// <summary>Whether the heads hold a newer version of the document in <paramref name="slot"/> (acquire).</summary>
     public bool IsShadowed(int slot) => Volatile.Read(ref _shadowed[slot]) != 0;
 
-    /// <summary>Marks <paramref name="slot"/> shadowed (release): the writer calls it after putting the newer version in the heads.</summary>
-    public void Shadow(int slot) => Volatile.Write(ref _shadowed[slot], 1);
+    /// <summary>Replayed documents not shadowed yet: those still read from here rather than from the heads.</summary>
+    public int UnshadowedCount => SortedIds.Length - Volatile.Read(ref _shadowedCount);
+
+    /// <summary>
+    /// Marks <paramref name="slot"/> shadowed (release): the writer calls it once per slot, after putting the newer
+    /// version in the heads.
+    /// </summary>
+    public void Shadow(int slot)
+    {
+        Volatile.Write(ref _shadowed[slot], 1);
+        Volatile.Write(ref _shadowedCount, _shadowedCount + 1);
+    }
 
     /// <summary>The replayed version of the document in <paramref name="slot"/>, created on first use.</summary>
     public DocumentVersion VersionAt(int slot) => Volatile.Read(ref _versions[slot]) ?? CreateVersion(slot);
@@ -153,15 +164,47 @@ internal sealed class ReplayedDocuments
             }
         }
 
-        /// <summary>Copies the values of the live slots in [<paramref name="from"/>, <paramref name="to"/>) out of the journal into slabs of their own.</summary>
-        [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
-        public void CopyValues(int from, int to)
+        /// <summary>
+        /// Ends the collection's load: copies the live values out of the journal into slabs and sorts the live ids, as
+        /// three parallel actions when <paramref name="parallel"/> (both halves of the copy, each into slabs of its own,
+        /// and the sort: disjoint state), and returns the built collection.
+        /// </summary>
+        public ReplayedDocuments Build(bool parallel)
         {
-            if (_values.Length != _count)
+            _values = new ReadOnlyMemory<byte>[_count];
+            if (parallel)
             {
-                throw new InvalidOperationException("PrepareValues first.");
+                int split = _count / 2;
+                try
+                {
+                    Parallel.Invoke(() => CopyValues(0, split), () => CopyValues(split, _count), SortIds);
+                }
+                catch (AggregateException e) when (e.InnerExceptions.Count > 0)
+                {
+                    // The same exception the one-thread path would throw, not a wrapper.
+                    System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerExceptions[0]).Throw();
+                }
+            }
+            else
+            {
+                CopyValues(0, _count);
+                SortIds();
             }
 
+            if (_count < _sequences.Length / 2)
+            {
+                // Far fewer ids than puts (a journal of overwrites): keep only the used part of the kept arrays.
+                Array.Resize(ref _sequences, _count);
+                Array.Resize(ref _timestamps, _count);
+            }
+
+            return new(_slots, _sequences, _timestamps, _values, _sortedIds);
+        }
+
+        /// <summary>Copies the values of the live slots in [<paramref name="from"/>, <paramref name="to"/>) out of the journal into slabs of their own.</summary>
+        [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
+        private void CopyValues(int from, int to)
+        {
             long slabbedBytes = 0;
             for (int slot = from; slot < to; slot++)
             {
@@ -183,11 +226,8 @@ internal sealed class ReplayedDocuments
             }
         }
 
-        /// <summary>Allocates the value array <see cref="CopyValues"/> fills (call once, before copying).</summary>
-        public void PrepareValues() => _values = new ReadOnlyMemory<byte>[_count];
-
         /// <summary>Sorts the live ids ordinally (linear when they arrived in order, as replayed ids often do).</summary>
-        public void SortIds()
+        private void SortIds()
         {
             bool sorted = true;
             string? previous = null;
@@ -222,19 +262,6 @@ internal sealed class ReplayedDocuments
             }
 
             _sortedIds = ids;
-        }
-
-        /// <summary>The built collection (after <see cref="CopyValues"/> over every slot and <see cref="SortIds"/>).</summary>
-        public ReplayedDocuments Build()
-        {
-            if (_count < _sequences.Length / 2)
-            {
-                // Far fewer ids than puts (a journal of overwrites): keep only the used part of the kept arrays.
-                Array.Resize(ref _sequences, _count);
-                Array.Resize(ref _timestamps, _count);
-            }
-
-            return new(_slots, _sequences, _timestamps, _values, _sortedIds);
         }
 
         /// <summary>

@@ -102,20 +102,10 @@ internal sealed class VersionedIndex : ICommitState
 
         string[] replayed = keys.Replayed?.SortedIds ?? [];
         int replayedStart = LowerBound(replayed, prefix);
-        int replayedEnd = replayedStart;
-        while (replayedEnd < replayed.Length && replayed[replayedEnd].StartsWith(prefix, StringComparison.Ordinal))
-        {
-            replayedEnd++;
-        }
-
+        int replayedEnd = EndOfPrefix(replayed, replayedStart, prefix);
         ImmutableList<string> set = keys.Current;
         int start = LowerBound(set, prefix);
-        int end = start;
-        while (end < set.Count && set[end].StartsWith(prefix, StringComparison.Ordinal))
-        {
-            end++;
-        }
-
+        int end = EndOfPrefix(set, start, prefix);
         return Iterate(collection, replayed, replayedStart, replayedEnd, set, start, end, descending, snapshot);
     }
 
@@ -154,15 +144,15 @@ internal sealed class VersionedIndex : ICommitState
             int shadowedSlot = -1;
             if (head is null)
             {
-                if (keys.Replayed is { } replayed && replayed.TryGetSlot(command.Key.Id, out shadowedSlot))
+                if (keys.Replayed is { } replayed && replayed.TryGetSlot(command.Key.Id, out int slot))
                 {
                     // First write of a replayed document since the open: its replayed version becomes the oldest of the
                     // chain, and the slot is marked shadowed once the heads hold the new version (ReplayedDocuments).
-                    head = replayed.VersionAt(shadowedSlot);
+                    head = replayed.VersionAt(slot);
+                    shadowedSlot = slot;
                 }
                 else
                 {
-                    shadowedSlot = -1;
                     keys.Add(command.Key.Id);
                 }
             }
@@ -272,31 +262,8 @@ internal sealed class VersionedIndex : ICommitState
 
         foreach ((string name, ReplayedDocuments.Builder collection) in bulk.Collections)
         {
-            collection.PrepareValues();
-            int slots = collection.SlotCount;
-            if (Environment.ProcessorCount > 1 && slots >= MinPutsForParallelEnd)
-            {
-                int split = slots / 2;
-                try
-                {
-                    Parallel.Invoke(
-                        () => collection.CopyValues(0, split),
-                        () => collection.CopyValues(split, slots),
-                        collection.SortIds);
-                }
-                catch (AggregateException e) when (e.InnerExceptions.Count > 0)
-                {
-                    // The same exception the one-thread path would throw, not a wrapper.
-                    System.Runtime.ExceptionServices.ExceptionDispatchInfo.Capture(e.InnerExceptions[0]).Throw();
-                }
-            }
-            else
-            {
-                collection.CopyValues(0, slots);
-                collection.SortIds();
-            }
-
-            _collections[name].Replayed = collection.Build();
+            bool parallel = Environment.ProcessorCount > 1 && collection.SlotCount >= MinPutsForParallelEnd;
+            _collections[name].Replayed = collection.Build(parallel);
         }
 
         _bulkLoad = null;
@@ -314,14 +281,8 @@ internal sealed class VersionedIndex : ICommitState
                 count += At(pair.Value, snapshot) is { IsDeleted: false } ? 1 : 0;
             }
 
-            if (keys.Replayed is { } replayed)
-            {
-                foreach (string id in replayed.SortedIds)
-                {
-                    // A shadowed document is counted through the heads, above.
-                    count += replayed.TryGetSlot(id, out int slot) && !replayed.IsShadowed(slot) ? 1 : 0;
-                }
-            }
+            // A shadowed document is counted through the heads, above.
+            count += keys.Replayed?.UnshadowedCount ?? 0;
         }
 
         return count;
@@ -404,6 +365,18 @@ internal sealed class VersionedIndex : ICommitState
     {
         int index = set.BinarySearch(key, StringComparer.Ordinal);
         return index >= 0 ? index : ~index;
+    }
+
+    /// <summary>The position after the ids from <paramref name="start"/> on that start with <paramref name="prefix"/>.</summary>
+    private static int EndOfPrefix(IReadOnlyList<string> ids, int start, string prefix)
+    {
+        int end = start;
+        while (end < ids.Count && ids[end].StartsWith(prefix, StringComparison.Ordinal))
+        {
+            end++;
+        }
+
+        return end;
     }
 
     /// <summary>The position of the first id at or after <paramref name="key"/>.</summary>
