@@ -198,9 +198,7 @@ public sealed class RecoveryReplayTests
                     }
                 }
 
-                byte[] encoded = BatchEncoding.Encode(batch, out int length);
-                long sequence = journal.Append(encoded.AsSpan(0, length));
-                System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+                long sequence = journal.AppendBatch(batch);
                 foreach ((string id, string? json) in changes)
                 {
                     if (json is null)

@@ -27,9 +27,7 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
     [Fact]
     public async Task Every_acknowledged_write_of_a_document_store_survives_SIGKILL_and_replay()
     {
-        int cycles = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_CRASH_CYCLES"), out int n) ? n : 3;
-        string host = Path.Combine(AppContext.BaseDirectory, "Folio.CrashHost.dll");
-        Assert.True(File.Exists(host), $"the crash host is built next to the tests: {host}");
+        int cycles = CrashHostProcess.Cycles;
         using var root = new TempDirectory();
         var random = new Random(Environment.TickCount);
         var model = new Dictionary<string, (byte[] Json, long Version)>[Writers]; // each writer's live documents
@@ -53,7 +51,7 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
 
             bool lastOfStore = cycle == cycles - 1 || cycle % CyclesPerStore == CyclesPerStore - 1;
             string tag = string.Create(CultureInfo.InvariantCulture, $"c{cycle}");
-            List<(long Sequence, int Writer, long Batch)> acks = await RunChildUntilKilledAsync(host, folder, tag, random, lastOfStore, ackedPuts);
+            List<(long Sequence, int Writer, long Batch)> acks = await RunChildUntilKilledAsync(folder, tag, random, lastOfStore, ackedPuts);
 
             var lastAcked = new long[Writers];
             Array.Fill(lastAcked, -1);
@@ -108,16 +106,9 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
     }
 
     /// <summary>Starts the child, lets it commit for a random moment (the last cycle: until the journal holds enough puts for the parallel end), kills it and returns its acknowledgements.</summary>
-    private static async Task<List<(long Sequence, int Writer, long Batch)>> RunChildUntilKilledAsync(string host, string folder, string tag, Random random, bool last, long ackedPutsBefore)
+    private static async Task<List<(long Sequence, int Writer, long Batch)>> RunChildUntilKilledAsync(string folder, string tag, Random random, bool last, long ackedPutsBefore)
     {
-        var start = new ProcessStartInfo("dotnet", [host, folder, tag, Writers.ToString(CultureInfo.InvariantCulture), "store"])
-        {
-            RedirectStandardOutput = true,
-            RedirectStandardError = true,
-        };
-        using var child = Process.Start(start)!;
-        string? ready = child.StandardError.ReadLine();
-        Assert.StartsWith("READY", ready ?? "(no output)", StringComparison.Ordinal);
+        using Process child = CrashHostProcess.Start(folder, tag, Writers.ToString(CultureInfo.InvariantCulture), "store");
         var acks = new List<(long, int, long)>();
         var reading = Task.Run(() =>
         {
@@ -149,9 +140,7 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
             await Task.Delay(random.Next(0, 50));
         }
 
-        child.Kill(); // SIGKILL on Unix: no finally blocks, no flush, no dispose
-        await child.WaitForExitAsync();
-        await reading.WaitAsync(TestDeadline.Hang);
+        await CrashHostProcess.KillAsync(child, reading);
         lock (acks)
         {
             return [.. acks];

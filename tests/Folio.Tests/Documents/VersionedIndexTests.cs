@@ -79,9 +79,7 @@ public sealed class VersionedIndexTests
 
                         if (journal is not null)
                         {
-                            byte[] encoded = BatchEncoding.Encode(batch, out int length);
-                            Assert.Equal(sequence, journal.Append(encoded.AsSpan(0, length)));
-                            System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+                            Assert.Equal(sequence, journal.AppendBatch(batch));
                         }
                         else
                         {
@@ -232,9 +230,7 @@ public sealed class VersionedIndexTests
                     batch.Put("x", $"k{k}", "0"u8.ToArray()).Put("y", $"k{k}", "0"u8.ToArray());
                 }
 
-                byte[] encoded = BatchEncoding.Encode(batch, out int length);
-                journal.Append(encoded.AsSpan(0, length));
-                System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+                journal.AppendBatch(batch);
             }
 
             journal.Sync();

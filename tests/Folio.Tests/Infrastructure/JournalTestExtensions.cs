@@ -4,6 +4,20 @@ namespace Folio.Tests.Infrastructure;
 
 internal static class JournalTestExtensions
 {
+    /// <summary>Appends <paramref name="batch"/> encoded as the merger writes it (one entry) and returns its sequence.</summary>
+    public static long AppendBatch(this WriteAheadJournal journal, Folio.Transactions.CommitBatch batch)
+    {
+        byte[] encoded = Folio.Transactions.BatchEncoding.Encode(batch, out int length);
+        try
+        {
+            return journal.Append(encoded.AsSpan(0, length));
+        }
+        finally
+        {
+            System.Buffers.ArrayPool<byte>.Shared.Return(encoded); // Encode rents it
+        }
+    }
+
     /// <summary>Every committed entry from <paramref name="from"/> on, copied.</summary>
     public static List<(long Sequence, long Timestamp, byte[] Data)> ReadAll(this WriteAheadJournal journal, long from)
     {

@@ -16,23 +16,14 @@ public sealed class CrashRecoveryTests(ITestOutputHelper output)
     [Fact]
     public async Task Every_acknowledged_batch_survives_SIGKILL_of_the_committing_process()
     {
-        int cycles = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_CRASH_CYCLES"), out int n) ? n : 3;
-        string host = Path.Combine(AppContext.BaseDirectory, "Folio.CrashHost.dll");
-        Assert.True(File.Exists(host), $"the crash host is built next to the tests: {host}");
+        int cycles = CrashHostProcess.Cycles;
         using var dir = new TempDirectory();
         var random = new Random(Environment.TickCount);
         var acknowledged = new Dictionary<long, string>();
         long totalTruncated = 0;
         for (int cycle = 0; cycle < cycles; cycle++)
         {
-            var start = new ProcessStartInfo("dotnet", [host, dir.Path, $"c{cycle}", "8"])
-            {
-                RedirectStandardOutput = true,
-                RedirectStandardError = true,
-            };
-            using var child = Process.Start(start)!;
-            string? ready = child.StandardError.ReadLine();
-            Assert.StartsWith("READY", ready ?? "(no output)", StringComparison.Ordinal);
+            using Process child = CrashHostProcess.Start(dir.Path, $"c{cycle}", "8");
             var lines = new List<string>();
             var reading = Task.Run(() =>
             {
@@ -45,9 +36,7 @@ public sealed class CrashRecoveryTests(ITestOutputHelper output)
                 }
             });
             await Task.Delay(random.Next(50, 400));
-            child.Kill(); // SIGKILL on Unix: no finally blocks, no flush, no dispose
-            await child.WaitForExitAsync();
-            await reading.WaitAsync(TestDeadline.Hang);
+            await CrashHostProcess.KillAsync(child, reading);
 
             lock (lines)
             {
