@@ -9,6 +9,7 @@ internal static class Charts
     {
         ["Folio"] = Colors.DarkOrange,
         ["FolioRaw"] = Colors.OrangeRed,
+        ["FolioOverlapped"] = Colors.Gold,
         ["FolioRawDeserialized"] = Colors.Peru,
         ["RawFdatasync"] = Colors.Gray,
         ["Sqlite"] = Colors.SteelBlue,
@@ -31,7 +32,7 @@ internal static class Charts
         const string type = "GroupCommitBenchmarks";
         var plot = new Plot();
         IReadOnlyList<string> writers = results.Values(type, "Writers");
-        foreach (string method in new[] { "Folio", "RawFdatasync", "Sqlite", "LiteDb" })
+        foreach (string method in new[] { "Folio", "FolioOverlapped", "RawFdatasync", "Sqlite", "LiteDb" })
         {
             var xs = new List<double>();
             var ys = new List<double>();

@@ -67,6 +67,26 @@ internal static class ReportWriter
         }
 
         md.AppendLine();
+        if (results.Find(type, "FolioOverlapped", "Writers", "1") is not null)
+        {
+            md.AppendLine("Overlap (`FolioOverlapped`: two groups in flight, the next group's write and fsync during the previous group's fsync) against");
+            md.AppendLine("one group at a time (`Folio`, the default):");
+            md.AppendLine();
+            md.AppendLine("| Writers | Folio commits/s | FolioOverlapped commits/s | Overlapped ÷ Folio | Overlapped avg group | Overlapped group fsync | Folio group fsync |");
+            md.AppendLine("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+            foreach (string w in results.Values(type, "Writers"))
+            {
+                BenchmarkResult? folio = results.Find(type, "Folio", "Writers", w);
+                BenchmarkResult? overlapped = results.Find(type, "FolioOverlapped", "Writers", w);
+                GroupCommitStats? so = stats.FirstOrDefault(x => x.Writers.ToString(CultureInfo.InvariantCulture) == w && x.Method == "FolioOverlapped");
+                GroupCommitStats? sf = stats.FirstOrDefault(x => x.Writers.ToString(CultureInfo.InvariantCulture) == w && x.Method == "Folio");
+                string ratio = folio is null || overlapped is null ? "n/a" : Invariant($"{folio.MeanNs / overlapped.MeanNs:N2}x");
+                md.AppendLine(Invariant($"| {w} | {Rate(folio)} | {Rate(overlapped)} | {ratio} | {(so is null ? "n/a" : so.AverageGroup.ToString("N1", CultureInfo.InvariantCulture))} | {SyncUs(so)} | {SyncUs(sf)} |"));
+            }
+
+            md.AppendLine();
+        }
+
         BenchmarkResult? f1 = results.Find(type, "Folio", "Writers", "1");
         BenchmarkResult? r1 = results.Find(type, "RawFdatasync", "Writers", "1");
         BenchmarkResult? f64 = results.Find(type, "Folio", "Writers", "64");

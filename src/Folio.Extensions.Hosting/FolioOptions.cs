@@ -35,6 +35,10 @@ public sealed class FolioOptions
     /// <summary>The most bytes one commit group holds. Default 4 MiB.</summary>
     public int MaxGroupBytes { get; set; } = s_storeDefaults.MaxGroupBytes;
 
+    /// <summary>The most commit groups between their journal write and their acknowledgement. Default 1; see
+    /// <see cref="DocumentStoreOptions.MaxGroupsInFlight"/>.</summary>
+    public int MaxGroupsInFlight { get; set; } = s_storeDefaults.MaxGroupsInFlight;
+
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = s_storeDefaults.MaxDocumentSize;
 
@@ -65,6 +69,7 @@ public sealed class FolioOptions
             SegmentSize = SegmentSize,
             MaxGroupCommands = MaxGroupCommands,
             MaxGroupBytes = MaxGroupBytes,
+            MaxGroupsInFlight = MaxGroupsInFlight,
             MaxDocumentSize = MaxDocumentSize,
             BufferedSyncInterval = BufferedSyncInterval,
             SlowSyncThreshold = SlowSyncThreshold,

@@ -8,10 +8,11 @@ using Folio.Transactions;
 // line per acknowledged batch only after its commit returned. The parent kills it with SIGKILL at a random moment,
 // reopens the folder and checks every acknowledged batch. Two workloads: the journal and merger alone (one document
 // per batch, "ACK <sequence> <id>"), and with a fourth argument "store" a document store, whose reopen replays the
-// journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>").
+// journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>"). For the journal workload a
+// number as the fourth argument sets the merger's MaxGroupsInFlight (default 1).
 if (args.Length < 2)
 {
-    Console.Error.WriteLine("usage: Folio.CrashHost <folder> <run-tag> [writers] [store]");
+    Console.Error.WriteLine("usage: Folio.CrashHost <folder> <run-tag> [writers] [store | groups-in-flight]");
     return 2;
 }
 
@@ -24,7 +25,8 @@ if (args.Length > 3 && args[3] == "store")
 }
 
 using var journal = WriteAheadJournal.Open(folder, new JournalOptions { SegmentSize = 256 * 1024 });
-using var merger = new TransactionMerger(journal, new VersionTable(), new TransactionMergerOptions());
+int groupsInFlight = args.Length > 3 ? int.Parse(args[3], System.Globalization.CultureInfo.InvariantCulture) : 1;
+using var merger = new TransactionMerger(journal, new VersionTable(), new TransactionMergerOptions { MaxGroupsInFlight = groupsInFlight });
 var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
 object gate = new();
 Console.Error.WriteLine($"READY {journal.CommittedSequence}");

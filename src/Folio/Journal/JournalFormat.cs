@@ -13,7 +13,10 @@ namespace Folio.Journal;
 ///  64  records, back to back; the first all-zero header ends the segment's data
 ///
 /// Record (a group of entries appended and made durable together):
-///   0  u32 magic "FJR1"          4 u32 CRC-32C of bytes [8, length)
+///   0  u32 magic "FJR1", or "FJRO" when the record was written while an earlier record of its segment was not yet
+///      known durable (an overlapped sync, or buffered commits): recovery may treat a damaged record followed only by
+///      such records as a torn tail
+///   4  u32 CRC-32C of bytes [8, length)
 ///   8  u32 length (header + payload)  12 u32 entry count (>= 1)
 ///  16  u64 first sequence       24 i64 timestamp (UTC ticks, never decreasing)
 ///  32  payload: entry count times { u32 entry length, entry bytes }
@@ -24,11 +27,15 @@ namespace Folio.Journal;
 internal static class JournalFormat
 {
     public const ulong SegmentMagic = 0x4C4E_4A4F_494C_4F46; // "FOLIOJNL"
-    public const uint FormatVersion = 1;
+    public const uint FormatVersion = 2;
+
+    /// <summary>The oldest segment format version this build reads (version 1 has no overlapped records).</summary>
+    public const uint OldestReadableFormatVersion = 1;
     public const int SegmentHeaderSize = 64;
     public const int SegmentHeaderCrcOffset = 60;
 
     public const uint RecordMagic = 0x3152_4A46; // "FJR1"
+    public const uint OverlappedRecordMagic = 0x4F52_4A46; // "FJRO"
     public const int RecordHeaderSize = 32;
     public const int EntryHeaderSize = 4;
 
@@ -81,9 +88,9 @@ internal static class JournalFormat
         }
 
         uint version = BinaryPrimitives.ReadUInt32LittleEndian(header[8..]);
-        if (version != FormatVersion)
+        if (version < OldestReadableFormatVersion || version > FormatVersion)
         {
-            return $"the segment format version {version} is not supported (this build reads version {FormatVersion})";
+            return $"the segment format version {version} is not supported (this build reads versions {OldestReadableFormatVersion} to {FormatVersion})";
         }
 
         long first = BinaryPrimitives.ReadInt64LittleEndian(header[16..]);
@@ -94,9 +101,9 @@ internal static class JournalFormat
     public static long RecordSize(int entryCount, long totalEntryBytes) => RecordHeaderSize + ((long)entryCount * EntryHeaderSize) + totalEntryBytes;
 
     /// <summary>Fills in the header of a record whose payload is already in place and checksums it.</summary>
-    public static void WriteRecordHeader(Span<byte> record, int entryCount, long firstSequence, long timestampTicks)
+    public static void WriteRecordHeader(Span<byte> record, int entryCount, long firstSequence, long timestampTicks, bool overlapped = false)
     {
-        BinaryPrimitives.WriteUInt32LittleEndian(record, RecordMagic);
+        BinaryPrimitives.WriteUInt32LittleEndian(record, overlapped ? OverlappedRecordMagic : RecordMagic);
         BinaryPrimitives.WriteUInt32LittleEndian(record[8..], (uint)record.Length);
         BinaryPrimitives.WriteUInt32LittleEndian(record[12..], (uint)entryCount);
         BinaryPrimitives.WriteInt64LittleEndian(record[16..], firstSequence);
@@ -105,7 +112,8 @@ internal static class JournalFormat
     }
 
     /// <summary>A parsed record header.</summary>
-    public readonly record struct RecordHeader(int Length, int EntryCount, long FirstSequence, long TimestampTicks);
+    /// <remarks><c>Overlapped</c>: whether the record was written while an earlier record of its segment was not yet known durable.</remarks>
+    public readonly record struct RecordHeader(int Length, int EntryCount, long FirstSequence, long TimestampTicks, bool Overlapped = false);
 
     /// <summary>
     /// Reads the header at the start of <paramref name="available"/> (the bytes from the record to the end of the
@@ -115,7 +123,8 @@ internal static class JournalFormat
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public static bool TryReadRecordHeader(ReadOnlySpan<byte> available, out RecordHeader header)
     {
-        if (available.Length < RecordHeaderSize || BinaryPrimitives.ReadUInt32LittleEndian(available) != RecordMagic)
+        uint magic = available.Length < RecordHeaderSize ? 0 : BinaryPrimitives.ReadUInt32LittleEndian(available);
+        if (magic != RecordMagic && magic != OverlappedRecordMagic)
         {
             header = default;
             return false;
@@ -129,7 +138,7 @@ internal static class JournalFormat
             return false;
         }
 
-        header = new RecordHeader((int)length, (int)count, BinaryPrimitives.ReadInt64LittleEndian(available[16..]), BinaryPrimitives.ReadInt64LittleEndian(available[24..]));
+        header = new RecordHeader((int)length, (int)count, BinaryPrimitives.ReadInt64LittleEndian(available[16..]), BinaryPrimitives.ReadInt64LittleEndian(available[24..]), magic == OverlappedRecordMagic);
         return true;
     }
 

@@ -17,6 +17,15 @@ namespace Folio.Journal;
 /// once it is synced and no sync can still be using it, and readers use only the mapping, which holds no descriptor.
 /// </para>
 /// <para>
+/// Sync slots. Several fdatasyncs of one segment may be in flight at once (the transaction merger overlaps the sync
+/// of one group with the next), and each runs on a file handle of its own: slot 0 is the writable file, further
+/// slots are handles opened on demand. Linux reports a failed page writeback to the next fsync of every open file
+/// description once, so two concurrent syncs on one handle could let one of them consume the error that belongs to
+/// the other's pages, which would then report success; on separate handles each sync sees every error raised since
+/// its own handle's last sync. Slots are rented and returned, and <see cref="SyncedLength"/> is advanced, under the
+/// journal's write lock.
+/// </para>
+/// <para>
 /// Lifetime. The journal's segment list holds the owner reference; readers hold reader references. A reader takes
 /// one with <see cref="TryAcquire"/> before touching the mapping and gives it back with <see cref="Release(int)"/>
 /// when it moves on. Purge (or dispose) marks the segment for deletion and drops the owner reference
@@ -47,6 +56,9 @@ namespace Folio.Journal;
 internal sealed class JournalSegment
 {
     private IStorageFile? _file;
+    private readonly IStorageFile?[] _syncFiles = new IStorageFile?[MaxSyncSlots];
+    private readonly Func<string, IStorageFile> _openSyncHandle;
+    private int _busySyncSlots;
     private readonly StorageMapping _mapping;
     private readonly Action<JournalSegment>? _deleteFile;
     // Stripe counters at StripeStride-int spacing, the first one a full stride past the array header.
@@ -59,9 +71,15 @@ internal sealed class JournalSegment
     private long _committedLength;
     private long _firstTimestamp = long.MaxValue;
 
-    public JournalSegment(IStorageFile file, long firstSequence, long capacity, long dataLength, Action<JournalSegment>? deleteFile)
+    /// <summary>The most syncs of one segment in flight at once (each on its own handle).</summary>
+    public const int MaxSyncSlots = 8;
+
+    public JournalSegment(IStorageFile file, long firstSequence, long capacity, long dataLength, Action<JournalSegment>? deleteFile, Func<string, IStorageFile>? openSyncHandle = null)
     {
         _file = file;
+        _syncFiles[0] = file;
+        _openSyncHandle = openSyncHandle ?? (static path => new PhysicalStorageFile(path, FileMode.Open));
+        SyncedLength = dataLength;
         Path = file.Path;
         _deleteFile = deleteFile;
         FirstSequence = firstSequence;
@@ -83,6 +101,9 @@ internal sealed class JournalSegment
 
     /// <summary>Writer-owned: the end of the last record written (durable or not).</summary>
     public long WrittenLength { get; set; }
+
+    /// <summary>Writer-owned (under the journal's write lock): the end of the bytes a completed sync made durable.</summary>
+    public long SyncedLength { get; private set; }
 
     /// <summary>Writer-owned after sealing: the sequence number of the last entry, or FirstSequence - 1 when empty.</summary>
     public long LastSequence { get; set; }
@@ -106,8 +127,47 @@ internal sealed class JournalSegment
     /// <summary>The writable file, for the writer; closed once the segment is sealed (readers use the mapping).</summary>
     public IStorageFile File => _file ?? throw new ObjectDisposedException(Path, "The segment is sealed; its file is closed.");
 
-    /// <summary>Closes the writable file of a sealed, synced segment. The mapping stays valid. Idempotent.</summary>
-    public void CloseFile() => Interlocked.Exchange(ref _file, null)?.Dispose();
+    /// <summary>Closes the writable file (and the extra sync handles) of a sealed, synced segment. The mapping stays valid. Idempotent.</summary>
+    public void CloseFile()
+    {
+        Interlocked.Exchange(ref _file, null)?.Dispose();
+        for (int slot = 1; slot < _syncFiles.Length; slot++)
+        {
+            Interlocked.Exchange(ref _syncFiles[slot], null)?.Dispose();
+        }
+    }
+
+    /// <summary>
+    /// Under the journal's write lock: a sync slot no sync in flight uses, its handle opened if it is new. Give it back
+    /// with <see cref="ReturnSyncSlot"/>.
+    /// </summary>
+    /// <exception cref="InvalidOperationException">All <see cref="MaxSyncSlots"/> slots are in use.</exception>
+    public int RentSyncSlot()
+    {
+        int slot = System.Numerics.BitOperations.TrailingZeroCount(~_busySyncSlots);
+        if (slot >= MaxSyncSlots)
+        {
+            throw new InvalidOperationException($"More than {MaxSyncSlots} syncs of segment '{Path}' are in flight.");
+        }
+
+        if (slot > 0 && Volatile.Read(ref _syncFiles[slot]) is null)
+        {
+            _ = File; // a sealed segment whose file is closed has nothing left to sync
+            Volatile.Write(ref _syncFiles[slot], _openSyncHandle(Path));
+        }
+
+        _busySyncSlots |= 1 << slot;
+        return slot;
+    }
+
+    /// <summary>The handle of a rented sync slot.</summary>
+    public IStorageFile SyncFile(int slot) => slot == 0 ? File : Volatile.Read(ref _syncFiles[slot]) ?? throw new ObjectDisposedException(Path, "The segment is sealed; its files are closed.");
+
+    /// <summary>Under the journal's write lock: gives a sync slot back.</summary>
+    public void ReturnSyncSlot(int slot) => _busySyncSlots &= ~(1 << slot);
+
+    /// <summary>Under the journal's write lock: a sync that captured <paramref name="length"/> succeeded.</summary>
+    public void MarkSynced(long length) => SyncedLength = Math.Max(SyncedLength, length);
 
     /// <summary>Committed bytes, for a reader holding a reference.</summary>
     public ReadOnlySpan<byte> Span(long offset, long length) => _mapping.Span(offset, checked((int)length));
@@ -115,9 +175,17 @@ internal sealed class JournalSegment
     /// <summary>Publishes a new committed length; only ever grows.</summary>
     public void PublishCommittedLength(long length)
     {
-        if (length > Volatile.Read(ref _committedLength))
+        // A CAS loop: two syncs may publish at once (a merger group and a caller of Sync), and the smaller must not win.
+        long current = Volatile.Read(ref _committedLength);
+        while (length > current)
         {
-            Volatile.Write(ref _committedLength, length);
+            long seen = Interlocked.CompareExchange(ref _committedLength, length, current);
+            if (seen == current)
+            {
+                return;
+            }
+
+            current = seen;
         }
     }
 

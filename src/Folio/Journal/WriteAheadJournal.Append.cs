@@ -84,76 +84,6 @@ public sealed partial class WriteAheadJournal
         }
     }
 
-    /// <summary>
-    /// Makes every appended record durable (one fdatasync of the active segment), then publishes it to readers and
-    /// wakes tailing readers. Returns at once when nothing new was appended. Appends may run while a sync is in
-    /// flight; they are covered by the next sync.
-    /// </summary>
-    /// <returns>The committed sequence number after the sync.</returns>
-    /// <exception cref="StoreFaultedException">The sync (or an earlier write) failed: nothing past the previous
-    /// committed sequence is durable, and the journal accepts no more writes until it is reopened.</exception>
-    public long Sync()
-    {
-        lock (_syncLock)
-        {
-            JournalSegment segment;
-            long length;
-            long sequence;
-            int stripe;
-            lock (_writeLock)
-            {
-                ThrowIfDisposed();
-                ThrowIfFaulted();
-                segment = _active;
-                length = segment.WrittenLength;
-                sequence = _nextSequence - 1;
-                if (sequence <= Volatile.Read(ref _committedSequence))
-                {
-                    return sequence;
-                }
-
-                // The active segment can be rotated and purged while we sync outside the write lock: hold it open.
-                bool acquired = segment.TryAcquire(out stripe);
-                System.Diagnostics.Debug.Assert(acquired, "the active segment is always referenced by the segment list");
-            }
-
-            try
-            {
-                segment.File.Sync();
-            }
-            catch (Exception e)
-            {
-                Fault(e);
-                throw new StoreFaultedException($"Syncing journal segment '{segment.Path}' failed; appended records after sequence {CommittedSequence} are not durable.", e);
-            }
-            finally
-            {
-                segment.Release(stripe);
-            }
-
-            PublishCommitted(segment, length, sequence);
-            CloseSealedFiles();
-            return sequence;
-        }
-    }
-
-    /// <summary>
-    /// Closes the files of segments sealed since the last call. Runs under the sync lock, so no sync can be using
-    /// them (a sync that captured a segment before it was sealed finishes first); rotation already synced them.
-    /// </summary>
-    private void CloseSealedFiles()
-    {
-        lock (_writeLock)
-        {
-            foreach (JournalSegment segment in _sealedWithOpenFiles)
-            {
-                segment.CloseFile();
-            }
-
-            _sealedWithOpenFiles.Clear();
-        }
-    }
-
     private long AppendRecord(Span<byte> record, int entryCount, out long timestampTicks)
     {
         lock (_writeLock)
@@ -170,8 +100,12 @@ public sealed partial class WriteAheadJournal
                 long first = _nextSequence;
                 long timestamp = Math.Max(_timeProvider.GetUtcNow().UtcTicks, _lastTimestamp);
                 timestampTicks = timestamp;
-                JournalFormat.WriteRecordHeader(record, entryCount, first, timestamp);
                 JournalSegment segment = _active;
+
+                // Overlapped: an earlier record of the segment is not yet known durable, so after a power loss this one
+                // may be on disk while that one is torn (recovery then drops both; neither was acknowledged as durable).
+                bool overlapped = segment.WrittenLength > segment.SyncedLength;
+                JournalFormat.WriteRecordHeader(record, entryCount, first, timestamp, overlapped);
                 segment.File.Write(record, segment.WrittenLength);
                 if (segment.WrittenLength == JournalFormat.SegmentHeaderSize)
                 {
@@ -201,7 +135,7 @@ public sealed partial class WriteAheadJournal
     private void Rotate()
     {
         JournalSegment old = _active;
-        old.File.Sync();
+        SyncSegmentLocked(old);
         PublishCommitted(old, old.WrittenLength, _nextSequence - 1);
 
         JournalSegment next = CreateSegment(_nextSequence);
@@ -217,18 +151,11 @@ public sealed partial class WriteAheadJournal
 
         JournalLog.Rotated(_logger, next.Path, next.FirstSequence);
 
-        // Close the sealed file now unless a sync is in flight (it may be syncing it); that sync closes it instead.
+        // Close the sealed file now unless a sync is in flight (it may be syncing it); the last one to end closes it.
         _sealedWithOpenFiles.Add(old);
-        if (_syncLock.TryEnter())
+        if (_syncsInFlight == 0)
         {
-            try
-            {
-                CloseSealedFiles();
-            }
-            finally
-            {
-                _syncLock.Exit();
-            }
+            CloseSealedFilesLocked();
         }
     }
 
@@ -254,7 +181,7 @@ public sealed partial class WriteAheadJournal
             _fileSystem.MoveFile(temporaryPath, path, overwrite: false);
             _fileSystem.SyncDirectory(Directory);
             file = _fileSystem.OpenFile(path, FileMode.Open);
-            segment = new JournalSegment(file, firstSequence, _segmentSize, JournalFormat.SegmentHeaderSize, DeleteSegmentFile)
+            segment = new JournalSegment(file, firstSequence, _segmentSize, JournalFormat.SegmentHeaderSize, DeleteSegmentFile, OpenSyncHandle)
             {
                 LastSequence = firstSequence - 1,
             };

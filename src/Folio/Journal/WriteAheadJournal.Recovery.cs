@@ -8,9 +8,10 @@ public sealed partial class WriteAheadJournal
     /// <summary>
     /// Scans every segment in order and rebuilds the writer's state. Rules: every segment header must be valid;
     /// sequence numbers must continue across records and segments (from the purge watermark, or 1); in a sealed
-    /// segment only zeros may follow the last record; in the newest segment, bytes after the last good record that
-    /// no later valid record follows are a torn tail (zeroed and logged), while a later valid record means the bad
-    /// one is corruption.
+    /// segment only zeros may follow the last record; in the newest segment, bytes after the last good record are a
+    /// torn tail (zeroed and logged) when no later valid record follows or every later valid record is overlapped
+    /// (written while the damaged one was not yet known durable, so none of them was acknowledged as durable), while a
+    /// later record that is not overlapped means the damaged one had been made durable: corruption.
     /// </summary>
     private void Recover()
     {
@@ -85,7 +86,7 @@ public sealed partial class WriteAheadJournal
                     ThrowHelper.ThrowJournalCorrupted(found[i].Path, 0, "the segment file is shorter than its header");
                 }
 
-                segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize, DeleteSegmentFile);
+                segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize, DeleteSegmentFile, OpenSyncHandle);
                 ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, ref lastTimestamp);
                 segments[i].WrittenLength = scan.DataLength;
                 segments[i].Index.MarkVerified(JournalFormat.SegmentHeaderSize, scan.DataLength);
@@ -175,10 +176,10 @@ public sealed partial class WriteAheadJournal
                 ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, "a sealed segment holds a damaged record or bytes after its last record");
             }
 
-            long valid = FindValidRecord(rest[1..]);
+            long valid = FindDurableRecord(rest[1..]);
             if (valid >= 0)
             {
-                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"a damaged record is followed by a valid record at offset {offset + 1 + valid}");
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"a damaged record is followed by a valid record at offset {offset + 1 + valid}, written after the damaged one was durable");
             }
 
             truncatedBytes = lastNonZero + 1;
@@ -189,15 +190,18 @@ public sealed partial class WriteAheadJournal
         return new ScanResult(offset, sequence, records, firstTimestamp, segmentLastTimestamp, truncatedBytes);
     }
 
-    /// <summary>The offset of the first complete, checksummed record in <paramref name="bytes"/>, or -1.</summary>
-    private static long FindValidRecord(ReadOnlySpan<byte> bytes)
+    /// <summary>
+    /// The offset of the first complete, checksummed record in <paramref name="bytes"/> that is not overlapped (its
+    /// writer knew every earlier record durable), or -1. Overlapped valid records are stepped over whole.
+    /// </summary>
+    private static long FindDurableRecord(ReadOnlySpan<byte> bytes)
     {
-        Span<byte> magic = stackalloc byte[4];
-        BinaryPrimitives.WriteUInt32LittleEndian(magic, JournalFormat.RecordMagic);
+        // Both magics start with "FJR" (little-endian: the low three bytes).
+        ReadOnlySpan<byte> prefix = "FJR"u8;
         int searched = 0;
         while (true)
         {
-            int at = bytes[searched..].IndexOf(magic);
+            int at = bytes[searched..].IndexOf(prefix);
             if (at < 0)
             {
                 return -1;
@@ -209,7 +213,13 @@ public sealed partial class WriteAheadJournal
                 ReadOnlySpan<byte> record = bytes.Slice(offset, header.Length);
                 if (JournalFormat.ChecksumMatches(record) && JournalFormat.EntriesFillPayload(record, header.EntryCount))
                 {
-                    return offset;
+                    if (!header.Overlapped)
+                    {
+                        return offset;
+                    }
+
+                    searched = offset + header.Length;
+                    continue;
                 }
             }
 

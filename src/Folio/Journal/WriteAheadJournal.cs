@@ -9,12 +9,15 @@ namespace Folio.Journal;
 /// <see cref="Sync"/>, read back by any number of lock-free <see cref="JournalReader"/>s.
 /// <para>
 /// Protocol. <b>Appends</b> and rotation run under <see cref="_writeLock"/> (the commit path has one writer at a
-/// time; the lock makes misuse safe, not fast). <b>Syncs</b> run under <see cref="_syncLock"/>: a sync captures the
-/// active segment's written length and last sequence under the write lock, fdatasyncs outside it (so the next
-/// group can be appended while the previous one syncs), then publishes, in this order, the segment's committed
-/// length and the journal's committed sequence, both as monotonic maxima with release semantics, and wakes tailing
-/// readers. A reader that observes committed sequence S (acquire) therefore also observes committed lengths that
-/// cover every record up to S.
+/// time; the lock makes misuse safe, not fast). A <b>sync</b> captures the active segment's written length and last
+/// sequence under the write lock (<see cref="TryBeginSync"/>), fdatasyncs outside it on a file handle no other sync
+/// in flight uses (<see cref="CompleteSync"/>; so the next group can be appended, and even synced, while the previous
+/// one syncs), then publishes (<see cref="PublishSync"/>), in this order, the segment's committed length and the
+/// journal's committed sequence, both as monotonic maxima with release semantics, and wakes tailing readers. A reader
+/// that observes committed sequence S (acquire) therefore also observes committed lengths that cover every record up
+/// to S. <see cref="Sync"/> does all three steps under <see cref="_syncLock"/>; the transaction merger runs them
+/// itself, with as many syncs in flight as its MaxGroupsInFlight, and publishes in commit order only after every
+/// earlier sync succeeded.
 /// </para>
 /// <para>
 /// The segment list is an immutable <see cref="SegmentSet"/> replaced under <see cref="_segmentsLock"/> (rotation,
@@ -54,6 +57,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _lastTimestamp;
     private Task<string>? _preparedSegment;
     private readonly List<JournalSegment> _sealedWithOpenFiles = [];
+    private int _syncsInFlight;
     private Exception? _fault;
     private long _appendedRecords;
 
@@ -289,6 +293,9 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
             current = seen;
         }
     }
+
+    /// <summary>Opens another handle of a segment file for a concurrent sync (<see cref="JournalSegment.RentSyncSlot"/>).</summary>
+    private Storage.IStorageFile OpenSyncHandle(string path) => _fileSystem.OpenFile(path, FileMode.Open);
 
     private void DeleteSegmentFile(JournalSegment segment)
     {

@@ -18,42 +18,62 @@ internal sealed partial class TransactionMerger
     /// <summary>A put earlier in the same group: no expectation can match it.</summary>
     private const long PendingPut = -1;
 
-    /// <summary>Takes one group off the queue, validates, writes, syncs, applies and acknowledges it.</summary>
-    private void CommitNextGroup()
+    /// <summary>
+    /// Under the committer role: takes one group off the queue, validates it and writes it to the journal, and starts
+    /// its sync. Returns the group, which the caller finishes (<see cref="FinishGroup"/>) after giving up the role, or
+    /// null when there was nothing to write (nothing pending, every batch failed validation, the pipeline is full, or
+    /// the merger is faulted: then every pending batch fails here).
+    /// </summary>
+    private InFlightGroup? PrepareNextGroup()
     {
         if (IsFaulted)
         {
             FailAllPending();
-            return;
+            return null;
         }
 
-        WaitForGroupToFill();
-        TakeGroup();
-        if (_group.Count == 0)
+        if (!TryTakePipelineSlot())
         {
-            return;
+            return null; // the pipeline is full: the group completing next re-triggers the committer
         }
 
+        int target = WaitForGroupToFill();
+        _writersSeen = (int)Math.Min(int.MaxValue, Volatile.Read(ref _queueDepth)); // in flight plus pending, for the next fill
+
+        InFlightGroup? written = null;
         try
         {
+            TakeGroup(_options.MaxGroupsInFlight > 1 && target > 0 ? target : int.MaxValue);
+            if (_group.Count == 0)
+            {
+                return null;
+            }
+
             ValidateGroup();
             if (_accepted.Count > 0)
             {
-                WriteAndAcknowledge();
+                written = WriteGroup();
             }
+
+            return written;
         }
         catch (Exception e)
         {
-            // Journal, fsync and state failures are handled above; this is anything else (a bug, or a metrics
-            // listener that throws). Fault rather than leave the committer role taken or a waiter unanswered.
+            // Journal failures are handled in WriteGroup; this is anything else (a bug, or a metrics listener that
+            // throws). Fault rather than leave the committer role taken or a waiter unanswered.
             FaultGroup(e, _ => new StoreFaultedException(
                 "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
                 e));
+            return null;
         }
         finally
         {
             _group.Clear();
             _accepted.Clear();
+            if (written is null)
+            {
+                ReturnPipelineSlot();
+            }
         }
     }
 
@@ -117,13 +137,13 @@ internal sealed partial class TransactionMerger
     /// <see cref="TransactionMergerOptions.GroupFillWait"/> of the average fsync, and stops early when no new batch
     /// arrived for 20 µs (<see cref="s_fillStallTicks"/>). Spins and yields (no sleep: the waits are tens of microseconds).
     /// </summary>
-    private void WaitForGroupToFill()
+    private int WaitForGroupToFill()
     {
-        int expected = Volatile.Read(ref _lastGroupBatches);
-        long seen = Volatile.Read(ref _queueDepth);
+        long seen = PendingBatches();
+        int expected = FillTarget();
         if (expected <= 1 || seen >= expected || _options.GroupFillWait <= 0 || IsFaulted)
         {
-            return;
+            return expected;
         }
 
         long budget = (long)(Volatile.Read(ref _averageSyncTicks) * _options.GroupFillWait * Stopwatch.Frequency / TimeSpan.TicksPerSecond);
@@ -135,32 +155,34 @@ internal sealed partial class TransactionMerger
         {
             spin.SpinOnce(sleep1Threshold: -1);
             now = Stopwatch.GetTimestamp();
-            long depth = Volatile.Read(ref _queueDepth);
-            if (depth >= expected)
+            long pending = PendingBatches();
+            if (pending >= expected)
             {
-                return;
+                return expected;
             }
 
-            if (depth > seen)
+            if (pending > seen)
             {
-                seen = depth;
+                seen = pending;
                 lastArrival = now;
             }
         }
+
+        return expected;
     }
 
     /// <summary>
     /// Takes batches in arrival order while the group stays within the caps: 1024 commands, the byte cap (or the first
     /// batch's size plus the small-batch allowance), and what one journal record holds. The first batch is always taken.
     /// </summary>
-    private void TakeGroup()
+    private void TakeGroup(int maxBatches)
     {
         int commands = 0;
         long bytes = 0;
         long byteCap = Math.Min(_options.MaxGroupBytes, _maxRecordPayload);
         while (_queue.TryPeek(out PendingBatch? next))
         {
-            if (_group.Count > 0 && (commands + next.CommandCount > _options.MaxGroupCommands || bytes + next.Length + 4 > byteCap))
+            if (_group.Count > 0 && (commands + next.CommandCount > _options.MaxGroupCommands || bytes + next.Length + 4 > byteCap || _group.Count >= maxBatches))
             {
                 break;
             }
@@ -194,7 +216,7 @@ internal sealed partial class TransactionMerger
                 _conflicts.Clear();
                 foreach ((DocumentKey key, long expected) in batch.Expectations)
                 {
-                    long current = _groupWrites.TryGetValue(key, out long written) ? written : _state.GetVersion(key);
+                    long current = _groupWrites.TryGetValue(key, out long written) ? written : VersionBeforeGroup(key);
                     if (current != expected)
                     {
                         _conflicts.Add(key);
@@ -225,7 +247,12 @@ internal sealed partial class TransactionMerger
         }
     }
 
-    private void WriteAndAcknowledge()
+    /// <summary>
+    /// Writes the accepted batches as one journal record and starts its sync (a durable group), then adds the group
+    /// to the in-flight queue, in commit order. A failed write faults the merger and answers the group here; a sync
+    /// that cannot even start is recorded on the group, which then fails in its turn.
+    /// </summary>
+    private InFlightGroup? WriteGroup()
     {
         int count = _accepted.Count;
         if (_entries.Length < count)
@@ -244,35 +271,45 @@ internal sealed partial class TransactionMerger
 
         long first;
         long timestamp;
-        TimeSpan syncElapsed = default;
         try
         {
             first = _journal.Append(_entries.AsSpan(0, count), out timestamp);
-            if (durable)
-            {
-                long started = Stopwatch.GetTimestamp();
-                _journal.Sync();
-                syncElapsed = Stopwatch.GetElapsedTime(started);
-            }
         }
         catch (Exception e)
         {
             Exception cause = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
             FaultGroup(cause, _ => FaultedException(cause));
-            return;
+            return null;
         }
         finally
         {
             Array.Clear(_entries, 0, count);
         }
 
+        InFlightGroup group = RentInFlightGroup();
+        group.First = first;
+        group.TimestampTicks = timestamp;
+        group.Commands = commands;
+        group.Durable = durable;
+        group.Batches.AddRange(_accepted);
+        group.BatchCount = count;
+        for (int i = 0; i < count; i++)
+        {
+            foreach (BatchCommand command in _accepted[i].Batch.Commands)
+            {
+                group.Writes[command.Key] = command.Kind == CommandKind.Put ? first + i : 0;
+            }
+        }
+
         if (durable)
         {
-            // Outside the journal's try: a failure here (a metrics listener, a logger) is not a journal failure.
-            RecordSync(syncElapsed);
-            if (syncElapsed > _options.SlowSyncThreshold)
+            try
             {
-                TransactionLog.SlowSync(_logger, syncElapsed.TotalMilliseconds, _options.SlowSyncThreshold.TotalMilliseconds, count);
+                group.NeedsSync = _journal.TryBeginSync(out group.SyncPoint);
+            }
+            catch (Exception e)
+            {
+                group.Failure = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
             }
         }
         else
@@ -281,35 +318,9 @@ internal sealed partial class TransactionMerger
             Volatile.Write(ref _bufferedAcknowledged, first + count - 1);
         }
 
-        try
-        {
-            for (int i = 0; i < count; i++)
-            {
-                _state.Apply(_accepted[i].Batch, first + i, timestamp);
-            }
-        }
-        catch (Exception e)
-        {
-            // In the journal, but the state may hold part of the group: fault, and tell the waiters where their commits are.
-            FaultGroup(e, i => new StoreFaultedException(
-                $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The store is faulted; reopen it (recovery replays the commit).",
-                e));
-            return;
-        }
-
-        // Acknowledge in commit order, only now that the group is durable (or written, for a buffered group).
-        for (int i = 0; i < count; i++)
-        {
-            PendingBatch pending = _accepted[i];
-            Release(pending);
-            pending.TrySetResult(new CommitResult(first + i, timestamp));
-        }
-
         Volatile.Write(ref _lastGroupBatches, _group.Count);
-        _metrics.Commits.Add(count);
-        _metrics.Groups.Add(1);
-        _metrics.BatchesPerGroup.Record(count);
-        _metrics.CommandsPerGroup.Record(commands);
+        AddInFlight(group);
+        return group;
     }
 
     private void SetFault(Exception cause)

@@ -26,6 +26,13 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     public int Writes;
     public int Syncs;
 
+    /// <summary>Matching syncs that returned successfully.</summary>
+    public int SyncsCompleted;
+
+    /// <summary>Matching files opened through this file system (journal segments open extra handles for concurrent
+    /// syncs; the next segment, prepared in the background as a .tmp file, does not match).</summary>
+    public int Opens;
+
     /// <summary>When set, every matching sync waits for it first: tests hold the committer inside an fsync.</summary>
     public ManualResetEventSlim? SyncGate { get; set; }
 
@@ -38,7 +45,15 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     internal bool TryTake(FileFault fault) => Interlocked.CompareExchange(ref _fault, (int)FileFault.None, (int)fault) == (int)fault;
 
-    public IStorageFile OpenFile(string path, FileMode mode) => new FaultingFile(this, _inner.OpenFile(path, mode));
+    public IStorageFile OpenFile(string path, FileMode mode)
+    {
+        if (Matches(path))
+        {
+            Interlocked.Increment(ref Opens);
+        }
+
+        return new FaultingFile(this, _inner.OpenFile(path, mode));
+    }
 
     public void DeleteFile(string path) => _inner.DeleteFile(path);
 
@@ -106,6 +121,10 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             }
 
             inner.Sync();
+            if (owner.Matches(Path))
+            {
+                Interlocked.Increment(ref owner.SyncsCompleted);
+            }
         }
 
         public StorageMapping MapReadOnly(long length) => inner.MapReadOnly(length);

@@ -101,6 +101,89 @@ public sealed class JournalRecoveryTests
     }
 
     [Fact]
+    public void Records_written_while_an_earlier_one_was_not_yet_durable_are_marked_overlapped()
+    {
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            journal.Append("a"u8); // the first record of a fresh segment: everything before it is durable
+            journal.Append("b"u8); // "a" not yet synced
+            journal.Sync();
+            journal.Append("c"u8); // everything before it synced
+            journal.Sync();
+        }
+
+        byte[] bytes = File.ReadAllBytes(NewestSegment(dir.Path));
+        var magics = new List<uint>();
+        for (long offset = JournalFormat.SegmentHeaderSize; offset < DataEnd(bytes); offset = RecordEnd(bytes, offset))
+        {
+            magics.Add(BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset)));
+        }
+
+        Assert.Equal([JournalFormat.RecordMagic, JournalFormat.OverlappedRecordMagic, JournalFormat.RecordMagic], magics);
+    }
+
+    [Fact]
+    public void A_damaged_record_followed_only_by_overlapped_records_is_a_torn_tail_and_all_of_them_are_dropped()
+    {
+        // After a power loss, records written while the damaged one was still being made durable may be on disk
+        // although it is not; none of them was acknowledged as durable, so recovery drops them with it.
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            journal.Append("durable"u8);
+            journal.Sync();
+            journal.Append("torn"u8);
+            journal.Append("overlapped 1"u8);
+            journal.Append("overlapped 2"u8);
+            journal.Sync();
+        }
+
+        string segment = NewestSegment(dir.Path);
+        byte[] bytes = File.ReadAllBytes(segment);
+        long torn = RecordEnd(bytes, JournalFormat.SegmentHeaderSize);
+        long end = DataEnd(bytes);
+        bytes[torn + JournalFormat.RecordHeaderSize + 4] ^= 0x01;
+        File.WriteAllBytes(segment, bytes);
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            Assert.Equal(1, journal.CommittedSequence);
+            Assert.Equal(end - torn, journal.Recovery.TruncatedBytes);
+            Assert.Equal(["durable"], journal.ReadAll(1).Select(e => System.Text.Encoding.UTF8.GetString(e.Data)));
+            Assert.Equal(2, journal.Append("after"u8));
+            journal.Sync();
+        }
+    }
+
+    [Fact]
+    public void A_damaged_record_followed_by_overlapped_records_and_then_a_record_written_after_it_was_durable_is_corruption()
+    {
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            journal.Append("durable"u8);
+            journal.Sync();
+            journal.Append("damaged"u8);
+            journal.Append("overlapped"u8);
+            journal.Sync();
+            journal.Append("written after both were durable"u8);
+            journal.Sync();
+        }
+
+        string segment = NewestSegment(dir.Path);
+        byte[] bytes = File.ReadAllBytes(segment);
+        long damaged = RecordEnd(bytes, JournalFormat.SegmentHeaderSize);
+        long last = RecordEnd(bytes, RecordEnd(bytes, damaged));
+        bytes[damaged + JournalFormat.RecordHeaderSize + 4] ^= 0x01;
+        File.WriteAllBytes(segment, bytes);
+
+        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        Assert.Equal(damaged, error.Offset);
+        Assert.Contains($"valid record at offset {last}", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public void Random_bit_flips_in_older_records_are_always_detected_at_recovery()
     {
         using var source = new TempDirectory();
@@ -279,10 +362,10 @@ public sealed class JournalRecoveryTests
             }
 
             Assert.Equal(sequence, journal.Append(group));
+            journal.Sync(); // each record durable before the next is written: none is overlapped
             sequence += group.Length;
         }
 
-        journal.Sync();
         entries = sequence - 1;
         Assert.Equal(1, journal.SegmentCount);
         byte[] bytes = File.ReadAllBytes(NewestSegment(path));
@@ -316,7 +399,7 @@ public sealed class JournalRecoveryTests
     private static long DataEnd(byte[] bytes)
     {
         long offset = JournalFormat.SegmentHeaderSize;
-        while (offset + 4 <= bytes.Length && BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset)) == JournalFormat.RecordMagic)
+        while (offset + 4 <= bytes.Length && BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset)) is JournalFormat.RecordMagic or JournalFormat.OverlappedRecordMagic)
         {
             offset = RecordEnd(bytes, offset);
         }

@@ -8,13 +8,21 @@ namespace Folio.Tests.Transactions;
 
 public sealed class TransactionMergerTests
 {
+    /// <summary>
+    /// For tests that hold one group's fsync so that later batches queue behind it and form the next group: with the
+    /// pipeline (two groups in flight) they would form a group of their own and sync at once.
+    /// </summary>
+    private static readonly Action<TransactionMergerOptions> OneGroupInFlight = static o => o.MaxGroupsInFlight = 1;
+
     private static ReadOnlyMemory<byte> Json(string text) => Encoding.UTF8.GetBytes(text);
 
     [Theory]
-    [InlineData(1024, 4 << 20)]
-    [InlineData(8, 4 << 20)]
-    [InlineData(1024, 600)]
-    public async Task Sixteen_threads_commit_a_thousand_batches_each_exactly_once_in_acknowledgement_order(int maxCommands, int maxBytes)
+    [InlineData(1024, 4 << 20, 1)]
+    [InlineData(8, 4 << 20, 1)]
+    [InlineData(1024, 600, 1)]
+    [InlineData(1024, 4 << 20, 2)]
+    [InlineData(8, 4 << 20, 3)]
+    public async Task Sixteen_threads_commit_a_thousand_batches_each_exactly_once_in_acknowledgement_order(int maxCommands, int maxBytes, int maxGroupsInFlight)
     {
         using var fixture = new MergerFixture(o =>
         {
@@ -22,6 +30,7 @@ public sealed class TransactionMergerTests
             o.MaxGroupBytes = maxBytes;
             o.MaxPendingBytes = Math.Max(maxBytes, 1 << 20);
             o.SmallBatchAllowance = 0;
+            o.MaxGroupsInFlight = maxGroupsInFlight;
         });
         const int Threads = 16;
         const int PerThread = 1000;
@@ -105,9 +114,86 @@ public sealed class TransactionMergerTests
     }
 
     [Fact]
+    public async Task With_two_groups_in_flight_the_second_syncs_during_the_first_and_is_acknowledged_only_after_it()
+    {
+        using var fixture = new MergerFixture(static o => o.MaxGroupsInFlight = 2);
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        fixture.Files.SyncGate = null; // later syncs run at once
+        int completedBefore = Volatile.Read(ref fixture.Files.SyncsCompleted);
+
+        // The second group is written and synced while the first one's fsync is held...
+        Task<CommitResult> second = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "second", Json("{}"))).AsTask();
+        Assert.True(SpinWait.SpinUntil(() => Volatile.Read(ref fixture.Files.SyncsCompleted) > completedBefore, TestDeadline.Hang), "the second group's fsync ran while the first one's was held");
+        Assert.Equal(2, fixture.Merger.GroupsInFlight);
+
+        // ...but it is neither acknowledged nor visible to journal readers before the first group is durable.
+        await Task.Delay(50);
+        Assert.False(second.IsCompleted, "the second group was acknowledged before the first one was durable");
+        Assert.False(first!.IsCompleted);
+        Assert.Equal(0, fixture.Journal.CommittedSequence);
+        Assert.Equal(0, fixture.State.GetVersion(new DocumentKey("c", "second")));
+
+        gate.Set();
+        CommitResult firstResult = await first.WaitAsync(TestDeadline.Hang);
+        CommitResult secondResult = await second.WaitAsync(TestDeadline.Hang);
+        Assert.Equal((1, 2), (firstResult.Sequence, secondResult.Sequence));
+        Assert.Equal(2, fixture.Journal.CommittedSequence);
+        Assert.Equal([1L, 2L], fixture.ReadBatches().Select(b => b.Record)); // two groups, two records
+        Assert.Equal(0, fixture.Merger.GroupsInFlight);
+    }
+
+    [Fact]
+    public async Task With_two_groups_in_flight_a_failed_fsync_of_the_first_fails_the_second_although_its_own_fsync_succeeded()
+    {
+        using var fixture = new MergerFixture(static o => o.MaxGroupsInFlight = 2);
+        await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
+        fixture.Files.Arm(FileFault.SyncFails); // taken by the next sync, which the gate then holds
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        fixture.Files.SyncGate = null;
+        int completedBefore = Volatile.Read(ref fixture.Files.SyncsCompleted);
+        Task<CommitResult> second = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "second", Json("{}"))).AsTask();
+        Assert.True(SpinWait.SpinUntil(() => Volatile.Read(ref fixture.Files.SyncsCompleted) > completedBefore, TestDeadline.Hang), "the second group's fsync succeeded");
+
+        gate.Set();
+        var firstError = await Assert.ThrowsAsync<StoreFaultedException>(() => first!.WaitAsync(TestDeadline.Hang));
+        Assert.IsType<IOException>(firstError.InnerException);
+        var secondError = await Assert.ThrowsAsync<StoreFaultedException>(() => second.WaitAsync(TestDeadline.Hang));
+        Assert.Contains("may or may not be in the journal", secondError.Message, StringComparison.Ordinal);
+
+        // Nothing after the failed fsync was acknowledged, applied or published; the store is faulted.
+        Assert.True(fixture.Merger.IsFaulted);
+        Assert.Equal(1, fixture.Journal.CommittedSequence);
+        Assert.Equal(0, fixture.State.GetVersion(new DocumentKey("c", "second")));
+        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask());
+        Assert.Equal(0, fixture.Merger.GroupsInFlight);
+    }
+
+    [Fact]
+    public async Task A_batch_is_validated_against_the_writes_of_a_group_still_in_flight()
+    {
+        using var fixture = new MergerFixture(static o => o.MaxGroupsInFlight = 2);
+        CommitResult created = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{}")));
+        Task<CommitResult>? first = null;
+        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{\"v\":1}")).Expect("c", "doc", created.Sequence)).AsTask()));
+        fixture.Files.SyncGate = null;
+
+        // The first overwrite is written but not applied: a second one expecting the same version conflicts with it,
+        // and one expecting the in-flight version commits after it.
+        var stale = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{\"v\":2}")).Expect("c", "doc", created.Sequence)).AsTask();
+        await Assert.ThrowsAsync<ConcurrencyException>(() => stale.WaitAsync(TestDeadline.Hang));
+        var chained = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{\"v\":3}")).Expect("c", "doc", created.Sequence + 1)).AsTask();
+        gate.Set();
+        Assert.Equal(created.Sequence + 1, (await first!.WaitAsync(TestDeadline.Hang)).Sequence);
+        Assert.Equal(created.Sequence + 2, (await chained.WaitAsync(TestDeadline.Hang)).Sequence);
+        Assert.Equal(created.Sequence + 2, fixture.State.GetVersion(new DocumentKey("c", "doc")));
+    }
+
+    [Fact]
     public async Task In_one_group_conflicting_and_throwing_batches_fail_alone_and_the_others_commit()
     {
-        using var fixture = new MergerFixture();
+        using var fixture = new MergerFixture(OneGroupInFlight);
         fixture.State.Validator = b => b.Commands[0].Key.Id == "bad" ? new InvalidDataException("rejected by validation") : null;
         CommitResult seed = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "existing", Json("{\"v\":1}")));
 
@@ -148,7 +234,7 @@ public sealed class TransactionMergerTests
     [InlineData(FileFault.SyncFails)]
     public async Task A_journal_failure_fails_the_group_and_everything_pending_and_faults_the_store(FileFault fault)
     {
-        using var fixture = new MergerFixture();
+        using var fixture = new MergerFixture(OneGroupInFlight);
         CommitResult before = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
 
         Task<CommitResult>? first = null;
@@ -182,7 +268,7 @@ public sealed class TransactionMergerTests
     [InlineData(true)]
     public async Task A_group_in_the_journal_that_the_state_fails_to_apply_faults_the_store_and_tells_its_waiters(bool merged)
     {
-        var fixture = new MergerFixture();
+        var fixture = new MergerFixture(OneGroupInFlight);
         try
         {
             await ApplyFailureFaultsTheStore(fixture, merged);
@@ -231,7 +317,7 @@ public sealed class TransactionMergerTests
     [Fact]
     public async Task Cancellation_before_a_batch_is_taken_removes_it_and_after_it_is_taken_the_commit_is_delivered()
     {
-        using var fixture = new MergerFixture();
+        using var fixture = new MergerFixture(OneGroupInFlight);
         Task<CommitResult>? first = null;
         var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
 
@@ -259,6 +345,7 @@ public sealed class TransactionMergerTests
         {
             o.MaxPendingBytes = 4096;
             o.MaxGroupBytes = 4096;
+            o.MaxGroupsInFlight = 1;
         });
         Task<CommitResult>? first = null;
         var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", new byte[100])).AsTask()));
@@ -299,7 +386,11 @@ public sealed class TransactionMergerTests
     [Fact]
     public async Task In_a_durable_store_the_buffered_sync_timer_never_syncs_and_fsync_durations_are_the_committers_own()
     {
-        using var fixture = new MergerFixture(o => o.BufferedSyncInterval = TimeSpan.FromMilliseconds(2));
+        using var fixture = new MergerFixture(o =>
+        {
+            o.BufferedSyncInterval = TimeSpan.FromMilliseconds(2);
+            o.MaxGroupsInFlight = 1;
+        });
 
         // A durable group is written and held inside its fsync: appended, not committed, for many timer periods.
         Task<CommitResult>? first = null;
@@ -335,7 +426,7 @@ public sealed class TransactionMergerTests
     [Fact]
     public async Task A_lone_writer_commits_on_its_own_thread_and_after_a_merged_group_the_committer_runs_on_the_pool()
     {
-        using var fixture = new MergerFixture();
+        using var fixture = new MergerFixture(OneGroupInFlight);
 
         // Idle merger: the caller commits inline; the result is durable when CommitAsync returns.
         Task<CommitResult> lone = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "lone", Json("{}"))).AsTask();

@@ -128,6 +128,7 @@ public sealed class TransactionMetricsTests
             o.MeterFactory = meters;
             o.LoggerFactory = logs;
             o.MaxGroupCommands = 4; // small groups: batches stay queued behind the failing group
+            o.MaxGroupsInFlight = 1;
         });
         try
         {
