@@ -12,12 +12,14 @@ namespace Folio.Tests.Documents;
 /// </summary>
 public sealed class DocumentStoreStressTests
 {
-    [Fact]
-    public async Task Readers_see_only_committed_versions_in_increasing_order_while_writers_conflict_and_retry()
+    [Theory]
+    [InlineData(DurabilityMode.Buffered, 1)]
+    [InlineData(DurabilityMode.Durable, 2)] // the commit pipeline: conflicts are found against groups still in their fsync
+    public async Task Readers_see_only_committed_versions_in_increasing_order_while_writers_conflict_and_retry(DurabilityMode durability, int maxGroupsInFlight)
     {
         double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"), System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
+        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { Durability = durability, MaxGroupsInFlight = maxGroupsInFlight });
         string[] ids = Enumerable.Range(0, 8).Select(i => $"k/{i}").ToArray();
         var committed = new ConcurrentDictionary<(string Id, long Version), string>();
         var observed = new ConcurrentQueue<(string Id, long Version, string Name)>();

@@ -256,6 +256,9 @@ public sealed class DocumentStoreTests
             Assert.Null(await reader.LoadAsync<User>("u/missing"));
         }
         Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxDocumentSize = 0 }));
+        var depth = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxGroupsInFlight = 0 }));
+        Assert.Equal("MaxGroupsInFlight", depth.ParamName);
+        Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxGroupsInFlight = 7 }));
         Assert.Throws<StoreLockedException>(() => DocumentStore.Open(dir.Path));
     }
 
