@@ -133,7 +133,7 @@ internal sealed partial class TransactionMerger
 
     /// <summary>
     /// Lets the writers acknowledged by the previous group come back before taking the next one (see the protocol on
-    /// <see cref="TransactionMerger"/>): waits while fewer batches are pending than the previous group held, at most
+    /// <see cref="TransactionMerger"/>): waits while fewer batches are pending than the fill target (<see cref="FillTarget"/>), at most
     /// <see cref="TransactionMergerOptions.GroupFillWait"/> of the average fsync, and stops early when no new batch
     /// arrived for 20 µs (<see cref="s_fillStallTicks"/>). Spins and yields (no sleep: the waits are tens of microseconds).
     /// </summary>

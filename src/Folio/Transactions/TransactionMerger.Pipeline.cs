@@ -44,6 +44,7 @@ internal sealed partial class TransactionMerger
     private readonly Stack<InFlightGroup> _freeGroups = new();
     private int _inFlightCount;
     private int _writersSeen; // committer-only
+    private int _stragglers; // committer-only (one group in flight): batches that arrived after the group was taken
     private long _batchesInFlight; // batches of the groups in flight: _queueDepth counts them until they are answered
 
     // Committer-only: the groups in flight when the committer reserved its slot, oldest first.
@@ -83,8 +84,11 @@ internal sealed partial class TransactionMerger
     }
 
     /// <summary>
-    /// How many pending batches the group fill waits for. One group at a time: as many as the previous group held
-    /// (its writers coming back). With a pipeline of N groups: the writers seen at once (batches in flight plus pending,
+    /// How many pending batches the group fill waits for. One group at a time: as many as the previous group held (its
+    /// writers coming back) plus the stragglers, the batches that arrived after it was taken and waited through its
+    /// fsync (counted before its acknowledgements, when none of its writers can be back yet). Without them the target
+    /// settled at the previous group's size, and the same few late writers missed every group (64 writers: groups of
+    /// 58-61 instead of 62-64). With a pipeline of N groups: the writers seen at once (batches in flight plus pending,
     /// the larger of now and the previous take) divided by N, so the writers settle into N groups that alternate, each
     /// preparing and syncing while the others sync, instead of one group that holds everybody while the pipeline idles.
     /// </summary>
@@ -93,7 +97,7 @@ internal sealed partial class TransactionMerger
         int depth = _options.MaxGroupsInFlight;
         if (depth == 1)
         {
-            return Volatile.Read(ref _lastGroupBatches);
+            return Volatile.Read(ref _lastGroupBatches) + _stragglers;
         }
 
         long writers = Math.Max(_writersSeen, Volatile.Read(ref _queueDepth));
@@ -236,6 +240,7 @@ internal sealed partial class TransactionMerger
             return;
         }
 
+        _stragglers = (int)Math.Max(0, PendingBatches()); // for the next fill (FillTarget): none of this group's writers is back yet
         try
         {
             if (group.NeedsSync)

@@ -34,8 +34,8 @@ namespace Folio.Transactions;
 /// </para>
 /// <para>
 /// Group fill. fdatasync dominates a group's cost, so before taking the next group the committer lets the writers
-/// it just acknowledged come back: while fewer batches are pending than the previous group held, it waits (spinning
-/// and yielding, never sleeping) up to <see cref="TransactionMergerOptions.GroupFillWait"/> of the average fsync,
+/// it just acknowledged come back: while fewer batches are pending than the fill target (the previous group's size
+/// plus the batches that arrived during its fsync; see FillTarget), it waits (spinning and yielding, never sleeping) up to <see cref="TransactionMergerOptions.GroupFillWait"/> of the average fsync,
 /// and stops as soon as the count is reached or no new batch arrived for 20 µs. <see cref="_lastGroupBatches"/> is
 /// written by the committer only and read by submitters and the committer (Volatile); it is a hint, so a stale
 /// value costs at most one hand-off or one short wait, never correctness.
