@@ -88,10 +88,7 @@ public sealed class DocumentStoreOptions
             ThrowHelper.ThrowArgumentOutOfRange(MaxGroupCommands <= 0 ? nameof(MaxGroupCommands) : nameof(MaxGroupBytes), Math.Min(MaxGroupCommands, MaxGroupBytes), "MaxGroupCommands and MaxGroupBytes must be positive.");
         }
 
-        if (MaxGroupsInFlight is < 1 or > TransactionMergerOptions.MaxMaxGroupsInFlight)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxGroupsInFlight), MaxGroupsInFlight, $"MaxGroupsInFlight must be between 1 and {TransactionMergerOptions.MaxMaxGroupsInFlight}.");
-        }
+        TransactionMergerOptions.ValidateMaxGroupsInFlight(MaxGroupsInFlight);
 
         if (SlowSyncThreshold <= TimeSpan.Zero)
         {

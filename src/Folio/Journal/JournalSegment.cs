@@ -56,7 +56,7 @@ namespace Folio.Journal;
 internal sealed class JournalSegment
 {
     private IStorageFile? _file;
-    private readonly IStorageFile?[] _syncFiles = new IStorageFile?[MaxSyncSlots];
+    private readonly IStorageFile?[] _syncFiles = new IStorageFile?[MaxSyncSlots]; // slot 0 is _file; [0] stays unused
     private readonly Func<string, IStorageFile> _openSyncHandle;
     private int _busySyncSlots;
     private readonly StorageMapping _mapping;
@@ -77,7 +77,6 @@ internal sealed class JournalSegment
     public JournalSegment(IStorageFile file, long firstSequence, long capacity, long dataLength, Action<JournalSegment>? deleteFile, Func<string, IStorageFile>? openSyncHandle = null)
     {
         _file = file;
-        _syncFiles[0] = file;
         _openSyncHandle = openSyncHandle ?? (static path => new PhysicalStorageFile(path, FileMode.Open));
         SyncedLength = dataLength;
         Path = file.Path;

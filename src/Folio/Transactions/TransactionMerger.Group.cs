@@ -78,9 +78,9 @@ internal sealed partial class TransactionMerger
     }
 
     /// <summary>
-    /// Faults the merger with <paramref name="cause"/> and answers every batch of the group not answered yet with
-    /// <paramref name="errorFor"/>(its position among them: for the accepted batches of a written group, its offset
-    /// from the group's first sequence), then fails every pending batch.
+    /// Under the role, for a group that never reached the in-flight queue: faults the merger with
+    /// <paramref name="cause"/>, answers every batch of the group not answered yet with <paramref name="errorFor"/>(its
+    /// position in the group), then fails every pending batch.
     /// </summary>
     /// <remarks>
     /// Throws nothing: the log line and the failed-commits metric go through <see cref="Observe"/>, so a logger or
@@ -90,18 +90,30 @@ internal sealed partial class TransactionMerger
     private void FaultGroup(Exception cause, Func<int, StoreFaultedException> errorFor)
     {
         SetFault(cause);
+        FailUnanswered(_group, errorFor);
+        FailAllPending();
+    }
+
+    /// <summary>
+    /// Answers every batch of <paramref name="batches"/> not answered yet with <paramref name="errorFor"/>(its index in
+    /// the list: for a written group, its offset from the group's first sequence). Throws nothing (see <see cref="FaultGroup"/>).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void FailUnanswered(List<PendingBatch> batches, Func<int, StoreFaultedException> errorFor)
+    {
         int failed = 0;
-        foreach (PendingBatch pending in _group)
+        for (int i = 0; i < batches.Count; i++)
         {
+            PendingBatch pending = batches[i];
             if (!pending.Task.IsCompleted)
             {
                 Release(pending); // every path that answers a batch releases it just before: unanswered means unreleased
-                pending.TrySetException(errorFor(failed++));
+                pending.TrySetException(errorFor(i));
+                failed++;
             }
         }
 
         RecordFailedCommits(failed);
-        FailAllPending();
     }
 
     /// <summary>Adds <paramref name="failed"/> to the failed-commits metric from a failure path (through <see cref="Observe"/>).</summary>
@@ -277,7 +289,7 @@ internal sealed partial class TransactionMerger
         }
         catch (Exception e)
         {
-            Exception cause = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
+            Exception cause = JournalFailureCause(e);
             FaultGroup(cause, _ => FaultedException(cause));
             return null;
         }
@@ -290,14 +302,16 @@ internal sealed partial class TransactionMerger
         group.First = first;
         group.TimestampTicks = timestamp;
         group.Commands = commands;
-        group.Durable = durable;
         group.Batches.AddRange(_accepted);
-        group.BatchCount = count;
-        for (int i = 0; i < count; i++)
+        if (_options.MaxGroupsInFlight > 1)
         {
-            foreach (BatchCommand command in _accepted[i].Batch.Commands)
+            // Only a later group validated while this one is in flight reads them: with one group at a time, none is.
+            for (int i = 0; i < count; i++)
             {
-                group.Writes[command.Key] = command.Kind == CommandKind.Put ? first + i : 0;
+                foreach (BatchCommand command in _accepted[i].Batch.Commands)
+                {
+                    group.Writes[command.Key] = command.Kind == CommandKind.Put ? first + i : 0;
+                }
             }
         }
 
@@ -309,7 +323,7 @@ internal sealed partial class TransactionMerger
             }
             catch (Exception e)
             {
-                group.Failure = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
+                group.Failure = JournalFailureCause(e);
             }
         }
         else
@@ -349,6 +363,9 @@ internal sealed partial class TransactionMerger
 
         RecordFailedCommits(failed);
     }
+
+    /// <summary>The I/O failure behind a journal exception: the journal wraps it in a <see cref="StoreFaultedException"/>.</summary>
+    private static Exception JournalFailureCause(Exception e) => e is StoreFaultedException { InnerException: { } inner } ? inner : e;
 
     private static StoreFaultedException FaultedException(Exception cause)
     {

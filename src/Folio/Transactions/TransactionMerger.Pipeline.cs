@@ -1,5 +1,4 @@
 using System.Diagnostics;
-using System.Runtime.CompilerServices;
 using Folio.Journal;
 
 namespace Folio.Transactions;
@@ -147,7 +146,7 @@ internal sealed partial class TransactionMerger
 
     private void AddInFlight(InFlightGroup group)
     {
-        Interlocked.Add(ref _batchesInFlight, group.BatchCount);
+        Interlocked.Add(ref _batchesInFlight, group.Batches.Count);
         lock (_completionLock)
         {
             _inFlight.Enqueue(group);
@@ -172,7 +171,7 @@ internal sealed partial class TransactionMerger
             }
             catch (Exception e)
             {
-                group.Failure = e is StoreFaultedException { InnerException: { } inner } ? inner : e;
+                group.Failure = JournalFailureCause(e);
             }
         }
 
@@ -183,7 +182,7 @@ internal sealed partial class TransactionMerger
             {
                 _inFlight.Dequeue();
                 CompleteGroup(head);
-                Interlocked.Add(ref _batchesInFlight, -head.BatchCount);
+                Interlocked.Add(ref _batchesInFlight, -head.Batches.Count);
                 head.Batches.Clear();
                 _freeGroups.Push(head);
                 Interlocked.Decrement(ref _inFlightCount);
@@ -204,13 +203,13 @@ internal sealed partial class TransactionMerger
         if (group.Failure is { } failure)
         {
             SetFault(failure);
-            FailInFlightGroup(group, _ => FaultedException(failure));
+            FailUnanswered(group.Batches, _ => FaultedException(failure));
             return;
         }
 
         if (Volatile.Read(ref _fault) is { } fault)
         {
-            FailInFlightGroup(group, _ => new StoreFaultedException(
+            FailUnanswered(group.Batches, _ => new StoreFaultedException(
                 "The store was faulted (the inner exception is the cause) before this commit was acknowledged; it may or may not be in the journal after the store is reopened.",
                 fault));
             return;
@@ -234,7 +233,7 @@ internal sealed partial class TransactionMerger
             // In the journal, but the state may hold part of the group: fault, and tell the waiters where their commits are.
             long first = group.First;
             SetFault(e);
-            FailInFlightGroup(group, i => new StoreFaultedException(
+            FailUnanswered(group.Batches, i => new StoreFaultedException(
                 $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The store is faulted; reopen it (recovery replays the commit).",
                 e));
             return;
@@ -270,29 +269,10 @@ internal sealed partial class TransactionMerger
             // A metrics listener or logger that throws: the committer did not expect it, so fault rather than go on
             // with an observer in an unknown state; waiters not yet answered learn their commit may be in the journal.
             SetFault(e);
-            FailInFlightGroup(group, _ => new StoreFaultedException(
+            FailUnanswered(group.Batches, _ => new StoreFaultedException(
                 "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
                 e));
         }
-    }
-
-    /// <summary>Answers every batch of a written group not answered yet with <paramref name="errorFor"/>(its offset in the group). Throws nothing.</summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private void FailInFlightGroup(InFlightGroup group, Func<int, StoreFaultedException> errorFor)
-    {
-        int failed = 0;
-        for (int i = 0; i < group.Batches.Count; i++)
-        {
-            PendingBatch pending = group.Batches[i];
-            if (!pending.Task.IsCompleted)
-            {
-                Release(pending);
-                pending.TrySetException(errorFor(i));
-                failed++;
-            }
-        }
-
-        RecordFailedCommits(failed);
     }
 
     /// <summary>A group between its journal write and its completion. Reused; see the protocol above.</summary>
@@ -301,15 +281,14 @@ internal sealed partial class TransactionMerger
         /// <summary>The accepted batches, in commit order: batch i has sequence <see cref="First"/> + i.</summary>
         public readonly List<PendingBatch> Batches = [];
 
-        /// <summary>Each document the group writes, with its version after the group (0 when deleted).</summary>
+        /// <summary>Each document the group writes, with its version after the group (0 when deleted); filled only when
+        /// groups overlap (MaxGroupsInFlight above 1), the only case in which a later group is validated against it.</summary>
         public readonly Dictionary<DocumentKey, long> Writes = [];
 
         public JournalSyncPoint SyncPoint;
         public long First;
         public long TimestampTicks;
         public int Commands;
-        public int BatchCount;
-        public bool Durable;
         public bool NeedsSync;
         public TimeSpan SyncElapsed;
         public Exception? Failure;
@@ -325,8 +304,6 @@ internal sealed partial class TransactionMerger
             First = 0;
             TimestampTicks = 0;
             Commands = 0;
-            BatchCount = 0;
-            Durable = false;
             NeedsSync = false;
             SyncElapsed = default;
             Failure = null;

@@ -77,10 +77,7 @@ internal sealed class TransactionMergerOptions
         Positive(MaxGroupCommands, nameof(MaxGroupCommands));
         Positive(MaxGroupBytes, nameof(MaxGroupBytes));
         Positive(MaxGroupsPerTurn, nameof(MaxGroupsPerTurn));
-        if (MaxGroupsInFlight is < 1 or > MaxMaxGroupsInFlight)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxGroupsInFlight), MaxGroupsInFlight, $"MaxGroupsInFlight must be between 1 and {MaxMaxGroupsInFlight}.");
-        }
+        ValidateMaxGroupsInFlight(MaxGroupsInFlight);
 
         ArgumentOutOfRangeException.ThrowIfNegative(SmallBatchAllowance, nameof(SmallBatchAllowance));
         if (MaxPendingBytes < MaxGroupBytes)
@@ -101,6 +98,15 @@ internal sealed class TransactionMergerOptions
         if (!Enum.IsDefined(Durability))
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(Durability), Durability, "Unknown durability mode.");
+        }
+    }
+
+    /// <summary>Throws unless <paramref name="value"/> is a valid <see cref="MaxGroupsInFlight"/> (the store's option validates with it too).</summary>
+    internal static void ValidateMaxGroupsInFlight(int value)
+    {
+        if (value is < 1 or > MaxMaxGroupsInFlight)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxGroupsInFlight), value, $"MaxGroupsInFlight must be between 1 and {MaxMaxGroupsInFlight}.");
         }
     }
 

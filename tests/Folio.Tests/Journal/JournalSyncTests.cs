@@ -11,9 +11,7 @@ public sealed class JournalSyncTests
     {
         using var dir = new TempDirectory();
         var files = new FaultInjectingFileSystem();
-        var options = JournalTestExtensions.Tiny(1 << 16);
-        options.FileSystem = files;
-        using var journal = WriteAheadJournal.Open(dir.Path, options);
+        using var journal = OpenJournal(dir, files);
 
         journal.Append("one"u8);
         Assert.True(journal.TryBeginSync(out JournalSyncPoint first));
@@ -73,9 +71,7 @@ public sealed class JournalSyncTests
     {
         using var dir = new TempDirectory();
         var files = new FaultInjectingFileSystem();
-        var options = JournalTestExtensions.Tiny(1 << 16);
-        options.FileSystem = files;
-        using var journal = WriteAheadJournal.Open(dir.Path, options);
+        using var journal = OpenJournal(dir, files);
         journal.Append("one"u8);
         Assert.True(journal.TryBeginSync(out JournalSyncPoint point));
         files.Arm(FileFault.SyncFails);
@@ -85,5 +81,13 @@ public sealed class JournalSyncTests
         Assert.Equal(0, journal.CommittedSequence);
         Assert.Throws<StoreFaultedException>(() => journal.TryBeginSync(out _));
         Assert.Throws<StoreFaultedException>(() => journal.Append("two"u8));
+    }
+
+    /// <summary>A journal of 64 KiB segments on <paramref name="files"/>.</summary>
+    private static WriteAheadJournal OpenJournal(TempDirectory dir, FaultInjectingFileSystem files)
+    {
+        var options = JournalTestExtensions.Tiny(1 << 16);
+        options.FileSystem = files;
+        return WriteAheadJournal.Open(dir.Path, options);
     }
 }
