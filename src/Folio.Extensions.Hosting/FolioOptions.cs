@@ -49,6 +49,10 @@ public sealed class FolioOptions
     /// <summary>An fsync slower than this logs a warning. Default 500 ms.</summary>
     public TimeSpan SlowSyncThreshold { get; set; } = s_storeDefaults.SlowSyncThreshold;
 
+    /// <summary>How long a session's snapshot may hold back the pruning of old versions. Default 10 minutes; see
+    /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>.</summary>
+    public TimeSpan MaxSnapshotAge { get; set; } = s_storeDefaults.MaxSnapshotAge;
+
     /// <summary>The health check reports <c>Degraded</c> when the average fsync duration exceeds this. Default
     /// 100 ms; positive.</summary>
     public TimeSpan DegradedSyncLatency { get; set; } = TimeSpan.FromMilliseconds(100);
@@ -73,6 +77,7 @@ public sealed class FolioOptions
             MaxDocumentSize = MaxDocumentSize,
             BufferedSyncInterval = BufferedSyncInterval,
             SlowSyncThreshold = SlowSyncThreshold,
+            MaxSnapshotAge = MaxSnapshotAge,
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
         };

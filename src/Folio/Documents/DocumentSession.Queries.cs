@@ -20,8 +20,8 @@ public sealed partial class DocumentSession
         where T : class
     {
         ArgumentNullException.ThrowIfNull(prefix);
-        (string collection, long snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot), null, skip, take, cancellationToken);
+        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
+        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot.Sequence), snapshot, null, skip, take, cancellationToken);
     }
 
     /// <summary>
@@ -40,8 +40,8 @@ public sealed partial class DocumentSession
     public IAsyncEnumerable<T> QueryByRangeAsync<T>(string? fromInclusive, string? toExclusive, bool descending = false, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
         where T : class
     {
-        (string collection, long snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot), null, skip, take, cancellationToken);
+        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
+        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot.Sequence), snapshot, null, skip, take, cancellationToken);
     }
 
     /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches <paramref name="predicate"/>, in id order.</summary>
@@ -54,8 +54,8 @@ public sealed partial class DocumentSession
     public IAsyncEnumerable<T> QueryAsync<T>(Func<T, bool>? predicate = null, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
         where T : class
     {
-        (string collection, long snapshot) = BeginQuery<T>(skip, take);
-        return Page(_store.Index.Range(collection, null, null, descending: false, snapshot), predicate, skip, take, cancellationToken);
+        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
+        return Page(_store.Index.Range(collection, null, null, descending: false, snapshot.Sequence), snapshot, predicate, skip, take, cancellationToken);
     }
 
     /// <summary>The number of documents in <typeparamref name="T"/>'s collection at the session's snapshot.</summary>
@@ -65,19 +65,22 @@ public sealed partial class DocumentSession
     public ValueTask<int> CountAsync<T>(CancellationToken cancellationToken = default)
     {
         cancellationToken.ThrowIfCancellationRequested();
-        (string collection, long snapshot) = BeginQuery<T>(0, 0);
-        return new ValueTask<int>(_store.Index.Count(collection, snapshot));
+        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(0, 0);
+        int count = _store.Index.Count(collection, snapshot.Sequence);
+        snapshot.ThrowIfExpired(); // after the reads: see SnapshotRegistry
+        return new ValueTask<int>(count);
     }
 
-    private (string Collection, long Snapshot) BeginQuery<T>(int skip, int take)
+    private (string Collection, IndexSnapshot Snapshot) BeginQuery<T>(int skip, int take)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(skip);
         ArgumentOutOfRangeException.ThrowIfNegative(take);
         Enter();
         try
         {
+            string collection = CollectionOf(typeof(T));
             _snapshot ??= _store.Index.OpenSnapshot();
-            return (CollectionOf(typeof(T)), _snapshot.Sequence);
+            return (collection, _snapshot);
         }
         finally
         {
@@ -85,10 +88,10 @@ public sealed partial class DocumentSession
         }
     }
 
-    private SynchronousAsyncEnumerable<T> Page<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
-        where T : class => new SynchronousAsyncEnumerable<T>(Iterate(matches, predicate, skip, take, cancellationToken));
+    private SynchronousAsyncEnumerable<T> Page<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+        where T : class => new SynchronousAsyncEnumerable<T>(Iterate(matches, snapshot, predicate, skip, take, cancellationToken));
 
-    private IEnumerable<T> Iterate<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+    private IEnumerable<T> Iterate<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
         where T : class
     {
         int skipped = 0;
@@ -102,6 +105,7 @@ public sealed partial class DocumentSession
 
             cancellationToken.ThrowIfCancellationRequested();
             ObjectDisposedException.ThrowIf(_disposed, this);
+            snapshot.ThrowIfExpired(); // the match was read at the snapshot: trust it only if the snapshot still holds
             T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
                 ?? throw new JsonException($"Document '{id}' deserialized to null.");
             IdAccessor<T>.FillIn(entity, id);

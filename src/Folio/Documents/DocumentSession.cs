@@ -351,7 +351,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         var key = new DocumentKey(CollectionOf(typeof(T)), id);
 
         // The first read fixes the snapshot, even when the identity map answers it.
-        _snapshot ??= _store.Index.OpenSnapshot();
+        IndexSnapshot snapshot = _snapshot ??= _store.Index.OpenSnapshot();
 
         // One hash lookup for the identity map: a slot is added (null) on a miss and filled below.
         ref Tracked? slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_tracked, key, out bool exists);
@@ -363,7 +363,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         try
         {
             // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as absent).
-            DocumentVersion? version = _store.Index.Get(key, _snapshot.Sequence);
+            DocumentVersion? version = _store.Index.Get(key, snapshot); // throws SnapshotExpiredException if it outlived MaxSnapshotAge
             if (version is null)
             {
                 DocumentIds.Validate(id);
@@ -395,12 +395,14 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>The collection of <paramref name="type"/>; the last answer is kept, as a session mostly reads one type.</summary>
+    /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly reads one type.</summary>
     private string CollectionOf(Type type)
     {
         if (!ReferenceEquals(type, _lastType))
         {
-            _lastCollection = _store.Options.CollectionName(type);
+            string collection = _store.Options.CollectionName(type);
+            DocumentIds.ValidateCollection(collection); // a name from the options' CollectionName follows the id rules too
+            _lastCollection = collection;
             _lastType = type;
         }
 

@@ -75,7 +75,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         try
         {
             long started = Stopwatch.GetTimestamp();
-            var index = new VersionedIndex();
+            var index = new VersionedIndex(options.MaxSnapshotAge);
             (long batches, long bytes) = Replay(journal, index);
             var store = new DocumentStore(path, options, journal, index, logger);
             if (logger.IsEnabled(LogLevel.Information))
@@ -111,8 +111,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
 
     /// <summary>Stores raw UTF-8 JSON as document <paramref name="id"/> of <paramref name="collection"/>.</summary>
     /// <param name="collection">The collection.</param>
-    /// <param name="id">The id (at most 2 KiB UTF-8, no control characters).</param>
-    /// <param name="json">Valid UTF-8 JSON, at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes.</param>
+    /// <param name="id">The id (at most 2 KiB UTF-8, valid UTF-16, no control characters).</param>
+    /// <param name="json">A complete JSON value in valid UTF-8 (checked: invalid JSON or UTF-8 throws <see cref="ArgumentException"/>), at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes.</param>
     /// <param name="expectedVersion">Null: write unconditionally. Otherwise the document must be at this version (0: must not exist).</param>
     /// <param name="cancellationToken">Cancels while the write waits for its group.</param>
     /// <returns>The new version of the document.</returns>
@@ -168,7 +168,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         // empty name, which the index cannot look up) validates, so that an invalid id throws instead of reading as absent.
         DocumentVersion? version = string.IsNullOrEmpty(collection) || string.IsNullOrEmpty(id)
             ? null
-            : _index.Get(new DocumentKey(collection, id), _index.VisibleSequence);
+            : _index.GetLatest(new DocumentKey(collection, id));
         if (version is null)
         {
             DocumentIds.ValidateCollection(collection);
@@ -230,6 +230,13 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
 
         if (validateJson)
         {
+            // Utf8JsonReader checks the JSON grammar but not the UTF-8 inside strings and property names: bytes such as
+            // FF, an overlong C0 AF or an encoded surrogate ED A0 80 would be stored, then fail every typed load.
+            if (!System.Text.Unicode.Utf8.IsValid(json))
+            {
+                ThrowInvalidUtf8(collection, id, json);
+            }
+
             try
             {
                 var reader = new Utf8JsonReader(json);
@@ -247,6 +254,19 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
                 throw new ArgumentException($"Document '{collection}/{id}' is not valid JSON: {e.Message}", nameof(json), e);
             }
         }
+    }
+
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private static void ThrowInvalidUtf8(string collection, string id, ReadOnlySpan<byte> json)
+    {
+        int at = 0;
+        while (at < json.Length && System.Text.Rune.DecodeFromUtf8(json[at..], out _, out int consumed) == System.Buffers.OperationStatus.Done)
+        {
+            at += consumed;
+        }
+
+        throw new ArgumentException($"Document '{collection}/{id}' is not valid UTF-8 (an invalid byte sequence at offset {at}).", nameof(json));
     }
 
     internal static (long Batches, long Bytes) Replay(WriteAheadJournal journal, VersionedIndex index)

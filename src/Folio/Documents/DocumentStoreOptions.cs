@@ -40,6 +40,20 @@ public sealed class DocumentStoreOptions
     /// <summary>An fsync slower than this logs a warning. Default 500 ms; positive.</summary>
     public TimeSpan SlowSyncThreshold { get; set; } = TransactionMergerOptions.DefaultSlowSyncThreshold;
 
+    /// <summary>The default <see cref="MaxSnapshotAge"/>: 10 minutes.</summary>
+    public static readonly TimeSpan DefaultMaxSnapshotAge = TimeSpan.FromMinutes(10);
+
+    /// <summary>
+    /// How long a session's snapshot may hold back the pruning of old versions. Default 10 minutes; positive, or
+    /// <see cref="Timeout.InfiniteTimeSpan"/> for no limit. A session reads one snapshot (the state at its first read),
+    /// and every version it could see is kept in memory while it is open. A session that is never disposed releases its
+    /// snapshot when the garbage collector finds it unreachable; one that stays reachable (held in a field, say) holds
+    /// it until this age, after which the next commits prune past it and the session's later reads throw
+    /// <see cref="SnapshotExpiredException"/>. A snapshot is expired only by a commit that would prune past it, so an old
+    /// session in a store nobody writes keeps working.
+    /// </summary>
+    public TimeSpan MaxSnapshotAge { get; set; } = DefaultMaxSnapshotAge;
+
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;
 
@@ -89,6 +103,11 @@ public sealed class DocumentStoreOptions
         }
 
         TransactionMergerOptions.ValidateMaxGroupsInFlight(MaxGroupsInFlight);
+
+        if (MaxSnapshotAge <= TimeSpan.Zero && MaxSnapshotAge != Timeout.InfiniteTimeSpan)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxSnapshotAge), MaxSnapshotAge, "MaxSnapshotAge must be positive, or Timeout.InfiniteTimeSpan for no limit.");
+        }
 
         if (SlowSyncThreshold <= TimeSpan.Zero)
         {

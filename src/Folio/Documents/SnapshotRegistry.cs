@@ -1,100 +1,231 @@
+using System.Collections.Concurrent;
+using System.Runtime.CompilerServices;
+
 namespace Folio.Documents;
 
 /// <summary>
 /// The snapshots open by readers, so the committer knows the oldest one still in use and never prunes a version it
-/// could need.
+/// could need; and the rules that keep a forgotten snapshot from blocking readers or pinning versions forever.
 /// <para>
-/// Protocol (lock-free on the reader side). A reader reads the visible sequence S, claims a free slot with a CAS
-/// (0 to S), then reads the visible sequence again: if it moved, it frees the slot and starts over. The committer
-/// computes <c>oldest = min(visible, every claimed slot)</c> before it applies a batch and prunes only versions
-/// hidden behind the one visible at <c>oldest</c>. Either the committer's scan saw the reader's slot, or it ran
-/// while the visible sequence was still S (so <c>oldest</c> was at most S), or the visible sequence moved and the
-/// reader's re-check fails: a reader never holds a snapshot whose versions were pruned.
+/// Owners. <b>Readers</b> (any thread) open and close snapshots: each open snapshot is an <see cref="Entry"/> in a
+/// slot. <b>The committer</b> (the index's single writer) computes the oldest snapshot before it applies a batch
+/// (<see cref="Oldest"/>) and is the only one that expires entries. Slots live in chunks that are only ever added
+/// (under <see cref="_growLock"/>, rare); a reader never waits for a free slot: a closed slot's index goes to
+/// <see cref="_free"/>, and when none is free the registry grows.
+/// </para>
+/// <para>
+/// Registration. A reader reads the visible sequence S (acquire), creates an entry for S, publishes it in a slot
+/// (<see cref="Volatile.Write{T}(ref T, T)"/>, then a full fence), then reads the visible sequence again: if it moved,
+/// it closes the entry and starts over. The committer publishes a batch's sequence with a full fence
+/// (<c>Interlocked.Exchange</c> in the index) before it next scans the slots. So either its scan sees the reader's
+/// entry, or its scan ran while the visible sequence was still S (then its oldest is at most S), or the visible
+/// sequence moved before the reader's re-read and the reader starts over (both sides store, fence, then load: the
+/// store-buffering litmus, which a fence on each side rules out).
+/// </para>
+/// <para>
+/// Scans are amortized. The oldest computed by a scan stays a safe lower bound until the next one: every entry
+/// registered later has a sequence at least the visible sequence at its registration, which is at least that oldest.
+/// So the committer rescans every <c>max(1, slots / 256)</c> batches: with a few readers that is every batch, and a
+/// registry grown to 100,000 slots by leaked sessions costs about 400 slot reads per batch, not 100,000. The price is
+/// that versions a scan could have released wait for the next scan. When no snapshot is registered at all
+/// (<see cref="_registered"/> is zero) the committer needs no scan: a reader increments that count (a full fence)
+/// before it re-reads the visible sequence, and the committer reads it after publishing the visible sequence with a
+/// full fence, so a count of zero means every reader still registering will see the new visible sequence (or start
+/// over), and the visible sequence itself is the oldest.
+/// </para>
+/// <para>
+/// Forgotten snapshots. A session that is never disposed but becomes unreachable releases its entry from the
+/// finalizer of its <see cref="IndexSnapshot"/> (the registry references the entry, never the snapshot, so the
+/// snapshot can be collected). A snapshot kept reachable but open longer than the maximum age is expired by the
+/// committer's scan: a compare-exchange of the entry's state from open to expired (a full fence) before the scan's
+/// result is used to prune. A reader checks its entry's state after every read (acquire): if a prune cut a version
+/// the read walked into, the reader's load of that cut (release, after the expiry) makes the expiry visible to the
+/// check, so the read throws <see cref="SnapshotExpiredException"/> instead of returning what it found.
 /// </para>
 /// </summary>
 internal sealed class SnapshotRegistry
 {
-    /// <summary>Snapshots that can be open at once; one more waits for a reader to close its snapshot.</summary>
-    public const int MaxOpenSnapshots = 4096;
+    private const int ChunkSize = 1024;
 
-    private readonly long[] _slots = new long[MaxOpenSnapshots];
-    private int _highWater;
+    /// <summary>Rescan every this many slots' worth of batches (see the protocol).</summary>
+    private const int SlotsPerBatchBetweenScans = 256;
 
-    /// <summary>Registers a snapshot of the current <paramref name="visible"/> sequence; returns its slot.</summary>
-    public (int Slot, long Sequence) Open(ref long visible)
+    private readonly Lock _growLock = new();
+    private readonly ConcurrentQueue<int> _free = new();
+    private readonly long _maxAgeMilliseconds;
+    private Entry?[][] _chunks = [new Entry?[ChunkSize]];
+    private int _slotCount; // slots handed out so far (free or not); only grows
+    private int _registered; // entries published and not yet closed (open or expired)
+
+    // Committer-owned.
+    private long _cachedOldest;
+    private int _batchesUntilScan;
+
+    /// <param name="maxAge">How long a snapshot may hold back pruning; <see cref="Timeout.InfiniteTimeSpan"/> for ever.</param>
+    public SnapshotRegistry(TimeSpan maxAge)
+    {
+        _maxAgeMilliseconds = maxAge == Timeout.InfiniteTimeSpan ? long.MaxValue : (long)Math.Ceiling(maxAge.TotalMilliseconds);
+    }
+
+    /// <summary>Registers a snapshot of the current <paramref name="visible"/> sequence.</summary>
+    public Entry Open(ref long visible)
     {
         while (true)
         {
             long sequence = Volatile.Read(ref visible);
-            int slot = Claim(Math.Max(sequence, 1));
+            var entry = new Entry(this, sequence, Environment.TickCount64);
+            Publish(entry);
+            Interlocked.MemoryBarrier(); // the entry's store before the re-read of the visible sequence (see the protocol)
             if (Volatile.Read(ref visible) == sequence)
             {
-                return (slot, sequence);
+                return entry;
             }
 
-            Close(slot);
+            entry.Close();
         }
     }
 
-    /// <summary>Frees a slot.</summary>
-    public void Close(int slot) => Volatile.Write(ref _slots[slot], 0);
-
-    /// <summary>The oldest registered snapshot, or <paramref name="visible"/> when none is older.</summary>
+    /// <summary>
+    /// Committer only: a sequence no open, unexpired snapshot is older than (at most <paramref name="visible"/>).
+    /// Versions hidden behind the one visible at it can be pruned.
+    /// </summary>
     public long Oldest(long visible)
     {
-        long oldest = visible;
-        long[] slots = _slots;
-        int used = Volatile.Read(ref _highWater);
-        for (int i = 0; i < used; i++)
+        if (Volatile.Read(ref _registered) == 0)
         {
-            long value = Volatile.Read(ref slots[i]);
-            if (value != 0 && value < oldest)
-            {
-                oldest = value;
-            }
+            _cachedOldest = visible; // every later registration is at least this (see the protocol)
+            return visible;
         }
 
+        if (--_batchesUntilScan > 0)
+        {
+            return Math.Min(_cachedOldest, visible);
+        }
+
+        int slots = Volatile.Read(ref _slotCount);
+        _batchesUntilScan = Math.Max(1, slots / SlotsPerBatchBetweenScans);
+        long oldest = visible;
+        long now = Environment.TickCount64;
+        Entry?[][] chunks = Volatile.Read(ref _chunks);
+        for (int i = 0; i < slots; i++)
+        {
+            Entry? entry = Volatile.Read(ref chunks[i / ChunkSize][i % ChunkSize]);
+            if (entry is null || entry.Sequence >= oldest || !entry.IsOpen)
+            {
+                continue;
+            }
+
+            if (now - entry.OpenedAt > _maxAgeMilliseconds && entry.TryExpire())
+            {
+                continue; // past the maximum age: it no longer holds versions back, and its next read throws
+            }
+
+            oldest = entry.Sequence;
+        }
+
+        _cachedOldest = oldest;
         return oldest;
     }
 
-    /// <summary>The number of open snapshots (tests and diagnostics).</summary>
+    /// <summary>The number of open snapshots (tests and diagnostics; not a snapshot of the registry).</summary>
     public int OpenCount
     {
         get
         {
             int count = 0;
-            foreach (long value in _slots)
+            int slots = Volatile.Read(ref _slotCount);
+            Entry?[][] chunks = Volatile.Read(ref _chunks);
+            for (int i = 0; i < slots; i++)
             {
-                count += value != 0 ? 1 : 0;
+                count += Volatile.Read(ref chunks[i / ChunkSize][i % ChunkSize]) is { IsOpen: true } ? 1 : 0;
             }
 
             return count;
         }
     }
 
-    private int Claim(long sequence)
+    /// <summary>Puts <paramref name="entry"/> in a free slot, growing the registry when none is free.</summary>
+    private void Publish(Entry entry)
     {
-        // First fit from slot 0 keeps the committer's scan short: it reads only up to the highest slot ever used.
-        var spin = new SpinWait();
-        while (true)
+        if (!_free.TryDequeue(out int slot))
         {
-            for (int i = 0; i < _slots.Length; i++)
-            {
-                if (Volatile.Read(ref _slots[i]) == 0 && Interlocked.CompareExchange(ref _slots[i], sequence, 0) == 0)
-                {
-                    int used = Volatile.Read(ref _highWater);
-                    while (used <= i)
-                    {
-                        int seen = Interlocked.CompareExchange(ref _highWater, i + 1, used);
-                        used = seen == used ? i + 1 : seen;
-                    }
+            slot = NewSlot();
+        }
 
-                    return i;
+        entry.Slot = slot;
+        Interlocked.Increment(ref _registered);
+        Volatile.Write(ref SlotOf(slot), entry);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private int NewSlot()
+    {
+        lock (_growLock)
+        {
+            int slot = _slotCount;
+            Entry?[][] chunks = _chunks;
+            if (slot / ChunkSize == chunks.Length)
+            {
+                var grown = new Entry?[chunks.Length * 2][];
+                chunks.CopyTo(grown, 0);
+                for (int i = chunks.Length; i < grown.Length; i++)
+                {
+                    grown[i] = new Entry?[ChunkSize];
                 }
+
+                Volatile.Write(ref _chunks, grown);
             }
 
-            // More than MaxOpenSnapshots readers at once: wait for one to close (never for a writer).
-            spin.SpinOnce();
+            // The slot exists in the published chunks before the count that lets the committer scan it.
+            Volatile.Write(ref _slotCount, slot + 1);
+            return slot;
+        }
+    }
+
+    private ref Entry? SlotOf(int slot) => ref Volatile.Read(ref _chunks)[slot / ChunkSize][slot % ChunkSize];
+
+    private void Release(Entry entry)
+    {
+        Volatile.Write(ref SlotOf(entry.Slot), null);
+        Interlocked.Decrement(ref _registered);
+        _free.Enqueue(entry.Slot);
+    }
+
+    /// <summary>One registered snapshot: its sequence, when it was opened, and whether it is still open.</summary>
+    internal sealed class Entry(SnapshotRegistry registry, long sequence, long openedAt)
+    {
+        private const int Open = 0;
+        private const int Expired = 1;
+        private const int Closed = 2;
+
+        private int _state;
+
+        public long Sequence { get; } = sequence;
+
+        /// <summary>When the snapshot was opened (<see cref="Environment.TickCount64"/>, milliseconds).</summary>
+        public long OpenedAt { get; } = openedAt;
+
+        /// <summary>Set once, before the entry is published in its slot.</summary>
+        public int Slot { get; set; }
+
+        public bool IsOpen => Volatile.Read(ref _state) == Open;
+
+        /// <summary>Whether the committer expired the snapshot (acquire: checked after a read, see the protocol).</summary>
+        public bool IsExpired => Volatile.Read(ref _state) == Expired;
+
+        /// <summary>The maximum age the snapshot outlived (for the exception's message).</summary>
+        public TimeSpan MaxAge => registry._maxAgeMilliseconds == long.MaxValue ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(registry._maxAgeMilliseconds);
+
+        /// <summary>Committer: expires an open snapshot (full fence). False when it was closed meanwhile.</summary>
+        public bool TryExpire() => Interlocked.CompareExchange(ref _state, Expired, Open) == Open;
+
+        /// <summary>Frees the slot (idempotent; an expired entry still gives its slot back).</summary>
+        public void Close()
+        {
+            if (Interlocked.Exchange(ref _state, Closed) != Closed)
+            {
+                registry.Release(this);
+            }
         }
     }
 }

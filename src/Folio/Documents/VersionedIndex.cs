@@ -42,9 +42,18 @@ internal sealed class VersionedIndex : ICommitState
     // Per collection: the newest version of each id (a dictionary keyed by the id alone: one string hash and compare
     // per lookup) and the sorted ids. The outer dictionary is small and stays in cache.
     private readonly ConcurrentDictionary<string, SortedKeys> _collections = new(StringComparer.Ordinal);
-    private readonly SnapshotRegistry _snapshots = new();
+    private readonly SnapshotRegistry _snapshots;
     private long _visible;
     private BulkLoad? _bulkLoad;
+
+    /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
+    public VersionedIndex(TimeSpan maxSnapshotAge) => _snapshots = new SnapshotRegistry(maxSnapshotAge);
+
+    /// <summary>An index whose snapshots never expire (tests).</summary>
+    public VersionedIndex()
+        : this(Timeout.InfiniteTimeSpan)
+    {
+    }
 
     /// <summary>The newest committed sequence whose effects are visible to new snapshots.</summary>
     public long VisibleSequence => Volatile.Read(ref _visible);
@@ -53,15 +62,67 @@ internal sealed class VersionedIndex : ICommitState
     public int OpenSnapshots => _snapshots.OpenCount;
 
     /// <summary>Opens a snapshot of everything committed so far; dispose it to let old versions go.</summary>
-    public IndexSnapshot OpenSnapshot()
+    public IndexSnapshot OpenSnapshot() => new(_snapshots.Open(ref _visible));
+
+    /// <summary>
+    /// The version of <paramref name="key"/> visible at a registered <paramref name="snapshot"/> (or at a sequence no
+    /// prune can pass while the caller reads: tests, the committer), or null when absent or deleted.
+    /// </summary>
+    public DocumentVersion? Get(in DocumentKey key, long snapshot) => Find(key, snapshot, out _) is { IsDeleted: false } version ? version : null;
+
+    /// <summary>
+    /// The version of <paramref name="key"/> visible at <paramref name="snapshot"/>, or null; throws
+    /// <see cref="SnapshotExpiredException"/> when the snapshot expired before the read could be trusted.
+    /// </summary>
+    public DocumentVersion? Get(in DocumentKey key, IndexSnapshot snapshot)
     {
-        (int slot, long sequence) = _snapshots.Open(ref _visible);
-        return new IndexSnapshot(this, slot, sequence);
+        DocumentVersion? version = Get(key, snapshot.Sequence);
+        snapshot.ThrowIfExpired();
+        return version;
     }
 
-    /// <summary>The version of <paramref name="key"/> visible at <paramref name="snapshot"/>, or null when absent or deleted.</summary>
-    public DocumentVersion? Get(in DocumentKey key, long snapshot)
+    /// <summary>
+    /// The latest committed version of <paramref name="key"/>, or null, without registering a snapshot (a point read
+    /// of the latest state). Lock-free; never waits for the writer.
+    /// </summary>
+    /// <remarks>
+    /// The read walks the key's chain to the version visible at the visible sequence S it read first. Nothing stops the
+    /// committer from pruning meanwhile: two commits after S can cut the chain below the head the read started from. A
+    /// walk that found a version is right (pruning cuts only the tail behind a version), so only a walk that ran off the
+    /// end of a chain can be wrong. Then the read looks at the visible sequence again: if it is still S, no prune that
+    /// could cut the version visible at S has run (a prune uses an oldest point at most the visible sequence when it
+    /// started, and a walk that loaded a cut link (acquire of the release in <see cref="DocumentVersion.Prune"/>) would
+    /// also see the publication of the commit before it), so "absent" is the answer; otherwise it retries at the new
+    /// visible sequence.
+    /// </remarks>
+    public DocumentVersion? GetLatest(in DocumentKey key)
     {
+        long snapshot = VisibleSequence;
+        while (true)
+        {
+            DocumentVersion? version = Find(key, snapshot, out bool ranOffChain);
+            if (!ranOffChain)
+            {
+                return version is { IsDeleted: false } ? version : null;
+            }
+
+            long now = VisibleSequence;
+            if (now == snapshot)
+            {
+                return null;
+            }
+
+            snapshot = now;
+        }
+    }
+
+    /// <summary>
+    /// The newest version of <paramref name="key"/> at or below <paramref name="snapshot"/>, deletes included, or null;
+    /// <paramref name="ranOffChain"/> says the key has versions but the walk found none at or below the snapshot.
+    /// </summary>
+    private DocumentVersion? Find(in DocumentKey key, long snapshot, out bool ranOffChain)
+    {
+        ranOffChain = false;
         if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys))
         {
             return null;
@@ -73,8 +134,14 @@ internal sealed class VersionedIndex : ICommitState
             return replayed.VersionAt(slot);
         }
 
-        DocumentVersion? version = keys.Heads.TryGetValue(key.Id, out DocumentVersion? head) ? At(head, snapshot) : null;
-        return version is { IsDeleted: false } ? version : null;
+        if (!keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
+        {
+            return null;
+        }
+
+        DocumentVersion? version = At(head, snapshot);
+        ranOffChain = version is null;
+        return version;
     }
 
     /// <summary>
@@ -122,7 +189,9 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <inheritdoc/>
-    public long GetVersion(in DocumentKey key) => Get(key, VisibleSequence)?.Sequence ?? 0;
+    /// <remarks>With overlapping groups the committer validates on one thread while another applies and prunes, so
+    /// this reads like <see cref="GetLatest"/>.</remarks>
+    public long GetVersion(in DocumentKey key) => GetLatest(key)?.Sequence ?? 0;
 
     /// <inheritdoc/>
     public void Validate(CommitBatch batch)
@@ -176,10 +245,10 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
-        Volatile.Write(ref _visible, sequence);
+        // A full fence, not only a release: the next batch's scan of the snapshot registry loads its slots after this
+        // store, and a reader registering meanwhile stores its slot before it re-reads this (SnapshotRegistry).
+        Interlocked.Exchange(ref _visible, sequence);
     }
-
-    internal void CloseSnapshot(int slot) => _snapshots.Close(slot);
 
     /// <summary>The newest version at or below <paramref name="snapshot"/> in the chain starting at <paramref name="head"/>.</summary>
     private static DocumentVersion? At(DocumentVersion? head, long snapshot)
@@ -444,19 +513,43 @@ internal sealed class VersionedIndex : ICommitState
     }
 }
 
-/// <summary>A registered read snapshot of the <see cref="VersionedIndex"/>; dispose it when the reads are done.</summary>
-internal sealed class IndexSnapshot(VersionedIndex index, int slot, long sequence) : IDisposable
+/// <summary>
+/// A registered read snapshot of the <see cref="VersionedIndex"/>, owned by one reader (a session); dispose it when the
+/// reads are done. If its owner forgets to and drops it, its finalizer releases the registration, so a leaked session
+/// does not hold old versions for the life of the process (the registry references only the
+/// <see cref="SnapshotRegistry.Entry"/>, never this object, so the collector can find it unreachable).
+/// </summary>
+internal sealed class IndexSnapshot : IDisposable
 {
-    private int _disposed;
+    private readonly SnapshotRegistry.Entry _entry;
+
+    internal IndexSnapshot(SnapshotRegistry.Entry entry) => _entry = entry;
+
+    ~IndexSnapshot() => _entry.Close();
 
     /// <summary>The snapshot's sequence: it sees every commit at or below it.</summary>
-    public long Sequence { get; } = sequence;
+    public long Sequence => _entry.Sequence;
+
+    /// <summary>
+    /// Throws <see cref="SnapshotExpiredException"/> when the committer expired the snapshot (it outlived
+    /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>). Call after a read at <see cref="Sequence"/>, before using its
+    /// result: a read that walked into a version pruned after the expiry is then refused (SnapshotRegistry's protocol).
+    /// </summary>
+    public void ThrowIfExpired()
+    {
+        if (_entry.IsExpired)
+        {
+            ThrowExpired();
+        }
+    }
+
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private void ThrowExpired() => throw new SnapshotExpiredException(Sequence, _entry.MaxAge);
 
     public void Dispose()
     {
-        if (Interlocked.Exchange(ref _disposed, 1) == 0)
-        {
-            index.CloseSnapshot(slot);
-        }
+        _entry.Close();
+        GC.SuppressFinalize(this);
     }
 }

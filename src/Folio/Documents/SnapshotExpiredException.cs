@@ -1,0 +1,40 @@
+namespace Folio;
+
+/// <summary>
+/// Thrown by a read of a session whose snapshot was open longer than <see cref="DocumentStoreOptions.MaxSnapshotAge"/>
+/// while other commits needed its old versions pruned: the snapshot no longer holds them, so the read is refused rather
+/// than answered from a state that is gone. Nothing is wrong with the store; dispose the session and open a new one
+/// (documents the session already loaded stay tracked, and its saves are still checked against their loaded versions).
+/// </summary>
+public sealed class SnapshotExpiredException : FolioException
+{
+    /// <summary>Creates an exception with a default message.</summary>
+    public SnapshotExpiredException()
+        : base("The session's snapshot expired; open a new session.")
+    {
+    }
+
+    /// <summary>Creates an exception with the given message.</summary>
+    /// <param name="message">What went wrong.</param>
+    public SnapshotExpiredException(string message)
+        : base(message)
+    {
+    }
+
+    /// <summary>Creates an exception with the given message and cause.</summary>
+    /// <param name="message">What went wrong.</param>
+    /// <param name="innerException">The cause.</param>
+    public SnapshotExpiredException(string message, Exception? innerException)
+        : base(message, innerException)
+    {
+    }
+
+    internal SnapshotExpiredException(long snapshotSequence, TimeSpan maxAge)
+        : base($"The session's snapshot (sequence {snapshotSequence}) was open longer than DocumentStoreOptions.MaxSnapshotAge ({maxAge}) and expired: its old versions were pruned. Dispose the session and open a new one; sessions are meant to be short-lived units of work.")
+    {
+        SnapshotSequence = snapshotSequence;
+    }
+
+    /// <summary>The sequence of the expired snapshot.</summary>
+    public long SnapshotSequence { get; }
+}

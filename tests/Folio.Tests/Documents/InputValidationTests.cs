@@ -1,0 +1,154 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// Names and documents that cannot be stored faithfully are refused at the API with <see cref="ArgumentException"/>,
+/// and the store stays usable: ids and collection names must be valid UTF-16 (a lone surrogate would be turned into
+/// U+FFFD on disk and merge with another id), and raw JSON must be valid UTF-8.
+/// </summary>
+public sealed class InputValidationTests
+{
+    // Passed to the theory by index: xunit's test-case serialization would turn a lone surrogate into U+FFFD.
+    private static readonly string[] s_invalidUtf16Names =
+    [
+        "dup\uD800",
+        "dup\uDBFF",
+        "\uDC00dup",
+        "a\uD800b",
+        "a\uDC00\uD800b", // a low surrogate before a high one is not a pair
+        "\uD83D",
+    ];
+
+    [Theory]
+    [InlineData(0)]
+    [InlineData(1)]
+    [InlineData(2)]
+    [InlineData(3)]
+    [InlineData(4)]
+    [InlineData(5)]
+    public async Task Ids_and_collection_names_with_a_lone_surrogate_are_refused_everywhere_they_enter(int nameIndex)
+    {
+        string name = s_invalidUtf16Names[nameIndex];
+        Assert.Contains(name, static c => char.IsSurrogate(c));
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        byte[] json = "{\"Name\":\"x\"}"u8.ToArray();
+
+        await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("Bad", name, json).AsTask());
+        await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync(name, "id", json).AsTask());
+        await Assert.ThrowsAsync<ArgumentException>(() => store.DeleteAsync("Bad", name).AsTask());
+        await Assert.ThrowsAsync<ArgumentException>(() => store.DeleteAsync(name, "id").AsTask());
+        Assert.Throws<ArgumentException>(() => store.Get("Bad", name));
+        Assert.Throws<ArgumentException>(() => store.Get(name, "id"));
+
+        await using (var session = store.OpenSession())
+        {
+            Assert.Throws<ArgumentException>(() => session.Store(new User { Name = "x" }, name));
+            Assert.Throws<ArgumentException>(() => session.Store(new User { Id = name, Name = "x" }));
+            Assert.Throws<ArgumentException>(() => session.Delete<User>(name));
+            await Assert.ThrowsAsync<ArgumentException>(() => session.LoadAsync<User>(name).AsTask());
+            await Assert.ThrowsAsync<ArgumentException>(() => session.LoadAsync<User>(new[] { "ok", name }).AsTask());
+            session.Store(new User { Name = "fine" }, "u/ok");
+            await session.SaveChangesAsync(); // the session is still usable
+        }
+
+        // A collection name that comes from the options' CollectionName is checked too.
+        using var otherDir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CollectionName = _ => name;
+        await using var named = DocumentStore.Open(otherDir.Path, options);
+        await using (var session = named.OpenSession())
+        {
+            Assert.Throws<ArgumentException>(() => session.Store(new User { Name = "x" }, "u/1"));
+            await Assert.ThrowsAsync<ArgumentException>(() => session.LoadAsync<User>("u/1").AsTask());
+        }
+
+        await using var check = store.OpenSession();
+        Assert.Equal("fine", (await check.LoadAsync<User>("u/ok"))!.Name);
+    }
+
+    [Fact]
+    public async Task Two_ids_that_differ_only_in_a_lone_surrogate_cannot_merge_into_one_document()
+    {
+        using var dir = new TempDirectory();
+        await using (var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("Bad", "dup\uD800", "1"u8.ToArray()).AsTask());
+            await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("Bad", "dup\uDBFF", "2"u8.ToArray()).AsTask());
+            await store.PutAsync("Bad", "dup\uFFFD", "3"u8.ToArray());
+        }
+
+        await using (var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            Assert.Equal("3", Encoding.UTF8.GetString(store.Get("Bad", "dup\uFFFD")!.Value.Json.Span));
+        }
+    }
+
+    [Fact]
+    public async Task Valid_surrogate_pairs_in_ids_and_collections_round_trip_through_a_reopen_and_the_change_feed()
+    {
+        using var dir = new TempDirectory();
+        const string Collection = "Emoji\uD83D\uDE00";
+        const string Id = "id/\uD83D\uDC4D/\uDBFF\uDFFF";
+        await using (var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            await store.PutAsync(Collection, Id, "{\"a\":1}"u8.ToArray());
+            await foreach (DocumentChange change in store.Changes.ReadAsync(1))
+            {
+                Assert.Equal(Collection, change.Collection);
+                Assert.Equal(Id, change.Id);
+                break;
+            }
+        }
+
+        await using (var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            Assert.NotNull(store.Get(Collection, Id));
+        }
+    }
+
+    public static TheoryData<byte[]> InvalidUtf8Documents => new()
+    {
+        Bytes("{\"a\":\""u8, [0xFF, 0xFE], "\"}"u8), // bytes that never occur in UTF-8, in a string
+        Bytes("{\"a\":\""u8, [0xC0, 0xAF], "\"}"u8), // an overlong encoding of '/'
+        Bytes("{\"a\":\""u8, [0xED, 0xA0, 0x80], "\"}"u8), // an encoded surrogate (U+D800)
+        Bytes("{\""u8, [0xFF], "\":1}"u8), // in a property name
+        Bytes("{\"a\":\""u8, [0xE2, 0x82], "\"}"u8), // a truncated sequence
+        Bytes("{\"a\":\""u8, [0xF4, 0x90, 0x80, 0x80], "\"}"u8), // above U+10FFFF
+    };
+
+    [Theory]
+    [MemberData(nameof(InvalidUtf8Documents))]
+    public async Task Raw_json_with_invalid_utf8_is_refused_and_the_store_stays_usable(byte[] json)
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        var error = await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("Doc", "d/1", json).AsTask());
+        Assert.Contains("UTF-8", error.Message, StringComparison.Ordinal);
+        Assert.Null(store.Get("Doc", "d/1"));
+
+        await store.PutAsync("User", "d/1", "{\"Name\":\"caf\u00e9 \u2603 \uD83D\uDE00\"}"u8.ToArray());
+        await using var session = store.OpenSession();
+        Assert.Equal("caf\u00e9 \u2603 \uD83D\uDE00", (await session.LoadAsync<User>("d/1"))!.Name);
+    }
+
+    [Fact]
+    public async Task An_entity_whose_string_holds_a_lone_surrogate_is_stored_as_escaped_valid_json()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        await using (var session = store.OpenSession())
+        {
+            session.Store(new User { Name = "half \uD800 pair" }, "u/1");
+            await session.SaveChangesAsync();
+        }
+
+        Assert.True(System.Text.Unicode.Utf8.IsValid(store.Get("User", "u/1")!.Value.Json.Span));
+        await using var reader = store.OpenSession();
+        Assert.NotNull(await reader.LoadAsync<User>("u/1"));
+    }
+
+    private static byte[] Bytes(ReadOnlySpan<byte> head, byte[] middle, ReadOnlySpan<byte> tail) => [.. head, .. middle, .. tail];
+}
