@@ -69,6 +69,7 @@ internal sealed class JournalSegment
     private int _finalized;
     private int _deleteOnRelease;
     private long _committedLength;
+    private long _sealedLength = -1;
     private long _firstTimestamp = long.MaxValue;
 
     /// <summary>The most syncs of one segment in flight at once (each on its own handle).</summary>
@@ -116,6 +117,16 @@ internal sealed class JournalSegment
         get => Volatile.Read(ref _firstTimestamp);
         set => Volatile.Write(ref _firstTimestamp, value);
     }
+
+    /// <summary>
+    /// The final length of a sealed segment (synced by the rotation that sealed it), or -1 while it is active. Written
+    /// once by the writer before the segment list naming its successor is published; read by whoever publishes a
+    /// commit in a later segment, which first publishes this as the sealed segment's committed length.
+    /// </summary>
+    public long SealedLength => Volatile.Read(ref _sealedLength);
+
+    /// <summary>Writer, at rotation, after the fdatasync that made the segment durable: records its final length.</summary>
+    public void Seal() => Volatile.Write(ref _sealedLength, WrittenLength);
 
     /// <summary>Bytes below this offset are durable and immutable. Release-written by the syncer, acquire-read by readers.</summary>
     public long CommittedLength => Volatile.Read(ref _committedLength);

@@ -26,4 +26,7 @@ internal readonly struct JournalSyncPoint
     internal int Stripe { get; }
 
     internal int Slot { get; }
+
+    /// <summary>The position the sync covers: the end of the last record it makes durable.</summary>
+    internal JournalPosition Position => new(Segment, Length, Sequence);
 }

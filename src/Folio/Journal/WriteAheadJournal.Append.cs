@@ -20,7 +20,10 @@ public sealed partial class WriteAheadJournal
     public long Append(params ReadOnlySpan<ReadOnlyMemory<byte>> entries) => Append(entries, out _);
 
     /// <summary>Appends entries as one record; also returns the record's timestamp (UTC ticks).</summary>
-    internal long Append(ReadOnlySpan<ReadOnlyMemory<byte>> entries, out long timestampTicks)
+    internal long Append(ReadOnlySpan<ReadOnlyMemory<byte>> entries, out long timestampTicks) => Append(entries, out timestampTicks, out _);
+
+    /// <summary>Appends entries as one record; also returns the record's timestamp (UTC ticks) and its end.</summary>
+    internal long Append(ReadOnlySpan<ReadOnlyMemory<byte>> entries, out long timestampTicks, out JournalPosition end)
     {
         if (entries.IsEmpty)
         {
@@ -51,7 +54,7 @@ public sealed partial class WriteAheadJournal
                 offset += JournalFormat.EntryHeaderSize + entry.Length;
             }
 
-            return AppendRecord(record, entries.Length, out timestampTicks);
+            return AppendRecord(record, entries.Length, out timestampTicks, out end);
         }
         finally
         {
@@ -76,7 +79,7 @@ public sealed partial class WriteAheadJournal
             Span<byte> record = buffer.AsSpan(0, (int)size);
             BinaryPrimitives.WriteUInt32LittleEndian(record[JournalFormat.RecordHeaderSize..], (uint)entry.Length);
             entry.CopyTo(record[(JournalFormat.RecordHeaderSize + JournalFormat.EntryHeaderSize)..]);
-            return AppendRecord(record, 1, out _);
+            return AppendRecord(record, 1, out _, out _);
         }
         finally
         {
@@ -84,7 +87,7 @@ public sealed partial class WriteAheadJournal
         }
     }
 
-    private long AppendRecord(Span<byte> record, int entryCount, out long timestampTicks)
+    private long AppendRecord(Span<byte> record, int entryCount, out long timestampTicks, out JournalPosition end)
     {
         lock (_writeLock)
         {
@@ -118,6 +121,7 @@ public sealed partial class WriteAheadJournal
                 _lastTimestamp = timestamp;
                 _nextSequence = first + entryCount;
                 Volatile.Write(ref _appendedRecords, _appendedRecords + 1);
+                end = new JournalPosition(segment, segment.WrittenLength, segment.LastSequence);
                 return first;
             }
             catch (Exception e) when (e is not StoreFaultedException)
@@ -136,7 +140,8 @@ public sealed partial class WriteAheadJournal
     {
         JournalSegment old = _active;
         SyncSegmentLocked(old);
-        PublishCommitted(old, old.WrittenLength, _nextSequence - 1);
+        old.Seal();
+        AdvanceDurable(_nextSequence - 1); // durable now, but published only by the owner of publication (see the protocol)
 
         JournalSegment next = CreateSegment(_nextSequence);
         lock (_segmentsLock)

@@ -100,6 +100,7 @@ public sealed partial class WriteAheadJournal
 
                 if (i < found.Count - 1)
                 {
+                    segments[i].Seal();
                     segments[i].CloseFile();
                 }
 
@@ -121,9 +122,28 @@ public sealed partial class WriteAheadJournal
         }
 
         _active = segments[^1];
+        try
+        {
+            // What a killed process wrote may still be only in the page cache: make it durable before anything is
+            // published or appended after it, so that every recovered record counts as synced (the next append is not
+            // overlapped, and damage to a recovered record is never mistaken for a torn tail later).
+            _active.File.Sync();
+            _active.MarkSynced(_active.WrittenLength);
+        }
+        catch
+        {
+            foreach (JournalSegment segment in segments)
+            {
+                segment.ReleaseOwner();
+            }
+
+            throw;
+        }
+
         _nextSequence = expected;
         _lastTimestamp = lastTimestamp;
         Volatile.Write(ref _committedSequence, expected - 1);
+        Volatile.Write(ref _durableSequence, expected - 1);
         PublishSegments(segments);
         Recovery = new JournalRecoveryInfo(segments.Length, records, entries, bytes, truncated, Stopwatch.GetElapsedTime(started));
         JournalLog.Recovered(_logger, Directory, segments.Length, records, entries, bytes, expected, (long)Recovery.Duration.TotalMilliseconds);

@@ -14,13 +14,16 @@ public sealed partial class WriteAheadJournal
     {
         lock (_syncLock)
         {
-            if (!TryBeginSync(out JournalSyncPoint point))
+            if (TryBeginSync(out JournalSyncPoint point))
             {
-                return point.Sequence;
+                CompleteSync(point);
             }
 
-            CompleteSync(point);
-            PublishSync(point);
+            if (point.Segment is not null)
+            {
+                Publish(point.Position); // durable already when nothing new was appended since the last sync
+            }
+
             return point.Sequence;
         }
     }
@@ -28,8 +31,8 @@ public sealed partial class WriteAheadJournal
     /// <summary>
     /// Starts a sync of everything appended so far: captures the active segment, its written length and the last
     /// sequence under the write lock, takes a reference on the segment (it can be rotated and purged while the sync
-    /// runs) and a sync slot of it. Returns false, with only <see cref="JournalSyncPoint.Sequence"/> set, when that
-    /// sequence is committed already. Several syncs may be in flight at once (the transaction merger overlaps them);
+    /// runs) and a sync slot of it. Returns false, with the position set but no reference or slot held, when that
+    /// sequence is durable already (<see cref="DurableSequence"/>). Several syncs may be in flight at once (the transaction merger overlaps them);
     /// each runs on its own file handle (see <see cref="JournalSegment.RentSyncSlot"/>).
     /// </summary>
     /// <exception cref="StoreFaultedException">An earlier write or sync failed.</exception>
@@ -41,9 +44,9 @@ public sealed partial class WriteAheadJournal
             ThrowIfFaulted();
             JournalSegment segment = _active;
             long sequence = _nextSequence - 1;
-            if (sequence <= Volatile.Read(ref _committedSequence))
+            if (sequence <= Volatile.Read(ref _durableSequence))
             {
-                point = new JournalSyncPoint(null!, 0, sequence, 0, 0);
+                point = new JournalSyncPoint(segment, segment.WrittenLength, sequence, 0, 0);
                 return false;
             }
 
@@ -95,6 +98,7 @@ public sealed partial class WriteAheadJournal
                 if (synced)
                 {
                     segment.MarkSynced(point.Length);
+                    AdvanceDurable(point.Sequence);
                 }
 
                 if (--_syncsInFlight == 0)
@@ -107,8 +111,8 @@ public sealed partial class WriteAheadJournal
         }
     }
 
-    /// <summary>Publishes a completed sync to readers: the segment's committed length, then the committed sequence.</summary>
-    internal void PublishSync(in JournalSyncPoint point) => PublishCommitted(point.Segment, point.Length, point.Sequence);
+    /// <summary>Publishes a completed sync to readers (see <see cref="Publish"/>).</summary>
+    internal void PublishSync(in JournalSyncPoint point) => Publish(point.Position);
 
     /// <summary>Fdatasyncs <paramref name="segment"/> on a slot of its own (rotation seals with it). Under the write lock.</summary>
     private static void SyncSegmentLocked(JournalSegment segment)

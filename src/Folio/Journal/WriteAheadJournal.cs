@@ -17,7 +17,16 @@ namespace Folio.Journal;
 /// that observes committed sequence S (acquire) therefore also observes committed lengths that cover every record up
 /// to S. <see cref="Sync"/> does all three steps under <see cref="_syncLock"/>; the transaction merger runs them
 /// itself, with as many syncs in flight as its MaxGroupsInFlight, and publishes in commit order only after every
-/// earlier sync succeeded.
+/// earlier sync succeeded and the group was applied to the store's state.
+/// </para>
+/// <para>
+/// Publication has one owner. A completed sync or a rotation only records that bytes are durable
+/// (<see cref="JournalSegment.MarkSynced"/>, <see cref="DurableSequence"/>, a sealed segment's
+/// <see cref="JournalSegment.SealedLength"/>); nothing but <see cref="Publish"/> (called by <see cref="Sync"/>, or by
+/// the transaction merger in commit order) moves what readers see. Publishing a position in a later segment first
+/// publishes every earlier sealed segment's full length, so a reader that observes the committed sequence finds every
+/// record below it. A rotation that published the sealed segment itself once let a reader see a group whose own
+/// fsync was still in flight, before it was applied or acknowledged.
 /// </para>
 /// <para>
 /// The segment list is an immutable <see cref="SegmentSet"/> replaced under <see cref="_segmentsLock"/> (rotation,
@@ -48,6 +57,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private SegmentSet _segmentSet;
     private long _segmentsVersion;
     private long _committedSequence;
+    private long _durableSequence;
     private TaskCompletionSource _commitSignal = NewSignal();
     private int _disposed;
 
@@ -124,6 +134,12 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// The sequence number of the newest durable entry (0 when the journal has none). Readers never see past it.
     /// </summary>
     public long CommittedSequence => Volatile.Read(ref _committedSequence);
+
+    /// <summary>
+    /// The newest sequence number a completed sync (or a rotation's seal) made durable. It may be ahead of
+    /// <see cref="CommittedSequence"/>: durable entries are published by their owner, in order.
+    /// </summary>
+    internal long DurableSequence => Volatile.Read(ref _durableSequence);
 
     /// <summary>The sequence number of the newest appended entry, durable or not (0 when none).</summary>
     public long LastAppendedSequence
@@ -274,6 +290,52 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     {
         Volatile.Write(ref _segmentSet, new SegmentSet(segments, _segmentsVersion + 1));
         Interlocked.Increment(ref _segmentsVersion);
+    }
+
+    /// <summary>
+    /// Publishes durable entries up to <paramref name="position"/> to readers: the full length of every earlier sealed
+    /// segment not yet published, then the position's segment length, then the committed sequence, each only ever
+    /// growing; wakes tailing readers. The caller owns publication (see the protocol) and knows the bytes are durable.
+    /// </summary>
+    internal void Publish(in JournalPosition position)
+    {
+        JournalSegment segment = position.Segment;
+        JournalSegment[] segments = Volatile.Read(ref _segmentSet).Segments;
+        int at = segments.Length - 1;
+        while (at >= 0 && segments[at] != segment)
+        {
+            at--; // usually the newest: a search from the end stops at once
+        }
+
+        for (int i = at - 1; i >= 0; i--)
+        {
+            JournalSegment sealedSegment = segments[i];
+            long sealedLength = sealedSegment.SealedLength;
+            if (sealedLength < 0 || sealedSegment.CommittedLength >= sealedLength)
+            {
+                break; // published already, and so is everything before it
+            }
+
+            sealedSegment.PublishCommittedLength(sealedLength);
+        }
+
+        PublishCommitted(segment, position.Length, position.Sequence);
+    }
+
+    /// <summary>Records that a sync made every entry up to <paramref name="sequence"/> durable (monotonic maximum).</summary>
+    private void AdvanceDurable(long sequence)
+    {
+        long current = Volatile.Read(ref _durableSequence);
+        while (sequence > current)
+        {
+            long seen = Interlocked.CompareExchange(ref _durableSequence, sequence, current);
+            if (seen == current)
+            {
+                return;
+            }
+
+            current = seen;
+        }
     }
 
     /// <summary>Publishes durable progress: segment length before sequence, both only ever growing; wakes tailers.</summary>

@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using Folio.Journal;
 using System.Runtime.CompilerServices;
 
 namespace Folio.Transactions;
@@ -283,9 +284,10 @@ internal sealed partial class TransactionMerger
 
         long first;
         long timestamp;
+        JournalPosition end;
         try
         {
-            first = _journal.Append(_entries.AsSpan(0, count), out timestamp);
+            first = _journal.Append(_entries.AsSpan(0, count), out timestamp, out end);
         }
         catch (Exception e)
         {
@@ -300,6 +302,7 @@ internal sealed partial class TransactionMerger
 
         InFlightGroup group = RentInFlightGroup();
         group.First = first;
+        group.End = end;
         group.TimestampTicks = timestamp;
         group.Commands = commands;
         group.Batches.AddRange(_accepted);

@@ -17,11 +17,21 @@ namespace Folio.Transactions;
 /// <para>
 /// Completion is in order and under <see cref="_completionLock"/>: a finished group marks itself done and then
 /// completes every done group at the head of <see cref="_inFlight"/>. A group whose sync is done but whose
-/// predecessor's is not waits for the predecessor's thread, which completes both. Completing a group publishes its
-/// sync to journal readers, applies its batches to the state and acknowledges them; a group whose sync failed, or
-/// any group once the merger is faulted, fails instead (its record is in the journal but was not made durable, or
-/// follows one that was not). A group is acknowledged only after its own sync and every earlier group's succeeded:
-/// an fdatasync that succeeds does cover earlier writes, but a later success must not stand in for an earlier failure.
+/// predecessor's is not waits for the predecessor's thread, which completes both. Completing a group applies its
+/// batches to the state, publishes its record to journal readers if it is durable, and acknowledges its batches; a
+/// group whose sync failed, or any group once the merger is faulted, fails instead (its record is in the journal but
+/// was not made durable, or follows one that was not). A group is acknowledged only after its own sync and every
+/// earlier group's succeeded: an fdatasync that succeeds does cover earlier writes, but a later success must not
+/// stand in for an earlier failure.
+/// </para>
+/// <para>
+/// Publication order. The merger is the only publisher of a store's journal (see <see cref="WriteAheadJournal"/>):
+/// for a durable group the order is durable, applied, published, acknowledged; a buffered group is applied and
+/// acknowledged, and published once a later sync covers it. So a journal reader (the change feed) never sees a
+/// commit that is not durable, and never one that a read of the state does not show yet. Applied groups not yet
+/// known durable wait in <see cref="_unpublished"/> (under the completion lock, in commit order); whoever completes a
+/// group or finishes a buffered-mode sync publishes the newest of them that <see cref="WriteAheadJournal.DurableSequence"/>
+/// covers.
 /// </para>
 /// <para>
 /// Validation against groups in flight. A group is validated against the committed state plus the writes of the
@@ -41,6 +51,7 @@ internal sealed partial class TransactionMerger
     private readonly Lock _completionLock = new();
     private readonly Queue<InFlightGroup> _inFlight = new();
     private readonly Stack<InFlightGroup> _freeGroups = new();
+    private readonly Queue<JournalPosition> _unpublished = new(); // under _completionLock: applied, not yet published
     private int _inFlightCount;
     private int _writersSeen; // committer-only
     private int _stragglers; // committer-only (one group in flight): batches that arrived after the group was taken
@@ -218,15 +229,14 @@ internal sealed partial class TransactionMerger
         int count = group.Batches.Count;
         try
         {
-            if (group.NeedsSync)
-            {
-                _journal.PublishSync(group.SyncPoint);
-            }
-
             for (int i = 0; i < count; i++)
             {
                 _state.Apply(group.Batches[i].Batch, group.First + i, group.TimestampTicks);
             }
+
+            // Applied, then published (a durable group's own sync covers it; a buffered one waits for a sync).
+            _unpublished.Enqueue(group.End);
+            PublishDurableLocked();
         }
         catch (Exception e)
         {
@@ -275,6 +285,27 @@ internal sealed partial class TransactionMerger
         }
     }
 
+    /// <summary>
+    /// Under the completion lock: publishes to journal readers the newest applied group that a completed sync covers
+    /// (with everything before it), and forgets those groups.
+    /// </summary>
+    private void PublishDurableLocked()
+    {
+        long durable = _journal.DurableSequence;
+        bool any = false;
+        JournalPosition newest = default;
+        while (_unpublished.TryPeek(out JournalPosition next) && next.Sequence <= durable)
+        {
+            newest = _unpublished.Dequeue();
+            any = true;
+        }
+
+        if (any)
+        {
+            _journal.Publish(newest);
+        }
+    }
+
     /// <summary>A group between its journal write and its completion. Reused; see the protocol above.</summary>
     private sealed class InFlightGroup
     {
@@ -286,6 +317,7 @@ internal sealed partial class TransactionMerger
         public readonly Dictionary<DocumentKey, long> Writes = [];
 
         public JournalSyncPoint SyncPoint;
+        public JournalPosition End;
         public long First;
         public long TimestampTicks;
         public int Commands;
@@ -301,6 +333,7 @@ internal sealed partial class TransactionMerger
             Batches.Clear();
             Writes.Clear();
             SyncPoint = default;
+            End = default;
             First = 0;
             TimestampTicks = 0;
             Commands = 0;

@@ -425,9 +425,9 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
     /// <summary>
     /// The buffered-mode timer: fsyncs the journal when a group was acknowledged before its fsync and is still not
-    /// durable. Durable groups are synced by the committer, so in a store whose commits are all durable the timer
-    /// never syncs (it used to sync whenever it caught a durable group between its write and its fsync, then waited
-    /// for the committer's sync lock, and that wait was recorded as an fsync duration).
+    /// published, then publishes the applied groups that sync covers (never a group still in flight: the merger owns
+    /// publication, see the pipeline protocol). Durable groups are synced by the committer, so in a store whose
+    /// commits are all durable the timer never syncs.
     /// </summary>
     private void SyncBuffered()
     {
@@ -436,12 +436,22 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             return;
         }
 
-        TimeSpan elapsed;
+        TimeSpan elapsed = TimeSpan.Zero;
+        bool synced;
         try
         {
             long started = Stopwatch.GetTimestamp();
-            _journal.Sync();
-            elapsed = Stopwatch.GetElapsedTime(started);
+            synced = _journal.TryBeginSync(out JournalSyncPoint point);
+            if (synced)
+            {
+                _journal.CompleteSync(point);
+                elapsed = Stopwatch.GetElapsedTime(started);
+            }
+
+            lock (_completionLock)
+            {
+                PublishDurableLocked();
+            }
         }
         catch (Exception e) when (e is StoreFaultedException or ObjectDisposedException)
         {
@@ -455,7 +465,10 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
         try
         {
-            RecordSync(elapsed);
+            if (synced)
+            {
+                RecordSync(elapsed);
+            }
         }
         catch (Exception e)
         {

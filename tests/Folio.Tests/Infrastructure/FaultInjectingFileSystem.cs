@@ -33,8 +33,17 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     /// syncs; the next segment, prepared in the background as a .tmp file, does not match).</summary>
     public int Opens;
 
+    private ManualResetEventSlim? _syncGate;
+
     /// <summary>When set, every matching sync waits for it first: tests hold the committer inside an fsync.</summary>
-    public ManualResetEventSlim? SyncGate { get; set; }
+    public ManualResetEventSlim? SyncGate
+    {
+        get => Volatile.Read(ref _syncGate);
+        set => Volatile.Write(ref _syncGate, value);
+    }
+
+    /// <summary>When true, only the first sync to arrive waits on <see cref="SyncGate"/> (it takes the gate away).</summary>
+    public bool SyncGateHoldsOne { get; set; }
 
     /// <summary>Signalled when a sync starts waiting on <see cref="SyncGate"/>.</summary>
     public ManualResetEventSlim SyncWaiting { get; } = new();
@@ -108,7 +117,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             {
                 Interlocked.Increment(ref owner.Syncs);
                 bool fail = owner.TryTake(FileFault.SyncFails);
-                if (owner.SyncGate is { } gate)
+                ManualResetEventSlim? gate = owner.SyncGateHoldsOne ? Interlocked.Exchange(ref owner._syncGate, null) : owner.SyncGate;
+                if (gate is not null)
                 {
                     owner.SyncWaiting.Set();
                     gate.Wait();

@@ -7,10 +7,12 @@ namespace Folio.Tests.Infrastructure;
 internal sealed class MergerFixture : IDisposable
 {
     private readonly TempDirectory _dir = new();
+    private readonly long _segmentSize;
 
     public MergerFixture(Action<TransactionMergerOptions>? configure = null, long segmentSize = 1L << 20, TestState? state = null)
     {
         Files = new FaultInjectingFileSystem();
+        _segmentSize = segmentSize;
         Journal = WriteAheadJournal.Open(_dir.Path, new JournalOptions { SegmentSize = segmentSize, FileSystem = Files });
         State = state ?? new TestState();
         var options = new TransactionMergerOptions();
@@ -39,6 +41,18 @@ internal sealed class MergerFixture : IDisposable
         }
 
         return result;
+    }
+
+    /// <summary>
+    /// Closes the merger and the journal, reopens the journal (recovery) and reads every batch in it: what a reopened
+    /// store would replay, including records written but never published to readers.
+    /// </summary>
+    public List<(long Sequence, long Record, List<BatchCommand> Commands)> ReadBatchesAfterReopen()
+    {
+        Merger.Dispose();
+        Journal.Dispose();
+        Journal = WriteAheadJournal.Open(_dir.Path, new JournalOptions { SegmentSize = _segmentSize, FileSystem = Files });
+        return ReadBatches();
     }
 
     /// <summary>Holds the next fsync until the returned gate is set; returns once a committer is waiting in it.</summary>

@@ -307,11 +307,13 @@ public sealed class TransactionMergerTests
             Assert.Contains("written to the journal", error.Message, StringComparison.Ordinal);
         }
 
-        // The group is in the journal (reopening replays it); the store is faulted and says so at once.
+        // The store is faulted and says so at once. The group was never published to journal readers (it was not
+        // applied), but it is in the journal: reopening replays it.
         Assert.True(fixture.Merger.IsFaulted);
         Assert.IsType<InvalidOperationException>(fixture.Merger.Fault);
-        Assert.Contains("boom", fixture.ReadBatches().Select(b => b.Commands[0].Key.Id));
         await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask().WaitAsync(TestDeadline.Hang));
+        Assert.DoesNotContain("boom", fixture.ReadBatches().Select(b => b.Commands[0].Key.Id));
+        Assert.Contains("boom", fixture.ReadBatchesAfterReopen().Select(b => b.Commands[0].Key.Id));
     }
 
     [Fact]

@@ -1,0 +1,143 @@
+using System.Diagnostics;
+using System.Text;
+using Folio.Documents;
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+using Folio.Transactions;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// The publication order: a commit reaches journal readers (the change feed) only once it is durable and applied, so
+/// a change-feed consumer never sees a change that is not on disk, nor one that <see cref="DocumentStore.Get"/> does
+/// not show yet. Rotations (small segments), overlapping groups and the buffered-mode timer each once published a
+/// group whose fsync was still in flight.
+/// </summary>
+public sealed class PublicationOrderTests
+{
+    public static TheoryData<int, bool> Pipelines => new()
+    {
+        { 1, false },
+        { 2, false },
+        { 2, true },
+        { 4, true },
+    };
+
+    [Theory]
+    [MemberData(nameof(Pipelines))]
+    public async Task The_change_feed_shows_only_commits_that_are_durable_and_already_visible_to_reads(int groupsInFlight, bool mixedDurability)
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions
+        {
+            SegmentSize = 64 * 1024,
+            MaxDocumentSize = 8 * 1024,
+            MaxGroupBytes = 16 * 1024,
+            MaxGroupsInFlight = groupsInFlight,
+            Durability = mixedDurability ? DurabilityMode.Buffered : DurabilityMode.Durable,
+            BufferedSyncInterval = TimeSpan.FromMilliseconds(1),
+        };
+        await using var store = DocumentStore.Open(dir.Path, options);
+        WriteAheadJournal journal = store.Journal;
+
+        // Every id is written once, so a change in the feed must be readable with exactly its version.
+        var clock = Stopwatch.StartNew();
+        var duration = TimeSpan.FromSeconds(1.5);
+        long written = 0;
+        var writers = Enumerable.Range(0, 8).Select(w => Task.Run(async () =>
+        {
+            string padding = new('x', 200 + (w * 50));
+            for (int n = 0; clock.Elapsed < duration; n++)
+            {
+                await using var session = store.OpenSession();
+                if (mixedDurability && w % 2 == 0)
+                {
+                    session.Durability = DurabilityMode.Durable;
+                }
+
+                session.Store(new User { Name = padding }, $"w{w}-{n}");
+                await session.SaveChangesAsync();
+                Interlocked.Increment(ref written);
+            }
+        })).ToList();
+
+        string? violation = null;
+        long seen = 0;
+        using var readerStop = new CancellationTokenSource();
+        Task reader = Task.Run(async () =>
+        {
+            try
+            {
+                await foreach (DocumentChange change in store.Changes.ReadAsync(1, readerStop.Token))
+                {
+                    seen++;
+                    long durable = journal.DurableSequence;
+                    StoredDocument? current = store.Get(change.Collection, change.Id);
+                    if (change.Sequence > durable)
+                    {
+                        violation ??= $"change {change.Sequence} was published while only {durable} was durable";
+                    }
+
+                    if (current is null || current.Value.Version != change.Sequence)
+                    {
+                        violation ??= $"change {change.Sequence} ({change.Id}) was published before Get showed it ({(current is null ? "null" : current.Value.Version.ToString())})";
+                    }
+                }
+            }
+            catch (OperationCanceledException)
+            {
+            }
+        });
+
+        await Task.WhenAll(writers);
+        await WaitUntilAsync(() => Volatile.Read(ref seen) >= Volatile.Read(ref written));
+        readerStop.Cancel();
+        await reader.WaitAsync(TestDeadline.Hang);
+        Assert.Null(violation);
+        Assert.True(journal.SegmentCount > 10, $"{journal.SegmentCount} segments: the test must cross many rotations");
+        Assert.Equal(written, seen);
+    }
+
+    [Fact]
+    public async Task A_rotation_does_not_publish_a_group_whose_own_sync_is_still_in_flight()
+    {
+        using var fixture = new MergerFixture(o => o.MaxGroupsInFlight = 2, segmentSize: 4096);
+        await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Encoding.UTF8.GetBytes("{}")));
+        long before = fixture.Journal.CommittedSequence;
+
+        // Group A's fsync is held; group B does not fit in the segment, so its write rotates (and syncs) A's segment.
+        fixture.Files.SyncGateHoldsOne = true;
+        Task<CommitResult>? a = null;
+        var gate = fixture.HoldNextSync(() => a = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "a", Encoding.UTF8.GetBytes("{}"))).AsTask()));
+        try
+        {
+            byte[] large = Encoding.UTF8.GetBytes($"{{\"p\":\"{new string('x', 3940)}\"}}");
+            Task<CommitResult> b = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "b", large)).AsTask());
+            await WaitUntilAsync(() => fixture.Journal.SegmentCount >= 2 && fixture.Journal.LastAppendedSequence >= before + 2);
+
+            // A is durable now (the rotation synced it) but neither applied nor acknowledged: no reader may see it.
+            Assert.True(fixture.Journal.DurableSequence > before);
+            Assert.False(a!.IsCompleted);
+            Assert.Equal(before, fixture.Journal.CommittedSequence);
+            Assert.DoesNotContain("a", fixture.ReadBatches().Select(x => x.Commands[0].Key.Id));
+
+            gate.Set();
+            await Task.WhenAll(a, b).WaitAsync(TestDeadline.Hang);
+            Assert.Equal(["before", "a", "b"], fixture.ReadBatches().Select(x => x.Commands[0].Key.Id));
+        }
+        finally
+        {
+            gate.Set();
+        }
+    }
+
+    private static async Task WaitUntilAsync(Func<bool> condition)
+    {
+        var deadline = Stopwatch.StartNew();
+        while (!condition())
+        {
+            Assert.True(deadline.Elapsed < TestDeadline.Hang, "the condition never became true");
+            await Task.Delay(1);
+        }
+    }
+}
