@@ -25,4 +25,7 @@ internal static partial class JournalLog
 
     [LoggerMessage(EventId = 1007, Level = LogLevel.Information, Message = "Journal removed leftover file '{File}' of an interrupted purge or rotation")]
     public static partial void LeftoverRemoved(ILogger logger, string file);
+
+    [LoggerMessage(EventId = 1008, Level = LogLevel.Warning, Message = "Journal '{Directory}' could not write its durable mark; recovery checks only what the segments say")]
+    public static partial void MarkFailed(ILogger logger, string directory, Exception exception);
 }

@@ -300,7 +300,7 @@ public sealed class JournalReader : IDisposable
         _recordTimestamp = header.TimestampTicks;
         _recordFirstSequence = header.FirstSequence;
         _entriesLeft = header.EntryCount;
-        _entryOffset = offset + JournalFormat.RecordHeaderSize;
+        _entryOffset = offset + header.HeaderSize;
         _recordEnd = offset + header.Length;
         _nextRecordOffset = _recordEnd;
     }

@@ -13,7 +13,7 @@ public sealed partial class WriteAheadJournal
     /// <see cref="Sync"/> returns.
     /// </summary>
     /// <param name="entries">One or more entries, each of any length (including 0); the record must fit in a segment
-    /// (<see cref="MaxRecordSize"/>, counting a 32-byte record header and 4 bytes per entry).</param>
+    /// (<see cref="MaxRecordSize"/>, counting a 40-byte record header and 4 bytes per entry).</param>
     /// <returns>The sequence number of the first entry.</returns>
     /// <exception cref="ArgumentException">No entries, or the record does not fit in a segment. The journal stays usable.</exception>
     /// <exception cref="StoreFaultedException">An earlier write or sync failed; reopen to recover.</exception>
@@ -105,10 +105,10 @@ public sealed partial class WriteAheadJournal
                 timestampTicks = timestamp;
                 JournalSegment segment = _active;
 
-                // Overlapped: an earlier record of the segment is not yet known durable, so after a power loss this one
-                // may be on disk while that one is torn (recovery then drops both; neither was acknowledged as durable).
-                bool overlapped = segment.WrittenLength > segment.SyncedLength;
-                JournalFormat.WriteRecordHeader(record, entryCount, first, timestamp, overlapped);
+                // The record names how much of its segment is durable: after a power loss, damage below that is never
+                // mistaken for a torn tail. Bytes after it may be torn while this record survives (an overlapped sync,
+                // or buffered commits); recovery then drops them with it, none having been acknowledged as durable.
+                JournalFormat.WriteRecordHeader(record, entryCount, first, timestamp, segment.SyncedLength);
                 segment.File.Write(record, segment.WrittenLength);
                 if (segment.WrittenLength == JournalFormat.SegmentHeaderSize)
                 {
@@ -139,6 +139,7 @@ public sealed partial class WriteAheadJournal
     private void Rotate()
     {
         JournalSegment old = _active;
+        System.Diagnostics.Debug.Assert(old.LastSequence >= old.FirstSequence, "an empty active segment has the configured size, so every record that passed the size check fits it");
         SyncSegmentLocked(old);
         old.Seal();
         AdvanceDurable(_nextSequence - 1); // durable now, but published only by the owner of publication (see the protocol)
@@ -156,6 +157,9 @@ public sealed partial class WriteAheadJournal
 
         JournalLog.Rotated(_logger, next.Path, next.FirstSequence);
 
+        // Name the new segment durably: if its file is lost, recovery knows the journal reached it.
+        WriteMark(CaptureMarkLocked());
+
         // Close the sealed file now unless a sync is in flight (it may be syncing it); the last one to end closes it.
         _sealedWithOpenFiles.Add(old);
         if (_syncsInFlight == 0)
@@ -165,10 +169,11 @@ public sealed partial class WriteAheadJournal
     }
 
     /// <summary>
-    /// Turns the prepared zero-filled file into segment <paramref name="firstSequence"/>: header, fdatasync, rename,
-    /// fsync of the folder. Then starts preparing the following one.
+    /// Turns the prepared zero-filled file into segment <paramref name="firstSequence"/>: header, fdatasync, rename
+    /// (over an empty segment of another size when <paramref name="replace"/>), fsync of the folder. Then starts
+    /// preparing the following one.
     /// </summary>
-    private JournalSegment CreateSegment(long firstSequence)
+    private JournalSegment CreateSegment(long firstSequence, bool replace = false)
     {
         Task<string> prepared = _preparedSegment ?? PrepareSegmentAsync();
         _preparedSegment = null;
@@ -183,7 +188,7 @@ public sealed partial class WriteAheadJournal
             file.Write(header, 0);
             file.Sync();
             file.Dispose();
-            _fileSystem.MoveFile(temporaryPath, path, overwrite: false);
+            _fileSystem.MoveFile(temporaryPath, path, overwrite: replace);
             _fileSystem.SyncDirectory(Directory);
             file = _fileSystem.OpenFile(path, FileMode.Open);
             segment = new JournalSegment(file, firstSequence, _segmentSize, JournalFormat.SegmentHeaderSize, DeleteSegmentFile, OpenSyncHandle)

@@ -9,9 +9,9 @@ public sealed partial class WriteAheadJournal
     /// Scans every segment in order and rebuilds the writer's state. Rules: every segment header must be valid;
     /// sequence numbers must continue across records and segments (from the purge watermark, or 1); in a sealed
     /// segment only zeros may follow the last record; in the newest segment, bytes after the last good record are a
-    /// torn tail (zeroed and logged) when no later valid record follows or every later valid record is overlapped
-    /// (written while the damaged one was not yet known durable, so none of them was acknowledged as durable), while a
-    /// later record that is not overlapped means the damaged one had been made durable: corruption.
+    /// torn tail (zeroed and logged) unless something on disk proves them durable: a later valid record whose synced
+    /// length reaches past the damage, or the durable mark (<see cref="JournalDurableMark"/>). Then the damage is
+    /// corruption. The journal must also reach the mark's sequence and hold the segment it names.
     /// </summary>
     private void Recover()
     {
@@ -33,6 +33,8 @@ public sealed partial class WriteAheadJournal
 
         found.Sort((a, b) => a.First.CompareTo(b.First));
         long watermark = ReadPurgeWatermark();
+        bool marked = JournalDurableMark.TryRead(_fileSystem, Directory, out JournalDurableMark mark);
+        string markPath = Path.Combine(Directory, JournalDurableMark.FileName);
 
         // Segments wholly before the watermark survived an interrupted purge: finish it.
         while (found.Count >= 2 && found[1].First <= watermark)
@@ -49,9 +51,19 @@ public sealed partial class WriteAheadJournal
                 ThrowHelper.ThrowJournalCorrupted(Directory, 0, $"no segment file is left, but entries up to {watermark - 1} were written");
             }
 
+            if (marked)
+            {
+                ThrowHelper.ThrowJournalCorrupted(markPath, 0, $"no segment file is left, but the durable mark says entries up to {mark.Sequence} were written (segment {mark.SegmentFirstSequence})");
+            }
+
             _nextSequence = 1;
             _active = CreateSegment(1);
             PublishSegments([_active]);
+            lock (_writeLock)
+            {
+                TryWriteMark(CaptureMarkLocked()); // names the first segment: losing its file is detected
+            }
+
             Recovery = new JournalRecoveryInfo(1, 0, 0, 0, 0, Stopwatch.GetElapsedTime(started));
             JournalLog.Recovered(_logger, Directory, 1, 0, 0, 0, 1, (long)Recovery.Duration.TotalMilliseconds);
             return;
@@ -87,7 +99,8 @@ public sealed partial class WriteAheadJournal
                 }
 
                 segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize, DeleteSegmentFile, OpenSyncHandle);
-                ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, ref lastTimestamp);
+                long markedLength = marked && mark.SegmentFirstSequence == found[i].First ? mark.SyncedLength : 0;
+                ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, markedLength, ref lastTimestamp);
                 segments[i].WrittenLength = scan.DataLength;
                 segments[i].Index.MarkVerified(JournalFormat.SegmentHeaderSize, scan.DataLength);
                 segments[i].PublishCommittedLength(scan.DataLength);
@@ -121,9 +134,28 @@ public sealed partial class WriteAheadJournal
             throw;
         }
 
+        try
+        {
+            ReplaceEmptyNewestSegmentOfAnotherSize(segments);
+        }
+        catch
+        {
+            foreach (JournalSegment segment in segments)
+            {
+                segment.ReleaseOwner();
+            }
+
+            throw;
+        }
+
         _active = segments[^1];
         try
         {
+            if (marked)
+            {
+                CheckMark(mark, markPath, found, expected - 1, watermark);
+            }
+
             // What a killed process wrote may still be only in the page cache: make it durable before anything is
             // published or appended after it, so that every recovered record counts as synced (the next append is not
             // overlapped, and damage to a recovered record is never mistaken for a torn tail later).
@@ -145,13 +177,59 @@ public sealed partial class WriteAheadJournal
         Volatile.Write(ref _committedSequence, expected - 1);
         Volatile.Write(ref _durableSequence, expected - 1);
         PublishSegments(segments);
+        lock (_writeLock)
+        {
+            _lastMark = marked ? mark : default;
+            TryWriteMark(CaptureMarkLocked()); // everything recovered is durable now
+        }
+
         Recovery = new JournalRecoveryInfo(segments.Length, records, entries, bytes, truncated, Stopwatch.GetElapsedTime(started));
         JournalLog.Recovered(_logger, Directory, segments.Length, records, entries, bytes, expected, (long)Recovery.Duration.TotalMilliseconds);
     }
 
     private readonly record struct ScanResult(long DataLength, long NextSequence, long Records, long FirstTimestamp, long LastTimestamp, long TruncatedBytes);
 
-    private ScanResult ScanSegment(JournalSegment segment, bool isNewest, ref long lastTimestamp)
+    /// <summary>
+    /// An empty newest segment created with another segment size (the journal was reopened with a new
+    /// <see cref="JournalOptions.SegmentSize"/>) is replaced by one of the configured size: otherwise a record larger
+    /// than the old segment would rotate to a new segment of the same name, and every write would fail.
+    /// </summary>
+    private void ReplaceEmptyNewestSegmentOfAnotherSize(JournalSegment[] segments)
+    {
+        JournalSegment newest = segments[^1];
+        if (newest.WrittenLength != JournalFormat.SegmentHeaderSize || newest.Capacity == _segmentSize)
+        {
+            return;
+        }
+
+        newest.ReleaseOwner(); // unmaps and closes it (no reader exists yet; idempotent if the replacement fails)
+        segments[^1] = CreateSegment(newest.FirstSequence, replace: true);
+    }
+
+    /// <summary>
+    /// Holds the recovered journal to the durable mark: it must reach the mark's sequence and still hold the segment
+    /// the mark names (unless a purge removed it).
+    /// </summary>
+    private static void CheckMark(in JournalDurableMark mark, string markPath, List<(long First, string Path)> found, long lastSequence, long watermark)
+    {
+        bool segmentFound = false;
+        foreach ((long first, _) in found)
+        {
+            segmentFound |= first == mark.SegmentFirstSequence;
+        }
+
+        if (!segmentFound && mark.SegmentFirstSequence >= found[0].First && mark.SegmentFirstSequence >= watermark)
+        {
+            ThrowHelper.ThrowJournalCorrupted(markPath, 0, $"segment {JournalFormat.SegmentFileName(mark.SegmentFirstSequence)} is missing: the durable mark says the journal reached it");
+        }
+
+        if (lastSequence < mark.Sequence)
+        {
+            ThrowHelper.ThrowJournalCorrupted(markPath, 0, $"the journal ends at sequence {lastSequence}, but entries up to {mark.Sequence} were durable: the newest segment file is missing or was cut short");
+        }
+    }
+
+    private ScanResult ScanSegment(JournalSegment segment, bool isNewest, long markedLength, ref long lastTimestamp)
     {
         ReadOnlySpan<byte> bytes = segment.Span(0, segment.Capacity);
         string? headerError = JournalFormat.ValidateSegmentHeader(bytes, segment.FirstSequence);
@@ -170,7 +248,7 @@ public sealed partial class WriteAheadJournal
             && header.TimestampTicks >= lastTimestamp)
         {
             ReadOnlySpan<byte> record = bytes.Slice((int)offset, header.Length);
-            if (!JournalFormat.ChecksumMatches(record) || !JournalFormat.EntriesFillPayload(record, header.EntryCount))
+            if (!JournalFormat.ChecksumMatches(record) || !JournalFormat.EntriesFillPayload(record, header))
             {
                 break;
             }
@@ -196,10 +274,15 @@ public sealed partial class WriteAheadJournal
                 ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, "a sealed segment holds a damaged record or bytes after its last record");
             }
 
-            long valid = FindDurableRecord(rest[1..]);
-            if (valid >= 0)
+            if (offset < markedLength)
             {
-                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"a damaged record is followed by a valid record at offset {offset + 1 + valid}, written after the damaged one was durable");
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"a damaged record lies below offset {markedLength}, which the durable mark says was synced");
+            }
+
+            long proof = FindDurabilityProof(bytes, offset);
+            if (proof >= 0)
+            {
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"a damaged record is followed by a valid record at offset {proof}, written after the damaged one was durable");
             }
 
             truncatedBytes = lastNonZero + 1;
@@ -211,29 +294,31 @@ public sealed partial class WriteAheadJournal
     }
 
     /// <summary>
-    /// The offset of the first complete, checksummed record in <paramref name="bytes"/> that is not overlapped (its
-    /// writer knew every earlier record durable), or -1. Overlapped valid records are stepped over whole.
+    /// The offset of the first complete, checksummed record after <paramref name="damage"/> that proves the damaged
+    /// bytes were durable (its synced length, the part of the segment known durable when it was written, reaches past
+    /// <paramref name="damage"/>), or -1. Valid records that prove nothing are stepped over whole.
     /// </summary>
-    private static long FindDurableRecord(ReadOnlySpan<byte> bytes)
+    private static long FindDurabilityProof(ReadOnlySpan<byte> segment, long damage)
     {
-        // Both magics start with "FJR" (little-endian: the low three bytes).
+        // Every record magic starts with "FJR" (little-endian: the low three bytes).
         ReadOnlySpan<byte> prefix = "FJR"u8;
-        int searched = 0;
+        int searched = (int)damage + 1;
         while (true)
         {
-            int at = bytes[searched..].IndexOf(prefix);
+            int at = segment[searched..].IndexOf(prefix);
             if (at < 0)
             {
                 return -1;
             }
 
             int offset = searched + at;
-            if (JournalFormat.TryReadRecordHeader(bytes[offset..], out JournalFormat.RecordHeader header))
+            if (JournalFormat.TryReadRecordHeader(segment[offset..], out JournalFormat.RecordHeader header))
             {
-                ReadOnlySpan<byte> record = bytes.Slice(offset, header.Length);
-                if (JournalFormat.ChecksumMatches(record) && JournalFormat.EntriesFillPayload(record, header.EntryCount))
+                ReadOnlySpan<byte> record = segment.Slice(offset, header.Length);
+                if (JournalFormat.ChecksumMatches(record) && JournalFormat.EntriesFillPayload(record, header))
                 {
-                    if (!header.Overlapped)
+                    long synced = header.SyncedLength == JournalFormat.SyncedUpToItself ? offset : header.SyncedLength;
+                    if (synced > damage)
                     {
                         return offset;
                     }

@@ -52,6 +52,9 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly Lock _writeLock = new();
     private readonly Lock _syncLock = new();
     private readonly Lock _segmentsLock = new();
+    private readonly Lock _markLock = new();
+    private JournalDurableMark _lastMark; // under _markLock: the mark on disk
+    private long _appendsAtIdleCheck; // under _writeLock
 
     // Published to readers.
     private SegmentSet _segmentSet;
@@ -242,6 +245,11 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
                     return;
                 }
 
+                if (_fault is null && _active is not null)
+                {
+                    TryWriteMark(CaptureMarkLocked()); // a clean close records how far the journal is durable
+                }
+
                 try
                 {
                     _preparedSegment?.Wait();
@@ -353,6 +361,58 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
             }
 
             current = seen;
+        }
+    }
+
+    /// <summary>
+    /// Writes the durable mark (see <see cref="JournalDurableMark"/>) when nothing was appended since the previous
+    /// call and the journal is durable beyond the mark on disk: the store's timer calls it, so an idle store's last
+    /// synced records are protected from being mistaken for a torn tail. A failure is logged, not thrown.
+    /// </summary>
+    internal void MarkDurableIfIdle()
+    {
+        JournalDurableMark mark;
+        lock (_writeLock)
+        {
+            long appended = _appendedRecords;
+            bool idle = appended == _appendsAtIdleCheck;
+            _appendsAtIdleCheck = appended;
+            if (!idle || _fault is not null || Volatile.Read(ref _disposed) != 0)
+            {
+                return;
+            }
+
+            mark = CaptureMarkLocked();
+        }
+
+        TryWriteMark(mark);
+    }
+
+    /// <summary>Under the write lock: what is durable now.</summary>
+    private JournalDurableMark CaptureMarkLocked() => new(Volatile.Read(ref _durableSequence), _active.FirstSequence, _active.SyncedLength);
+
+    /// <summary>Writes <paramref name="mark"/> unless the mark on disk says as much; throws on I/O failure.</summary>
+    private void WriteMark(in JournalDurableMark mark)
+    {
+        lock (_markLock)
+        {
+            if (mark.IsAhead(_lastMark))
+            {
+                mark.Write(_fileSystem, Directory);
+                _lastMark = mark;
+            }
+        }
+    }
+
+    private void TryWriteMark(in JournalDurableMark mark)
+    {
+        try
+        {
+            WriteMark(mark);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            JournalLog.MarkFailed(_logger, Directory, e);
         }
     }
 

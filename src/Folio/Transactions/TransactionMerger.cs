@@ -83,8 +83,8 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         _options = options;
         _logger = options.LoggerFactory?.CreateLogger<TransactionMerger>() ?? NullLogger<TransactionMerger>.Instance;
         _metrics = new FolioMetrics(options.MeterFactory, () => Volatile.Read(ref _queueDepth));
-        _maxRecordPayload = (int)Math.Min(int.MaxValue, journal.MaxRecordSize - 32);
-        _bufferedSyncTimer = new Timer(static self => ((TransactionMerger)self!).SyncBuffered(), this, options.BufferedSyncInterval, options.BufferedSyncInterval);
+        _maxRecordPayload = (int)Math.Min(int.MaxValue, journal.MaxRecordSize - JournalFormat.RecordHeaderSize);
+        _bufferedSyncTimer = new Timer(static self => ((TransactionMerger)self!).OnTimer(), this, options.BufferedSyncInterval, options.BufferedSyncInterval);
     }
 
     /// <summary>Whether a journal failure faulted the merger.</summary>
@@ -420,6 +420,22 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             }
 
             current = seen;
+        }
+    }
+
+    /// <summary>The timer: syncs buffered commits, then lets an idle journal record its durable mark.</summary>
+    private void OnTimer()
+    {
+        SyncBuffered();
+        if (Volatile.Read(ref _disposed) == 0 && !IsFaulted)
+        {
+            try
+            {
+                _journal.MarkDurableIfIdle();
+            }
+            catch (ObjectDisposedException)
+            {
+            }
         }
     }
 

@@ -70,7 +70,7 @@ public sealed class JournalAppendTests
         Assert.Contains("does not fit", error.Message, StringComparison.Ordinal);
         Assert.Throws<ArgumentException>(() => journal.Append(ReadOnlySpan<ReadOnlyMemory<byte>>.Empty));
 
-        var largest = new byte[journal.MaxRecordSize - 36];
+        var largest = new byte[journal.MaxRecordSize - JournalFormat.RecordHeaderSize - JournalFormat.EntryHeaderSize];
         Assert.Equal(1, journal.Append(largest));
         Assert.Equal(2, journal.Append("x"u8));
         journal.Sync();

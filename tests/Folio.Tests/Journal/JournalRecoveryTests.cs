@@ -91,7 +91,15 @@ public sealed class JournalRecoveryTests
         bytes[second + JournalFormat.RecordHeaderSize + 2] ^= 0x10;
         File.WriteAllBytes(segment, bytes);
 
+        // The durable mark written at the clean close covers every record...
         var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        Assert.Equal(segment, error.FilePath);
+        Assert.Equal(second, error.Offset);
+        Assert.Contains("durable mark says was synced", error.Message, StringComparison.Ordinal);
+
+        // ...and without it (a crash before any mark), the later records prove the damaged one was durable.
+        LoseDurableMark(dir.Path);
+        error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
         Assert.Equal(segment, error.FilePath);
         Assert.Equal(second, error.Offset);
         Assert.Contains("followed by a valid record", error.Message, StringComparison.Ordinal);
@@ -101,12 +109,12 @@ public sealed class JournalRecoveryTests
     }
 
     [Fact]
-    public void Records_written_while_an_earlier_one_was_not_yet_durable_are_marked_overlapped()
+    public void Every_record_names_how_much_of_its_segment_was_durable_when_it_was_written()
     {
         using var dir = new TempDirectory();
         using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
         {
-            journal.Append("a"u8); // the first record of a fresh segment: everything before it is durable
+            journal.Append("a"u8); // the first record of a fresh segment: only the header is durable
             journal.Append("b"u8); // "a" not yet synced
             journal.Sync();
             journal.Append("c"u8); // everything before it synced
@@ -114,13 +122,38 @@ public sealed class JournalRecoveryTests
         }
 
         byte[] bytes = File.ReadAllBytes(NewestSegment(dir.Path));
-        var magics = new List<uint>();
+        var synced = new List<long>();
+        var offsets = new List<long>();
         for (long offset = JournalFormat.SegmentHeaderSize; offset < DataEnd(bytes); offset = RecordEnd(bytes, offset))
         {
-            magics.Add(BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset)));
+            Assert.Equal(JournalFormat.RecordMagic, BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset)));
+            offsets.Add(offset);
+            synced.Add(BinaryPrimitives.ReadInt64LittleEndian(bytes.AsSpan((int)offset + 32)));
         }
 
-        Assert.Equal([JournalFormat.RecordMagic, JournalFormat.OverlappedRecordMagic, JournalFormat.RecordMagic], magics);
+        Assert.Equal([JournalFormat.SegmentHeaderSize, JournalFormat.SegmentHeaderSize, offsets[2]], synced);
+    }
+
+    [Fact]
+    public void The_first_record_after_a_reopen_knows_every_recovered_record_is_durable()
+    {
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            journal.Append("a"u8);
+            journal.Append("b"u8); // never synced by the writer: the process "dies" here (no clean close below)
+        }
+
+        LoseDurableMark(dir.Path);
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
+        {
+            Assert.Equal(3, journal.Append("c"u8));
+            journal.Sync();
+        }
+
+        byte[] bytes = File.ReadAllBytes(NewestSegment(dir.Path));
+        long third = RecordEnd(bytes, RecordEnd(bytes, JournalFormat.SegmentHeaderSize));
+        Assert.Equal(third, BinaryPrimitives.ReadInt64LittleEndian(bytes.AsSpan((int)third + 32)));
     }
 
     [Fact]
@@ -139,6 +172,7 @@ public sealed class JournalRecoveryTests
             journal.Sync();
         }
 
+        LoseDurableMark(dir.Path); // as after a power loss before the store marked these records durable
         string segment = NewestSegment(dir.Path);
         byte[] bytes = File.ReadAllBytes(segment);
         long torn = RecordEnd(bytes, JournalFormat.SegmentHeaderSize);
@@ -171,6 +205,7 @@ public sealed class JournalRecoveryTests
             journal.Sync();
         }
 
+        LoseDurableMark(dir.Path);
         string segment = NewestSegment(dir.Path);
         byte[] bytes = File.ReadAllBytes(segment);
         long damaged = RecordEnd(bytes, JournalFormat.SegmentHeaderSize);
@@ -406,4 +441,7 @@ public sealed class JournalRecoveryTests
 
         return offset;
     }
+
+    /// <summary>Deletes the durable mark, as if the store lost power before it ever wrote one covering these records.</summary>
+    private static void LoseDurableMark(string directory) => File.Delete(Path.Combine(directory, JournalDurableMark.FileName));
 }
