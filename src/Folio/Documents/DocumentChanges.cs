@@ -84,6 +84,8 @@ public sealed class DocumentChanges
 
                 foreach (DocumentChange change in batch)
                 {
+                    // Checked before every change, not only while waiting: a reader far behind must stop at once.
+                    cancellationToken.ThrowIfCancellationRequested();
                     yield return change;
                 }
             }

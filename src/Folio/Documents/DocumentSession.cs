@@ -245,6 +245,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// </summary>
     /// <param name="cancellationToken">Cancels while the batch waits for its commit group.</param>
     /// <returns>A task that completes when the batch is committed.</returns>
+    /// <exception cref="DocumentTooLargeException">A document is over <see cref="DocumentStoreOptions.MaxDocumentSize"/>,
+    /// or the documents together are over what one save holds (<see cref="DocumentStoreOptions.SegmentSize"/> less about
+    /// 1 KiB): nothing was written, and the session still tracks its changes.</exception>
     public async Task SaveChangesAsync(CancellationToken cancellationToken = default)
     {
         Enter();

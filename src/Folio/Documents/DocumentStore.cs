@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using System.Runtime.CompilerServices;
 using System.Text.Json;
 using Folio.Documents;
 using Folio.Journal;
@@ -62,8 +63,11 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="path">The store's folder; the journal lives in its <c>journal</c> subfolder.</param>
     /// <param name="options">Settings; null means the defaults.</param>
     /// <returns>The open store.</returns>
-    /// <exception cref="StoreLockedException">The folder is open elsewhere.</exception>
-    /// <exception cref="JournalCorruptedException">The journal is damaged beyond a torn tail.</exception>
+    /// <exception cref="StoreLockedException">The folder is open elsewhere (the message names the store's folder).</exception>
+    /// <exception cref="JournalCorruptedException">The journal is damaged beyond a torn tail, or a journal file is
+    /// missing.</exception>
+    /// <exception cref="IOException">The path is a file, or the store's files cannot be created or read (for example,
+    /// the disk is full); the message names the store's folder and the inner exception is the cause.</exception>
     public static DocumentStore Open(string path, DocumentStoreOptions? options = null)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(path);
@@ -71,7 +75,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         options.Validate();
         path = System.IO.Path.GetFullPath(path);
         ILogger logger = options.LoggerFactory?.CreateLogger<DocumentStore>() ?? NullLogger<DocumentStore>.Instance;
-        var journal = WriteAheadJournal.Open(System.IO.Path.Combine(path, "journal"), options.ToJournalOptions());
+        WriteAheadJournal journal = OpenJournal(path, options);
         try
         {
             long started = Stopwatch.GetTimestamp();
@@ -92,6 +96,43 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             throw;
         }
     }
+
+    /// <summary>Opens the journal in the store's folder, turning failures into messages about the store.</summary>
+    private static WriteAheadJournal OpenJournal(string path, DocumentStoreOptions options)
+    {
+        if (File.Exists(path))
+        {
+            throw new IOException($"Cannot open the store '{path}': the path is a file; a store is a folder.");
+        }
+
+        string journalPath = System.IO.Path.Combine(path, "journal");
+        try
+        {
+            return WriteAheadJournal.Open(journalPath, options.ToJournalOptions());
+        }
+        catch (StoreLockedException e)
+        {
+            throw new StoreLockedException(path, System.IO.Path.Combine(journalPath, JournalFormat.LockFileName), e);
+        }
+        catch (IOException e)
+        {
+            throw new IOException(OpenFailedMessage(path, e), e);
+        }
+        catch (UnauthorizedAccessException e)
+        {
+            throw new IOException($"Cannot open the store '{path}': access to its files was denied ({e.Message}).", e);
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static string OpenFailedMessage(string path, IOException e) =>
+        IsDiskFull(e)
+            ? $"Cannot open the store '{path}': the disk is full (the journal could not prepare its next segment file). Free space and open it again; nothing was lost."
+            : $"Cannot open the store '{path}': {e.Message}";
+
+    /// <summary>Whether an I/O failure is ENOSPC (Unix) or ERROR_DISK_FULL / ERROR_HANDLE_DISK_FULL (Windows).</summary>
+    internal static bool IsDiskFull(IOException e) =>
+        e.HResult == 28 || (e.HResult & 0xFFFF) is 0x70 or 0x27 || e.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase);
 
     /// <summary>Opens the store off the caller's thread; see <see cref="Open"/>.</summary>
     /// <param name="path">The store's folder.</param>

@@ -16,7 +16,10 @@ public sealed class DocumentStoreOptions
     public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
 
     /// <summary>Size of one journal segment file in bytes. Default 64 MiB; between 1 KiB and 1 GiB, and larger than
-    /// <see cref="MaxDocumentSize"/> plus 1 KiB so that any document fits one record.</summary>
+    /// <see cref="MaxDocumentSize"/> plus 1 KiB so that any document fits one record. It also bounds one save: a
+    /// <see cref="DocumentSession.SaveChangesAsync"/> is atomic and written as one journal record, so the documents it
+    /// writes must together fit in this size less about 1 KiB of headers (else
+    /// <see cref="DocumentTooLargeException"/>, and nothing is written).</summary>
     public long SegmentSize { get; set; } = JournalOptions.DefaultSegmentSize;
 
     /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>

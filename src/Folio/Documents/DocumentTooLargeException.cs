@@ -1,6 +1,10 @@
 namespace Folio;
 
-/// <summary>Thrown when a document exceeds <see cref="DocumentStoreOptions.MaxDocumentSize"/>. Nothing was written.</summary>
+/// <summary>
+/// Thrown when a document exceeds <see cref="DocumentStoreOptions.MaxDocumentSize"/>, or when the documents of one
+/// save together exceed what one journal record holds (<see cref="DocumentStoreOptions.SegmentSize"/> less its
+/// headers: a save is atomic and written as one record). Nothing was written.
+/// </summary>
 public sealed class DocumentTooLargeException : FolioException
 {
     /// <summary>Creates an exception with a default message.</summary>
@@ -31,7 +35,14 @@ public sealed class DocumentTooLargeException : FolioException
         Limit = limit;
     }
 
-    /// <summary>The document's size in bytes.</summary>
+    internal DocumentTooLargeException(string message, long size, int limit)
+        : base(message)
+    {
+        Size = size;
+        Limit = limit;
+    }
+
+    /// <summary>The document's (or the save's) size in bytes.</summary>
     public long Size { get; }
 
     /// <summary>The configured limit in bytes.</summary>

@@ -117,7 +117,8 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     /// <returns>The batch's commit sequence number.</returns>
     /// <exception cref="ConcurrencyException">A precondition failed; the batch had no effect.</exception>
     /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
-    /// <exception cref="ArgumentException">The batch is empty or larger than a journal record can hold.</exception>
+    /// <exception cref="ArgumentException">The batch is empty.</exception>
+    /// <exception cref="DocumentTooLargeException">The batch is larger than a journal record can hold.</exception>
     public ValueTask<CommitResult> CommitAsync(CommitBatch batch, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(batch);
@@ -141,7 +142,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         if (length > _maxRecordPayload)
         {
             System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
-            ThrowHelper.ThrowArgument(nameof(batch), $"The batch encodes to {length} bytes; a journal record holds at most {_maxRecordPayload} (raise the segment size).");
+            ThrowSaveTooLarge(batch.Commands.Count, length);
         }
 
         bool durable = (batch.Durability ?? _options.Durability) == DurabilityMode.Durable;
@@ -154,6 +155,18 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         Enqueue(pending, cancellationToken);
         return new ValueTask<CommitResult>(pending.Task);
     }
+
+    /// <summary>
+    /// A batch is atomic and is written as one journal record, so all its documents together must fit one: a save of
+    /// several documents can exceed that although each is under the document size limit.
+    /// </summary>
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private void ThrowSaveTooLarge(int commands, int length) =>
+        throw new DocumentTooLargeException(
+            $"The save's {commands} changes take {length} bytes, but one save is written atomically as one journal record, which holds at most {_maxRecordPayload} bytes (DocumentStoreOptions.SegmentSize less its headers). Nothing was written. Save the documents over several SaveChangesAsync calls, or raise SegmentSize.",
+            length,
+            _maxRecordPayload);
 
     /// <summary>Counts a batch's bytes as pending unless that would pass the bound (a batch alone always fits).</summary>
     private bool TryReserveBytes(int length)

@@ -120,4 +120,35 @@ public sealed class ChangeFeedTests
         var error = Assert.Throws<JournalPositionPurgedException>(() => store.Changes.ReadAsync(1));
         Assert.Equal(1, error.RequestedSequence);
     }
+
+    [Fact]
+    public async Task Cancelling_a_subscriber_far_behind_stops_it_at_once_not_when_it_catches_up()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        var batch = new Folio.Transactions.CommitBatch();
+        for (int i = 0; i < 1000; i++)
+        {
+            batch.Put("C", $"k{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
+        }
+
+        for (int commit = 0; commit < 20; commit++)
+        {
+            await store.Merger.CommitAsync(batch);
+        }
+
+        using var cancel = new CancellationTokenSource();
+        int read = 0;
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(async () =>
+        {
+            await foreach (DocumentChange _ in store.Changes.ReadAsync(1, cancel.Token))
+            {
+                if (++read == 100)
+                {
+                    cancel.Cancel();
+                }
+            }
+        });
+        Assert.Equal(100, read);
+    }
 }

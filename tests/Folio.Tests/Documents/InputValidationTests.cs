@@ -151,4 +151,43 @@ public sealed class InputValidationTests
     }
 
     private static byte[] Bytes(ReadOnlySpan<byte> head, byte[] middle, ReadOnlySpan<byte> tail) => [.. head, .. middle, .. tail];
+
+    [Fact]
+    public async Task A_save_whose_documents_together_overflow_one_journal_record_is_refused_clearly_and_can_be_split()
+    {
+        // The defaults scaled down 16 times: 4 MiB segments, 1 MiB documents, five documents of 0.94 MiB in one save
+        // (as five 15 MiB documents overflow the default 64 MiB segment).
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { SegmentSize = 4 << 20, MaxDocumentSize = 1 << 20 });
+        string payload = new('x', (15 << 20) / 16);
+        await using (DocumentSession session = store.OpenSession())
+        {
+            for (int i = 0; i < 5; i++)
+            {
+                session.Store(new User { Name = payload }, $"big{i}");
+            }
+
+            var error = await Assert.ThrowsAsync<DocumentTooLargeException>(() => session.SaveChangesAsync());
+            Assert.IsAssignableFrom<FolioException>(error);
+            Assert.Contains("one save is written atomically as one journal record", error.Message, StringComparison.Ordinal);
+            Assert.Contains("SaveChangesAsync", error.Message, StringComparison.Ordinal);
+            Assert.True(error.Size > error.Limit);
+            Assert.Equal(0, store.LastCommittedSequence);
+        }
+
+        // The documented way out: several saves.
+        for (int part = 0; part < 2; part++)
+        {
+            await using DocumentSession session = store.OpenSession();
+            for (int i = part * 3; i < Math.Min(5, (part + 1) * 3); i++)
+            {
+                session.Store(new User { Name = payload }, $"big{i}");
+            }
+
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Equal(2, store.LastCommittedSequence);
+        Assert.NotNull(store.Get("User", "big4"));
+    }
 }

@@ -417,8 +417,8 @@ public sealed class TransactionMergerTests
     {
         using var fixture = new MergerFixture(segmentSize: 64 * 1024);
         await Assert.ThrowsAsync<ArgumentException>(() => fixture.Merger.CommitAsync(new CommitBatch()).AsTask());
-        var tooLarge = await Assert.ThrowsAsync<ArgumentException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "big", new byte[70_000])).AsTask());
-        Assert.Contains("journal record holds at most", tooLarge.Message, StringComparison.Ordinal);
+        var tooLarge = await Assert.ThrowsAsync<DocumentTooLargeException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "big", new byte[70_000])).AsTask());
+        Assert.Contains("one journal record, which holds at most", tooLarge.Message, StringComparison.Ordinal);
         Assert.Throws<ArgumentException>(() => new CommitBatch().Put("", "x", Json("{}")));
         Assert.Throws<ArgumentException>(() => new CommitBatch().Put("c", "", Json("{}")));
         Assert.Throws<ArgumentOutOfRangeException>(() => new CommitBatch().Expect("c", "x", -1));
