@@ -1,0 +1,311 @@
+using System.Diagnostics;
+using System.Text;
+using System.Text.Json;
+using Folio.Documents;
+using Folio.Tests.Infrastructure;
+using Folio.Transactions;
+using Xunit.Abstractions;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// Power cuts, not process kills: concurrent Durable and Buffered writers commit two-document batches to a store on
+/// the <see cref="PowerLossFileSystem"/>; at a random moment the power is cut, the disk is materialized as it could be
+/// (unsynced writes dropped, kept or torn by sector, unsynced folder entries partly lost), and the store reopens on
+/// it. After every cut: the store opens (damage can only be a torn tail of never-synced bytes), every batch
+/// acknowledged as Durable survives, no batch is partial, nothing never written appears, the recovered commits are a
+/// prefix of the acknowledged ones, and what one recovery found survives the next cut. Each chain of cuts continues
+/// on the previous cut's disk (so recovery's own writes are cut too) across many segment rotations, with the pipeline
+/// overlapped or not.
+/// <para>
+/// CI runs <see cref="DefaultCuts"/> cut points; set <c>FOLIO_POWERLOSS_CUTS</c> for a long run and
+/// <c>FOLIO_POWERLOSS_SEED</c> to replay a failure (its message prints the seed).
+/// </para>
+/// </summary>
+public sealed class PowerLossTests(ITestOutputHelper output)
+{
+    private const int DefaultCuts = 300;
+    private const int CutsPerChain = 15;
+    private const int Writers = 3;
+
+    [Fact]
+    public void The_simulator_keeps_synced_writes_and_synced_names_and_may_lose_the_rest()
+    {
+        using var live = new TempDirectory();
+        var files = new PowerLossFileSystem(live.Path);
+        string synced = Path.Combine(live.Path, "synced");
+        string unsynced = Path.Combine(live.Path, "unsynced");
+        using (IStorageFileScope file = new(files.OpenFile(synced, FileMode.CreateNew)))
+        {
+            file.File.Write(Enumerable.Repeat((byte)1, 1024).ToArray(), 0);
+            file.File.Sync();
+            file.File.Write(Enumerable.Repeat((byte)2, 1024).ToArray(), 1024); // never synced
+        }
+
+        files.SyncDirectory(live.Path);
+        using (IStorageFileScope file = new(files.OpenFile(unsynced, FileMode.CreateNew)))
+        {
+            file.File.Write("data"u8, 0);
+            file.File.Sync(); // data durable, name not (the folder is not synced again)
+        }
+
+        files.Cut();
+        Assert.Throws<IOException>(() => files.SyncDirectory(live.Path));
+        var outcomes = new HashSet<string>();
+        for (int trial = 0; trial < 200; trial++)
+        {
+            using var after = new TempDirectory();
+            files.Materialize(after.Path, new Random(trial));
+            byte[] bytes = File.ReadAllBytes(Path.Combine(after.Path, "synced"));
+            Assert.True(bytes.AsSpan(0, 1024).IndexOfAnyExcept((byte)1) < 0, "synced bytes survive");
+            Assert.True(bytes.Length is 1024 or 1536 or 2048, $"{bytes.Length} bytes");
+            for (int sector = 1024; sector < bytes.Length; sector += PowerLossFileSystem.SectorSize)
+            {
+                Assert.True(bytes.AsSpan(sector, PowerLossFileSystem.SectorSize).IndexOfAnyExcept((byte)2, (byte)0) < 0);
+            }
+
+            outcomes.Add($"{bytes.Length}:{bytes.AsSpan(1024).IndexOf((byte)0) >= 0}:{File.Exists(Path.Combine(after.Path, "unsynced"))}");
+        }
+
+        // Every outcome happens: the unsynced tail dropped, kept or torn; the unsynced name kept or lost.
+        Assert.Contains(outcomes, o => o.StartsWith("1024:", StringComparison.Ordinal));
+        Assert.Contains(outcomes, o => o.StartsWith("2048:False", StringComparison.Ordinal));
+        Assert.Contains(outcomes, o => o.StartsWith("2048:True", StringComparison.Ordinal));
+        Assert.Contains(outcomes, o => o.EndsWith(":True", StringComparison.Ordinal));
+        Assert.Contains(outcomes, o => o.EndsWith(":False", StringComparison.Ordinal));
+    }
+
+    [Fact]
+    public async Task Every_durable_commit_survives_power_cuts_no_batch_is_partial_and_nothing_unwritten_appears()
+    {
+        int cuts = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_CUTS"), out int c) ? c : DefaultCuts;
+        int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_SEED"), out int s) ? s : Random.Shared.Next();
+        var random = new Random(seed);
+        var stats = new Stats();
+        var clock = Stopwatch.StartNew();
+        using var work = new TempDirectory();
+        string current = "";
+        WriterModel[] writers = [];
+        List<string> lastCut = [];
+        int generation = 0;
+        for (int cut = 0; cut <= cuts; cut++)
+        {
+            if (cut % CutsPerChain == 0)
+            {
+                if (current.Length > 0)
+                {
+                    Directory.Delete(current, recursive: true);
+                }
+
+                current = Path.Combine(work.Path, $"g{generation++}");
+                writers = [.. Enumerable.Range(0, Writers).Select(w => new WriterModel(w))];
+            }
+
+            var files = new PowerLossFileSystem(current);
+            DocumentStoreOptions options = RandomOptions(random, files);
+            string context = $"seed {seed}, cut {cut}, options {Describe(options)}; the last cut kept:\n  {string.Join("\n  ", lastCut)}";
+            DocumentStore store;
+            try
+            {
+                store = DocumentStore.Open(current, options);
+            }
+            catch (Exception e)
+            {
+                throw new Xunit.Sdk.XunitException($"The store did not open after a power cut ({context}): {e}");
+            }
+
+            try
+            {
+                Verify(store, writers, context, stats);
+                if (cut == cuts)
+                {
+                    break;
+                }
+
+                DurabilityMode?[] modes = [.. writers.Select(_ => (DurabilityMode?)(random.Next(3) switch { 0 => DurabilityMode.Durable, 1 => DurabilityMode.Buffered, _ => null }))];
+                List<Task> running = [.. writers.Select((w, i) => Task.Run(() => WriteUntilThePowerGoesAsync(store, w, modes[i] ?? options.Durability, modes[i], stats)))];
+
+                // The cut comes from a thread of its own: writers whose commits complete inline can keep the pool's
+                // threads busy, and a timer's callback would wait for them.
+                int delay = random.Next(2, 40);
+                var cutter = new Thread(() =>
+                {
+                    Thread.Sleep(delay);
+                    files.Cut();
+                });
+                cutter.Start();
+                await Task.WhenAll(running).WaitAsync(TestDeadline.Hang);
+                cutter.Join();
+            }
+            finally
+            {
+                try
+                {
+                    store.Dispose();
+                }
+                catch (Exception e) when (e is IOException or FolioException)
+                {
+                    // the disk is gone: closing may fail, and that is fine
+                }
+            }
+
+            string next = Path.Combine(work.Path, $"g{generation++}");
+            lastCut = files.Materialize(next, random);
+            Directory.Delete(current, recursive: true);
+            current = next;
+            stats.Cuts++;
+        }
+
+        output.WriteLine($"seed {seed}: {stats.Cuts} power cuts in {clock.Elapsed.TotalSeconds:F1} s; {stats.Acknowledged} batches acknowledged " +
+            $"({stats.AcknowledgedDurable} durable), {stats.DurableChecked} durable acknowledgements checked after a cut, " +
+            $"{stats.BufferedLost} buffered acknowledgements lost as allowed, {stats.MaxSegments} segments at most");
+        Assert.Equal(cuts, stats.Cuts);
+        Assert.True(stats.DurableChecked > 0 && stats.MaxSegments > 2, $"the workload must acknowledge durable commits and rotate: {stats.DurableChecked}, {stats.MaxSegments}");
+    }
+
+    private static DocumentStoreOptions RandomOptions(Random random, PowerLossFileSystem files) => new()
+    {
+        FileSystem = files,
+        SegmentSize = 64 * 1024,
+        MaxDocumentSize = 8 * 1024,
+        MaxGroupBytes = 16 * 1024,
+        Durability = random.Next(2) == 0 ? DurabilityMode.Durable : DurabilityMode.Buffered,
+        MaxGroupsInFlight = random.Next(2) == 0 ? 1 : 2,
+        BufferedSyncInterval = TimeSpan.FromMilliseconds(random.Next(1, 10)),
+    };
+
+    private static string Describe(DocumentStoreOptions options) =>
+        $"{options.Durability}, {options.MaxGroupsInFlight} groups in flight, buffered sync every {options.BufferedSyncInterval.TotalMilliseconds} ms";
+
+    /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
+    private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer, DurabilityMode effective, DurabilityMode? sessionMode, Stats stats)
+    {
+        var random = new Random(writer.Id * 7919 + (int)writer.Attempted);
+        while (true)
+        {
+            long batch = ++writer.Attempted;
+            string padding = new('p', random.Next(100, 1500));
+            try
+            {
+                await using DocumentSession session = store.OpenSession();
+                session.Durability = sessionMode;
+                var a = new Doc { W = writer.Id, B = batch, P = padding };
+                session.Store(a, $"{writer.Id}-a");
+                session.Store(new Doc { W = writer.Id, B = batch, P = padding }, $"{writer.Id}-b");
+                await session.SaveChangesAsync();
+                writer.Acknowledged.Add((batch, session.GetVersion(a), effective == DurabilityMode.Durable));
+                Interlocked.Increment(ref stats.Acknowledged);
+                if (effective == DurabilityMode.Durable)
+                {
+                    Interlocked.Increment(ref stats.AcknowledgedDurable);
+                }
+            }
+            catch (Exception e) when (e is FolioException or IOException or ObjectDisposedException)
+            {
+                return; // the power is gone: this batch may or may not be on disk
+            }
+        }
+    }
+
+    /// <summary>Checks the recovered store against what the writers were told, then resets the model to it.</summary>
+    private static void Verify(DocumentStore store, WriterModel[] writers, string context, Stats stats)
+    {
+        long last = store.LastCommittedSequence;
+        stats.MaxSegments = Math.Max(stats.MaxSegments, store.Journal.SegmentCount);
+        foreach (WriterModel writer in writers)
+        {
+            (long a, long aVersion) = Read(store, $"{writer.Id}-a", writer, context);
+            (long b, long bVersion) = Read(store, $"{writer.Id}-b", writer, context);
+            Check(a == b && aVersion == bVersion, $"writer {writer.Id}: a partial batch survived (a from batch {a} at {aVersion}, b from batch {b} at {bVersion})");
+            Check(a <= writer.Attempted, $"writer {writer.Id}: batch {a} was never written (the last attempted is {writer.Attempted})");
+            Check(a >= writer.Recovered, $"writer {writer.Id}: batch {writer.Recovered} was recovered before, and is gone now (found {a})");
+            foreach ((long batch, long sequence, bool durable) in writer.Acknowledged)
+            {
+                if (durable)
+                {
+                    Check(sequence <= last && a >= batch, $"writer {writer.Id}: durable batch {batch} (sequence {sequence}) was acknowledged and lost; the store recovered up to {last}, the writer's batch {a}");
+                    stats.DurableChecked++;
+                }
+                else if (sequence > last)
+                {
+                    stats.BufferedLost++;
+                }
+
+                Check(sequence <= last == a >= batch, $"writer {writer.Id}: not a prefix: batch {batch} at sequence {sequence}, recovered up to {last} with the writer at batch {a}");
+                if (batch == a)
+                {
+                    Check(aVersion == sequence, $"writer {writer.Id}: batch {a} has version {aVersion}, it was acknowledged at {sequence}");
+                }
+            }
+
+            writer.Recovered = a;
+            writer.Acknowledged.Clear();
+        }
+
+        void Check(bool condition, string message)
+        {
+            if (!condition)
+            {
+                throw new Xunit.Sdk.XunitException($"{message} ({context})");
+            }
+        }
+    }
+
+    private static (long Batch, long Version) Read(DocumentStore store, string id, WriterModel writer, string context)
+    {
+        StoredDocument? stored = store.Get("Doc", id);
+        if (stored is null)
+        {
+            return (0, 0);
+        }
+
+        Doc doc = JsonSerializer.Deserialize<Doc>(stored.Value.Json.Span)!;
+        if (doc.W != writer.Id || doc.P.AsSpan().IndexOfAnyExcept('p') >= 0)
+        {
+            throw new Xunit.Sdk.XunitException($"document {id} holds bytes no writer wrote: {Encoding.UTF8.GetString(stored.Value.Json.Span)} ({context})");
+        }
+
+        return (doc.B, stored.Value.Version);
+    }
+
+    private sealed class Doc
+    {
+        public int W { get; set; }
+
+        public long B { get; set; }
+
+        public string P { get; set; } = "";
+    }
+
+    private sealed class WriterModel(int id)
+    {
+        public int Id { get; } = id;
+
+        /// <summary>The last batch number tried (numbers are never reused, so a lost batch cannot come back as another).</summary>
+        public long Attempted;
+
+        /// <summary>The batch found by the last recovery: durable since (recovery syncs what it found).</summary>
+        public long Recovered;
+
+        /// <summary>Batches acknowledged since the last recovery: number, commit sequence, whether acknowledged as durable.</summary>
+        public List<(long Batch, long Sequence, bool Durable)> Acknowledged { get; } = [];
+    }
+
+    private sealed class Stats
+    {
+        public int Cuts;
+        public long Acknowledged;
+        public long AcknowledgedDurable;
+        public long DurableChecked;
+        public long BufferedLost;
+        public int MaxSegments;
+    }
+
+    /// <summary>Disposes a storage file at the end of a using block.</summary>
+    private readonly struct IStorageFileScope(Folio.Storage.IStorageFile file) : IDisposable
+    {
+        public Folio.Storage.IStorageFile File { get; } = file;
+
+        public void Dispose() => File.Dispose();
+    }
+}
