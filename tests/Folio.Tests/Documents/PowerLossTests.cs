@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Text;
 using System.Text.Json;
 using Folio.Documents;
+using Folio.Journal;
 using Folio.Tests.Infrastructure;
 using Folio.Transactions;
 using Xunit.Abstractions;
@@ -162,6 +163,118 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         Assert.Equal(cuts, stats.Cuts);
         Assert.True(stats.DurableChecked > 0 && stats.MaxSegments > 2, $"the workload must acknowledge durable commits and rotate: {stats.DurableChecked}, {stats.MaxSegments}");
     }
+
+    [Fact]
+    public void Every_synced_journal_entry_survives_power_cuts_across_rotations_and_purges()
+    {
+        int cuts = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_CUTS"), out int c) ? c : DefaultCuts;
+        int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_SEED"), out int s) ? s : Random.Shared.Next();
+        var random = new Random(seed);
+        using var work = new TempDirectory();
+        string current = Path.Combine(work.Path, "g0");
+        long synced = 0; // every entry up to here was covered by a completed Sync (or found by a recovery)
+        long appended = 0; // the last entry appended
+        long purgeLimit = 1; // the largest limit a purge was started with
+        long checkedEntries = 0;
+        int purges = 0;
+        List<string> lastCut = [];
+        for (int cut = 0; cut <= cuts; cut++)
+        {
+            var files = new PowerLossFileSystem(current);
+            string context = $"seed {seed}, cut {cut}; the last cut kept:\n  {string.Join("\n  ", lastCut)}";
+            WriteAheadJournal journal;
+            try
+            {
+                journal = WriteAheadJournal.Open(current, new JournalOptions { SegmentSize = 4096, FileSystem = files });
+            }
+            catch (Exception e)
+            {
+                throw new Xunit.Sdk.XunitException($"The journal did not open after a power cut ({context}): {e}");
+            }
+
+            using (journal)
+            {
+                long last = journal.CommittedSequence;
+                long first = journal.FirstSequence;
+                Check(last >= synced, $"synced entries up to {synced} were lost: the journal ends at {last}");
+                Check(last <= appended, $"the journal ends at {last}, but only {appended} entries were appended");
+                Check(first <= Math.Max(1, purgeLimit), $"the journal starts at {first}, but no purge asked to remove entries at or after {purgeLimit}");
+                long expected = first;
+                foreach ((long sequence, _, byte[] data) in journal.ReadAll(first))
+                {
+                    Check(sequence == expected, $"entry {expected} is missing (found {sequence})");
+                    Check(data.AsSpan().SequenceEqual(Payload(seed, sequence)), $"entry {sequence} holds bytes never appended");
+                    expected++;
+                    checkedEntries++;
+                }
+
+                Check(expected == last + 1, $"the entries end at {expected - 1}, the journal says {last}");
+                synced = appended = last;
+                if (cut == cuts)
+                {
+                    break;
+                }
+
+                var cutter = new Thread(() =>
+                {
+                    Thread.Sleep(random.Next(1, 15));
+                    files.Cut();
+                });
+                cutter.Start();
+                try
+                {
+                    while (true)
+                    {
+                        int op = random.Next(20);
+                        if (op < 15)
+                        {
+                            long sequence = appended + 1;
+                            Check(journal.Append(Payload(seed, sequence)) == sequence, "appended out of order");
+                            appended = sequence;
+                        }
+                        else if (op < 19)
+                        {
+                            synced = journal.Sync();
+                        }
+                        else
+                        {
+                            long limit = journal.FirstSequence + random.Next((int)Math.Max(1, synced - journal.FirstSequence + 1));
+                            purgeLimit = Math.Max(purgeLimit, limit);
+                            journal.Purge(limit);
+                            purges++;
+                        }
+                    }
+                }
+                catch (Exception e) when (e is IOException or FolioException)
+                {
+                    // the power is gone
+                }
+
+                cutter.Join();
+            }
+
+            string next = Path.Combine(work.Path, $"g{cut + 1}");
+            lastCut = files.Materialize(next, random);
+            Directory.Delete(current, recursive: true);
+            current = next;
+        }
+
+        output.WriteLine($"seed {seed}: {cuts} power cuts of a journal, {checkedEntries} entries checked, {purges} purges");
+        Assert.True(purges > 0 && checkedEntries > 0);
+
+        void Check(bool condition, string message)
+        {
+            if (!condition)
+            {
+                throw new Xunit.Sdk.XunitException($"{message} ({context2()})");
+            }
+        }
+
+        string context2() => $"seed {seed}; the last cut kept:\n  {string.Join("\n  ", lastCut)}";
+    }
+
+    private static byte[] Payload(int seed, long sequence) =>
+        JournalTestExtensions.Payload(seed, sequence, 1 + (int)((uint)HashCode.Combine(seed, sequence, 7) % 1200));
 
     private static DocumentStoreOptions RandomOptions(Random random, PowerLossFileSystem files) => new()
     {
