@@ -55,6 +55,10 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly Lock _markLock = new();
     private JournalDurableMark _lastMark; // under _markLock: the mark on disk
     private long _appendsAtIdleCheck; // under _writeLock
+    private long _lastIdleMarkTicks = long.MinValue / 2; // under _writeLock: Environment.TickCount64 of the last idle mark
+
+    /// <summary>The least time between two marks written because the store went idle (each costs three fsyncs).</summary>
+    private const long IdleMarkIntervalMilliseconds = 1000;
 
     // Published to readers.
     private SegmentSet _segmentSet;
@@ -366,8 +370,9 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
 
     /// <summary>
     /// Writes the durable mark (see <see cref="JournalDurableMark"/>) when nothing was appended since the previous
-    /// call and the journal is durable beyond the mark on disk: the store's timer calls it, so an idle store's last
-    /// synced records are protected from being mistaken for a torn tail. A failure is logged, not thrown.
+    /// call and the journal is durable beyond the mark on disk, at most once a second: the store's timer calls it, so
+    /// an idle store's last synced records are protected from being mistaken for a torn tail. A failure is logged,
+    /// not thrown.
     /// </summary>
     internal void MarkDurableIfIdle()
     {
@@ -377,12 +382,22 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
             long appended = _appendedRecords;
             bool idle = appended == _appendsAtIdleCheck;
             _appendsAtIdleCheck = appended;
-            if (!idle || _fault is not null || Volatile.Read(ref _disposed) != 0)
+            long now = Environment.TickCount64;
+            if (!idle || now - _lastIdleMarkTicks < IdleMarkIntervalMilliseconds || _fault is not null || Volatile.Read(ref _disposed) != 0)
             {
                 return;
             }
 
             mark = CaptureMarkLocked();
+            lock (_markLock) // lock order: write, then mark (as at rotation)
+            {
+                if (!mark.IsAhead(_lastMark))
+                {
+                    return;
+                }
+            }
+
+            _lastIdleMarkTicks = now;
         }
 
         TryWriteMark(mark);

@@ -71,6 +71,44 @@ public sealed class StoreRecoveryTests
     }
 
     [Fact]
+    public async Task An_idle_store_marks_its_last_records_durable_so_a_crash_copy_with_one_damaged_is_refused()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.BufferedSyncInterval = TimeSpan.FromMilliseconds(20);
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int i = 0; i < 10; i++)
+        {
+            await store.PutAsync("C", $"k{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
+        }
+
+        // No clean close: wait for the idle mark, then copy the files as a crash would leave them.
+        string journal = Path.Combine(dir.Path, "journal");
+        var deadline = System.Diagnostics.Stopwatch.StartNew();
+        JournalDurableMark mark;
+        while (!JournalDurableMark.TryRead(Folio.Storage.PhysicalFileSystem.Instance, journal, out mark) || mark.Sequence < 10)
+        {
+            Assert.True(deadline.Elapsed < TestDeadline.Hang, "the idle store never wrote its durable mark");
+            await Task.Delay(20);
+        }
+
+        using var copy = new TempDirectory();
+        Directory.CreateDirectory(Path.Combine(copy.Path, "journal"));
+        foreach (string file in Directory.GetFiles(journal).Where(f => !f.EndsWith(".lock", StringComparison.Ordinal)))
+        {
+            File.Copy(file, Path.Combine(copy.Path, "journal", Path.GetFileName(file)));
+        }
+
+        string newest = Directory.GetFiles(Path.Combine(copy.Path, "journal"), "*.journal").Max()!;
+        byte[] bytes = File.ReadAllBytes(newest);
+        long last = RecordOffsets(bytes)[^1];
+        bytes[last + JournalFormat.RecordHeaderSize + 2] ^= 0x04;
+        File.WriteAllBytes(newest, bytes);
+        var error = Assert.Throws<JournalCorruptedException>(() => DocumentStore.Open(copy.Path, options).Dispose());
+        Assert.Equal(last, error.Offset);
+    }
+
+    [Fact]
     public async Task A_deleted_newest_segment_file_is_detected_at_open()
     {
         using var dir = new TempDirectory();
