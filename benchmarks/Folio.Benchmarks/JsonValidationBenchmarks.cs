@@ -11,7 +11,8 @@ namespace Folio.Benchmarks;
 /// <c>JsonGrammar</c> is the reader pass alone (the check before the UTF-8 validation was added), <c>JsonAndUtf8</c>
 /// the store's whole check, and <c>PutAsyncBuffered</c> the public point write of the same document into a
 /// <see cref="Transactions.DurabilityMode.Buffered"/> store (no fsync per write, so the check is as visible as it can
-/// be; a durable write adds an fdatasync of 80-500 µs on this host). Document size: <see cref="Bytes"/>.
+/// be; a durable write adds an fdatasync of 80-500 µs on this host). Document size: <see cref="Bytes"/>; text: ASCII or
+/// with a multi-byte character every few bytes (<see cref="NonAscii"/>).
 /// </summary>
 public class JsonValidationBenchmarks : BenchmarkDirectory
 {
@@ -24,6 +25,10 @@ public class JsonValidationBenchmarks : BenchmarkDirectory
     [Params(200, 4096, 65536)]
     public int Bytes { get; set; }
 
+    /// <summary>Whether the text is German with umlauts (a multi-byte sequence every few bytes) or plain ASCII.</summary>
+    [Params(false, true)]
+    public bool NonAscii { get; set; }
+
     [GlobalSetup]
     public void Setup()
     {
@@ -31,7 +36,7 @@ public class JsonValidationBenchmarks : BenchmarkDirectory
         var text = new StringBuilder();
         while (Encoding.UTF8.GetByteCount(text.ToString()) < Bytes - 20)
         {
-            text.Append("Grüße aus Zürich, ");
+            text.Append(NonAscii ? "Grüße aus Zürich, " : "Greetings from Zurich, ");
         }
 
         _json = JsonSerializer.SerializeToUtf8Bytes(new { Text = text.ToString() }, s_unescaped);
