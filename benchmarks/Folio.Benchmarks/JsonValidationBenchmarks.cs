@@ -10,7 +10,7 @@ namespace Folio.Benchmarks;
 /// names, that they are valid UTF-8 (<see cref="System.Text.Unicode.Utf8.IsValid(ReadOnlySpan{byte})"/>).
 /// <c>JsonGrammar</c> is the reader pass alone (the check before the UTF-8 validation was added), <c>JsonAndUtf8</c>
 /// the store's whole check, and <c>PutAsyncBuffered</c> the public point write of the same document into a
-/// <see cref="Transactions.DurabilityMode.Buffered"/> store (no fsync per write, so the check is as visible as it can
+/// <see cref="DurabilityMode.Buffered"/> store (no fsync per write, so the check is as visible as it can
 /// be; a durable write adds an fdatasync of 80-500 µs on this host). Document size: <see cref="Bytes"/>; text: ASCII or
 /// with a multi-byte character every few bytes (<see cref="NonAscii"/>).
 /// </summary>
@@ -40,7 +40,7 @@ public class JsonValidationBenchmarks : BenchmarkDirectory
         }
 
         _json = JsonSerializer.SerializeToUtf8Bytes(new { Text = text.ToString() }, s_unescaped);
-        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = Transactions.DurabilityMode.Buffered, MaxDocumentSize = 1 << 20 });
+        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = DurabilityMode.Buffered, MaxDocumentSize = 1 << 20 });
     }
 
     [GlobalCleanup]

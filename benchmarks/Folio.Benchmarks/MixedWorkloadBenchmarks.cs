@@ -38,7 +38,7 @@ public class MixedWorkloadBenchmarks : BenchmarkDirectory
         _store = DocumentStore.Open(NewFolder("folio"));
         for (int start = 0; start < Documents; start += 1000)
         {
-            var batch = new Transactions.CommitBatch();
+            var batch = new CommitBatch();
             for (int i = start; i < start + 1000; i++)
             {
                 batch.Put(nameof(Person), _ids[i], Encoding.UTF8.GetBytes(_json));
@@ -105,7 +105,7 @@ public class MixedWorkloadBenchmarks : BenchmarkDirectory
             {
                 await session.SaveChangesAsync().ConfigureAwait(false);
             }
-            catch (Transactions.ConcurrencyException)
+            catch (ConcurrencyException)
             {
                 // Another worker updated it first: counts as an operation, as SQLite's last-writer-wins would.
             }

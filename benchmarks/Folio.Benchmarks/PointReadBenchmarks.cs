@@ -75,17 +75,17 @@ public class PointReadBenchmarks : BenchmarkDirectory
             Active = i % 2 == 0,
         })).ToArray();
 
-        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = Transactions.DurabilityMode.Buffered });
+        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
         _sourceGeneratedStore = DocumentStore.Open(NewFolder("folio-sourcegen"), new DocumentStoreOptions
         {
-            Durability = Transactions.DurabilityMode.Buffered,
+            Durability = DurabilityMode.Buffered,
             JsonSerializerOptions = new JsonSerializerOptions { TypeInfoResolver = PersonJsonContext.Default },
         });
         foreach (DocumentStore store in new[] { _store, _sourceGeneratedStore })
         {
             for (int start = 0; start < Documents; start += 1000)
             {
-                var batch = new Transactions.CommitBatch();
+                var batch = new CommitBatch();
                 for (int i = start; i < start + 1000; i++)
                 {
                     batch.Put(nameof(Person), _ids[i], json[i]);

@@ -35,11 +35,11 @@ public class RecoveryBenchmarks : BenchmarkDirectory
     {
         CreateRoot();
         _folder = NewFolder("store");
-        using var store = DocumentStore.Open(_folder, new DocumentStoreOptions { Durability = Transactions.DurabilityMode.Buffered });
+        using var store = DocumentStore.Open(_folder, new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
         long valueBytes = 0;
         for (int start = 0; start < Documents; start += 1000)
         {
-            var batch = new Transactions.CommitBatch();
+            var batch = new CommitBatch();
             for (int i = start; i < start + 1000; i++)
             {
                 byte[] json = JsonSerializer.SerializeToUtf8Bytes(new Person { Name = $"Person number {i}", Email = $"person{i}@example.com", Age = i % 80, City = "Lisbon", Tags = ["alpha", "beta"], Active = true });

@@ -3,7 +3,6 @@ using System.Globalization;
 using System.Text.Json;
 using Folio;
 using Folio.Samples.Quickstart;
-using Folio.Transactions;
 
 // The README's main command: dotnet run --project samples/Folio.Samples.Quickstart
 QuickstartOptions options;

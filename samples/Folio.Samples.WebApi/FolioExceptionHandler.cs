@@ -1,6 +1,5 @@
 using System.Text.Json;
 using Folio.Journal;
-using Folio.Transactions;
 using Microsoft.AspNetCore.Diagnostics;
 using Microsoft.AspNetCore.Mvc;
 

@@ -85,7 +85,7 @@ internal static class NoteEndpoints
 
         if (expected is long version && version != session.GetVersion(note))
         {
-            throw new Transactions.ConcurrencyException($"Note '{id}' is at version {session.GetVersion(note)}, not {version}.");
+            throw new ConcurrencyException($"Note '{id}' is at version {session.GetVersion(note)}, not {version}.");
         }
 
         session.Delete<Note>(id);

@@ -1,15 +1,5 @@
 namespace Folio;
 
-/// <summary>What a change did to a document.</summary>
-public enum ChangeKind
-{
-    /// <summary>The document was created or replaced.</summary>
-    Put = 1,
-
-    /// <summary>The document was deleted.</summary>
-    Delete = 2,
-}
-
 /// <summary>One committed change to one document, as the change feed reports it.</summary>
 /// <param name="Sequence">The commit's sequence number (the document's new version for a put). Several changes of
 /// one committed batch share it; save it and resume from <c>Sequence + 1</c> after the last batch fully handled.</param>

@@ -73,7 +73,7 @@ public sealed class DocumentChanges
                         var timestamp = new DateTimeOffset(entry.TimestampTicks, TimeSpan.Zero);
                         foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))
                         {
-                            batch.Add(new DocumentChange(entry.Sequence, timestamp, command.Key.Collection, command.Key.Id, (ChangeKind)command.Kind, command.Value));
+                            batch.Add(new DocumentChange(entry.Sequence, timestamp, command.Key.Collection, command.Key.Id, command.Kind, command.Value));
                         }
                     }
                 }

@@ -176,6 +176,47 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         return result.Sequence;
     }
 
+    /// <summary>
+    /// Commits the puts and deletes of <paramref name="batch"/> atomically, as one commit: every command or none, and
+    /// none if an expectation (<see cref="CommitBatch.Expect"/>) does not hold. The batch's
+    /// <see cref="CommitBatch.Durability"/>, when set, overrides <see cref="DocumentStoreOptions.Durability"/>.
+    /// </summary>
+    /// <param name="batch">The commands; at least one. Not changed, and must not be changed until the call completes.</param>
+    /// <param name="cancellationToken">Cancels while the batch waits for its commit group.</param>
+    /// <returns>The commit: its sequence number (the new version of every document it put) and timestamp.</returns>
+    /// <exception cref="ConcurrencyException">An expectation failed; nothing was written.</exception>
+    /// <exception cref="DocumentTooLargeException">A document is over <see cref="DocumentStoreOptions.MaxDocumentSize"/>,
+    /// or the batch is over what one commit holds (<see cref="DocumentStoreOptions.SegmentSize"/> less about 1 KiB).</exception>
+    /// <exception cref="ArgumentException">An empty batch, or a bad collection, id or JSON (as for <see cref="PutAsync"/>).</exception>
+    /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
+    public async ValueTask<CommitResult> WriteAsync(CommitBatch batch, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(batch);
+        ThrowIfDisposed();
+        if (batch.Count == 0)
+        {
+            ThrowHelper.ThrowArgument(nameof(batch), "A batch holds at least one command.");
+        }
+
+        foreach (BatchCommand command in batch.Commands)
+        {
+            DocumentIds.ValidateCollection(command.Key.Collection);
+            DocumentIds.Validate(command.Key.Id);
+            if (command.Kind == ChangeKind.Put)
+            {
+                CheckDocument(command.Key.Collection, command.Key.Id, command.Value.Span, validateJson: true);
+            }
+        }
+
+        foreach ((DocumentKey key, _) in batch.Expectations)
+        {
+            DocumentIds.ValidateCollection(key.Collection);
+            DocumentIds.Validate(key.Id);
+        }
+
+        return await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
+    }
+
     /// <summary>Deletes a document (a no-op when it does not exist).</summary>
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id.</param>

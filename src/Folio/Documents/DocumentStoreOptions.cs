@@ -73,7 +73,12 @@ public sealed class DocumentStoreOptions
     /// <summary>Metrics on <c>Meter("Folio")</c>; null creates a private meter.</summary>
     public IMeterFactory? MeterFactory { get; set; }
 
-    internal void Validate()
+    /// <summary>
+    /// Checks every setting as <see cref="DocumentStore.Open"/> does (a host can check its configuration before it
+    /// opens the store).
+    /// </summary>
+    /// <exception cref="ArgumentOutOfRangeException">A setting is out of range; <c>ParamName</c> names it.</exception>
+    public void Validate()
     {
         if (MaxDocumentSize is <= 0 or > 256 << 20)
         {

@@ -237,7 +237,7 @@ internal sealed class VersionedIndex : ICommitState
                 visibleToOldest?.Prune();
             }
 
-            bool isDelete = command.Kind == CommandKind.Delete;
+            bool isDelete = command.Kind == ChangeKind.Delete;
             keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
             if (shadowedSlot >= 0)
             {
@@ -292,7 +292,7 @@ internal sealed class VersionedIndex : ICommitState
         {
             ReplayedCommand command = commands[i];
             ReplayedDocuments.Builder collection = bulk.CollectionOf(command.Key.Collection, this);
-            if (command.Kind == CommandKind.Delete)
+            if (command.Kind == ChangeKind.Delete)
             {
                 collection.Delete(command.Key.Id);
             }

@@ -4,4 +4,4 @@ namespace Folio.Transactions;
 /// <param name="Kind">Put or delete.</param>
 /// <param name="Key">The document.</param>
 /// <param name="Value">The UTF-8 JSON of a put; empty for a delete.</param>
-public readonly record struct BatchCommand(CommandKind Kind, DocumentKey Key, ReadOnlyMemory<byte> Value);
+internal readonly record struct BatchCommand(ChangeKind Kind, DocumentKey Key, ReadOnlyMemory<byte> Value);

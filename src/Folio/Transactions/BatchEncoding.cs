@@ -29,7 +29,7 @@ internal static class BatchEncoding
             BatchCommand command = commands[i];
             int collection = NameBytes(command.Key.Collection, "collection");
             int id = NameBytes(command.Key.Id, "id");
-            size += 1 + 2 + collection + 2 + id + (command.Kind == CommandKind.Put ? 4 + command.Value.Length : 0);
+            size += 1 + 2 + collection + 2 + id + (command.Kind == ChangeKind.Put ? 4 + command.Value.Length : 0);
         }
 
         if (size > Array.MaxLength)
@@ -48,7 +48,7 @@ internal static class BatchEncoding
             span[at++] = (byte)command.Kind;
             at += WriteName(span[at..], command.Key.Collection);
             at += WriteName(span[at..], command.Key.Id);
-            if (command.Kind == CommandKind.Put)
+            if (command.Kind == ChangeKind.Put)
             {
                 BinaryPrimitives.WriteInt32LittleEndian(span[at..], command.Value.Length);
                 command.Value.Span.CopyTo(span[(at + 4)..]);
@@ -99,18 +99,18 @@ internal static class BatchEncoding
         int at = 5;
         for (int i = 0; i < count; i++)
         {
-            var kind = (CommandKind)Read(entry, ref at, 1)[0];
+            var kind = (ChangeKind)Read(entry, ref at, 1)[0];
             string collection = names is null ? ReadName(entry, ref at) : names.Get(ReadNameBytes(entry, ref at));
             ReadOnlySpan<byte> id = ReadNameBytes(entry, ref at);
             int valueStart = at;
             int valueLength = 0;
-            if (kind == CommandKind.Put)
+            if (kind == ChangeKind.Put)
             {
                 valueLength = BinaryPrimitives.ReadInt32LittleEndian(Read(entry, ref at, 4));
                 valueStart = at;
                 _ = Read(entry, ref at, valueLength);
             }
-            else if (kind != CommandKind.Delete)
+            else if (kind != ChangeKind.Delete)
             {
                 throw new FormatException($"Unknown command kind {(byte)kind}.");
             }
@@ -132,7 +132,7 @@ internal static class BatchEncoding
     {
         void EnsureCapacity(int count);
 
-        void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength);
+        void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength);
     }
 
     /// <summary>Commands with their values copied into arrays of their own.</summary>
@@ -142,8 +142,8 @@ internal static class BatchEncoding
 
         public void EnsureCapacity(int count) => Commands.EnsureCapacity(count);
 
-        public void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
-            Commands.Add(new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), kind == CommandKind.Put ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
+            Commands.Add(new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), kind == ChangeKind.Put ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
     }
 
     /// <summary>Commands with where their values are in the entry.</summary>
@@ -151,7 +151,7 @@ internal static class BatchEncoding
     {
         public void EnsureCapacity(int count) => commands.EnsureCapacity(count);
 
-        public void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
             commands.Add(new ReplayedCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), valueStart, valueLength));
     }
 
@@ -168,9 +168,9 @@ internal static class BatchEncoding
         {
         }
 
-        public void Add(CommandKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength)
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength)
         {
-            if (kind != CommandKind.Put)
+            if (kind != ChangeKind.Put)
             {
                 return;
             }

@@ -1,8 +1,11 @@
-namespace Folio.Transactions;
+using Folio.Transactions;
+
+namespace Folio;
 
 /// <summary>
-/// An ordered list of commands (put, delete) committed atomically, with optional preconditions on document
-/// versions. Build it on one thread, then submit it once; a submitted batch must not be changed.
+/// An ordered list of commands (put, delete) committed atomically by <see cref="DocumentStore.WriteAsync"/>, with
+/// optional preconditions on document versions. Build it on one thread, then submit it once; a submitted batch must
+/// not be changed.
 /// </summary>
 public sealed class CommitBatch
 {
@@ -10,10 +13,13 @@ public sealed class CommitBatch
     private List<(DocumentKey Key, long Version)>? _expectations;
 
     /// <summary>The commands, in order.</summary>
-    public IReadOnlyList<BatchCommand> Commands => _commands;
+    internal IReadOnlyList<BatchCommand> Commands => _commands;
+
+    /// <summary>The number of commands (puts and deletes) in the batch.</summary>
+    public int Count => _commands.Count;
 
     /// <summary>The preconditions: each document must be at the given version (0: must not exist) when the batch commits.</summary>
-    public IReadOnlyList<(DocumentKey Key, long Version)> Expectations => (IReadOnlyList<(DocumentKey, long)>?)_expectations ?? [];
+    internal IReadOnlyList<(DocumentKey Key, long Version)> Expectations => (IReadOnlyList<(DocumentKey, long)>?)_expectations ?? [];
 
     /// <summary>The durability of this batch; null (the default) uses the store's mode.</summary>
     public DurabilityMode? Durability { get; set; }
@@ -25,7 +31,7 @@ public sealed class CommitBatch
     /// <returns>This batch.</returns>
     public CommitBatch Put(string collection, string id, ReadOnlyMemory<byte> json)
     {
-        _commands.Add(new BatchCommand(CommandKind.Put, Key(collection, id), json));
+        _commands.Add(new BatchCommand(ChangeKind.Put, Key(collection, id), json));
         return this;
     }
 
@@ -35,7 +41,7 @@ public sealed class CommitBatch
     /// <returns>This batch.</returns>
     public CommitBatch Delete(string collection, string id)
     {
-        _commands.Add(new BatchCommand(CommandKind.Delete, Key(collection, id), ReadOnlyMemory<byte>.Empty));
+        _commands.Add(new BatchCommand(ChangeKind.Delete, Key(collection, id), ReadOnlyMemory<byte>.Empty));
         return this;
     }
 

@@ -1,4 +1,4 @@
-namespace Folio.Transactions;
+namespace Folio;
 
 /// <summary>The outcome of a committed batch.</summary>
 /// <param name="Sequence">The batch's commit sequence number: its journal entry, and the new version of every

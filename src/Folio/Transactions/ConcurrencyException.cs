@@ -1,4 +1,4 @@
-namespace Folio.Transactions;
+namespace Folio;
 
 /// <summary>
 /// Thrown when a batch's precondition fails: a document it expected at some version was changed (or created, or

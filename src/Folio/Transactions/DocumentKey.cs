@@ -1,4 +1,4 @@
-namespace Folio.Transactions;
+namespace Folio;
 
 /// <summary>A document's identity: its collection and its id, both compared ordinally (case-sensitive).</summary>
 /// <param name="Collection">The collection name.</param>

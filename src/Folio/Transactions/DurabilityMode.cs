@@ -1,4 +1,4 @@
-namespace Folio.Transactions;
+namespace Folio;
 
 /// <summary>When a commit is acknowledged.</summary>
 public enum DurabilityMode

@@ -5,4 +5,4 @@ namespace Folio.Transactions;
 /// <param name="Key">The document.</param>
 /// <param name="ValueStart">Where the value starts, in bytes from the start of the entry's data (0 for a delete).</param>
 /// <param name="ValueLength">The value's length in bytes (0 for a delete).</param>
-internal readonly record struct ReplayedCommand(CommandKind Kind, DocumentKey Key, int ValueStart, int ValueLength);
+internal readonly record struct ReplayedCommand(ChangeKind Kind, DocumentKey Key, int ValueStart, int ValueLength);

@@ -253,7 +253,7 @@ internal sealed partial class TransactionMerger
 
             foreach (BatchCommand command in batch.Commands)
             {
-                _groupWrites[command.Key] = command.Kind == CommandKind.Put ? PendingPut : 0;
+                _groupWrites[command.Key] = command.Kind == ChangeKind.Put ? PendingPut : 0;
             }
 
             _accepted.Add(pending);
@@ -313,7 +313,7 @@ internal sealed partial class TransactionMerger
             {
                 foreach (BatchCommand command in _accepted[i].Batch.Commands)
                 {
-                    group.Writes[command.Key] = command.Kind == CommandKind.Put ? first + i : 0;
+                    group.Writes[command.Key] = command.Kind == ChangeKind.Put ? first + i : 0;
                 }
             }
         }

@@ -22,7 +22,7 @@ internal sealed class VersionTable : ICommitState
     {
         foreach (BatchCommand command in batch.Commands)
         {
-            if (command.Kind == CommandKind.Put)
+            if (command.Kind == ChangeKind.Put)
             {
                 _versions[command.Key] = sequence;
             }

@@ -126,7 +126,7 @@ public sealed class ChangeFeedTests
     {
         using var dir = new TempDirectory();
         await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
-        var batch = new Folio.Transactions.CommitBatch();
+        var batch = new CommitBatch();
         for (int i = 0; i < 1000; i++)
         {
             batch.Put("C", $"k{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));

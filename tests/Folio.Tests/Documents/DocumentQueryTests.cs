@@ -72,7 +72,7 @@ public sealed class DocumentQueryTests
         await using var blind = store.OpenSession();
         var overwrite = new User { Name = "overwrite" };
         blind.Store(overwrite, "users/a", expectedVersion: version + 100);
-        await Assert.ThrowsAsync<Folio.Transactions.ConcurrencyException>(() => blind.SaveChangesAsync());
+        await Assert.ThrowsAsync<ConcurrencyException>(() => blind.SaveChangesAsync());
         blind.Store(overwrite, "users/a", expectedVersion: version);
         await blind.SaveChangesAsync();
         Assert.Contains("overwrite", Encoding.UTF8.GetString(store.Get("User", "users/a")!.Value.Json.Span), StringComparison.Ordinal);

@@ -237,7 +237,7 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
         {
             foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))
             {
-                puts += command.Kind == CommandKind.Put ? 1 : 0;
+                puts += command.Kind == ChangeKind.Put ? 1 : 0;
             }
         }
 

@@ -62,7 +62,7 @@ public sealed class FolioHostingTests : IDisposable
         Assert.True(File.Exists(Path.Combine(path, "journal", "LOCK")) || Directory.EnumerateFiles(Path.Combine(path, "journal")).Any());
         Assert.Same(store, host.Services.GetRequiredService<DocumentStore>());
         FolioOptions options = host.Services.GetRequiredService<IOptions<FolioOptions>>().Value;
-        Assert.Equal(Folio.Transactions.DurabilityMode.Buffered, options.Durability);
+        Assert.Equal(DurabilityMode.Buffered, options.Durability);
         Assert.Equal(4096, options.MaxDocumentSize);
         await Assert.ThrowsAsync<DocumentTooLargeException>(async () => await store.PutAsync("c", "big", Encoding.UTF8.GetBytes("\"" + new string('x', 5000) + "\"")));
         await host.StopAsync();

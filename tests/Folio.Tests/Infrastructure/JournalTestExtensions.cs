@@ -5,7 +5,7 @@ namespace Folio.Tests.Infrastructure;
 internal static class JournalTestExtensions
 {
     /// <summary>Appends <paramref name="batch"/> encoded as the merger writes it (one entry) and returns its sequence.</summary>
-    public static long AppendBatch(this WriteAheadJournal journal, Folio.Transactions.CommitBatch batch)
+    public static long AppendBatch(this WriteAheadJournal journal, CommitBatch batch)
     {
         byte[] encoded = Folio.Transactions.BatchEncoding.Encode(batch, out int length);
         try
