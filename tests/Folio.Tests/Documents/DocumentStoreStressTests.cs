@@ -25,7 +25,10 @@ public sealed class DocumentStoreStressTests
         var observed = new ConcurrentQueue<(string Id, long Version, string Name)>();
         var failures = new ConcurrentQueue<string>();
         long conflicts = 0;
-        using var stop = new CancellationTokenSource();
+
+        // Run for the set time, and on a starved machine a while longer until the writers have conflicted at least once.
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(
+            TimeSpan.FromSeconds(seconds), () => Interlocked.Read(ref conflicts) == 0, TimeSpan.FromSeconds(30));
 
         // Every id exists before the readers start, so a reader that gets null has read a wrong answer.
         foreach (string id in ids)
@@ -99,15 +102,6 @@ public sealed class DocumentStoreStressTests
             }
         })).ToList();
 
-        // Run for the set time, and on a starved machine a while longer until the writers have conflicted at least once.
-        var clock = System.Diagnostics.Stopwatch.StartNew();
-        await Task.Delay(TimeSpan.FromSeconds(seconds));
-        while (Interlocked.Read(ref conflicts) == 0 && clock.Elapsed < TimeSpan.FromSeconds(seconds + 30))
-        {
-            await Task.Delay(50);
-        }
-
-        stop.Cancel();
         await Task.WhenAll(rawWriters.Concat(sessionWriters).Concat(readers));
         Assert.Empty(failures);
         foreach (var (id, version, name) in observed)
@@ -139,7 +133,7 @@ public sealed class DocumentStoreStressTests
         options.MaxGroupsInFlight = maxGroupsInFlight;
         await using var store = DocumentStore.Open(dir.Path, options);
         await store.PutAsync("C", "k", "{\"n\":0}"u8.ToArray());
-        using var stop = new CancellationTokenSource();
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds));
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
             byte[] json = Encoding.UTF8.GetBytes($"{{\"writer\":{w}}}");
@@ -174,8 +168,6 @@ public sealed class DocumentStoreStressTests
             }
         });
 
-        await Task.Delay(TimeSpan.FromSeconds(seconds));
-        stop.Cancel();
         await Task.WhenAll(writers.Append(reader));
         Assert.True(nulls == 0, $"{nulls} of {gets} gets returned null for a document that exists");
         Assert.Null(regression);

@@ -239,7 +239,7 @@ public sealed class VersionedIndexTests
 
         long replayedTo = index.VisibleSequence;
         var written = new long[Keys]; // the sequence of the writer's latest write of each key, 0: the replayed put
-        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(2));
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(2));
         var failures = new ConcurrentQueue<string>();
         var writer = Task.Factory.StartNew(() =>
         {
@@ -311,7 +311,7 @@ public sealed class VersionedIndexTests
     public async Task Readers_see_whole_batches_in_increasing_order_while_the_writer_commits()
     {
         var index = new VersionedIndex();
-        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(2));
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(2));
         var failures = new ConcurrentQueue<string>();
         long committed = 0;
         var writer = Task.Factory.StartNew(() =>

@@ -135,17 +135,12 @@ public sealed class JournalStressTests(ITestOutputHelper output)
         }, TaskCreationOptions.LongRunning);
 
         // Run for the configured time, and on a slow or busy machine (each 1 KiB segment costs several fsyncs) until the
-        // readers have read enough to make the run count, within a minute.
-        await Task.Delay(TimeSpan.FromSeconds(seconds));
-        var extra = System.Diagnostics.Stopwatch.StartNew();
-        while (Interlocked.Read(ref entriesRead) <= 1000 && extra.Elapsed < TimeSpan.FromSeconds(60))
-        {
-            await Task.Delay(100);
-        }
-
-        stop.Cancel();
+        // readers have read enough to make the run count, within a minute (stopped from a thread of its own).
+        using CancellationTokenSource stopper = DedicatedTimer.CancelAfter(
+            TimeSpan.FromSeconds(seconds), () => Interlocked.Read(ref entriesRead) <= 1000, TimeSpan.FromSeconds(60));
+        using CancellationTokenRegistration link = stopper.Token.UnsafeRegister(static state => ((CancellationTokenSource)state!).Cancel(), stop);
         Task all = Task.WhenAll(readers.Append(writer).Append(purger));
-        Assert.Same(all, await Task.WhenAny(all, Task.Delay(TimeSpan.FromSeconds(60))));
+        Assert.Same(all, await Task.WhenAny(all, Task.Delay(TimeSpan.FromSeconds(seconds + 120))));
         await all;
 
         output.WriteLine($"{journal.CommittedSequence} entries written, {entriesRead} read, {purgedExceptions} purged-position exceptions, {maxSegments} segments at most, {journal.SegmentCount} left, {GC.GetTotalMemory(false) >> 20} MiB managed, {Environment.WorkingSet >> 20} MiB working set");
