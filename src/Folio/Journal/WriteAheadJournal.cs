@@ -249,9 +249,11 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
                     return;
                 }
 
-                if (_fault is null && _active is not null)
+                if (_fault is null && Recovery is not null)
                 {
-                    TryWriteMark(CaptureMarkLocked()); // a clean close records how far the journal is durable
+                    // A clean close records how far the journal is durable; a journal whose open failed (Recovery is
+                    // set last) writes nothing: its mark is evidence the next open must see again.
+                    TryWriteMark(CaptureMarkLocked());
                 }
 
                 try

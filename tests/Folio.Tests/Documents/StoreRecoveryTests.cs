@@ -132,6 +132,10 @@ public sealed class StoreRecoveryTests
         var error = Assert.Throws<JournalCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
         Assert.Contains("is missing", error.Message, StringComparison.Ordinal);
 
+        // A failed open leaves the evidence in place: the next open fails the same way.
+        error = Assert.Throws<JournalCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
+        Assert.Contains("is missing", error.Message, StringComparison.Ordinal);
+
         // The only segment of a store, too.
         using var single = new TempDirectory();
         await using (var store = DocumentStore.Open(single.Path, options))
@@ -162,6 +166,7 @@ public sealed class StoreRecoveryTests
         List<long> records = RecordOffsets(bytes);
         Array.Clear(bytes, (int)records[records.Count / 2], bytes.Length - (int)records[records.Count / 2]);
         File.WriteAllBytes(newest, bytes);
+        Assert.Throws<JournalCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
         Assert.Throws<JournalCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
     }
 
