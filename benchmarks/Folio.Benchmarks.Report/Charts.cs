@@ -9,7 +9,10 @@ internal static class Charts
     {
         ["Folio"] = Colors.DarkOrange,
         ["FolioRaw"] = Colors.OrangeRed,
-        ["FolioOverlapped"] = Colors.Gold,
+        ["FolioPut"] = Colors.DarkOrange,
+        ["FolioSession"] = Colors.Gold,
+        ["Merger"] = Colors.Brown,
+        ["SqliteBatched"] = Colors.DarkBlue,
         ["FolioRawDeserialized"] = Colors.Peru,
         ["RawFdatasync"] = Colors.Gray,
         ["Sqlite"] = Colors.SteelBlue,
@@ -32,7 +35,7 @@ internal static class Charts
         const string type = "GroupCommitBenchmarks";
         var plot = new Plot();
         IReadOnlyList<string> writers = results.Values(type, "Writers");
-        foreach (string method in new[] { "Folio", "FolioOverlapped", "RawFdatasync", "Sqlite", "LiteDb" })
+        foreach (string method in new[] { "FolioPut", "FolioSession", "Merger", "RawFdatasync", "Sqlite", "SqliteBatched", "LiteDb" })
         {
             var xs = new List<double>();
             var ys = new List<double>();

@@ -9,23 +9,32 @@ using Microsoft.Data.Sqlite;
 namespace Folio.Benchmarks;
 
 /// <summary>
-/// Concurrent single-document durable commits (~200-byte JSON). Mean is per commit (OperationsPerInvoke = all commits
-/// of all writers: 8192 per invocation for Folio and the raw loop, 2048 for the peers). <c>FolioOverlapped</c> is
-/// Folio with two commit groups in flight (the next group's write and fsync overlap the previous group's fsync). Each method runs for 1.5 s
-/// before measuring. Peers in the same run: SQLite (WAL, synchronous=FULL, one connection per writer), LiteDB (one
-/// shared database; it does not fsync per commit), and the single-writer physical limit (200 bytes + fdatasync in a
-/// loop into a zero-filled file). Commits/s, p50/p99 latency, Folio's average group size and the average duration of
-/// its group fsyncs in the iteration are appended to group-commit-stats.csv in the benchmark folder. The fsync
-/// duration gives the latency-bound ceiling: W writers that each wait for their own commit can at best complete W
-/// commits per group fsync, so W / (average group fsync) commits/s.
+/// Concurrent single-document durable commits (~200-byte JSON, a new id per commit), through what users call. Mean is
+/// per commit (OperationsPerInvoke = all commits of all writers). <c>FolioPut</c> is <see cref="DocumentStore.PutAsync"/>
+/// (the baseline), <c>FolioSession</c> one session per commit (<see cref="DocumentSession.Store"/> of an object that
+/// serializes to the same JSON, then <see cref="DocumentSession.SaveChangesAsync"/>), and <c>Merger</c> the bare
+/// transaction merger over a version table (no document layer), so the document layer's cost is visible in the same
+/// run. Peers in the same run: <c>Sqlite</c> (WAL, synchronous=FULL, one connection per writer, one prepared INSERT
+/// per connection: one transaction and one fsync per commit), <c>SqliteBatched</c> (one connection that drains a queue
+/// of requests and commits up to 1,024 of them per transaction, as a careful engineer batches with SQLite; each
+/// request completes after its transaction's commit), <c>LiteDb</c> (one shared database; it does not fsync per
+/// commit, so its commits are not durable on return), and the single-writer physical limit (200 bytes + fdatasync in
+/// a loop into a zero-filled file). Each method runs for 1.5 s before measuring. Commits/s, p50/p99 latency, the
+/// average group size and the average duration of the group fsyncs in the iteration are appended to
+/// group-commit-stats.csv in the benchmark folder. The fsync duration gives the latency-bound ceiling: W writers that
+/// each wait for their own commit can at best complete W commits per group fsync, so W / (average group fsync)
+/// commits/s.
 /// </summary>
 public class GroupCommitBenchmarks : BenchmarkDirectory
 {
-    /// <summary>Commits per invocation of the peers (a peer commits 2048 times in 0.6-3.5 s).</summary>
+    /// <summary>Commits per invocation of the peers that commit one at a time (2048 commits take them 0.6-3.5 s).</summary>
     private const int PeerCommitsPerInvoke = 2048;
 
+    /// <summary>The most requests <see cref="SqliteBatched"/> commits in one transaction.</summary>
+    private const int SqliteBatchLimit = 1024;
+
     /// <summary>
-    /// Commits per invocation of <see cref="Folio"/> and <see cref="RawFdatasync"/>: 8192. Every invocation starts its
+    /// Commits per invocation of the Folio methods, <see cref="SqliteBatched"/> and <see cref="RawFdatasync"/>: 8192. Every invocation starts its
     /// writers with Task.Run and waits for all of them, a fixed cost of 0.3-3.5 ms (waking parked pool threads) that
     /// 2048 commits at 64 writers (about 15 ms) would carry as 5-20% of the measurement; at SQLite's speed the same
     /// cost is negligible. The raw loop has no such cost but gets the same count, so the one-writer comparison
@@ -35,19 +44,27 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
 
     private WriteAheadJournal _journal = null!;
     private TransactionMerger _merger = null!;
+    private DocumentStore _store = null!;
     private SqliteConnection[] _sqlite = null!;
+    private SqliteCommand[] _sqliteInserts = null!;
+    private SqliteBatcher _sqliteBatcher = null!;
     private LiteDatabase _lite = null!;
     private ILiteCollection<BsonDocument> _liteDocuments = null!;
     private RawDurableFile _raw = null!;
     private byte[][] _documents = null!;
     private string[] _documentStrings = null!;
+    private BenchUser[] _users = null!;
+    private int _round; // a new id per commit: ids are "u{writer}-{round}-{i}", the round advancing per invocation
     private long[] _latencies = null!;
     private int _latencyCount;
     private long _groupsBefore;
     private long _commitsMeasured;
     private long _groupsMeasured;
+    private long _storeGroupsBefore;
     private long _syncsBefore;
     private TimeSpan _syncTimeBefore;
+    private long _storeSyncsBefore;
+    private TimeSpan _storeSyncTimeBefore;
 
     [Params(1, 16, 64, 256)]
     public int Writers { get; set; }
@@ -59,18 +76,25 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     /// </summary>
     private static readonly TimeSpan s_warmUp = TimeSpan.FromSeconds(1.5);
 
-    [GlobalSetup(Target = nameof(Folio))]
-    public void SetupFolio()
+    [GlobalSetup(Target = nameof(FolioPut))]
+    public void SetupFolioPut()
     {
         Setup();
-        WarmUp(Folio);
+        WarmUp(FolioPut);
     }
 
-    [GlobalSetup(Target = nameof(FolioOverlapped))]
-    public void SetupFolioOverlapped()
+    [GlobalSetup(Target = nameof(FolioSession))]
+    public void SetupFolioSession()
     {
-        Setup(maxGroupsInFlight: 2);
-        WarmUp(FolioOverlapped);
+        Setup();
+        WarmUp(FolioSession);
+    }
+
+    [GlobalSetup(Target = nameof(Merger))]
+    public void SetupMerger()
+    {
+        Setup();
+        WarmUp(Merger);
     }
 
     [GlobalSetup(Target = nameof(Sqlite))]
@@ -78,6 +102,13 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     {
         Setup();
         WarmUp(Sqlite);
+    }
+
+    [GlobalSetup(Target = nameof(SqliteBatched))]
+    public void SetupSqliteBatched()
+    {
+        Setup();
+        WarmUp(SqliteBatched);
     }
 
     [GlobalSetup(Target = nameof(LiteDb))]
@@ -110,16 +141,18 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         _groupsMeasured = 0;
     }
 
-    private void Setup(int maxGroupsInFlight = TransactionMergerOptions.DefaultMaxGroupsInFlight)
+    private void Setup()
     {
         CreateRoot();
         ThreadPool.SetMinThreads(Math.Max(Writers + 8, 16), 16);
         _documentStrings = Enumerable.Range(0, 1024).Select(i => $"{{\"name\":\"user {i}\",\"email\":\"user{i}@example.com\",\"age\":{20 + (i % 50)},\"tags\":[\"a\",\"b\",\"c\"],\"address\":{{\"city\":\"Springfield\",\"zip\":\"{10000 + i}\"}},\"active\":true,\"pad\":\"{new string('x', 40)}\"}}").ToArray();
         _documents = _documentStrings.Select(Encoding.UTF8.GetBytes).ToArray();
+        _users = Enumerable.Range(0, 1024).Select(BenchUser.Create).ToArray();
         _latencies = new long[CommitsPerInvoke];
 
-        _journal = WriteAheadJournal.Open(NewFolder("folio"));
-        _merger = new TransactionMerger(_journal, new VersionTable(), new TransactionMergerOptions { MaxGroupsInFlight = maxGroupsInFlight });
+        _journal = WriteAheadJournal.Open(NewFolder("merger"));
+        _merger = new TransactionMerger(_journal, new VersionTable(), new TransactionMergerOptions());
+        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = DurabilityMode.Durable });
 
         string sqlitePath = Path.Combine(NewFolder("sqlite"), "db.sqlite");
         _sqlite = new SqliteConnection[Writers];
@@ -137,6 +170,13 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
             Execute(_sqlite[w], "PRAGMA synchronous=FULL;");
         }
 
+        _sqliteInserts = _sqlite.Select(PrepareInsert).ToArray();
+        var batchedConnection = new SqliteConnection($"Data Source={sqlitePath};Pooling=False");
+        batchedConnection.Open();
+        Execute(batchedConnection, "PRAGMA busy_timeout=60000;");
+        Execute(batchedConnection, "PRAGMA synchronous=FULL;");
+        _sqliteBatcher = new SqliteBatcher(batchedConnection, PrepareInsert(batchedConnection));
+
         _lite = new LiteDatabase($"Filename={Path.Combine(NewFolder("litedb"), "db.litedb")};Connection=direct");
         _liteDocuments = _lite.GetCollection<BsonDocument>("docs");
         _raw = new RawDurableFile(Path.Combine(NewFolder("raw"), "raw.bin"), zeroFill: 64L << 20);
@@ -147,6 +187,13 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     {
         _merger.Dispose();
         _journal.Dispose();
+        _store.Dispose();
+        _sqliteBatcher.Dispose();
+        foreach (SqliteCommand insert in _sqliteInserts)
+        {
+            insert.Dispose();
+        }
+
         foreach (SqliteConnection connection in _sqlite)
         {
             connection.Dispose();
@@ -161,9 +208,12 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public void ResetStats()
     {
         _latencyCount = 0;
-        _groupsBefore = CountGroups();
+        _groupsBefore = _journal.AppendedRecords;
+        _storeGroupsBefore = _store.Journal.AppendedRecords;
         _syncsBefore = _merger.SyncCount;
         _syncTimeBefore = _merger.TotalSyncDuration;
+        _storeSyncsBefore = _store.Merger.SyncCount;
+        _storeSyncTimeBefore = _store.Merger.TotalSyncDuration;
     }
 
     [IterationCleanup]
@@ -171,11 +221,13 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     {
         Array.Sort(_latencies, 0, _latencyCount);
         _commitsMeasured += _latencyCount;
-        _groupsMeasured += CountGroups() - _groupsBefore;
+        bool bare = _method == nameof(Merger);
+        _groupsMeasured += bare ? _journal.AppendedRecords - _groupsBefore : _store.Journal.AppendedRecords - _storeGroupsBefore;
         if (_latencyCount > 0)
         {
-            long syncs = _merger.SyncCount - _syncsBefore;
-            double averageSyncUs = syncs > 0 ? (_merger.TotalSyncDuration - _syncTimeBefore).TotalMicroseconds / syncs : 0;
+            long syncs = bare ? _merger.SyncCount - _syncsBefore : _store.Merger.SyncCount - _storeSyncsBefore;
+            TimeSpan syncTime = bare ? _merger.TotalSyncDuration - _syncTimeBefore : _store.Merger.TotalSyncDuration - _storeSyncTimeBefore;
+            double averageSyncUs = syncs > 0 ? syncTime.TotalMicroseconds / syncs : 0;
             string line = FormattableString.Invariant($"{DateTime.UtcNow:O},{Writers},{_method},{Percentile(0.50):F1},{Percentile(0.99):F1},{(_groupsMeasured > 0 ? (double)_commitsMeasured / _groupsMeasured : 0):F1},{averageSyncUs:F1}");
             File.AppendAllText(StatsFile("group-commit-stats.csv"), line + Environment.NewLine);
         }
@@ -205,51 +257,73 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     }
 
     [Benchmark(Baseline = true, OperationsPerInvoke = CommitsPerInvoke)]
-    public void Folio() => CommitThroughMerger(nameof(Folio));
+    public void FolioPut()
+    {
+        _method = nameof(FolioPut);
+        int round = _round++;
+        RunWriters(CommitsPerInvoke, async (w, i) =>
+            await _store.PutAsync("users", $"u{w}-{round}-{i}", _documents[(w + i) & 1023]).ConfigureAwait(false));
+    }
 
-    /// <summary>
-    /// <see cref="Folio"/> with two groups in flight (<see cref="TransactionMergerOptions.MaxGroupsInFlight"/> = 2): the
-    /// next group is written and synced while the previous group's fsync runs. The issue asks whether that overlap
-    /// raises throughput under load and what it costs a lone writer; this method answers it in every run.
-    /// </summary>
     [Benchmark(OperationsPerInvoke = CommitsPerInvoke)]
-    public void FolioOverlapped() => CommitThroughMerger(nameof(FolioOverlapped));
+    public void FolioSession()
+    {
+        _method = nameof(FolioSession);
+        int round = _round++;
+        RunWriters(CommitsPerInvoke, async (w, i) =>
+        {
+            await using DocumentSession session = _store.OpenSession();
+            session.Store(_users[(w + i) & 1023], $"u{w}-{round}-{i}");
+            await session.SaveChangesAsync().ConfigureAwait(false);
+        });
+    }
+
+    /// <summary>The bare transaction merger over a version table: group commit without the document layer.</summary>
+    [Benchmark(OperationsPerInvoke = CommitsPerInvoke)]
+    public void Merger()
+    {
+        _method = nameof(Merger);
+        int round = _round++;
+        RunWriters(CommitsPerInvoke, async (w, i) =>
+        {
+            var batch = new CommitBatch().Put("users", $"u{w}-{round}-{i}", _documents[(w + i) & 1023]);
+            await _merger.CommitAsync(batch).ConfigureAwait(false);
+        });
+    }
 
     [Benchmark(OperationsPerInvoke = PeerCommitsPerInvoke)]
     public void Sqlite()
     {
         _method = nameof(Sqlite);
+        int round = _round++;
         RunWriters(PeerCommitsPerInvoke, (w, i) =>
         {
-            using SqliteCommand command = _sqlite[w].CreateCommand();
-            command.CommandText = "INSERT OR REPLACE INTO docs (id, json) VALUES ($id, $json);";
-            command.Parameters.AddWithValue("$id", $"u{w}-{i}");
-            command.Parameters.AddWithValue("$json", _documentStrings[(w + i) & 1023]);
-            command.ExecuteNonQuery();
+            SqliteCommand insert = _sqliteInserts[w];
+            insert.Parameters[0].Value = $"u{w}-{round}-{i}";
+            insert.Parameters[1].Value = _documentStrings[(w + i) & 1023];
+            insert.ExecuteNonQuery();
             return ValueTask.CompletedTask;
         });
+    }
+
+    [Benchmark(OperationsPerInvoke = CommitsPerInvoke)]
+    public void SqliteBatched()
+    {
+        _method = nameof(SqliteBatched);
+        int round = _round++;
+        RunWriters(CommitsPerInvoke, (w, i) => new ValueTask(_sqliteBatcher.InsertAsync($"u{w}-{round}-{i}", _documentStrings[(w + i) & 1023])));
     }
 
     [Benchmark(OperationsPerInvoke = PeerCommitsPerInvoke)]
     public void LiteDb()
     {
         _method = nameof(LiteDb);
+        int round = _round++;
         RunWriters(PeerCommitsPerInvoke, (w, i) =>
         {
-            var document = new BsonDocument { ["_id"] = $"u{w}-{i}", ["json"] = _documentStrings[(w + i) & 1023] };
+            var document = new BsonDocument { ["_id"] = $"u{w}-{round}-{i}", ["json"] = _documentStrings[(w + i) & 1023] };
             _liteDocuments.Upsert(document);
             return ValueTask.CompletedTask;
-        });
-    }
-
-    /// <summary>The body of <see cref="Folio"/> and <see cref="FolioOverlapped"/>: their setups differ, not their commits.</summary>
-    private void CommitThroughMerger(string method)
-    {
-        _method = method;
-        RunWriters(CommitsPerInvoke, async (w, i) =>
-        {
-            var batch = new CommitBatch().Put("users", $"u{w}-{i}", _documents[(w + i) & 1023]);
-            await _merger.CommitAsync(batch).ConfigureAwait(false);
         });
     }
 
@@ -275,15 +349,29 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         Task.WaitAll(tasks);
     }
 
-    private long CountGroups() => _journal.AppendedRecords;
-
-    /// <summary>Keeps the journal to a few segments between iterations (the benchmark measures commits, not disk space).</summary>
+    /// <summary>
+    /// Keeps the journals to a few segments between iterations (the benchmark measures commits, not disk space; the
+    /// store keeps its documents in memory, so it loses nothing it reads while it stays open).
+    /// </summary>
     private void PurgeOldSegments()
     {
-        if (_journal.SegmentCount > 2)
+        foreach (WriteAheadJournal journal in new[] { _journal, _store.Journal })
         {
-            _journal.Purge(_journal.CommittedSequence);
+            if (journal.SegmentCount > 2)
+            {
+                journal.Purge(journal.CommittedSequence);
+            }
         }
+    }
+
+    private static SqliteCommand PrepareInsert(SqliteConnection connection)
+    {
+        SqliteCommand insert = connection.CreateCommand();
+        insert.CommandText = "INSERT OR REPLACE INTO docs (id, json) VALUES ($id, $json);";
+        insert.Parameters.Add("$id", SqliteType.Text);
+        insert.Parameters.Add("$json", SqliteType.Text);
+        insert.Prepare();
+        return insert;
     }
 
     private double Percentile(double p) => _latencies[Math.Min(_latencyCount - 1, (int)(p * _latencyCount))] * 1_000_000.0 / Stopwatch.Frequency;
@@ -294,4 +382,108 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         command.CommandText = sql;
         command.ExecuteNonQuery();
     }
+
+    /// <summary>
+    /// What a careful engineer builds with SQLite for many concurrent writers: one connection, one thread that drains a
+    /// queue of requests, commits up to <see cref="SqliteBatchLimit"/> of them in one transaction (one fsync), then
+    /// completes them. The thread belongs to the batcher (it owns the connection and the prepared statement); writers
+    /// only enqueue and await.
+    /// </summary>
+    private sealed class SqliteBatcher : IDisposable
+    {
+        private readonly SqliteConnection _connection;
+        private readonly SqliteCommand _insert;
+        private readonly System.Threading.Channels.Channel<(string Id, string Json, TaskCompletionSource Done)> _requests =
+            System.Threading.Channels.Channel.CreateUnbounded<(string, string, TaskCompletionSource)>(new() { SingleReader = true });
+        private readonly Thread _thread;
+
+        public SqliteBatcher(SqliteConnection connection, SqliteCommand insert)
+        {
+            _connection = connection;
+            _insert = insert;
+            _thread = new Thread(Run) { IsBackground = true, Name = "SqliteBatcher" };
+            _thread.Start();
+        }
+
+        public Task InsertAsync(string id, string json)
+        {
+            var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+            _requests.Writer.TryWrite((id, json, done));
+            return done.Task;
+        }
+
+        public void Dispose()
+        {
+            _requests.Writer.TryComplete();
+            _thread.Join();
+            _insert.Dispose();
+            _connection.Dispose();
+        }
+
+        private void Run()
+        {
+            var batch = new List<TaskCompletionSource>(SqliteBatchLimit);
+            System.Threading.Channels.ChannelReader<(string Id, string Json, TaskCompletionSource Done)> reader = _requests.Reader;
+            while (reader.WaitToReadAsync().AsTask().GetAwaiter().GetResult())
+            {
+                using (SqliteTransaction transaction = _connection.BeginTransaction())
+                {
+                    _insert.Transaction = transaction;
+                    while (batch.Count < SqliteBatchLimit && reader.TryRead(out var request))
+                    {
+                        _insert.Parameters[0].Value = request.Id;
+                        _insert.Parameters[1].Value = request.Json;
+                        _insert.ExecuteNonQuery();
+                        batch.Add(request.Done);
+                    }
+
+                    transaction.Commit();
+                }
+
+                foreach (TaskCompletionSource done in batch)
+                {
+                    done.SetResult();
+                }
+
+                batch.Clear();
+            }
+        }
+    }
+}
+
+/// <summary>The object <c>FolioSession</c> stores: it serializes to JSON of the same shape and size as the raw documents.</summary>
+public sealed class BenchUser
+{
+    public string Name { get; set; } = "";
+
+    public string Email { get; set; } = "";
+
+    public int Age { get; set; }
+
+    public string[] Tags { get; set; } = [];
+
+    public BenchAddress Address { get; set; } = new();
+
+    public bool Active { get; set; }
+
+    public string Pad { get; set; } = "";
+
+    public static BenchUser Create(int i) => new()
+    {
+        Name = $"user {i}",
+        Email = $"user{i}@example.com",
+        Age = 20 + (i % 50),
+        Tags = ["a", "b", "c"],
+        Address = new BenchAddress { City = "Springfield", Zip = $"{10000 + i}" },
+        Active = true,
+        Pad = new string('x', 40),
+    };
+}
+
+/// <summary>Part of <see cref="BenchUser"/>.</summary>
+public sealed class BenchAddress
+{
+    public string City { get; set; } = "";
+
+    public string Zip { get; set; } = "";
 }
