@@ -134,7 +134,7 @@ internal static class ReportWriter
         string[] methods = ["Folio", "FolioSourceGenerated", "FolioRaw", "FolioRawDeserialized", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
         md.AppendLine("### Point reads: `PointReadBenchmarks`" + When(results, type));
         md.AppendLine();
-        md.AppendLine("Hot reads by random id of 100,000 documents (~200-byte JSON). `Folio` reads through a session and returns the typed");
+        md.AppendLine(Invariant($"Hot reads by random id of {Folio.Benchmarks.BenchmarkConstants.PointReadDocuments:N0} documents (~200-byte JSON). `Folio` reads through a session and returns the typed"));
         md.AppendLine("document; `FolioRaw` returns the stored JSON bytes; `Sqlite` is a prepared primary-key lookup of a JSON text column");
         md.AppendLine("and `SqliteTyped` also deserializes it; `LiteDb` returns the BSON document; `ConcurrentDictionary` holds the same");
         md.AppendLine("bytes (the in-memory ceiling). The `SourceGenerated` pair deserializes with the same source-generated");
@@ -253,7 +253,7 @@ internal static class ReportWriter
 
         md.AppendLine("### Mixed workloads: `MixedWorkloadBenchmarks`" + When(results, type));
         md.AppendLine();
-        md.AppendLine("YCSB-style, 16 concurrent sessions on 100,000 documents, durable writes (LiteDB does not fsync per commit).");
+        md.AppendLine(Invariant($"YCSB-style, {Folio.Benchmarks.BenchmarkConstants.MixedWorkers} concurrent sessions on {Folio.Benchmarks.BenchmarkConstants.MixedDocuments:N0} documents, durable writes (LiteDB does not fsync per commit)."));
         md.AppendLine("Mean = wall time per operation over all sessions.");
         md.AppendLine();
         md.AppendLine($"![Mixed workloads]({images}mixed-workloads.png)");

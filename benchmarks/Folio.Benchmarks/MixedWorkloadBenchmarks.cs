@@ -6,15 +6,15 @@ using Microsoft.Data.Sqlite;
 namespace Folio.Benchmarks;
 
 /// <summary>
-/// YCSB-style mixes over 10,000 documents (~200 bytes) with 16 concurrent workers: A = 50% reads / 50% updates,
+/// YCSB-style mixes over <see cref="BenchmarkConstants.MixedDocuments"/> documents (~200 bytes) with <see cref="BenchmarkConstants.MixedWorkers"/> concurrent workers: A = 50% reads / 50% updates,
 /// B = 95% / 5%. Updates are durable (Folio: a session save per update, acknowledged after fsync; SQLite: WAL,
 /// synchronous=FULL, a connection per worker; LiteDB: shared database, no fsync per commit). Mean per operation.
 /// </summary>
 public class MixedWorkloadBenchmarks : BenchmarkDirectory
 {
-    private const int Workers = 16;
+    private const int Workers = BenchmarkConstants.MixedWorkers;
     private const int OperationsPerWorker = 200;
-    private const int Documents = 10_000;
+    private const int Documents = BenchmarkConstants.MixedDocuments;
 
     private DocumentStore _store = null!;
     private SqliteConnection[] _sqlite = null!;

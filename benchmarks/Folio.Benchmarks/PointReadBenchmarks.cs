@@ -43,7 +43,7 @@ public sealed partial class PersonJsonContext : System.Text.Json.Serialization.J
 /// </summary>
 public class PointReadBenchmarks : BenchmarkDirectory
 {
-    private const int Documents = 100_000;
+    private const int Documents = BenchmarkConstants.PointReadDocuments;
     private const int ReadsPerThread = 20_000;
 
     private DocumentStore _store = null!;

@@ -1,0 +1,17 @@
+namespace Folio.Benchmarks;
+
+/// <summary>
+/// Sizes the benchmarks run with, compiled into both the benchmarks and the report tool, so the report's prose is
+/// generated from the numbers the code uses.
+/// </summary>
+internal static class BenchmarkConstants
+{
+    /// <summary>Documents in the point-read benchmarks' stores.</summary>
+    public const int PointReadDocuments = 100_000;
+
+    /// <summary>Documents in the mixed (YCSB-style) workloads' stores.</summary>
+    public const int MixedDocuments = 10_000;
+
+    /// <summary>Concurrent workers of the mixed workloads.</summary>
+    public const int MixedWorkers = 16;
+}
