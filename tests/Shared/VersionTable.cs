@@ -3,8 +3,9 @@ using System.Collections.Concurrent;
 namespace Folio.Transactions;
 
 /// <summary>
-/// The simplest commit state: the current version of every document, in a concurrent dictionary. The document
-/// store replaces it with its multi-versioned index.
+/// The simplest commit state: the current version of every document, in a concurrent dictionary. A double for tests,
+/// the crash host and the bare-merger benchmark (the document store uses its multi-versioned index); compiled into
+/// each of them, not into the product.
 /// </summary>
 internal sealed class VersionTable : ICommitState
 {
