@@ -1,7 +1,7 @@
-using System.Reflection;
 using System.Text.RegularExpressions;
 using Microsoft.CodeAnalysis;
 using Microsoft.CodeAnalysis.CSharp;
+using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Docs;
 
@@ -15,7 +15,7 @@ public sealed partial class ReadmeSnippetTests
     [Fact]
     public void The_main_snippet_compiles_with_using_Folio_alone()
     {
-        string snippet = Snippet("## The API in 25 lines");
+        string snippet = RepositoryFiles.ReadmeSnippet("## The API in 25 lines");
         Assert.StartsWith("using Folio;", snippet, StringComparison.Ordinal);
         Assert.Single(UsingLine().Matches(snippet));
 
@@ -53,28 +53,6 @@ public sealed partial class ReadmeSnippetTests
         Microsoft.CodeAnalysis.Emit.EmitResult result = compilation.Emit(output);
         string[] errors = [.. result.Diagnostics.Where(d => d.Severity == DiagnosticSeverity.Error).Select(d => d.ToString())];
         Assert.True(result.Success, $"README's snippet does not compile:\n{string.Join("\n", errors)}\n\n{source}");
-    }
-
-    /// <summary>The first ```csharp block after <paramref name="heading"/> in README.md.</summary>
-    private static string Snippet(string heading)
-    {
-        string readme = File.ReadAllText(Path.Combine(RepositoryRoot(), "README.md"));
-        int at = readme.IndexOf(heading, StringComparison.Ordinal);
-        Assert.True(at >= 0, $"README.md has no '{heading}'");
-        int start = readme.IndexOf("```csharp\n", at, StringComparison.Ordinal) + "```csharp\n".Length;
-        int end = readme.IndexOf("```", start, StringComparison.Ordinal);
-        return readme[start..end];
-    }
-
-    private static string RepositoryRoot()
-    {
-        string? directory = Path.GetDirectoryName(Assembly.GetExecutingAssembly().Location);
-        while (directory is not null && !File.Exists(Path.Combine(directory, "Storage.sln")))
-        {
-            directory = Path.GetDirectoryName(directory);
-        }
-
-        return directory ?? throw new InvalidOperationException("Storage.sln not found above the test assembly.");
     }
 
     [GeneratedRegex("^using ", RegexOptions.Multiline)]

@@ -2,7 +2,6 @@ using System.Diagnostics;
 using System.IO.Compression;
 using System.Net;
 using System.Net.Sockets;
-using System.Reflection;
 using Folio.Tests.Infrastructure;
 using Xunit.Abstractions;
 
@@ -20,7 +19,7 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
     [Fact]
     public async Task Both_packages_install_from_a_local_feed_into_new_apps_and_README_snippets_run()
     {
-        string root = RepositoryRoot();
+        string root = RepositoryFiles.Root();
         using var work = new TempDirectory();
         string feed = Path.Combine(work.Path, "feed");
         await RunAsync(root, "dotnet", "pack", Path.Combine(root, "src", "Folio"), "-c", "Release", "-o", feed);
@@ -54,7 +53,7 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         await RunAsync(work.Path, "dotnet", "new", "console", "-o", console, "--no-restore");
         File.WriteAllText(Path.Combine(console, "nuget.config"), config);
         await RunAsync(console, "dotnet", "add", "package", "Folio", "--version", version);
-        string snippet = ReadmeSnippet(root, "## The API in 25 lines", "```csharp");
+        string snippet = RepositoryFiles.ReadmeSnippet("## The API in 25 lines");
         File.WriteAllText(Path.Combine(console, "Program.cs"), $$"""
             using Folio;
             using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(3));
@@ -81,7 +80,7 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         await RunAsync(work.Path, "dotnet", "new", "web", "-o", web, "--no-restore");
         File.WriteAllText(Path.Combine(web, "nuget.config"), config);
         await RunAsync(web, "dotnet", "add", "package", "Folio.Extensions.Hosting", "--version", version);
-        string[] hosting = ReadmeSnippet(root, "In ASP.NET Core (package `Folio.Extensions.Hosting`)", "```csharp").Split('\n');
+        string[] hosting = RepositoryFiles.ReadmeSnippet("In ASP.NET Core (package `Folio.Extensions.Hosting`)").Split('\n');
         string services = string.Join('\n', hosting.Where(line => line.StartsWith("builder.", StringComparison.Ordinal)));
         string endpoints = string.Join('\n', hosting.Where(line => !line.StartsWith("builder.", StringComparison.Ordinal)));
         File.WriteAllText(Path.Combine(web, "Program.cs"), $$"""
@@ -126,16 +125,6 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         }
     }
 
-    /// <summary>The first <paramref name="fence"/> block after <paramref name="heading"/> in README.md.</summary>
-    private static string ReadmeSnippet(string root, string heading, string fence)
-    {
-        string readme = File.ReadAllText(Path.Combine(root, "README.md"));
-        int at = readme.IndexOf(heading, StringComparison.Ordinal);
-        Assert.True(at >= 0, $"README.md has no '{heading}'");
-        int start = readme.IndexOf(fence + "\n", at, StringComparison.Ordinal) + fence.Length + 1;
-        return readme[start..readme.IndexOf("```", start, StringComparison.Ordinal)];
-    }
-
     private async Task<string> RunAsync(string directory, string file, params string[] arguments)
     {
         using Process process = Start(directory, file, arguments);
@@ -166,16 +155,5 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         using var listener = new TcpListener(IPAddress.Loopback, 0);
         listener.Start();
         return ((IPEndPoint)listener.LocalEndpoint).Port;
-    }
-
-    private static string RepositoryRoot()
-    {
-        string? directory = Path.GetDirectoryName(Assembly.GetExecutingAssembly().Location);
-        while (directory is not null && !File.Exists(Path.Combine(directory, "Storage.sln")))
-        {
-            directory = Path.GetDirectoryName(directory);
-        }
-
-        return directory ?? throw new InvalidOperationException("Storage.sln not found above the test assembly.");
     }
 }
