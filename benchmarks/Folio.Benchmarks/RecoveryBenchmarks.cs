@@ -20,7 +20,7 @@ namespace Folio.Benchmarks;
 /// with one heap and small budgets) and <c>ServerGcNoDatas</c> (server GC with
 /// <c>System.GC.DynamicAdaptationMode = 0</c>: a heap and a young-generation budget per core). A replay builds
 /// hundreds of thousands of long-lived objects, the worst case for a generational collector, so the collector's
-/// young-generation budget moves the open more than anything in the replay's code (docs/benchmarks.md,
+/// young-generation budget moves the open more than anything in the replay's code (docs/measurements.md,
 /// "Recovery replay").
 /// </remarks>
 [Config(typeof(GarbageCollectors))]

@@ -39,7 +39,7 @@ namespace Folio.Journal;
 /// commit path flushes data pages only; a segment is fdatasynced before its successor receives a record, so after a
 /// crash only the newest segment can have a torn tail. Measured on ext4 here: pwrite + fdatasync into a zero-filled
 /// file beat an O_DSYNC (write-through) handle with page-aligned writes, appends to a growing file, and fallocate'd
-/// files (docs/benchmarks.md).
+/// files (docs/measurements.md).
 /// </para>
 /// </summary>
 public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable

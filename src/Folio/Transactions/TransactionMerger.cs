@@ -246,7 +246,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     /// role as a thread-pool work item.
     /// </summary>
     /// <remarks>
-    /// Measured (docs/benchmarks.md, "Group commit"): committing inline only when idle removes two thread hand-offs
+    /// Measured (docs/measurements.md, "Group commit"): committing inline only when idle removes two thread hand-offs
     /// per commit for a lone writer (its commits ran 1.22x the raw write + fdatasync loop with the work item, 1.01-1.07x
     /// inline). Committing inline whenever the role was free shrank groups under load (16 writers: 8 batches per
     /// group instead of 13; 64 writers: 28 instead of 50), because a writer arriving just after a group committed alone

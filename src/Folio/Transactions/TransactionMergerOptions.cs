@@ -59,7 +59,7 @@ internal sealed class TransactionMergerOptions
     /// time. With 2 or more, the next group is prepared, written and synced while the previous group's fsync is in
     /// flight (the writers split into that many alternating groups); acknowledgements stay in commit order and follow
     /// durability. Overlapping pays only on devices that flush concurrent fsyncs in parallel: on the benchmark host's
-    /// virtual disk, two at once each took about 1.5 times as long, and 64 writers committed 20-30% less (docs/benchmarks.md).
+    /// virtual disk, two at once each took about 1.5 times as long, and 64 writers committed 20-30% less (docs/measurements.md).
     /// </summary>
     public int MaxGroupsInFlight { get; set; } = DefaultMaxGroupsInFlight;
 

@@ -7,7 +7,7 @@ namespace Folio.Transactions;
 /// Copies document values (UTF-8 JSON) into shared slabs instead of one array each. Recovery replay uses it at the
 /// end of the replay, for the values still live: a slab holds thousands of ~200-byte documents, so the GC traces one
 /// object where it would trace thousands, and slabs larger than 85,000 bytes are large objects, which the GC does not
-/// copy when it promotes them (see docs/benchmarks.md, "Recovery replay").
+/// copy when it promotes them (see docs/measurements.md, "Recovery replay").
 /// <para>
 /// Sizes. Slabs are sized to the bytes still to be copied (<c>expectedBytes</c>, counted before copying), between
 /// <see cref="MinSlabSize"/> and <see cref="MaxSizedSlab"/>, so one or a few arrays hold exactly the live
