@@ -21,6 +21,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private readonly VersionedIndex _index;
     private readonly TransactionMerger _merger;
     private int _disposed;
+    private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index, ILogger logger)
     {
@@ -280,18 +281,48 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     {
         if (Interlocked.Exchange(ref _disposed, 1) == 0)
         {
-            _merger.Dispose();
-            long sequence = _journal.CommittedSequence;
-            _journal.Dispose();
-            StoreLog.Closed(Logger, Path, sequence);
+            try
+            {
+                _merger.Dispose();
+                CloseJournal();
+            }
+            finally
+            {
+                _disposeCompleted.TrySetResult();
+            }
         }
     }
 
-    /// <inheritdoc/>
-    public ValueTask DisposeAsync()
+    /// <summary>
+    /// Closes the store without blocking a thread: awaits the commits already submitted (finished, fsynced and
+    /// acknowledged) and the background sync timer, then syncs the journal and releases the folder's lock. Idempotent:
+    /// a second call awaits the first. Later calls on the store throw <see cref="ObjectDisposedException"/>.
+    /// </summary>
+    /// <returns>A task that completes when the store is closed.</returns>
+    public async ValueTask DisposeAsync()
     {
-        Dispose();
-        return ValueTask.CompletedTask;
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            await _disposeCompleted.Task.ConfigureAwait(false);
+            return;
+        }
+
+        try
+        {
+            await _merger.DisposeAsync().ConfigureAwait(false);
+            CloseJournal();
+        }
+        finally
+        {
+            _disposeCompleted.TrySetResult();
+        }
+    }
+
+    private void CloseJournal()
+    {
+        long sequence = _journal.CommittedSequence;
+        _journal.Dispose();
+        StoreLog.Closed(Logger, Path, sequence);
     }
 
     internal void ThrowIfDisposed()

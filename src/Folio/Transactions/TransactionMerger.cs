@@ -61,6 +61,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     private readonly ConcurrentQueue<PendingBatch> _queue = new();
     private readonly SemaphoreSlim _pendingBytesChanged = new(0);
     private readonly Timer? _bufferedSyncTimer;
+    private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly int _maxRecordPayload;
     private int _committerActive;
     private int _lastGroupBatches;
@@ -436,21 +437,37 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>The timer: syncs buffered commits, then lets an idle journal record its durable mark.</summary>
+    /// <summary>
+    /// The timer: syncs buffered commits, then lets an idle journal record its durable mark. One tick at a time: a timer
+    /// does not wait for its previous callback, and each sync in flight holds one of the segment's sync slots (the
+    /// slots are counted for <see cref="TransactionMergerOptions.MaxMaxGroupsInFlight"/> groups, one rotation and one
+    /// timer sync), so a tick that finds the previous one still running does nothing.
+    /// </summary>
     private void OnTimer()
     {
-        SyncBuffered();
-        if (Volatile.Read(ref _disposed) == 0 && !IsFaulted)
+        if (Interlocked.Exchange(ref _timerRunning, 1) != 0)
         {
-            try
+            return;
+        }
+
+        try
+        {
+            SyncBuffered();
+            if (Volatile.Read(ref _disposed) == 0 && !IsFaulted)
             {
                 _journal.MarkDurableIfIdle();
             }
-            catch (ObjectDisposedException)
-            {
-            }
+        }
+        catch (ObjectDisposedException)
+        {
+        }
+        finally
+        {
+            Volatile.Write(ref _timerRunning, 0);
         }
     }
+
+    private int _timerRunning;
 
     /// <summary>
     /// The buffered-mode timer: fsyncs the journal when a group was acknowledged before its fsync and is still not
@@ -505,6 +522,10 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Closes the merger, blocking: pending batches are committed (on this thread when no committer is active), groups in
+    /// flight finish, and the journal is synced. Later submissions throw <see cref="ObjectDisposedException"/>.
+    /// </summary>
     public void Dispose()
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
@@ -512,35 +533,144 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             return;
         }
 
-        _bufferedSyncTimer?.Dispose();
-
-        // Drain: commit whatever is pending (as the committer, or by waiting for the active one).
-        var spin = new SpinWait();
-        while (!_queue.IsEmpty || Volatile.Read(ref _committerActive) != 0 || Volatile.Read(ref _inFlightCount) != 0)
+        try
         {
-            if (!_queue.IsEmpty && Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
-            {
-                InFlightGroup? group = null;
-                try
-                {
-                    group = PrepareNextGroup();
-                }
-                finally
-                {
-                    Interlocked.Exchange(ref _committerActive, 0);
-                }
+            _bufferedSyncTimer?.Dispose();
 
-                if (group is not null)
+            // Drain: commit whatever is pending (as the committer, or by waiting for the active one).
+            var spin = new SpinWait();
+            while (!_queue.IsEmpty || Volatile.Read(ref _committerActive) != 0 || Volatile.Read(ref _inFlightCount) != 0)
+            {
+                if (!_queue.IsEmpty && Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
                 {
-                    FinishGroup(group, retrigger: false);
+                    InFlightGroup? group = null;
+                    try
+                    {
+                        group = PrepareNextGroup();
+                    }
+                    finally
+                    {
+                        Interlocked.Exchange(ref _committerActive, 0);
+                    }
+
+                    if (group is not null)
+                    {
+                        FinishGroup(group, retrigger: false);
+                    }
+                }
+                else
+                {
+                    spin.SpinOnce();
                 }
             }
-            else
+
+            CloseAfterDrain();
+        }
+        finally
+        {
+            _disposeCompleted.TrySetResult();
+        }
+    }
+
+    /// <summary>
+    /// Closes the merger without blocking a thread: waits for the buffered-sync timer's callback to end, then awaits
+    /// the waiters of every pending batch and every group in flight (the committers already running finish them),
+    /// and syncs the journal. A second call awaits the first.
+    /// </summary>
+    public async ValueTask DisposeAsync()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            await _disposeCompleted.Task.ConfigureAwait(false);
+            return;
+        }
+
+        try
+        {
+            if (_bufferedSyncTimer is not null)
             {
-                spin.SpinOnce();
+                await _bufferedSyncTimer.DisposeAsync().ConfigureAwait(false);
+            }
+
+            while (true)
+            {
+                Task[] waiting = UnansweredBatches();
+                if (waiting.Length > 0)
+                {
+                    // Answered with an exception (a conflict, a fault, a cancellation) is answered: no throw here.
+                    await Task.WhenAll(waiting).ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+                    continue;
+                }
+
+                if (!_queue.IsEmpty && Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
+                {
+                    // Only answered batches are left queued (cancelled ones no committer dequeued yet): take them off.
+                    InFlightGroup? group = null;
+                    try
+                    {
+                        group = PrepareNextGroup();
+                    }
+                    finally
+                    {
+                        Interlocked.Exchange(ref _committerActive, 0);
+                    }
+
+                    if (group is not null)
+                    {
+                        FinishGroup(group, retrigger: false);
+                    }
+
+                    continue;
+                }
+
+                if (_queue.IsEmpty && Volatile.Read(ref _committerActive) == 0 && Volatile.Read(ref _inFlightCount) == 0)
+                {
+                    break;
+                }
+
+                await Task.Yield(); // a committer is between answering its last group and giving up the role
+            }
+
+            CloseAfterDrain();
+        }
+        finally
+        {
+            _disposeCompleted.TrySetResult();
+        }
+    }
+
+    /// <summary>The tasks not yet completed of the batches still queued and of the groups in flight (a snapshot).</summary>
+    private Task[] UnansweredBatches()
+    {
+        var waiting = new List<Task>();
+        foreach (PendingBatch pending in _queue)
+        {
+            if (!pending.Task.IsCompleted)
+            {
+                waiting.Add(pending.Task);
             }
         }
 
+        lock (_completionLock)
+        {
+            foreach (InFlightGroup group in _inFlight)
+            {
+                foreach (PendingBatch pending in group.Batches)
+                {
+                    if (!pending.Task.IsCompleted)
+                    {
+                        waiting.Add(pending.Task);
+                    }
+                }
+            }
+        }
+
+        return [.. waiting];
+    }
+
+    /// <summary>After the drain: syncs (and so publishes) what was appended, and releases the metrics and the semaphore.</summary>
+    private void CloseAfterDrain()
+    {
         if (!IsFaulted)
         {
             try
@@ -554,11 +684,5 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
         _metrics.Dispose();
         _pendingBytesChanged.Dispose();
-    }
-
-    public ValueTask DisposeAsync()
-    {
-        Dispose();
-        return ValueTask.CompletedTask;
     }
 }

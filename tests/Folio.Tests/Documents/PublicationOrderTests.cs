@@ -21,6 +21,7 @@ public sealed class PublicationOrderTests
         { 2, false },
         { 2, true },
         { 4, true },
+        { 6, true }, // the most groups in flight, with a 1 ms buffered-sync timer: every sync slot of a segment in use
     };
 
     [Theory]
