@@ -183,21 +183,8 @@ internal sealed class JournalSegment
     public ReadOnlySpan<byte> Span(long offset, long length) => _mapping.Span(offset, checked((int)length));
 
     /// <summary>Publishes a new committed length; only ever grows.</summary>
-    public void PublishCommittedLength(long length)
-    {
-        // A CAS loop: two syncs may publish at once (a merger group and a caller of Sync), and the smaller must not win.
-        long current = Volatile.Read(ref _committedLength);
-        while (length > current)
-        {
-            long seen = Interlocked.CompareExchange(ref _committedLength, length, current);
-            if (seen == current)
-            {
-                return;
-            }
-
-            current = seen;
-        }
-    }
+    /// <remarks>Two publishers may race (a merger group and a caller of Sync): the larger length wins.</remarks>
+    public void PublishCommittedLength(long length) => AtomicMaximum.TryRaise(ref _committedLength, length);
 
     /// <summary>
     /// Takes a reader reference unless the owner reference was dropped (the segment was purged or the journal

@@ -337,36 +337,15 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     }
 
     /// <summary>Records that a sync made every entry up to <paramref name="sequence"/> durable (monotonic maximum).</summary>
-    private void AdvanceDurable(long sequence)
-    {
-        long current = Volatile.Read(ref _durableSequence);
-        while (sequence > current)
-        {
-            long seen = Interlocked.CompareExchange(ref _durableSequence, sequence, current);
-            if (seen == current)
-            {
-                return;
-            }
-
-            current = seen;
-        }
-    }
+    private void AdvanceDurable(long sequence) => AtomicMaximum.TryRaise(ref _durableSequence, sequence);
 
     /// <summary>Publishes durable progress: segment length before sequence, both only ever growing; wakes tailers.</summary>
     private void PublishCommitted(JournalSegment segment, long committedLength, long committedSequence)
     {
         segment.PublishCommittedLength(committedLength);
-        long current = Volatile.Read(ref _committedSequence);
-        while (committedSequence > current)
+        if (AtomicMaximum.TryRaise(ref _committedSequence, committedSequence))
         {
-            long seen = Interlocked.CompareExchange(ref _committedSequence, committedSequence, current);
-            if (seen == current)
-            {
-                Interlocked.Exchange(ref _commitSignal, NewSignal()).TrySetResult();
-                return;
-            }
-
-            current = seen;
+            Interlocked.Exchange(ref _commitSignal, NewSignal()).TrySetResult();
         }
     }
 

@@ -541,24 +541,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             var spin = new SpinWait();
             while (!_queue.IsEmpty || Volatile.Read(ref _committerActive) != 0 || Volatile.Read(ref _inFlightCount) != 0)
             {
-                if (!_queue.IsEmpty && Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
-                {
-                    InFlightGroup? group = null;
-                    try
-                    {
-                        group = PrepareNextGroup();
-                    }
-                    finally
-                    {
-                        Interlocked.Exchange(ref _committerActive, 0);
-                    }
-
-                    if (group is not null)
-                    {
-                        FinishGroup(group, retrigger: false);
-                    }
-                }
-                else
+                if (!TryCommitOneGroupWhileDraining())
                 {
                     spin.SpinOnce();
                 }
@@ -602,24 +585,9 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
                     continue;
                 }
 
-                if (!_queue.IsEmpty && Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
+                // Only answered batches can be left queued here (cancelled ones no committer dequeued yet): take them off.
+                if (TryCommitOneGroupWhileDraining())
                 {
-                    // Only answered batches are left queued (cancelled ones no committer dequeued yet): take them off.
-                    InFlightGroup? group = null;
-                    try
-                    {
-                        group = PrepareNextGroup();
-                    }
-                    finally
-                    {
-                        Interlocked.Exchange(ref _committerActive, 0);
-                    }
-
-                    if (group is not null)
-                    {
-                        FinishGroup(group, retrigger: false);
-                    }
-
                     continue;
                 }
 
@@ -637,6 +605,35 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         {
             _disposeCompleted.TrySetResult();
         }
+    }
+
+    /// <summary>
+    /// While disposing: when batches are queued and no committer holds the role, takes it, commits one group on this
+    /// thread and gives the role back. False when there was nothing to do or another thread holds the role.
+    /// </summary>
+    private bool TryCommitOneGroupWhileDraining()
+    {
+        if (_queue.IsEmpty || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
+        {
+            return false;
+        }
+
+        InFlightGroup? group = null;
+        try
+        {
+            group = PrepareNextGroup();
+        }
+        finally
+        {
+            Interlocked.Exchange(ref _committerActive, 0);
+        }
+
+        if (group is not null)
+        {
+            FinishGroup(group, retrigger: false);
+        }
+
+        return true;
     }
 
     /// <summary>The tasks not yet completed of the batches still queued and of the groups in flight (a snapshot).</summary>
