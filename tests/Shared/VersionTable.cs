@@ -10,6 +10,7 @@ namespace Folio.Transactions;
 internal sealed class VersionTable : ICommitState
 {
     private readonly ConcurrentDictionary<DocumentKey, long> _versions = new();
+    private readonly Queue<(CommitBatch Batch, long Sequence)> _applied = new(); // committer only: not yet published
 
     public int Count => _versions.Count;
 
@@ -19,7 +20,18 @@ internal sealed class VersionTable : ICommitState
     {
     }
 
-    public void Apply(CommitBatch batch, long sequence, long timestampTicks)
+    public void Apply(CommitBatch batch, long sequence, long timestampTicks) => _applied.Enqueue((batch, sequence));
+
+    public void Publish(long sequence)
+    {
+        while (_applied.TryPeek(out var next) && next.Sequence <= sequence)
+        {
+            _applied.Dequeue();
+            Write(next.Batch, next.Sequence);
+        }
+    }
+
+    private void Write(CommitBatch batch, long sequence)
     {
         foreach (BatchCommand command in batch.Commands)
         {

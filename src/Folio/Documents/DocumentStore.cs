@@ -81,7 +81,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         {
             long started = Stopwatch.GetTimestamp();
             var index = new VersionedIndex(options.MaxSnapshotAge);
-            (long batches, long bytes) = Replay(journal, index);
+            (long batches, long bytes) = JournalReplay.Run(journal, index);
             var store = new DocumentStore(path, options, journal, index, logger);
             if (logger.IsEnabled(LogLevel.Information))
             {
@@ -167,7 +167,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         DocumentIds.ValidateCollection(collection);
         DocumentIds.Validate(id);
         CheckDocument(collection, id, json.Span, validateJson: true);
-        var batch = new CommitBatch().Put(collection, id, json.ToArray());
+        var batch = new CommitBatch(capacity: 1).Put(collection, id, json.ToArray());
         if (expectedVersion is long expected)
         {
             batch.Expect(collection, id, expected);
@@ -229,7 +229,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         ThrowIfDisposed();
         DocumentIds.ValidateCollection(collection);
         DocumentIds.Validate(id);
-        var batch = new CommitBatch().Delete(collection, id);
+        var batch = new CommitBatch(capacity: 1).Delete(collection, id);
         if (expectedVersion is long expected)
         {
             batch.Expect(collection, id, expected);
@@ -380,44 +380,5 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         }
 
         throw new ArgumentException($"Document '{collection}/{id}' is not valid UTF-8 (an invalid byte sequence at offset {at}).", nameof(json));
-    }
-
-    internal static (long Batches, long Bytes) Replay(WriteAheadJournal journal, VersionedIndex index)
-    {
-        if (journal.FirstSequence != 1)
-        {
-            throw new FolioException($"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}: entries were purged, so the documents cannot be rebuilt from it.");
-        }
-
-        long batches = 0;
-        long bytes = 0;
-        // Two passes over the mapped journal: the first counts puts per collection (sizing each collection's
-        // dictionary once), the second decodes and applies without copying values; the end of the bulk load copies
-        // the values still live out of the journal.
-        var names = new BatchEncoding.NameCache();
-        var putsPerCollection = new Dictionary<string, int>(StringComparer.Ordinal);
-        using (JournalReader reader = journal.OpenReader(1))
-        {
-            while (reader.TryRead(out JournalEntry entry))
-            {
-                BatchEncoding.CountPuts(entry.Data, names, putsPerCollection);
-            }
-        }
-
-        var commands = new List<ReplayedCommand>();
-        index.BeginBulkLoad(putsPerCollection);
-        using (JournalReader reader = journal.OpenReader(1))
-        {
-            while (reader.TryRead(out JournalEntry entry))
-            {
-                BatchEncoding.DecodeLocations(entry.Data, names, commands);
-                index.ApplyReplayed(commands, reader.CurrentSegment!, reader.LastEntryDataOffset, entry.Sequence, entry.TimestampTicks);
-                batches++;
-                bytes += entry.Data.Length;
-            }
-        }
-
-        index.EndBulkLoad();
-        return (batches, bytes);
     }
 }

@@ -100,8 +100,8 @@ internal sealed class ReplayedDocuments
         private const int OffsetBits = 40;
 
         private readonly Dictionary<string, int> _slots;
-        private readonly List<JournalSegment> _segments = [];
-        private JournalSegment? _lastSegment;
+        private readonly List<JournalDataLocation> _segments = []; // the start of each segment values lie in
+        private JournalDataLocation _lastSegment;
         private string[] _ids;
         private long[] _sequences;
         private long[] _timestamps;
@@ -127,8 +127,8 @@ internal sealed class ReplayedDocuments
         /// <summary>Slots used so far (live and dead).</summary>
         public int SlotCount => _count;
 
-        /// <summary>Records a put of <paramref name="id"/> whose value lies at <paramref name="offset"/> in <paramref name="segment"/>.</summary>
-        public void Put(string id, long sequence, long timestampTicks, JournalSegment segment, long offset, int length)
+        /// <summary>Records a put of <paramref name="id"/> whose value is the <paramref name="length"/> bytes at <paramref name="value"/>.</summary>
+        public void Put(string id, long sequence, long timestampTicks, JournalDataLocation value, int length)
         {
             ref int slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_slots, id, out bool exists);
             if (!exists)
@@ -142,15 +142,15 @@ internal sealed class ReplayedDocuments
                 _ids[slot] = id;
             }
 
-            if (!ReferenceEquals(segment, _lastSegment))
+            if (_segments.Count == 0 || !value.IsInSegmentOf(_lastSegment))
             {
-                _segments.Add(segment);
-                _lastSegment = segment;
+                _lastSegment = value.SegmentStart;
+                _segments.Add(_lastSegment);
             }
 
             _sequences[slot] = sequence;
             _timestamps[slot] = timestampTicks;
-            _locations[slot] = ((long)(_segments.Count - 1) << OffsetBits) | offset;
+            _locations[slot] = ((long)(_segments.Count - 1) << OffsetBits) | value.Offset;
             _lengths[slot] = length;
         }
 
@@ -220,8 +220,8 @@ internal sealed class ReplayedDocuments
                 if (_lengths[slot] >= 0)
                 {
                     long location = _locations[slot];
-                    JournalSegment segment = _segments[(int)(location >>> OffsetBits)];
-                    _values[slot] = slabs.Copy(segment.Span(location & ((1L << OffsetBits) - 1), _lengths[slot]));
+                    JournalDataLocation segment = _segments[(int)(location >>> OffsetBits)];
+                    _values[slot] = slabs.Copy(segment.Read(location & ((1L << OffsetBits) - 1), _lengths[slot]));
                 }
             }
         }

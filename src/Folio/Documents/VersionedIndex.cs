@@ -1,5 +1,4 @@
 using System.Collections.Concurrent;
-using System.Collections.Immutable;
 using Folio.Journal;
 using Folio.Transactions;
 
@@ -9,13 +8,16 @@ namespace Folio.Documents;
 /// The in-memory, multi-versioned index of the latest documents: every key keeps its versions tagged with their
 /// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
 /// <para>
-/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch by batch in commit order.
-/// For each command it prepends a <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old
-/// in a concurrent dictionary: an atomic write of the value; the old head hangs off it), adds a new key to its collection's sorted key list (an immutable list kept in ordinal order, replaced with a release write),
-/// and after the whole batch publishes <see cref="VisibleSequence"/> = the batch's sequence (release). Readers take a
-/// snapshot S = <see cref="VisibleSequence"/> (acquire) through <see cref="SnapshotRegistry"/>, then read chains and
-/// key sets without locks: every version at or below S was written before S was published, and versions above S
-/// are skipped. Readers never wait for the writer.
+/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch
+/// by batch in commit order, then <see cref="Publish"/> once per group. For each command, Apply prepends a
+/// <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old in a concurrent dictionary: an atomic
+/// write of the value; the old head hangs off it) and adds a new key to its collection's sorted ids (an
+/// <see cref="IdSkipList"/>: one writer, lock-free readers). Publish then stores <see cref="VisibleSequence"/> = the
+/// group's last sequence (a full fence). The committer applies a group while its fsync runs and publishes it only once
+/// it is durable, so versions above <see cref="VisibleSequence"/> may sit at the head of chains: every read skips
+/// them. Readers take a snapshot S = <see cref="VisibleSequence"/> (acquire) through <see cref="SnapshotRegistry"/>,
+/// then read chains and key sets without locks: every version at or below S was written before S was published, and
+/// versions above S are skipped. Readers never wait for the writer.
 /// </para>
 /// <para>
 /// Replayed documents. The documents an open replays form each collection's base layer
@@ -162,18 +164,24 @@ internal sealed class VersionedIndex : ICommitState
     public IEnumerable<(string Id, DocumentVersion Version)> Prefix(string collection, string prefix, bool descending, long snapshot)
     {
         ArgumentNullException.ThrowIfNull(prefix);
-        if (!_collections.TryGetValue(collection, out SortedKeys? keys))
+        return RangeIterator(collection, prefix, PrefixEnd(prefix), descending, snapshot);
+    }
+
+    /// <summary>
+    /// The first string after every string that starts with <paramref name="prefix"/> in ordinal order (its last code
+    /// unit below U+FFFF raised by one, the rest dropped), or null when there is none (empty, or all U+FFFF).
+    /// </summary>
+    internal static string? PrefixEnd(string prefix)
+    {
+        for (int i = prefix.Length - 1; i >= 0; i--)
         {
-            return [];
+            if (prefix[i] != char.MaxValue)
+            {
+                return string.Concat(prefix.AsSpan(0, i), [(char)(prefix[i] + 1)]);
+            }
         }
 
-        string[] replayed = keys.Replayed?.SortedIds ?? [];
-        int replayedStart = LowerBound(replayed, prefix);
-        int replayedEnd = EndOfPrefix(replayed, replayedStart, prefix);
-        ImmutableList<string> set = keys.Current;
-        int start = LowerBound(set, prefix);
-        int end = EndOfPrefix(set, start, prefix);
-        return Iterate(collection, replayed, replayedStart, replayedEnd, set, start, end, descending, snapshot);
+        return null;
     }
 
     /// <summary>The number of live documents of <paramref name="collection"/> at <paramref name="snapshot"/>.</summary>
@@ -199,15 +207,11 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <inheritdoc/>
-    public void Apply(CommitBatch batch, long sequence, long timestampTicks) => Apply(batch.Commands, sequence, timestampTicks);
-
-    /// <summary>Applies the commands of committed batch <paramref name="sequence"/> (also used by recovery replay).</summary>
-    public void Apply(IReadOnlyList<BatchCommand> commands, long sequence, long timestampTicks)
+    public void Apply(CommitBatch batch, long sequence, long timestampTicks)
     {
         long oldest = _snapshots.Oldest(VisibleSequence);
-        for (int i = 0; i < commands.Count; i++)
+        foreach (BatchCommand command in batch.Commands)
         {
-            BatchCommand command = commands[i];
             SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
             keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
             int shadowedSlot = -1;
@@ -222,7 +226,7 @@ internal sealed class VersionedIndex : ICommitState
                 }
                 else
                 {
-                    keys.Add(command.Key.Id);
+                    keys.Added.Add(command.Key.Id);
                 }
             }
             else
@@ -245,6 +249,11 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
+    }
+
+    /// <inheritdoc/>
+    public void Publish(long sequence)
+    {
         // A full fence, not only a release: the next batch's scan of the snapshot registry loads its slots after this
         // store, and a reader registering meanwhile stores its slot before it re-reads this (SnapshotRegistry).
         Interlocked.Exchange(ref _visible, sequence);
@@ -279,13 +288,13 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// Applies replayed batch <paramref name="sequence"/> during a bulk load into each collection's
     /// <see cref="ReplayedDocuments.Builder"/>. Values are not copied yet: each put records where its value lies
-    /// (<paramref name="segment"/>, <paramref name="entryOffset"/> + the command's value start) in its id's slot, and
+    /// (<paramref name="entry"/>, the entry's data in the journal, plus the command's value start) in its id's slot, and
     /// <see cref="EndBulkLoad"/> copies the values still live, so an overwritten or deleted value is never copied. No
     /// snapshot can exist yet, so a put replaces the id's replayed state outright and a delete frees the id (no
-    /// version chains, no tombstones: absent and deleted read the same). The journal keeps <paramref name="segment"/>
-    /// mapped until the end of the bulk load (nothing purges during an open).
+    /// version chains, no tombstones: absent and deleted read the same). The journal keeps every segment mapped until
+    /// the end of the bulk load (nothing purges during an open).
     /// </summary>
-    internal void ApplyReplayed(List<ReplayedCommand> commands, JournalSegment segment, long entryOffset, long sequence, long timestampTicks)
+    internal void ApplyReplayed(List<ReplayedCommand> commands, JournalDataLocation entry, long sequence, long timestampTicks)
     {
         BulkLoad bulk = _bulkLoad ?? throw new InvalidOperationException("No bulk load is in progress.");
         for (int i = 0; i < commands.Count; i++)
@@ -298,7 +307,7 @@ internal sealed class VersionedIndex : ICommitState
             }
             else
             {
-                collection.Put(command.Key.Id, sequence, timestampTicks, segment, entryOffset + command.ValueStart, command.ValueLength);
+                collection.Put(command.Key.Id, sequence, timestampTicks, entry.Plus(command.ValueStart), command.ValueLength);
             }
         }
 
@@ -389,36 +398,44 @@ internal sealed class VersionedIndex : ICommitState
         string[] replayed = keys.Replayed?.SortedIds ?? [];
         int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
         int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
-        ImmutableList<string> set = keys.Current;
-        int start = fromInclusive is null ? 0 : LowerBound(set, fromInclusive);
-        int end = toExclusive is null ? set.Count : LowerBound(set, toExclusive);
-        return Iterate(collection, replayed, replayedStart, replayedEnd, set, start, end, descending, snapshot);
+        return Iterate(collection, replayed, replayedStart, replayedEnd, keys.Added, fromInclusive, toExclusive, descending, snapshot);
     }
 
     /// <summary>
-    /// Yields, in order, the ids at positions [replayedStart, replayedEnd) of the replayed ids and [start, end) of the
-    /// ids added since the open (two disjoint sorted lists, merged) that have a live version at the snapshot.
+    /// Yields, in order, the ids at positions [replayedStart, replayedEnd) of the replayed ids and the ids in
+    /// [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) of those added since the open (two disjoint
+    /// sorted sets, merged) that have a live version at the snapshot. Ids added after the snapshot may or may not be
+    /// walked (see <see cref="IdSkipList"/>); they have no version at it, so they are skipped either way.
     /// </summary>
-    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, string[] replayed, int replayedStart, int replayedEnd, ImmutableList<string> set, int start, int end, bool descending, long snapshot)
+    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, string[] replayed, int replayedStart, int replayedEnd, IdSkipList added, string? fromInclusive, string? toExclusive, bool descending, long snapshot)
     {
         int r = 0;
-        int n = 0;
         int replayedCount = Math.Max(0, replayedEnd - replayedStart);
-        int count = Math.Max(0, end - start);
-        while (r < replayedCount || n < count)
+        IdSkipList.Node? node = descending ? added.Last(toExclusive) : added.First(fromInclusive);
+        while (true)
         {
+            if (node is not null && !InRange(node.Id, fromInclusive, toExclusive))
+            {
+                node = null;
+            }
+
             string? fromReplayed = r < replayedCount ? replayed[descending ? replayedEnd - 1 - r : replayedStart + r] : null;
-            string? fromSet = n < count ? set[descending ? end - 1 - n : start + n] : null;
+            string? fromAdded = node?.Id;
+            if (fromAdded is null && fromReplayed is null)
+            {
+                yield break;
+            }
+
             string id;
-            if (fromSet is null || (fromReplayed is not null && (string.CompareOrdinal(fromReplayed, fromSet) < 0) != descending))
+            if (fromAdded is null || (fromReplayed is not null && (string.CompareOrdinal(fromReplayed, fromAdded) < 0) != descending))
             {
                 id = fromReplayed!;
                 r++;
             }
             else
             {
-                id = fromSet;
-                n++;
+                id = fromAdded;
+                node = descending ? node!.Previous : node!.Next;
             }
 
             DocumentVersion? version = Get(new DocumentKey(collection, id), snapshot);
@@ -429,24 +446,9 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    /// <summary>The position of the first id at or after <paramref name="key"/>.</summary>
-    private static int LowerBound(ImmutableList<string> set, string key)
-    {
-        int index = set.BinarySearch(key, StringComparer.Ordinal);
-        return index >= 0 ? index : ~index;
-    }
-
-    /// <summary>The position after the ids from <paramref name="start"/> on that start with <paramref name="prefix"/>.</summary>
-    private static int EndOfPrefix(IReadOnlyList<string> ids, int start, string prefix)
-    {
-        int end = start;
-        while (end < ids.Count && ids[end].StartsWith(prefix, StringComparison.Ordinal))
-        {
-            end++;
-        }
-
-        return end;
-    }
+    private static bool InRange(string id, string? fromInclusive, string? toExclusive) =>
+        (fromInclusive is null || string.CompareOrdinal(id, fromInclusive) >= 0)
+        && (toExclusive is null || string.CompareOrdinal(id, toExclusive) < 0);
 
     /// <summary>The position of the first id at or after <paramref name="key"/>.</summary>
     private static int LowerBound(string[] ids, string key)
@@ -458,28 +460,15 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// A collection: the documents the open replayed (<see cref="Replayed"/>, set once at the end of the bulk load,
     /// before any reader), the newest version of each id written since (<see cref="Heads"/>), and the ids added since
-    /// the open, sorted ordinally (an immutable list replaced as a whole by the writer with a release write, read by
-    /// readers with an acquire read; disjoint from the replayed ids).
+    /// the open (<see cref="Added"/>, in ordinal order; disjoint from the replayed ids).
     /// </summary>
     private sealed class SortedKeys
     {
-        private ImmutableList<string> _set = [];
-
         public ConcurrentDictionary<string, DocumentVersion> Heads { get; } = new(StringComparer.Ordinal);
 
         public ReplayedDocuments? Replayed { get; set; }
 
-        public ImmutableList<string> Current => Volatile.Read(ref _set);
-
-        /// <summary>Adds a new id at its place in the order (writer only; the id is not in the set).</summary>
-        public void Add(string id)
-        {
-            int index = _set.BinarySearch(id, StringComparer.Ordinal);
-            if (index < 0)
-            {
-                Volatile.Write(ref _set, _set.Insert(~index, id));
-            }
-        }
+        public IdSkipList Added { get; } = new();
     }
 
     /// <summary>The state of a bulk load: a builder per collection.</summary>

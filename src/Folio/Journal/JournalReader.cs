@@ -28,6 +28,7 @@ public sealed class JournalReader : IDisposable
     private long _nextSequence;
     private long _nextRecordOffset;
     private long _entryOffset;
+    private long _lastEntryDataOffset;
     private long _recordEnd;
     private long _recordTimestamp;
     private long _recordFirstSequence;
@@ -45,11 +46,8 @@ public sealed class JournalReader : IDisposable
     /// <summary>The sequence number the next successful <see cref="TryRead"/> returns.</summary>
     public long NextSequence => _nextSequence;
 
-    /// <summary>The segment of the last entry read (recovery replay locates values in it; valid while the reader holds it).</summary>
-    internal JournalSegment? CurrentSegment => _segment;
-
-    /// <summary>The offset in <see cref="CurrentSegment"/> of the last entry's data.</summary>
-    internal long LastEntryDataOffset { get; private set; }
+    /// <summary>Where the last entry's data lies in the journal (recovery replay locates values by it).</summary>
+    internal JournalDataLocation LastEntryLocation => new(_segment!, _lastEntryDataOffset);
 
     /// <summary>The first sequence number of the record the last entry read belongs to (entries of one record were appended as one group).</summary>
     public long RecordFirstSequence => _recordFirstSequence;
@@ -80,7 +78,7 @@ public sealed class JournalReader : IDisposable
         }
 
         entry = new JournalEntry(_nextSequence, _recordTimestamp, bytes.Slice(JournalFormat.EntryHeaderSize, (int)length));
-        LastEntryDataOffset = _entryOffset + JournalFormat.EntryHeaderSize;
+        _lastEntryDataOffset = _entryOffset + JournalFormat.EntryHeaderSize;
         _entryOffset += JournalFormat.EntryHeaderSize + length;
         _entriesLeft--;
         _nextSequence++;

@@ -22,7 +22,7 @@ internal static class BatchEncoding
     /// <summary>Encodes a batch into a pooled buffer; the caller returns it to <see cref="ArrayPool{T}.Shared"/>.</summary>
     public static byte[] Encode(CommitBatch batch, out int length)
     {
-        IReadOnlyList<BatchCommand> commands = batch.Commands;
+        List<BatchCommand> commands = batch.Commands;
         long size = 5;
         for (int i = 0; i < commands.Count; i++)
         {
@@ -64,24 +64,16 @@ internal static class BatchEncoding
     public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry)
     {
         var sink = new CopyingSink(new List<BatchCommand>());
-        DecodeCore(entry, names: null, ref sink);
+        Decode(entry, ref sink);
         return sink.Commands;
     }
 
     /// <summary>
-    /// Decodes a batch entry without copying its values (recovery replay): each command says where its value lies in
-    /// <paramref name="entry"/>. <paramref name="commands"/> is cleared first; collection names come from
-    /// <paramref name="names"/>. Throws <see cref="FormatException"/> on malformed bytes.
+    /// Decodes a batch entry into <paramref name="sink"/>, command by command (a struct, so the decoder is specialized
+    /// per sink); throws <see cref="FormatException"/> on malformed bytes.
     /// </summary>
-    public static void DecodeLocations(ReadOnlySpan<byte> entry, NameCache names, List<ReplayedCommand> commands)
-    {
-        commands.Clear();
-        var sink = new LocatingSink(commands);
-        DecodeCore(entry, names, ref sink);
-    }
-
     [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
-    private static void DecodeCore<TSink>(ReadOnlySpan<byte> entry, NameCache? names, ref TSink sink)
+    public static void Decode<TSink>(ReadOnlySpan<byte> entry, ref TSink sink)
         where TSink : struct, ICommandSink
     {
         if (entry.Length < 5 || entry[0] != Format)
@@ -100,7 +92,7 @@ internal static class BatchEncoding
         for (int i = 0; i < count; i++)
         {
             var kind = (ChangeKind)Read(entry, ref at, 1)[0];
-            string collection = names is null ? ReadName(entry, ref at) : names.Get(ReadNameBytes(entry, ref at));
+            string collection = sink.Collection(ReadNameBytes(entry, ref at));
             ReadOnlySpan<byte> id = ReadNameBytes(entry, ref at);
             int valueStart = at;
             int valueLength = 0;
@@ -125,12 +117,14 @@ internal static class BatchEncoding
     }
 
     /// <summary>
-    /// Receives decoded commands (a struct, so the decoder is specialized per sink). The id comes as its UTF-8 bytes,
-    /// so a sink that does not need it (the counting pass) does not decode it.
+    /// Receives decoded commands. The id comes as its UTF-8 bytes, so a sink that does not need it (recovery's counting
+    /// pass) does not decode it; the collection name is decoded by the sink (recovery caches the few there are).
     /// </summary>
-    private interface ICommandSink
+    internal interface ICommandSink
     {
         void EnsureCapacity(int count);
+
+        string Collection(ReadOnlySpan<byte> utf8);
 
         void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength);
     }
@@ -142,70 +136,10 @@ internal static class BatchEncoding
 
         public void EnsureCapacity(int count) => Commands.EnsureCapacity(count);
 
+        public string Collection(ReadOnlySpan<byte> utf8) => Encoding.UTF8.GetString(utf8);
+
         public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
             Commands.Add(new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), kind == ChangeKind.Put ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
-    }
-
-    /// <summary>Commands with where their values are in the entry.</summary>
-    private readonly struct LocatingSink(List<ReplayedCommand> commands) : ICommandSink
-    {
-        public void EnsureCapacity(int count) => commands.EnsureCapacity(count);
-
-        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
-            commands.Add(new ReplayedCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), valueStart, valueLength));
-    }
-
-    /// <summary>
-    /// Puts per collection, added to a dictionary once per run of commands of one collection (batches mostly write
-    /// one). Call <see cref="Flush"/> after the entry.
-    /// </summary>
-    private struct CountingSink(Dictionary<string, int> putsPerCollection) : ICommandSink
-    {
-        private string? _collection;
-        private int _puts;
-
-        public readonly void EnsureCapacity(int count)
-        {
-        }
-
-        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength)
-        {
-            if (kind != ChangeKind.Put)
-            {
-                return;
-            }
-
-            if (!ReferenceEquals(collection, _collection))
-            {
-                Flush();
-                _collection = collection;
-            }
-
-            _puts++;
-        }
-
-        public void Flush()
-        {
-            if (_collection is not null)
-            {
-                ref int total = ref System.Runtime.InteropServices.CollectionsMarshal.GetValueRefOrAddDefault(putsPerCollection, _collection, out _);
-                total = (int)Math.Min((long)total + _puts, int.MaxValue);
-            }
-
-            _collection = null;
-            _puts = 0;
-        }
-    }
-
-    /// <summary>
-    /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/> without decoding ids or copying values
-    /// (the replay's sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
-    /// </summary>
-    public static void CountPuts(ReadOnlySpan<byte> entry, NameCache names, Dictionary<string, int> putsPerCollection)
-    {
-        var sink = new CountingSink(putsPerCollection);
-        DecodeCore(entry, names, ref sink);
-        sink.Flush();
     }
 
     private static int NameBytes(string name, string what)
@@ -226,38 +160,10 @@ internal static class BatchEncoding
         return 2 + written;
     }
 
-    private static string ReadName(ReadOnlySpan<byte> entry, ref int at) => Encoding.UTF8.GetString(ReadNameBytes(entry, ref at));
-
     private static ReadOnlySpan<byte> ReadNameBytes(ReadOnlySpan<byte> entry, ref int at)
     {
         int length = BinaryPrimitives.ReadUInt16LittleEndian(Read(entry, ref at, 2));
         return Read(entry, ref at, length);
-    }
-
-    /// <summary>Remembers the last decoded collection names (there are few), so replay does not allocate one per command.</summary>
-    internal sealed class NameCache
-    {
-        private readonly string?[] _names = new string?[8];
-        private readonly byte[]?[] _bytes = new byte[]?[8];
-        private int _next;
-
-        [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
-        public string Get(ReadOnlySpan<byte> utf8)
-        {
-            for (int i = 0; i < _names.Length; i++)
-            {
-                if (_bytes[i] is { } known && utf8.SequenceEqual(known))
-                {
-                    return _names[i]!;
-                }
-            }
-
-            string name = Encoding.UTF8.GetString(utf8);
-            _bytes[_next] = utf8.ToArray();
-            _names[_next] = name;
-            _next = (_next + 1) % _names.Length;
-            return name;
-        }
     }
 
     private static ReadOnlySpan<byte> Read(ReadOnlySpan<byte> entry, ref int at, int length)

@@ -1,3 +1,4 @@
+using System.Runtime.InteropServices;
 using Folio.Transactions;
 
 namespace Folio;
@@ -9,17 +10,29 @@ namespace Folio;
 /// </summary>
 public sealed class CommitBatch
 {
-    private readonly List<BatchCommand> _commands = [];
+    private readonly List<BatchCommand> _commands;
     private List<(DocumentKey Key, long Version)>? _expectations;
 
-    /// <summary>The commands, in order.</summary>
-    internal IReadOnlyList<BatchCommand> Commands => _commands;
+    /// <summary>Creates an empty batch.</summary>
+    public CommitBatch()
+    {
+        _commands = [];
+    }
+
+    /// <summary>An empty batch with room for <paramref name="capacity"/> commands (the raw API's single writes).</summary>
+    internal CommitBatch(int capacity)
+    {
+        _commands = new List<BatchCommand>(capacity);
+    }
+
+    /// <summary>The commands, in order (a list, so that loops over it do not box an enumerator).</summary>
+    internal List<BatchCommand> Commands => _commands;
 
     /// <summary>The number of commands (puts and deletes) in the batch.</summary>
     public int Count => _commands.Count;
 
     /// <summary>The preconditions: each document must be at the given version (0: must not exist) when the batch commits.</summary>
-    internal IReadOnlyList<(DocumentKey Key, long Version)> Expectations => (IReadOnlyList<(DocumentKey, long)>?)_expectations ?? [];
+    internal ReadOnlySpan<(DocumentKey Key, long Version)> Expectations => CollectionsMarshal.AsSpan(_expectations);
 
     /// <summary>The durability of this batch; null (the default) uses the store's mode.</summary>
     public DurabilityMode? Durability { get; set; }

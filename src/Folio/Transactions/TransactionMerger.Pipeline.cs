@@ -53,6 +53,10 @@ internal sealed partial class TransactionMerger
     private readonly Stack<InFlightGroup> _freeGroups = new();
     private readonly Queue<JournalPosition> _unpublished = new(); // under _completionLock: applied, not yet published
     private int _inFlightCount;
+    private SyncThread? _syncThread; // created by the first group that applies during its sync; one group in flight then
+
+    /// <summary>The fewest batches in a group for which the committer applies the group while its fsync runs.</summary>
+    private const int MinBatchesToApplyDuringSync = 4;
     private int _writersSeen; // committer-only
     private int _stragglers; // committer-only (one group in flight): batches that arrived after the group was taken
     private long _batchesInFlight; // batches of the groups in flight: _queueDepth counts them until they are answered
@@ -174,15 +178,28 @@ internal sealed partial class TransactionMerger
     {
         if (group.NeedsSync && group.Failure is null)
         {
-            long started = Stopwatch.GetTimestamp();
-            try
+            if (ShouldApplyDuringSync(group))
             {
-                _journal.CompleteSync(group.SyncPoint);
-                group.SyncElapsed = Stopwatch.GetElapsedTime(started);
+                SyncThread sync = _syncThread ??= new SyncThread(_journal);
+                sync.Start(group.SyncPoint);
+                ApplyDuringSync(group);
+                if (sync.Wait(out group.SyncElapsed) is { } failure)
+                {
+                    group.Failure = JournalFailureCause(failure);
+                }
             }
-            catch (Exception e)
+            else
             {
-                group.Failure = JournalFailureCause(e);
+                long started = Stopwatch.GetTimestamp();
+                try
+                {
+                    _journal.CompleteSync(group.SyncPoint);
+                    group.SyncElapsed = Stopwatch.GetElapsedTime(started);
+                }
+                catch (Exception e)
+                {
+                    group.Failure = JournalFailureCause(e);
+                }
             }
         }
 
@@ -208,6 +225,35 @@ internal sealed partial class TransactionMerger
         }
     }
 
+    /// <summary>
+    /// Whether the group's fsync runs on the <see cref="SyncThread"/> while this thread applies the group: with one
+    /// group in flight (then groups finish one at a time, so applying outside the completion lock keeps the state's
+    /// single writer) and at least <see cref="MinBatchesToApplyDuringSync"/> batches (a small group applies in less
+    /// time than the hand-off to the sync thread costs; a lone writer keeps its fsync on its own thread).
+    /// </summary>
+    private bool ShouldApplyDuringSync(InFlightGroup group) =>
+        _options.MaxGroupsInFlight == 1 && group.Batches.Count >= MinBatchesToApplyDuringSync && !IsFaulted;
+
+    /// <summary>
+    /// While the group's fsync runs: applies its batches to the state, unpublished (<see cref="ICommitState"/>); its
+    /// completion publishes them once the sync succeeded. A failure is kept for the completion, which faults the store.
+    /// </summary>
+    private void ApplyDuringSync(InFlightGroup group)
+    {
+        group.Applied = true;
+        try
+        {
+            for (int i = 0; i < group.Batches.Count; i++)
+            {
+                _state.Apply(group.Batches[i].Batch, group.First + i, group.TimestampTicks);
+            }
+        }
+        catch (Exception e)
+        {
+            group.ApplyFailure = e;
+        }
+    }
+
     /// <summary>Under the completion lock, in commit order: acknowledges a durable group, or fails it. Throws nothing.</summary>
     private void CompleteGroup(InFlightGroup group)
     {
@@ -229,12 +275,21 @@ internal sealed partial class TransactionMerger
         int count = group.Batches.Count;
         try
         {
-            for (int i = 0; i < count; i++)
+            if (!group.Applied)
             {
-                _state.Apply(group.Batches[i].Batch, group.First + i, group.TimestampTicks);
+                for (int i = 0; i < count; i++)
+                {
+                    _state.Apply(group.Batches[i].Batch, group.First + i, group.TimestampTicks);
+                }
+            }
+            else if (group.ApplyFailure is { } applyFailure)
+            {
+                System.Runtime.ExceptionServices.ExceptionDispatchInfo.Throw(applyFailure);
             }
 
-            // Applied, then published (a durable group's own sync covers it; a buffered one waits for a sync).
+            // Applied and made visible, then published to journal readers (a durable group's own sync covers it; a
+            // buffered one waits for a sync).
+            _state.Publish(group.First + count - 1);
             _unpublished.Enqueue(group.End);
             PublishDurableLocked();
         }
@@ -325,6 +380,10 @@ internal sealed partial class TransactionMerger
         public TimeSpan SyncElapsed;
         public Exception? Failure;
 
+        /// <summary>The batches were applied while the fsync ran (<see cref="ApplyDuringSync"/>); with the failure if that threw.</summary>
+        public bool Applied;
+        public Exception? ApplyFailure;
+
         /// <summary>The group's sync ended (or it had none); under the completion lock.</summary>
         public bool Done;
 
@@ -340,6 +399,8 @@ internal sealed partial class TransactionMerger
             NeedsSync = false;
             SyncElapsed = default;
             Failure = null;
+            Applied = false;
+            ApplyFailure = null;
             Done = false;
         }
     }

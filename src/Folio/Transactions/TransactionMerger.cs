@@ -679,6 +679,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             }
         }
 
+        _syncThread?.Dispose();
         _metrics.Dispose();
         _pendingBytesChanged.Dispose();
     }

@@ -99,6 +99,55 @@ public sealed class PublicationOrderTests
         Assert.Equal(written, seen);
     }
 
+    /// <summary>
+    /// A group of many batches is applied to the index while its fsync runs (on the sync thread): when that fsync
+    /// fails, none of the group's documents may become visible (by id, by range, or in the visible sequence), and
+    /// the commit acknowledged before it stays readable.
+    /// </summary>
+    [Fact]
+    public async Task A_group_applied_during_an_fsync_that_fails_never_becomes_visible()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.FileSystem = files;
+        options.CollectionName = static _ => "users";
+        await using var store = DocumentStore.Open(dir.Path, options);
+        long before = await store.PutAsync("users", "before", "{}"u8.ToArray());
+
+        using var gate = new ManualResetEventSlim();
+        files.SyncGateHoldsOne = true;
+        files.SyncGate = gate;
+        Task<long> first = Task.Run(() => store.PutAsync("users", "first", "{}"u8.ToArray()).AsTask()); // may commit inline
+        Assert.True(files.SyncWaiting.Wait(TimeSpan.FromSeconds(30)), "the first group reached its fsync");
+        var group = Enumerable.Range(0, 16).Select(i => store.PutAsync("users", $"g/{i:D2}", "{}"u8.ToArray()).AsTask()).ToList();
+        files.Arm(FileFault.SyncFails); // the first group's sync is past its fault check: the next sync, the group's, fails
+        gate.Set();
+
+        long firstSequence = await first;
+        foreach (Task<long> put in group)
+        {
+            await Assert.ThrowsAsync<StoreFaultedException>(() => put);
+        }
+
+        Assert.True(store.IsFaulted);
+        Assert.Equal(firstSequence, store.LastCommittedSequence);
+        Assert.NotNull(store.Get("users", "before"));
+        Assert.NotNull(store.Get("users", "first"));
+        for (int i = 0; i < 16; i++)
+        {
+            Assert.Null(store.Get("users", $"g/{i:D2}"));
+        }
+
+        await using DocumentSession session = store.OpenSession();
+        Assert.Equal(2, await session.CountAsync<Users>());
+        Assert.Equal(before + 1, firstSequence);
+    }
+
+    private sealed class Users
+    {
+    }
+
     [Fact]
     public async Task A_rotation_does_not_publish_a_group_whose_own_sync_is_still_in_flight()
     {

@@ -213,14 +213,14 @@ public sealed class RecoveryReplayTests
             }
 
             journal.Sync();
-            var names = new BatchEncoding.NameCache();
+            var names = new CollectionNameCache();
             var commands = new List<ReplayedCommand>();
             index.BeginBulkLoad(new Dictionary<string, int> { ["x"] = 1 });
             using JournalReader reader = journal.OpenReader(1);
             while (reader.TryRead(out JournalEntry entry))
             {
-                BatchEncoding.DecodeLocations(entry.Data, names, commands);
-                index.ApplyReplayed(commands, reader.CurrentSegment!, reader.LastEntryDataOffset, entry.Sequence, entry.TimestampTicks);
+                JournalReplay.DecodeLocations(entry.Data, names, commands);
+                index.ApplyReplayed(commands, reader.LastEntryLocation, entry.Sequence, entry.TimestampTicks);
             }
 
             index.EndBulkLoad();
@@ -241,27 +241,27 @@ public sealed class RecoveryReplayTests
     [Fact]
     public void A_malformed_entry_fails_the_sizing_pass_with_a_format_error()
     {
-        var names = new BatchEncoding.NameCache();
+        var names = new CollectionNameCache();
         var counts = new Dictionary<string, int>();
         byte[] entry = BatchEncoding.Encode(new CommitBatch().Put("c", "id", "{}"u8.ToArray()), out int length);
-        Assert.Throws<FormatException>(() => BatchEncoding.CountPuts(entry.AsSpan(0, length - 1), names, counts));
-        Assert.Throws<FormatException>(() => BatchEncoding.CountPuts([2, 0, 0, 0, 0], names, counts));
+        Assert.Throws<FormatException>(() => JournalReplay.CountPuts(entry.AsSpan(0, length - 1), names, counts));
+        Assert.Throws<FormatException>(() => JournalReplay.CountPuts([2, 0, 0, 0, 0], names, counts));
         entry[1] = 0xFF; // command count far beyond the entry
-        Assert.Throws<FormatException>(() => BatchEncoding.CountPuts(entry.AsSpan(0, length), names, counts));
+        Assert.Throws<FormatException>(() => JournalReplay.CountPuts(entry.AsSpan(0, length), names, counts));
         System.Buffers.ArrayPool<byte>.Shared.Return(entry); // Encode rents it
     }
 
     [Fact]
     public void The_sizing_pass_counts_puts_per_collection()
     {
-        var names = new BatchEncoding.NameCache();
+        var names = new CollectionNameCache();
         var counts = new Dictionary<string, int>();
         var batch = new CommitBatch()
             .Put("a", "1", new byte[10]).Put("a", "2", new byte[20]).Delete("a", "3")
             .Put("b", "1", new byte[ValueSlabs.MaxSlabbedValue + 1]).Put("a", "4", new byte[30]);
         byte[] entry = BatchEncoding.Encode(batch, out int length);
-        BatchEncoding.CountPuts(entry.AsSpan(0, length), names, counts);
-        BatchEncoding.CountPuts(entry.AsSpan(0, length), names, counts);
+        JournalReplay.CountPuts(entry.AsSpan(0, length), names, counts);
+        JournalReplay.CountPuts(entry.AsSpan(0, length), names, counts);
         Assert.Equal(6, counts["a"]);
         Assert.Equal(2, counts["b"]);
         System.Buffers.ArrayPool<byte>.Shared.Return(entry); // Encode rents it

@@ -84,6 +84,7 @@ public sealed class VersionedIndexTests
                         else
                         {
                             index.Apply(batch, sequence, sequence * 10);
+                            index.Publish(sequence);
                         }
 
                         states.Add(state);
@@ -132,7 +133,7 @@ public sealed class VersionedIndexTests
     private static void ReplayInto(VersionedIndex index, WriteAheadJournal journal)
     {
         journal.Sync();
-        DocumentStore.Replay(journal, index);
+        JournalReplay.Run(journal, index);
         journal.Dispose();
     }
 
@@ -195,15 +196,19 @@ public sealed class VersionedIndexTests
         var index = new VersionedIndex();
         var key = new DocumentKey("x", "k");
         index.Apply(new CommitBatch().Put("x", "k", "1"u8.ToArray()), 1, 1 * 10);
+        index.Publish(1);
         IndexSnapshot old = index.OpenSnapshot();
         index.Apply(new CommitBatch().Put("x", "k", "2"u8.ToArray()), 2, 2 * 10);
+        index.Publish(2);
         index.Apply(new CommitBatch().Put("x", "k", "3"u8.ToArray()), 3, 3 * 10);
+        index.Publish(3);
         Assert.Equal("1"u8.ToArray(), index.Get(key, old.Sequence)!.Json.ToArray());
         Assert.Equal(3, index.ChainLength(key));
 
         old.Dispose();
         Assert.Equal(0, index.OpenSnapshots);
         index.Apply(new CommitBatch().Put("x", "k", "4"u8.ToArray()), 4, 4 * 10);
+        index.Publish(4);
         Assert.Equal(2, index.ChainLength(key)); // version 4 and version 3 (visible at the oldest point, 3)
         Assert.Equal("4"u8.ToArray(), index.Get(key, index.VisibleSequence)!.Json.ToArray());
     }
@@ -234,7 +239,7 @@ public sealed class VersionedIndexTests
             }
 
             journal.Sync();
-            DocumentStore.Replay(journal, index);
+            JournalReplay.Run(journal, index);
         }
 
         long replayedTo = index.VisibleSequence;
@@ -259,6 +264,7 @@ public sealed class VersionedIndexTests
                 }
 
                 index.Apply(batch, s, s * 10);
+                index.Publish(s);
                 Volatile.Write(ref written[k], s);
             }
         }, TaskCreationOptions.LongRunning);
@@ -327,6 +333,7 @@ public sealed class VersionedIndexTests
                 }
 
                 index.Apply(batch, s, s * 10);
+                index.Publish(s);
                 Volatile.Write(ref committed, s);
             }
         }, TaskCreationOptions.LongRunning);

@@ -107,4 +107,6 @@ internal sealed class TestState : ICommitState
 
         _versions.Apply(batch, sequence, timestampTicks);
     }
+
+    public void Publish(long sequence) => _versions.Publish(sequence);
 }

@@ -1,7 +1,7 @@
 using System.Runtime.CompilerServices;
 using Folio.Storage;
 
-namespace Folio.Transactions;
+namespace Folio.Documents;
 
 /// <summary>
 /// Copies document values (UTF-8 JSON) into shared slabs instead of one array each. Recovery replay uses it at the

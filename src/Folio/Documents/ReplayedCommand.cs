@@ -1,4 +1,4 @@
-namespace Folio.Transactions;
+namespace Folio.Documents;
 
 /// <summary>A command decoded during recovery replay: its value is not copied, only located in its journal entry.</summary>
 /// <param name="Kind">Put or delete.</param>

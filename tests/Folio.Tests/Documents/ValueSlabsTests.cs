@@ -1,9 +1,9 @@
 using FsCheck;
 using FsCheck.Fluent;
 using FsCheck.Xunit;
-using Folio.Transactions;
+using Folio.Documents;
 
-namespace Folio.Tests.Transactions;
+namespace Folio.Tests.Documents;
 
 public sealed class ValueSlabsTests
 {

@@ -1,0 +1,134 @@
+using System.Runtime.InteropServices;
+using System.Text;
+using Folio.Journal;
+using Folio.Transactions;
+
+namespace Folio.Documents;
+
+/// <summary>
+/// Recovery replay: rebuilds a store's documents from its journal into an empty <see cref="VersionedIndex"/> while
+/// the store opens, before any reader exists. Two passes over the mapped journal: the first counts puts per collection
+/// (sizing each collection's arrays once), the second decodes each batch without copying values and records where
+/// each value lies (<see cref="JournalDataLocation"/>); the end of the bulk load copies the values still live out of
+/// the journal (<see cref="VersionedIndex.EndBulkLoad"/>). Single-threaded.
+/// </summary>
+internal static class JournalReplay
+{
+    /// <summary>Replays every entry of <paramref name="journal"/> into <paramref name="index"/>.</summary>
+    /// <returns>The batches replayed and their bytes.</returns>
+    /// <exception cref="FolioException">The journal does not start at sequence 1 (entries were purged).</exception>
+    /// <exception cref="FormatException">An entry is not a well-formed batch.</exception>
+    public static (long Batches, long Bytes) Run(WriteAheadJournal journal, VersionedIndex index)
+    {
+        if (journal.FirstSequence != 1)
+        {
+            throw new FolioException($"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}: entries were purged, so the documents cannot be rebuilt from it.");
+        }
+
+        long batches = 0;
+        long bytes = 0;
+        var names = new CollectionNameCache();
+        var putsPerCollection = new Dictionary<string, int>(StringComparer.Ordinal);
+        using (JournalReader reader = journal.OpenReader(1))
+        {
+            while (reader.TryRead(out JournalEntry entry))
+            {
+                CountPuts(entry.Data, names, putsPerCollection);
+            }
+        }
+
+        var commands = new List<ReplayedCommand>();
+        index.BeginBulkLoad(putsPerCollection);
+        using (JournalReader reader = journal.OpenReader(1))
+        {
+            while (reader.TryRead(out JournalEntry entry))
+            {
+                DecodeLocations(entry.Data, names, commands);
+                index.ApplyReplayed(commands, reader.LastEntryLocation, entry.Sequence, entry.TimestampTicks);
+                batches++;
+                bytes += entry.Data.Length;
+            }
+        }
+
+        index.EndBulkLoad();
+        return (batches, bytes);
+    }
+
+    /// <summary>
+    /// Decodes a batch entry without copying its values: each command says where its value lies in
+    /// <paramref name="entry"/>. <paramref name="commands"/> is cleared first; collection names come from
+    /// <paramref name="names"/>. Throws <see cref="FormatException"/> on malformed bytes.
+    /// </summary>
+    public static void DecodeLocations(ReadOnlySpan<byte> entry, CollectionNameCache names, List<ReplayedCommand> commands)
+    {
+        commands.Clear();
+        var sink = new LocatingSink(commands, names);
+        BatchEncoding.Decode(entry, ref sink);
+    }
+
+    /// <summary>
+    /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/> without decoding ids or copying values
+    /// (the sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
+    /// </summary>
+    public static void CountPuts(ReadOnlySpan<byte> entry, CollectionNameCache names, Dictionary<string, int> putsPerCollection)
+    {
+        var sink = new CountingSink(putsPerCollection, names);
+        BatchEncoding.Decode(entry, ref sink);
+        sink.Flush();
+    }
+
+    /// <summary>Commands with where their values are in the entry.</summary>
+    private readonly struct LocatingSink(List<ReplayedCommand> commands, CollectionNameCache names) : BatchEncoding.ICommandSink
+    {
+        public void EnsureCapacity(int count) => commands.EnsureCapacity(count);
+
+        public string Collection(ReadOnlySpan<byte> utf8) => names.Get(utf8);
+
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
+            commands.Add(new ReplayedCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), valueStart, valueLength));
+    }
+
+    /// <summary>
+    /// Puts per collection, added to a dictionary once per run of commands of one collection (batches mostly write
+    /// one). Call <see cref="Flush"/> after the entry.
+    /// </summary>
+    private struct CountingSink(Dictionary<string, int> putsPerCollection, CollectionNameCache names) : BatchEncoding.ICommandSink
+    {
+        private string? _collection;
+        private int _puts;
+
+        public readonly void EnsureCapacity(int count)
+        {
+        }
+
+        public readonly string Collection(ReadOnlySpan<byte> utf8) => names.Get(utf8);
+
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength)
+        {
+            if (kind != ChangeKind.Put)
+            {
+                return;
+            }
+
+            if (!ReferenceEquals(collection, _collection))
+            {
+                Flush();
+                _collection = collection;
+            }
+
+            _puts++;
+        }
+
+        public void Flush()
+        {
+            if (_collection is not null)
+            {
+                ref int total = ref CollectionsMarshal.GetValueRefOrAddDefault(putsPerCollection, _collection, out _);
+                total = (int)Math.Min((long)total + _puts, int.MaxValue);
+            }
+
+            _collection = null;
+            _puts = 0;
+        }
+    }
+}
