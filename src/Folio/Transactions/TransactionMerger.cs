@@ -1,5 +1,4 @@
-using System.Collections.Concurrent;
-using System.Diagnostics;
+using System.Buffers;
 using Folio.Diagnostics;
 using Folio.Journal;
 using Microsoft.Extensions.Logging;
@@ -10,104 +9,97 @@ namespace Folio.Transactions;
 /// <summary>
 /// Group commit: many concurrent callers submit batches; few durable journal writes happen.
 /// <para>
+/// Parts, each with one owner: <see cref="PendingQueue"/> (submitted batches; submitters enqueue, the committer
+/// dequeues), <see cref="GroupCommitter"/> (the committer role's work: take, validate, write a group),
+/// <see cref="GroupFillPolicy"/> (pure: how long a group fills), <see cref="CommitPipeline"/> (groups between their
+/// write and their completion, completed in commit order under its lock), <see cref="BufferedSync"/> (the buffered-mode
+/// timer), <see cref="CommitFault"/> and <see cref="SyncStatistics"/> (shared, set and recorded with interlocked
+/// operations). This type owns the submission path and the hand-off of the committer role.
+/// </para>
+/// <para>
 /// Protocol. <see cref="CommitAsync"/> encodes the batch on the caller's thread, waits (asynchronously) while too many
-/// bytes are pending, and enqueues a <see cref="PendingBatch"/> on a lock-free <see cref="ConcurrentQueue{T}"/>.
-/// The submitter that then finds no active committer takes the role (a CAS on <see cref="_committerActive"/> from
-/// 0 to 1). When the merger is idle (the previous group held one batch: commits are arriving one at a time) it
-/// commits that one group inline, on its own thread, and returns a completed task: a lone writer pays no thread
-/// hand-off, so it runs at the speed of the bare journal. Under concurrency (the previous group held several
-/// batches) the role runs as a thread-pool work item instead, so a caller never serves others for long and the
-/// writers' continuations keep the pool's threads. Either way the committer takes pending batches in arrival order
-/// (skipping cancelled ones) up to the group caps, validates each against the committed state plus the writes of
-/// the batches before it in the group, writes the accepted ones as one journal record, makes it durable with one
-/// fdatasync (unless every batch in the group is buffered), applies them to the state and completes every waiter
-/// in commit order. A pool work item commits at most <see cref="TransactionMergerOptions.MaxGroupsPerTurn"/>
-/// groups before re-queueing itself; an inline caller commits one group and hands any rest to a work item.
-/// Releasing the role stores 0 and then re-checks the queue, so a batch enqueued just before the release is never
-/// stranded.
+/// bytes are pending, and enqueues it. The submitter that then finds no active committer takes the role (a CAS on
+/// <see cref="_committerActive"/> from 0 to 1). When the merger is idle (the previous group held one batch: commits
+/// are arriving one at a time) it commits that one group inline, on its own thread, and returns a completed task: a
+/// lone writer pays no thread hand-off, so it runs at the speed of the bare journal. Under concurrency the role runs
+/// as a thread-pool work item instead, so a caller never serves others for long and the writers' continuations keep
+/// the pool's threads (committing inline whenever the role was free shrank groups: a writer arriving just after a
+/// group committed alone held one of the few pool threads in fdatasync). A pool work item commits at most
+/// <see cref="TransactionMergerOptions.MaxGroupsPerTurn"/> groups before re-queueing itself; an inline caller commits
+/// one group and hands any rest to a work item.
 /// </para>
 /// <para>
-/// Pipeline. The role covers taking, validating and writing a group and starting its sync; the fdatasync and the
-/// in-order completion run after the role is given up (TransactionMerger.Pipeline.cs has that protocol). With
-/// <see cref="TransactionMergerOptions.MaxGroupsInFlight"/> = 1 (the default) the next group waits for the slot, so
-/// groups commit one at a time; above 1 the next group is written and synced while earlier fsyncs are in flight.
-/// </para>
-/// <para>
-/// Group fill. fdatasync dominates a group's cost, so before taking the next group the committer lets the writers
-/// it just acknowledged come back: while fewer batches are pending than the fill target (the previous group's size
-/// plus the batches that arrived during its fsync; see FillTarget), it waits (spinning and yielding, never sleeping) up to <see cref="TransactionMergerOptions.GroupFillWait"/> of the average fsync,
-/// and stops as soon as the count is reached or no new batch arrived for 20 µs. <see cref="_lastGroupBatches"/> is
-/// written by the committer only and read by submitters and the committer (Volatile); it is a hint, so a stale
-/// value costs at most one hand-off or one short wait, never correctness.
+/// Hand-off. Releasing the role stores 0 (a full fence) and then re-checks for pending batches and a free pipeline
+/// slot; completing a group frees its slot and then re-checks for pending batches and a free role (also after a full
+/// fence). Whichever runs second sees the other's write, so a batch enqueued while the role was taken or the pipeline
+/// full is never stranded. With one group in flight (the default) the pool committer keeps the role through each
+/// group's fsync and completion, as submitters arriving meanwhile have nothing to do but wait; with more, it gives the
+/// role up right after the group's write, so another thread prepares the next group while this one syncs.
 /// </para>
 /// <para>
 /// Faults. A failed journal write or fsync faults the merger: the group and every pending batch fail with
 /// <see cref="StoreFaultedException"/> carrying the cause, later submissions fail fast, and nothing is acknowledged
-/// that is not durable (a failed fsync is never retried as if it had succeeded). A group that reached the journal but
-/// that the state failed to apply faults the merger too: its waiters are told their commits are in the journal. So does
-/// any other exception inside the committer: the role is always released, no waiter is left without an answer. The
-/// failure path itself throws nothing: its log line and failed-commits metric go through a guard that drops an
-/// observer's exception (a logger or metrics listener that throws there once left waiters unanswered and, on the
-/// pool or the buffered-sync timer, ended the process).
+/// that is not durable. A group that reached the journal but that the state failed to apply faults the merger too: its
+/// waiters are told their commits are in the journal. So does any other exception inside the committer: the role is
+/// always released, no waiter is left without an answer.
 /// </para>
 /// </summary>
-internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
+internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
 {
     private readonly WriteAheadJournal _journal;
-    private readonly ICommitState _state;
     private readonly TransactionMergerOptions _options;
-    private readonly ILogger _logger;
     private readonly FolioMetrics _metrics;
-    private readonly ConcurrentQueue<PendingBatch> _queue = new();
-    private readonly SemaphoreSlim _pendingBytesChanged = new(0);
-    private readonly Timer? _bufferedSyncTimer;
+    private readonly PendingQueue _pending;
+    private readonly CommitFault _fault;
+    private readonly SyncStatistics _syncs;
+    private readonly CommitPipeline _pipeline;
+    private readonly GroupCommitter _committer;
+    private readonly BufferedSync _bufferedSync;
     private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private readonly int _maxRecordPayload;
     private int _committerActive;
-    private int _lastGroupBatches;
-    private long _pendingBytes;
-    private long _queueDepth;
-    private int _bytesWaiters;
-    private Exception? _fault;
     private int _disposed;
-    private long _syncCount;
-    private long _bufferedAcknowledged;
-    private long _syncTicksTotal;
-    private long _lastSyncTicks;
-    private long _averageSyncTicks;
 
     public TransactionMerger(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options)
     {
         options.Validate();
         _journal = journal;
-        _state = state;
         _options = options;
-        _logger = options.LoggerFactory?.CreateLogger<TransactionMerger>() ?? NullLogger<TransactionMerger>.Instance;
-        _metrics = new FolioMetrics(options.MeterFactory, () => Volatile.Read(ref _queueDepth));
+        ILogger logger = options.LoggerFactory?.CreateLogger<TransactionMerger>() ?? NullLogger<TransactionMerger>.Instance;
+        PendingQueue? pending = null;
+        _metrics = new FolioMetrics(options.MeterFactory, () => pending?.Depth ?? 0);
+        _pending = pending = new PendingQueue(options.MaxPendingBytes, _metrics);
+        _fault = new CommitFault(logger, () => _pending.Depth);
+        _syncs = new SyncStatistics(_metrics);
         _maxRecordPayload = (int)Math.Min(int.MaxValue, journal.MaxRecordSize - JournalFormat.RecordHeaderSize);
-        _bufferedSyncTimer = new Timer(static self => ((TransactionMerger)self!).OnTimer(), this, options.BufferedSyncInterval, options.BufferedSyncInterval);
+        _pipeline = new CommitPipeline(journal, state, options, logger, _metrics, _pending, _fault, _syncs);
+        _committer = new GroupCommitter(journal, state, options, _metrics, _pending, _pipeline, _fault, _syncs, _maxRecordPayload);
+        _bufferedSync = new BufferedSync(journal, _committer, _pipeline, _fault, _syncs, options.BufferedSyncInterval);
     }
 
     /// <summary>Whether a journal failure faulted the merger.</summary>
-    public bool IsFaulted => Volatile.Read(ref _fault) is not null;
+    public bool IsFaulted => _fault.IsFaulted;
 
     /// <summary>The failure that faulted the merger, or null.</summary>
-    public Exception? Fault => Volatile.Read(ref _fault);
+    public Exception? Fault => _fault.Cause;
 
     /// <summary>Whether a committer holds the role now (tests and diagnostics; a moment later it may differ).</summary>
     public bool IsCommitterActive => Volatile.Read(ref _committerActive) != 0;
 
     /// <summary>Journal fsyncs made by commits and by the buffered-mode timer.</summary>
-    public long SyncCount => Volatile.Read(ref _syncCount);
+    public long SyncCount => _syncs.Count;
 
     /// <summary>Total time spent in the fsyncs counted by <see cref="SyncCount"/> (diagnostics and benchmarks).</summary>
-    public TimeSpan TotalSyncDuration => TimeSpan.FromTicks(Volatile.Read(ref _syncTicksTotal));
+    public TimeSpan TotalSyncDuration => _syncs.Total;
 
     /// <summary>Duration of the latest fsync.</summary>
-    public TimeSpan LastSyncDuration => TimeSpan.FromTicks(Volatile.Read(ref _lastSyncTicks));
+    public TimeSpan LastSyncDuration => _syncs.Last;
 
     /// <summary>Exponentially weighted average (weight 1/8 per sample) of fsync durations.</summary>
-    public TimeSpan AverageSyncDuration => TimeSpan.FromTicks(Volatile.Read(ref _averageSyncTicks));
+    public TimeSpan AverageSyncDuration => _syncs.Average;
+
+    /// <summary>Groups written and not yet completed (diagnostics and tests).</summary>
+    public int GroupsInFlight => _pipeline.GroupsInFlight;
 
     /// <summary>
     /// Commits <paramref name="batch"/> atomically with other concurrent batches, under one fsync per group.
@@ -128,7 +120,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             ThrowHelper.ThrowObjectDisposed(nameof(TransactionMerger));
         }
 
-        ThrowIfFaulted();
+        _fault.ThrowIfFaulted();
         if (batch.Commands.Count == 0)
         {
             ThrowHelper.ThrowArgument(nameof(batch), "A batch holds at least one command.");
@@ -142,13 +134,13 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         byte[] encoded = BatchEncoding.Encode(batch, out int length);
         if (length > _maxRecordPayload)
         {
-            System.Buffers.ArrayPool<byte>.Shared.Return(encoded);
+            ArrayPool<byte>.Shared.Return(encoded);
             ThrowSaveTooLarge(batch.Commands.Count, length);
         }
 
         bool durable = (batch.Durability ?? _options.Durability) == DurabilityMode.Durable;
         var pending = new PendingBatch(batch, encoded, length, durable);
-        if (!TryReserveBytes(length))
+        if (!_pending.TryReserveBytes(length))
         {
             return EnqueueAfterBackpressureAsync(pending, cancellationToken);
         }
@@ -169,43 +161,16 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             length,
             _maxRecordPayload);
 
-    /// <summary>Counts a batch's bytes as pending unless that would pass the bound (a batch alone always fits).</summary>
-    private bool TryReserveBytes(int length)
-    {
-        long current = Volatile.Read(ref _pendingBytes);
-        while (current == 0 || current + length <= _options.MaxPendingBytes)
-        {
-            long seen = Interlocked.CompareExchange(ref _pendingBytes, current + length, current);
-            if (seen == current)
-            {
-                return true;
-            }
-
-            current = seen;
-        }
-
-        return false;
-    }
-
     private async ValueTask<CommitResult> EnqueueAfterBackpressureAsync(PendingBatch pending, CancellationToken cancellationToken)
     {
         try
         {
-            while (!TryReserveBytes(pending.Length))
+            while (!_pending.TryReserveBytes(pending.Length))
             {
                 // Wait until the committer frees some bytes (each release signals), then try again.
-                Interlocked.Increment(ref _bytesWaiters);
-                try
-                {
-                    TryBecomeCommitter(mayCommitInline: false);
-                    await _pendingBytesChanged.WaitAsync(TimeSpan.FromMilliseconds(50), cancellationToken).ConfigureAwait(false);
-                }
-                finally
-                {
-                    Interlocked.Decrement(ref _bytesWaiters);
-                }
-
-                ThrowIfFaulted();
+                TryBecomeCommitter(mayCommitInline: false);
+                await _pending.WaitForBytesAsync(TimeSpan.FromMilliseconds(50), cancellationToken).ConfigureAwait(false);
+                _fault.ThrowIfFaulted();
             }
         }
         catch
@@ -228,7 +193,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
                     var (merger, batch) = ((TransactionMerger, PendingBatch))state!;
                     if (batch.TryCancel())
                     {
-                        merger.Release(batch);
+                        merger._pending.Release(batch);
                         batch.TrySetCanceled(token);
                         merger._metrics.FailedCommits.Add(1);
                     }
@@ -236,35 +201,27 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
                 (this, pending));
         }
 
-        Interlocked.Increment(ref _queueDepth);
-        _queue.Enqueue(pending);
+        _pending.Enqueue(pending);
         TryBecomeCommitter(mayCommitInline: true);
     }
 
     /// <summary>
     /// Takes the committer role unless it is taken (CAS). When <paramref name="mayCommitInline"/> and the merger is
-    /// idle (the previous group held at most one batch), commits one group on the caller's thread; otherwise runs the
-    /// role as a thread-pool work item.
+    /// idle (the previous group held at most one batch, none in flight), commits one group on the caller's thread;
+    /// otherwise runs the role as a thread-pool work item.
     /// </summary>
-    /// <remarks>
-    /// Measured (docs/measurements.md, "Group commit"): committing inline only when idle removes two thread hand-offs
-    /// per commit for a lone writer (its commits ran 1.22x the raw write + fdatasync loop with the work item, 1.01-1.07x
-    /// inline). Committing inline whenever the role was free shrank groups under load (16 writers: 8 batches per
-    /// group instead of 13; 64 writers: 28 instead of 50), because a writer arriving just after a group committed alone
-    /// and held one of the few pool threads in fdatasync; hence the idle condition.
-    /// </remarks>
     private void TryBecomeCommitter(bool mayCommitInline)
     {
         // A full pipeline has nothing for a committer to do: the group completing next re-checks the queue (after a
         // full fence, as the caller's enqueue is one), so skipping here strands nothing and saves a work item per group.
-        if (Volatile.Read(ref _inFlightCount) >= _options.MaxGroupsInFlight
+        if (_pipeline.IsFull
             || Volatile.Read(ref _committerActive) != 0
             || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
         {
             return;
         }
 
-        if (mayCommitInline && Volatile.Read(ref _lastGroupBatches) <= 1 && Volatile.Read(ref _inFlightCount) == 0)
+        if (mayCommitInline && _committer.LastGroupBatches <= 1 && _pipeline.GroupsInFlight == 0)
         {
             CommitInline();
         }
@@ -280,7 +237,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         bool holdingRole = true;
         try
         {
-            InFlightGroup? group = PrepareNextGroup(); // answers its group on every path; the finally is for what nothing can answer (OOM)
+            InFlightGroup? group = _committer.PrepareNextGroup(); // answers its group on every path; the finally is for what nothing can answer (OOM)
             if (_options.MaxGroupsInFlight > 1)
             {
                 holdingRole = false;
@@ -289,7 +246,11 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
             if (group is not null)
             {
-                FinishGroup(group, retrigger: !holdingRole);
+                _pipeline.Finish(group);
+                if (!holdingRole)
+                {
+                    RetriggerAfterFinish();
+                }
             }
         }
         finally
@@ -303,11 +264,9 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
     /// <summary>
     /// The pool-side committer, entered holding the role: at most <see cref="TransactionMergerOptions.MaxGroupsPerTurn"/>
-    /// groups, then it re-queues itself. One group in flight (the default): the role is kept through each group's fsync
-    /// and completion, as submitters arriving meanwhile have nothing to do but wait (measured: giving it up let them
-    /// take it and queue work items, and 64 writers reached 55% of the fsync-bound ceiling instead of 66-67%). Overlap:
-    /// the role is given up right after the group's write (so another thread can prepare the next group while this one
-    /// syncs) and taken again after the group finishes while batches are pending.
+    /// groups, then it re-queues itself. One group in flight: the role is kept through each group's fsync and
+    /// completion. Overlap: the role is given up right after the group's write and taken again after the group
+    /// finishes while batches are pending.
     /// </summary>
     private void RunCommitter()
     {
@@ -317,7 +276,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         {
             for (int groups = 1; ; groups++)
             {
-                InFlightGroup? group = PrepareNextGroup();
+                InFlightGroup? group = _committer.PrepareNextGroup();
                 if (overlap)
                 {
                     holdingRole = false;
@@ -326,12 +285,12 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
                 if (group is not null)
                 {
-                    FinishGroup(group, retrigger: false);
+                    _pipeline.Finish(group);
                 }
 
                 if (!overlap)
                 {
-                    if (groups >= _options.MaxGroupsPerTurn || _queue.IsEmpty)
+                    if (groups >= _options.MaxGroupsPerTurn || _pending.IsEmpty)
                     {
                         return; // the finally gives the role up, re-queueing the committer if batches are pending
                     }
@@ -339,9 +298,9 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
                     continue;
                 }
 
-                // The re-check after freeing a slot (see the pipeline protocol), done here so the role stays on this thread.
+                // The re-check after freeing a slot (see the hand-off protocol), done here so the role stays on this thread.
                 Interlocked.MemoryBarrier();
-                if (_queue.IsEmpty)
+                if (_pending.IsEmpty)
                 {
                     return;
                 }
@@ -352,7 +311,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
                     return;
                 }
 
-                if (Volatile.Read(ref _inFlightCount) >= _options.MaxGroupsInFlight || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
+                if (_pipeline.IsFull || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
                 {
                     return;
                 }
@@ -369,6 +328,17 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>After a group finished outside the role: a full fence between freeing its slot and reading the role
+    /// (<see cref="ReleaseRole"/> does the mirror image), then a committer if batches are waiting.</summary>
+    private void RetriggerAfterFinish()
+    {
+        Interlocked.MemoryBarrier();
+        if (!_pending.IsEmpty)
+        {
+            TryBecomeCommitter(mayCommitInline: false);
+        }
+    }
+
     /// <summary>
     /// Gives up the committer role. Stores 0 first (a full fence) and then re-checks the queue and the pipeline, so a
     /// batch enqueued just before the release (whose submitter saw the role taken) is picked up by a new work item
@@ -377,7 +347,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     private void ReleaseRole()
     {
         Interlocked.Exchange(ref _committerActive, 0);
-        if (_queue.IsEmpty || Volatile.Read(ref _inFlightCount) >= _options.MaxGroupsInFlight || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
+        if (_pending.IsEmpty || _pipeline.IsFull || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
         {
             return;
         }
@@ -385,146 +355,10 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
         ThreadPool.UnsafeQueueUserWorkItem(static self => self.RunCommitter(), this, preferLocal: false);
     }
 
-    private void ThrowIfFaulted()
-    {
-        Exception? fault = Volatile.Read(ref _fault);
-        if (fault is not null)
-        {
-            throw new StoreFaultedException("The store is faulted (the inner exception is the cause); commits fail until it is reopened.", fault);
-        }
-    }
-
-    /// <summary>A batch leaves the pending set: free its bytes and wake a submitter waiting on backpressure.</summary>
-    private void Release(PendingBatch pending)
-    {
-        Interlocked.Decrement(ref _queueDepth);
-        Interlocked.Add(ref _pendingBytes, -pending.Length);
-        pending.Registration.Dispose();
-        pending.ReturnBuffer();
-        if (Volatile.Read(ref _bytesWaiters) > 0)
-        {
-            _pendingBytesChanged.Release();
-        }
-    }
-
     /// <summary>
-    /// Records one fsync's duration. Two syncs can finish at once (a commit group and the buffered-mode timer): the
-    /// average is updated with a CAS loop so no sample is lost; the latest duration is last-writer-wins.
-    /// </summary>
-    private void RecordSync(TimeSpan elapsed)
-    {
-        _metrics.SyncDuration.Record(elapsed.TotalMilliseconds);
-        long ticks = elapsed.Ticks;
-        Volatile.Write(ref _lastSyncTicks, ticks);
-        Interlocked.Add(ref _syncTicksTotal, ticks);
-        if (Interlocked.Increment(ref _syncCount) == 1)
-        {
-            Volatile.Write(ref _averageSyncTicks, ticks);
-            return;
-        }
-
-        long current = Volatile.Read(ref _averageSyncTicks);
-        while (true)
-        {
-            long next = current + ((ticks - current) / 8);
-            long seen = Interlocked.CompareExchange(ref _averageSyncTicks, next, current);
-            if (seen == current)
-            {
-                return;
-            }
-
-            current = seen;
-        }
-    }
-
-    /// <summary>
-    /// The timer: syncs buffered commits, then lets an idle journal record its durable mark. One tick at a time: a timer
-    /// does not wait for its previous callback, and each sync in flight holds one of the segment's sync slots (the
-    /// slots are counted for <see cref="TransactionMergerOptions.MaxMaxGroupsInFlight"/> groups, one rotation and one
-    /// timer sync), so a tick that finds the previous one still running does nothing.
-    /// </summary>
-    private void OnTimer()
-    {
-        if (Interlocked.Exchange(ref _timerRunning, 1) != 0)
-        {
-            return;
-        }
-
-        try
-        {
-            SyncBuffered();
-            if (Volatile.Read(ref _disposed) == 0 && !IsFaulted)
-            {
-                _journal.MarkDurableIfIdle();
-            }
-        }
-        catch (ObjectDisposedException)
-        {
-        }
-        finally
-        {
-            Volatile.Write(ref _timerRunning, 0);
-        }
-    }
-
-    private int _timerRunning;
-
-    /// <summary>
-    /// The buffered-mode timer: fsyncs the journal when a group was acknowledged before its fsync and is still not
-    /// published, then publishes the applied groups that sync covers (never a group still in flight: the merger owns
-    /// publication, see the pipeline protocol). Durable groups are synced by the committer, so in a store whose
-    /// commits are all durable the timer never syncs.
-    /// </summary>
-    private void SyncBuffered()
-    {
-        if (Volatile.Read(ref _disposed) != 0 || IsFaulted || _journal.CommittedSequence >= Volatile.Read(ref _bufferedAcknowledged))
-        {
-            return;
-        }
-
-        TimeSpan elapsed = TimeSpan.Zero;
-        bool synced;
-        try
-        {
-            long started = Stopwatch.GetTimestamp();
-            synced = _journal.TryBeginSync(out JournalSyncPoint point);
-            if (synced)
-            {
-                _journal.CompleteSync(point);
-                elapsed = Stopwatch.GetElapsedTime(started);
-            }
-
-            lock (_completionLock)
-            {
-                PublishDurableLocked();
-            }
-        }
-        catch (Exception e) when (e is StoreFaultedException or ObjectDisposedException)
-        {
-            if (e is StoreFaultedException)
-            {
-                SetFault(e.InnerException ?? e);
-            }
-
-            return;
-        }
-
-        try
-        {
-            if (synced)
-            {
-                RecordSync(elapsed);
-            }
-        }
-        catch (Exception e)
-        {
-            SetFault(e); // as in the committer: an unexpected failure faults the store (an exception here would end the process)
-        }
-    }
-
-    /// <summary>
-    /// Closes the merger, blocking: pending batches are committed (on this thread when no committer is active), groups in
-    /// flight finish, and the journal is synced. Later submissions throw <see cref="ObjectDisposedException"/>.
+    /// Closes the merger, blocking: stops the buffered-sync timer, commits what is pending (on this thread when no
+    /// committer is active, else waiting for the committers' answers), lets the groups in flight finish, and syncs the
+    /// journal. Later submissions throw <see cref="ObjectDisposedException"/>. A second call returns at once.
     /// </summary>
     public void Dispose()
     {
@@ -535,16 +369,30 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
         try
         {
-            _bufferedSyncTimer?.Dispose();
-
-            // Drain: commit whatever is pending (as the committer, or by waiting for the active one).
-            var spin = new SpinWait();
-            while (!_queue.IsEmpty || Volatile.Read(ref _committerActive) != 0 || Volatile.Read(ref _inFlightCount) != 0)
+            _bufferedSync.Dispose();
+            while (true)
             {
-                if (!TryCommitOneGroupWhileDraining())
+                Task[] waiting = UnansweredBatches();
+                if (waiting.Length > 0)
                 {
-                    spin.SpinOnce();
+                    try
+                    {
+                        Task.WaitAll(waiting);
+                    }
+                    catch (AggregateException)
+                    {
+                        // Answered with an exception (a conflict, a fault, a cancellation) is answered: WaitAll waited for all.
+                    }
+
+                    continue;
                 }
+
+                if (!DrainStep())
+                {
+                    break;
+                }
+
+                Thread.Yield(); // a committer is between answering its last group and giving up the role
             }
 
             CloseAfterDrain();
@@ -570,11 +418,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
 
         try
         {
-            if (_bufferedSyncTimer is not null)
-            {
-                await _bufferedSyncTimer.DisposeAsync().ConfigureAwait(false);
-            }
-
+            await _bufferedSync.DisposeAsync().ConfigureAwait(false);
             while (true)
             {
                 Task[] waiting = UnansweredBatches();
@@ -585,13 +429,7 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
                     continue;
                 }
 
-                // Only answered batches can be left queued here (cancelled ones no committer dequeued yet): take them off.
-                if (TryCommitOneGroupWhileDraining())
-                {
-                    continue;
-                }
-
-                if (_queue.IsEmpty && Volatile.Read(ref _committerActive) == 0 && Volatile.Read(ref _inFlightCount) == 0)
+                if (!DrainStep())
                 {
                     break;
                 }
@@ -608,64 +446,46 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
     }
 
     /// <summary>
-    /// While disposing: when batches are queued and no committer holds the role, takes it, commits one group on this
-    /// thread and gives the role back. False when there was nothing to do or another thread holds the role.
+    /// One step of the drain, once every batch is answered: false when the merger is quiet (nothing queued, no
+    /// committer, no group in flight). Otherwise, when batches are queued (only cancelled ones can be left by now) and
+    /// no committer holds the role, takes it, takes them off, and gives it back; true to look again.
     /// </summary>
-    private bool TryCommitOneGroupWhileDraining()
+    private bool DrainStep()
     {
-        if (_queue.IsEmpty || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
+        if (!_pending.IsEmpty && Interlocked.CompareExchange(ref _committerActive, 1, 0) == 0)
         {
-            return false;
+            InFlightGroup? group = null;
+            try
+            {
+                group = _committer.PrepareNextGroup();
+            }
+            finally
+            {
+                Interlocked.Exchange(ref _committerActive, 0);
+            }
+
+            if (group is not null)
+            {
+                _pipeline.Finish(group);
+            }
+
+            return true;
         }
 
-        InFlightGroup? group = null;
-        try
-        {
-            group = PrepareNextGroup();
-        }
-        finally
-        {
-            Interlocked.Exchange(ref _committerActive, 0);
-        }
-
-        if (group is not null)
-        {
-            FinishGroup(group, retrigger: false);
-        }
-
-        return true;
+        return !_pending.IsEmpty || Volatile.Read(ref _committerActive) != 0 || _pipeline.GroupsInFlight != 0;
     }
 
     /// <summary>The tasks not yet completed of the batches still queued and of the groups in flight (a snapshot).</summary>
     private Task[] UnansweredBatches()
     {
         var waiting = new List<Task>();
-        foreach (PendingBatch pending in _queue)
-        {
-            if (!pending.Task.IsCompleted)
-            {
-                waiting.Add(pending.Task);
-            }
-        }
-
-        lock (_completionLock)
-        {
-            foreach (InFlightGroup group in _inFlight)
-            {
-                foreach (PendingBatch pending in group.Batches)
-                {
-                    if (!pending.Task.IsCompleted)
-                    {
-                        waiting.Add(pending.Task);
-                    }
-                }
-            }
-        }
-
+        _pending.CollectUnanswered(waiting);
+        _pipeline.CollectUnanswered(waiting);
         return [.. waiting];
     }
 
-    /// <summary>After the drain: syncs (and so publishes) what was appended, and releases the metrics and the semaphore.</summary>
+    /// <summary>After the drain: syncs (and so publishes) what was appended, and releases the sync thread, the metrics
+    /// and the queue's semaphore.</summary>
     private void CloseAfterDrain()
     {
         if (!IsFaulted)
@@ -679,8 +499,8 @@ internal sealed partial class TransactionMerger : IDisposable, IAsyncDisposable
             }
         }
 
-        _syncThread?.Dispose();
+        _pipeline.Dispose();
         _metrics.Dispose();
-        _pendingBytesChanged.Dispose();
+        _pending.Dispose();
     }
 }
