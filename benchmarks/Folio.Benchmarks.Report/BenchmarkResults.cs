@@ -3,7 +3,8 @@ using System.Text.Json;
 
 namespace Folio.Benchmarks.Report;
 
-/// <summary>One benchmark case from BenchmarkDotNet's JSON export: a method with its parameters and statistics.</summary>
+/// <summary>One benchmark case from BenchmarkDotNet's JSON export: a method with its parameters and
+/// statistics.</summary>
 /// <param name="Type">The benchmark class (<c>GroupCommitBenchmarks</c>).</param>
 /// <param name="Method">The method (<c>Folio</c>).</param>
 /// <param name="Parameters">Parameter values by name (<c>Writers</c> = <c>64</c>).</param>
@@ -12,15 +13,18 @@ namespace Folio.Benchmarks.Report;
 /// <param name="StdDevNs">Standard deviation per operation, nanoseconds.</param>
 /// <param name="AllocatedBytes">Managed bytes allocated per operation, when measured.</param>
 /// <param name="Job">The job's id (<c>Folio</c>, the shared job, unless a class adds its own).</param>
-internal sealed record BenchmarkResult(string Type, string Method, IReadOnlyDictionary<string, string> Parameters, double MeanNs, double MedianNs, double StdDevNs, long? AllocatedBytes, string Job)
+internal sealed record BenchmarkResult(string Type, string Method, IReadOnlyDictionary<string, string> Parameters,
+    double MeanNs, double MedianNs, double StdDevNs, long? AllocatedBytes, string Job)
 {
     public string Parameter(string name) => Parameters.TryGetValue(name, out string? value) ? value : "";
 }
 
 /// <summary>The machine a run measured, from BenchmarkDotNet's host environment section.</summary>
-internal sealed record MachineInfo(string Os, string Processor, int PhysicalCores, int LogicalCores, string Runtime, string BenchmarkDotNet);
+internal sealed record MachineInfo(string Os, string Processor, int PhysicalCores, int LogicalCores, string Runtime,
+    string BenchmarkDotNet);
 
-/// <summary>Every result of the headline classes, loaded from a folder of <c>*-report-full-compressed.json</c> files.</summary>
+/// <summary>Every result of the headline classes, loaded from a folder of <c>*-report-full-compressed.json</c>
+/// files.</summary>
 internal sealed class BenchmarkResults
 {
     private readonly List<BenchmarkResult> _results = [];
@@ -37,7 +41,9 @@ internal sealed class BenchmarkResults
     public static BenchmarkResults Load(string folder)
     {
         var results = new BenchmarkResults();
-        foreach (string file in Directory.GetFiles(folder, "*-report-full-compressed.json").Order(StringComparer.Ordinal))
+        IEnumerable<string> files =
+            Directory.GetFiles(folder, "*-report-full-compressed.json").Order(StringComparer.Ordinal);
+        foreach (string file in files)
         {
             using JsonDocument document = JsonDocument.Parse(File.ReadAllBytes(file));
             JsonElement root = document.RootElement;
@@ -52,21 +58,27 @@ internal sealed class BenchmarkResults
             // BenchmarkDotNet titles a run "BenchmarkRun-joined-yyyy-MM-dd-HH-mm-ss" (local time of the run; UTC here);
             // fall back to the file's time when the title has another shape.
             string title = root.TryGetProperty("Title", out JsonElement t) ? t.GetString() ?? "" : "";
-            DateTime written = title.Length >= 19 && DateTime.TryParseExact(title[^19..], "yyyy-MM-dd-HH-mm-ss", CultureInfo.InvariantCulture, DateTimeStyles.None, out DateTime started)
+            DateTime written = title.Length >= 19
+                && DateTime.TryParseExact(title[^19..], "yyyy-MM-dd-HH-mm-ss", CultureInfo.InvariantCulture,
+                DateTimeStyles.None, out DateTime started)
                 ? started
                 : File.GetLastWriteTimeUtc(file);
             results.Measured = results.Measured is { } m && m > written ? m : written;
-            string fileType = Path.GetFileName(file).Replace("Folio.Benchmarks.", "", StringComparison.Ordinal).Replace("-report-full-compressed.json", "", StringComparison.Ordinal);
+            string fileType = Path.GetFileName(file).Replace("Folio.Benchmarks.", "", StringComparison.Ordinal)
+                .Replace("-report-full-compressed.json", "", StringComparison.Ordinal);
             results.MeasuredByType[fileType] = written;
             foreach (JsonElement benchmark in root.GetProperty("Benchmarks").EnumerateArray())
             {
-                if (!benchmark.TryGetProperty("Statistics", out JsonElement statistics) || statistics.ValueKind != JsonValueKind.Object)
+                if (!benchmark.TryGetProperty("Statistics", out JsonElement statistics)
+                    || statistics.ValueKind != JsonValueKind.Object)
                 {
                     continue; // the case failed: no statistics
                 }
 
                 var parameters = new Dictionary<string, string>(StringComparer.Ordinal);
-                foreach (string pair in (benchmark.GetProperty("Parameters").GetString() ?? "").Split('&', StringSplitOptions.RemoveEmptyEntries))
+                string[] pairs = (benchmark.GetProperty("Parameters").GetString() ?? "")
+                    .Split('&', StringSplitOptions.RemoveEmptyEntries);
+                foreach (string pair in pairs)
                 {
                     int eq = pair.IndexOf('=', StringComparison.Ordinal);
                     if (eq > 0)
@@ -75,7 +87,8 @@ internal sealed class BenchmarkResults
                     }
                 }
 
-                long? allocated = benchmark.TryGetProperty("Memory", out JsonElement memory) && memory.ValueKind == JsonValueKind.Object
+                long? allocated = benchmark.TryGetProperty("Memory", out JsonElement memory)
+                    && memory.ValueKind == JsonValueKind.Object
                     ? memory.GetProperty("BytesAllocatedPerOperation").GetInt64()
                     : null;
                 results._results.Add(new BenchmarkResult(
@@ -93,7 +106,8 @@ internal sealed class BenchmarkResults
         return results;
     }
 
-    /// <summary>The job id in a display string such as <c>RecoveryBenchmarks.OpenAndReplay: ServerGc(Server=True, ...)</c>.</summary>
+    /// <summary>The job id in a display string such as <c>RecoveryBenchmarks.OpenAndReplay: ServerGc(Server=True,
+    /// ...)</c>.</summary>
     private static string JobOf(string displayInfo)
     {
         int colon = displayInfo.IndexOf(": ", StringComparison.Ordinal);
@@ -102,22 +116,26 @@ internal sealed class BenchmarkResults
         return paren < 0 ? job.Trim() : job[..paren].Trim();
     }
 
-    /// <summary>The result of <paramref name="type"/>.<paramref name="method"/> in job <paramref name="job"/>, or null.</summary>
+    /// <summary>The result of <paramref name="type"/>.<paramref name="method"/> in job <paramref name="job"/>, or
+    /// null.</summary>
     public BenchmarkResult? FindInJob(string type, string method, string job) =>
         _results.Find(r => r.Type == type && r.Method == method && r.Job == job);
 
     /// <summary>The jobs class <paramref name="type"/> ran in, in the order first seen.</summary>
-    public IReadOnlyList<string> Jobs(string type) => _results.Where(r => r.Type == type).Select(r => r.Job).Distinct().ToList();
+    public IReadOnlyList<string> Jobs(string type) => _results.Where(r => r.Type == type).Select(r => r.Job).Distinct()
+        .ToList();
 
     /// <summary>Whether any result of class <paramref name="type"/> was loaded.</summary>
     public bool Has(string type) => _results.Exists(r => r.Type == type);
 
-    /// <summary>The result of <paramref name="type"/>.<paramref name="method"/> with one parameter value, or null.</summary>
+    /// <summary>The result of <paramref name="type"/>.<paramref name="method"/> with one parameter value, or
+    /// null.</summary>
     public BenchmarkResult? Find(string type, string method, string? parameter = null, string? value = null)
     {
         foreach (BenchmarkResult result in _results)
         {
-            if (result.Type == type && result.Method == method && (parameter is null || result.Parameter(parameter) == value))
+            if (result.Type == type && result.Method == method
+                && (parameter is null || result.Parameter(parameter) == value))
             {
                 return result;
             }
@@ -141,12 +159,15 @@ internal sealed class BenchmarkResults
 /// CSV it appends to: <c>time,writers,method,p50 µs,p99 µs,average group[,average group fsync µs of the iteration]</c>
 /// (the last column was added later; older rows read as NaN).
 /// </summary>
-internal sealed record GroupCommitStats(int Writers, string Method, double P50Us, double P99Us, double AverageGroup, double AverageSyncUs)
+internal sealed record GroupCommitStats(int Writers, string Method, double P50Us, double P99Us, double AverageGroup,
+    double AverageSyncUs)
 {
-    /// <summary>Whether the row carries a group fsync duration (rows written before the column existed do not).</summary>
+    /// <summary>Whether the row carries a group fsync duration (rows written before the column existed do
+    /// not).</summary>
     public bool HasSync => AverageSyncUs > 0;
 
-    /// <summary>The fsync-bound ceiling: each writer waits for its own commit, so W writers complete at most W commits per group fsync.</summary>
+    /// <summary>The fsync-bound ceiling: each writer waits for its own commit, so W writers complete at most W commits
+    /// per group fsync.</summary>
     public double CeilingPerSecond => Writers * 1e6 / AverageSyncUs;
 
     public static IReadOnlyList<GroupCommitStats> Load(string file)
@@ -162,14 +183,17 @@ internal sealed record GroupCommitStats(int Writers, string Method, double P50Us
             string[] f = line.Split(',');
             if (f.Length is 6 or 7 && int.TryParse(f[1], CultureInfo.InvariantCulture, out int writers))
             {
-                rows.Add((writers, f[2], Parse(f[3]), Parse(f[4]), Parse(f[5]), f.Length == 7 ? Parse(f[6]) : double.NaN));
+                rows.Add(
+                    (writers, f[2], Parse(f[3]), Parse(f[4]), Parse(f[5]), f.Length == 7 ? Parse(f[6]) : double.NaN));
             }
         }
 
         // Per (writers, method): the median of the per-iteration percentiles and fsync averages; the group size is
         // cumulative, so the last row.
         return rows.GroupBy(r => (r.Writers, r.Method))
-            .Select(g => new GroupCommitStats(g.Key.Writers, g.Key.Method, Median(g.Select(r => r.P50)), Median(g.Select(r => r.P99)), g.Last().Group, Median(g.Select(r => r.Sync).Where(v => v > 0))))
+            .Select(g
+                => new GroupCommitStats(g.Key.Writers, g.Key.Method, Median(g.Select(r => r.P50)),
+                Median(g.Select(r => r.P99)), g.Last().Group, Median(g.Select(r => r.Sync).Where(v => v > 0))))
             .ToList();
 
         static double Parse(string text) => double.Parse(text, NumberStyles.Float, CultureInfo.InvariantCulture);
@@ -179,6 +203,7 @@ internal sealed record GroupCommitStats(int Writers, string Method, double P50Us
     internal static double Median(IEnumerable<double> values)
     {
         double[] sorted = values.Order().ToArray();
-        return sorted.Length == 0 ? double.NaN : sorted.Length % 2 == 1 ? sorted[sorted.Length / 2] : (sorted[(sorted.Length / 2) - 1] + sorted[sorted.Length / 2]) / 2;
+        return sorted.Length == 0 ? double.NaN : sorted.Length % 2 == 1 ? sorted[sorted.Length / 2]
+            : (sorted[(sorted.Length / 2) - 1] + sorted[sorted.Length / 2]) / 2;
     }
 }

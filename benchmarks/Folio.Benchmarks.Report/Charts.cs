@@ -29,13 +29,15 @@ internal static class Charts
         ["ShortRangeQueriesSustained"] = Colors.Salmon,
     };
 
-    /// <summary>Commits per second against the number of concurrent writers, one line per engine (log-scaled axes).</summary>
+    /// <summary>Commits per second against the number of concurrent writers, one line per engine (log-scaled
+    /// axes).</summary>
     public static void CommitsPerWriters(BenchmarkResults results, string file)
     {
         const string type = "GroupCommitBenchmarks";
         var plot = new Plot();
         IReadOnlyList<string> writers = results.Values(type, "Writers");
-        foreach (string method in new[] { "FolioPut", "FolioSession", "Merger", "RawFdatasync", "Sqlite", "SqliteBatched", "LiteDb" })
+        string[] methods = ["FolioPut", "FolioSession", "Merger", "RawFdatasync", "Sqlite", "SqliteBatched", "LiteDb"];
+        foreach (string method in methods)
         {
             var xs = new List<double>();
             var ys = new List<double>();
@@ -58,7 +60,8 @@ internal static class Charts
         }
 
         plot.Axes.Bottom.TickGenerator = new ScottPlot.TickGenerators.NumericManual(
-            writers.Select(w => Math.Log2(double.Parse(w, System.Globalization.CultureInfo.InvariantCulture))).ToArray(), writers.ToArray());
+            writers.Select(w => Math.Log2(double.Parse(w, System.Globalization.CultureInfo.InvariantCulture)))
+                .ToArray(), writers.ToArray());
         LogAxis(plot.Axes.Left);
         plot.Title("Durable commits per second vs concurrent writers (higher is better)");
         plot.XLabel("concurrent writers (single-document commits)");
@@ -71,9 +74,11 @@ internal static class Charts
     public static void PointReads(BenchmarkResults results, string file)
     {
         const string type = "PointReadBenchmarks";
-        string[] methods = ["FolioRaw", "FolioRawDeserialized", "Folio", "FolioSourceGenerated", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
+        string[] methods = ["FolioRaw", "FolioRawDeserialized", "Folio", "FolioSourceGenerated", "Sqlite",
+            "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
         Grouped(results, type, "Threads", methods, r => 1e9 / r.MeanNs, file,
-            "Point reads by id per second per thread, 100k documents (higher is better)", "reads/s per thread (log scale)", t => $"{t} thread{(t == "1" ? "" : "s")}");
+            "Point reads by id per second per thread, 100k documents (higher is better)",
+                "reads/s per thread (log scale)", t => $"{t} thread{(t == "1" ? "" : "s")}");
     }
 
     /// <summary>Operations per second of the YCSB-style mixed workloads (16 sessions, durable writes).</summary>
@@ -89,7 +94,8 @@ internal static class Charts
     public static void JournalReads(BenchmarkResults results, string file)
     {
         const string type = "JournalReadBenchmarks";
-        string[] methods = ["RawRead", "ForwardScan", "ForwardScanWithWriter", "TailFollow", "ShortRangeQueries", "ShortRangeQueriesSustained"];
+        string[] methods = ["RawRead", "ForwardScan", "ForwardScanWithWriter", "TailFollow", "ShortRangeQueries",
+            "ShortRangeQueriesSustained"];
         var plot = new Plot();
         var ticks = new List<Tick>();
         for (int i = 0; i < methods.Length; i++)
@@ -103,7 +109,9 @@ internal static class Charts
             bar.Color = Color(methods[i]);
             bar.Bars[0].Label = r.MeanNs.ToString("N1", System.Globalization.CultureInfo.InvariantCulture);
             bar.ValueLabelStyle.FontSize = 12;
-            ticks.Add(new Tick(i, methods[i].StartsWith("ShortRange", StringComparison.Ordinal) ? methods[i].Replace("Queries", "") + "\n(per iterator)" : methods[i]));
+            ticks.Add(
+                new Tick(i, methods[i].StartsWith("ShortRange", StringComparison.Ordinal)
+                ? methods[i].Replace("Queries", "") + "\n(per iterator)" : methods[i]));
         }
 
         plot.Axes.Bottom.TickGenerator = new ScottPlot.TickGenerators.NumericManual(ticks.ToArray());
@@ -113,7 +121,8 @@ internal static class Charts
         plot.SavePng(file, 900, 520);
     }
 
-    private static void Grouped(BenchmarkResults results, string type, string parameter, string[] methods, Func<BenchmarkResult, double> value, string file, string title, string yLabel, Func<string, string> groupLabel)
+    private static void Grouped(BenchmarkResults results, string type, string parameter, string[] methods,
+        Func<BenchmarkResult, double> value, string file, string title, string yLabel, Func<string, string> groupLabel)
     {
         var plot = new Plot();
         IReadOnlyList<string> groups = results.Values(type, parameter);
@@ -133,7 +142,8 @@ internal static class Charts
 
                 double v = value(r);
                 highest = Math.Max(highest, Math.Log10(v));
-                var bar = new Bar { Position = position, Value = Math.Log10(v), ValueBase = 0, FillColor = Color(method), Label = Short(v) };
+                var bar = new Bar { Position = position, Value = Math.Log10(v), ValueBase = 0,
+                    FillColor = Color(method), Label = Short(v) };
                 var bars = plot.Add.Bars(new[] { bar });
                 bars.ValueLabelStyle.FontSize = 11;
                 if (legend.Add(method))

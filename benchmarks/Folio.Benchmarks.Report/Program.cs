@@ -3,10 +3,13 @@ using Folio.Benchmarks.Report;
 
 // One command runs the headline benchmarks and regenerates the report in docs/benchmarks.md with its charts:
 //   dotnet run -c Release --project benchmarks/Folio.Benchmarks.Report
-// Options: --skip-run (regenerate from docs/benchmark-results), --only <Class> (run one class, keep the others' results).
-string[] headline = ["GroupCommitBenchmarks", "PointReadBenchmarks", "JournalReadBenchmarks", "MixedWorkloadBenchmarks", "RecoveryBenchmarks"];
+// Options: --skip-run (regenerate from docs/benchmark-results), --only <Class> (run one class, keep the others'
+// results).
+string[] headline = ["GroupCommitBenchmarks", "PointReadBenchmarks", "JournalReadBenchmarks", "MixedWorkloadBenchmarks",
+    "RecoveryBenchmarks"];
 
-// The statistics file a class appends its own figures to (in FOLIO_BENCH_DIR), cleared before it runs and kept with its results.
+// The statistics file a class appends its own figures to (in FOLIO_BENCH_DIR), cleared before it runs and kept with its
+// results.
 var statsFiles = new Dictionary<string, string>(StringComparer.Ordinal)
 {
     ["GroupCommitBenchmarks"] = "group-commit-stats.csv",
@@ -25,7 +28,9 @@ for (int i = 0; i < args.Length; i++)
             only.Add(args[++i]);
             break;
         case "-h" or "--help":
-            Console.WriteLine("Usage: dotnet run -c Release --project benchmarks/Folio.Benchmarks.Report -- [--skip-run] [--only <Class>]...");
+            Console.WriteLine(
+                "Usage: dotnet run -c Release --project benchmarks/Folio.Benchmarks.Report -- [--skip-run] [--only " +
+                "<Class>]...");
             Console.WriteLine("Classes: " + string.Join(", ", headline));
             return 0;
         default:
@@ -43,7 +48,8 @@ Directory.CreateDirectory(images);
 if (!skipRun)
 {
     string artifacts = Path.Combine(repo, "BenchmarkDotNet.Artifacts", "headline");
-    string data = Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") is { Length: > 0 } set ? set : Path.Combine(repo, "BenchmarkDotNet.Artifacts", "bench-data");
+    string data = Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") is { Length: > 0 } set ? set
+        : Path.Combine(repo, "BenchmarkDotNet.Artifacts", "bench-data");
     Directory.CreateDirectory(data);
     foreach (string type in only.Count > 0 ? only.ToArray() : headline)
     {
@@ -53,7 +59,9 @@ if (!skipRun)
             File.Delete(stats);
         }
 
-        var start = new ProcessStartInfo("dotnet", ["run", "-c", "Release", "--project", Path.Combine(repo, "benchmarks", "Folio.Benchmarks"), "--", "--filter", $"*.{type}.*", "--exporters", "json", "--artifacts", artifacts])
+        var start = new ProcessStartInfo("dotnet",
+            ["run", "-c", "Release", "--project", Path.Combine(repo, "benchmarks", "Folio.Benchmarks"), "--",
+            "--filter", $"*.{type}.*", "--exporters", "json", "--artifacts", artifacts])
         {
             WorkingDirectory = repo,
         };
@@ -124,5 +132,6 @@ static string FindRepository()
         }
     }
 
-    throw new InvalidOperationException("Run from inside the Folio repository (no Storage.sln found above the current folder).");
+    throw new InvalidOperationException(
+        "Run from inside the Folio repository (no Storage.sln found above the current folder).");
 }

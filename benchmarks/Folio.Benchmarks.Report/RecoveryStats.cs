@@ -9,7 +9,8 @@ namespace Folio.Benchmarks.Report;
 /// </summary>
 internal sealed record RecoveryStats(long JournalBytes, double FreshPageUs, long LiveValueBytes)
 {
-    /// <summary>What faulting in pages for the live documents' bytes alone costs at <see cref="FreshPageUs"/>, in milliseconds.</summary>
+    /// <summary>What faulting in pages for the live documents' bytes alone costs at <see cref="FreshPageUs"/>, in
+    /// milliseconds.</summary>
     public double LiveValuePageFaultMs => Math.Ceiling(LiveValueBytes / 4096.0) * FreshPageUs / 1000;
 
     public static RecoveryStats? Load(string file)

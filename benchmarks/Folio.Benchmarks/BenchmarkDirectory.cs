@@ -15,12 +15,14 @@ public abstract class BenchmarkDirectory
         return path;
     }
 
-    /// <summary>The folder benchmark data goes in: <c>FOLIO_BENCH_DIR</c>, or <c>bench-data</c> beside the benchmark binaries.</summary>
-    protected static string DataFolder => Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") ?? Path.Combine(AppContext.BaseDirectory, "bench-data");
+    /// <summary>The folder benchmark data goes in: <c>FOLIO_BENCH_DIR</c>, or <c>bench-data</c> beside the benchmark
+    /// binaries.</summary>
+    protected static string DataFolder => Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR")
+        ?? Path.Combine(AppContext.BaseDirectory, "bench-data");
 
     /// <summary>
-    /// A statistics file in <see cref="DataFolder"/> that a benchmark appends its own figures to (rows the BenchmarkDotNet
-    /// export cannot carry); the report tool clears it before the class runs and reads it after.
+    /// A statistics file in <see cref="DataFolder"/> that a benchmark appends its own figures to (rows the
+    /// BenchmarkDotNet export cannot carry); the report tool clears it before the class runs and reads it after.
     /// </summary>
     protected static string StatsFile(string name) => Path.Combine(DataFolder, name);
 

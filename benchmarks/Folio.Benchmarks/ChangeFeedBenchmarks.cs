@@ -22,7 +22,10 @@ public class ChangeFeedBenchmarks : BenchmarkDirectory
     {
         CreateRoot();
         _store = DocumentStore.Open(NewFolder("folio"));
-        _json = Encoding.UTF8.GetBytes(System.Text.Json.JsonSerializer.Serialize(new Person { Name = "Person", Email = "person@example.com", Age = 40, City = "Oslo", Tags = ["alpha"], Active = true }));
+        _json = Encoding.UTF8.GetBytes(
+            System.Text.Json.JsonSerializer.Serialize(
+            new Person { Name = "Person", Email = "person@example.com", Age = 40, City = "Oslo", Tags = ["alpha"],
+            Active = true }));
     }
 
     [GlobalCleanup]
@@ -60,13 +63,17 @@ public class ChangeFeedBenchmarks : BenchmarkDirectory
                 await _store.PutAsync(nameof(Person), $"w{w}/{i}", _json).ConfigureAwait(false);
             }
 
-            Interlocked.Exchange(ref lastAcknowledged, Math.Max(Interlocked.Read(ref lastAcknowledged), Stopwatch.GetTimestamp()));
+            Interlocked.Exchange(ref lastAcknowledged,
+                Math.Max(Interlocked.Read(ref lastAcknowledged), Stopwatch.GetTimestamp()));
         })).ToArray();
         await Task.WhenAll(writers).ConfigureAwait(false);
         long caughtUp = await subscriber.ConfigureAwait(false);
-        double lagMicroseconds = Math.Max(0, caughtUp - Interlocked.Read(ref lastAcknowledged)) * 1_000_000.0 / Stopwatch.Frequency;
-        string stats = Path.Combine(Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR") ?? Path.Combine(AppContext.BaseDirectory, "bench-data"), "change-feed-stats.csv");
-        File.AppendAllText(stats, FormattableString.Invariant($"{DateTime.UtcNow:O},lag_us,{lagMicroseconds:F1}{Environment.NewLine}"));
+        double lagMicroseconds = Math.Max(0,
+            caughtUp - Interlocked.Read(ref lastAcknowledged)) * 1_000_000.0 / Stopwatch.Frequency;
+        string stats = Path.Combine(Environment.GetEnvironmentVariable("FOLIO_BENCH_DIR")
+            ?? Path.Combine(AppContext.BaseDirectory, "bench-data"), "change-feed-stats.csv");
+        File.AppendAllText(stats,
+            FormattableString.Invariant($"{DateTime.UtcNow:O},lag_us,{lagMicroseconds:F1}{Environment.NewLine}"));
         return caughtUp;
     }
 }

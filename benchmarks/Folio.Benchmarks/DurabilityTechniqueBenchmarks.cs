@@ -33,7 +33,8 @@ public class DurabilityTechniqueBenchmarks : BenchmarkDirectory
         _growing = new RawDurableFile(_growingPath);
         _zeroFilled = new RawDurableFile(Path.Combine(Root, "zero-filled.bin"), zeroFill: FileSize);
         string fallocated = Path.Combine(Root, "fallocated.bin");
-        File.OpenHandle(fallocated, FileMode.CreateNew, FileAccess.ReadWrite, FileShare.None, FileOptions.None, preallocationSize: FileSize).Dispose();
+        File.OpenHandle(fallocated, FileMode.CreateNew, FileAccess.ReadWrite, FileShare.None, FileOptions.None,
+            preallocationSize: FileSize).Dispose();
         _fallocated = new RawDurableFile(fallocated, openExisting: true);
         string aligned = Path.Combine(Root, "write-through-aligned.bin");
         new RawDurableFile(aligned, zeroFill: FileSize).Dispose();
@@ -121,5 +122,6 @@ public class DurabilityTechniqueBenchmarks : BenchmarkDirectory
         }
     }
 
-    private static RawDurableFile OpenExisting(string path, FileOptions options) => new(path, zeroFill: 0, options, openExisting: true);
+    private static RawDurableFile OpenExisting(string path, FileOptions options)
+        => new(path, zeroFill: 0, options, openExisting: true);
 }

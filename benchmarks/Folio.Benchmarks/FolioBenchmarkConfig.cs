@@ -16,7 +16,8 @@ namespace Folio.Benchmarks;
 public sealed class FolioBenchmarkConfig : ManualConfig
 {
     /// <summary>The shared job: 2 warm-up and 8 measured iterations in one process (id <c>Folio</c>).</summary>
-    public static Job ShortJob { get; } = Job.Default.WithWarmupCount(2).WithIterationCount(8).WithLaunchCount(1).WithId("Folio");
+    public static Job ShortJob { get; } = Job.Default.WithWarmupCount(2).WithIterationCount(8).WithLaunchCount(1)
+        .WithId("Folio");
 
     public FolioBenchmarkConfig()
     {

@@ -10,7 +10,8 @@ namespace Folio.Benchmarks;
 
 /// <summary>
 /// Concurrent single-document durable commits (~200-byte JSON, a new id per commit), through what users call. Mean is
-/// per commit (OperationsPerInvoke = all commits of all writers). <c>FolioPut</c> is <see cref="DocumentStore.PutAsync"/>
+/// per commit (OperationsPerInvoke = all commits of all writers). <c>FolioPut</c> is
+/// <see cref="DocumentStore.PutAsync"/>
 /// (the baseline), <c>FolioSession</c> one session per commit (<see cref="DocumentSession.Store"/> of an object that
 /// serializes to the same JSON, then <see cref="DocumentSession.SaveChangesAsync"/>), and <c>Merger</c> the bare
 /// transaction merger over a version table (no document layer), so the document layer's cost is visible in the same
@@ -27,18 +28,19 @@ namespace Folio.Benchmarks;
 /// </summary>
 public class GroupCommitBenchmarks : BenchmarkDirectory
 {
-    /// <summary>Commits per invocation of the peers that commit one at a time (2048 commits take them 0.6-3.5 s).</summary>
+    /// <summary>Commits per invocation of the peers that commit one at a time (2048 commits take them 0.6-3.5
+    /// s).</summary>
     private const int PeerCommitsPerInvoke = 2048;
 
     /// <summary>The most requests <see cref="SqliteBatched"/> commits in one transaction.</summary>
     private const int SqliteBatchLimit = 1024;
 
     /// <summary>
-    /// Commits per invocation of the Folio methods, <see cref="SqliteBatched"/> and <see cref="RawFdatasync"/>: 8192. Every invocation starts its
-    /// writers with Task.Run and waits for all of them, a fixed cost of 0.3-3.5 ms (waking parked pool threads) that
-    /// 2048 commits at 64 writers (about 15 ms) would carry as 5-20% of the measurement; at SQLite's speed the same
-    /// cost is negligible. The raw loop has no such cost but gets the same count, so the one-writer comparison
-    /// measures both over windows of the same length (the disk's speed drifts within seconds).
+    /// Commits per invocation of the Folio methods, <see cref="SqliteBatched"/> and <see cref="RawFdatasync"/>: 8192.
+    /// Every invocation starts its writers with Task.Run and waits for all of them, a fixed cost of 0.3-3.5 ms (waking
+    /// parked pool threads) that 2048 commits at 64 writers (about 15 ms) would carry as 5-20% of the measurement; at
+    /// SQLite's speed the same cost is negligible. The raw loop has no such cost but gets the same count, so the
+    /// one-writer comparison measures both over windows of the same length (the disk's speed drifts within seconds).
     /// </summary>
     private const int CommitsPerInvoke = 8192;
 
@@ -70,9 +72,10 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public int Writers { get; set; }
 
     /// <summary>
-    /// How long each method runs before BenchmarkDotNet's own warm-up: 1.5 s, at least one invocation. The per-iteration
-    /// statistics need [IterationSetup], which makes every iteration a single invocation (tens of milliseconds at 64
-    /// writers), so the job's two warm-up iterations alone would measure code the JIT has not optimized yet (tier 0).
+    /// How long each method runs before BenchmarkDotNet's own warm-up: 1.5 s, at least one invocation. The
+    /// per-iteration statistics need [IterationSetup], which makes every iteration a single invocation (tens of
+    /// milliseconds at 64 writers), so the job's two warm-up iterations alone would measure code the JIT has not
+    /// optimized yet (tier 0).
     /// </summary>
     private static readonly TimeSpan s_warmUp = TimeSpan.FromSeconds(1.5);
 
@@ -145,14 +148,19 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     {
         CreateRoot();
         ThreadPool.SetMinThreads(Math.Max(Writers + 8, 16), 16);
-        _documentStrings = Enumerable.Range(0, 1024).Select(i => $"{{\"name\":\"user {i}\",\"email\":\"user{i}@example.com\",\"age\":{20 + (i % 50)},\"tags\":[\"a\",\"b\",\"c\"],\"address\":{{\"city\":\"Springfield\",\"zip\":\"{10000 + i}\"}},\"active\":true,\"pad\":\"{new string('x', 40)}\"}}").ToArray();
+        _documentStrings = Enumerable.Range(0, 1024)
+            .Select(i => $"{{\"name\":\"user {i}\",\"email\":\"user{i}@example.com\",\"age\":{20 + (i % 50)}," +
+                $"\"tags\":[\"a\",\"b\",\"c\"],\"address\":{{\"city\":\"Springfield\",\"zip\":\"{10000 + i}\"}}," +
+                $"\"active\":true,\"pad\":\"{new string('x', 40)}\"}}")
+            .ToArray();
         _documents = _documentStrings.Select(Encoding.UTF8.GetBytes).ToArray();
         _users = Enumerable.Range(0, 1024).Select(BenchUser.Create).ToArray();
         _latencies = new long[CommitsPerInvoke];
 
         _journal = WriteAheadJournal.Open(NewFolder("merger"));
         _merger = new TransactionMerger(_journal, new VersionTable(), new TransactionMergerOptions());
-        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = DurabilityMode.Durable });
+        _store = DocumentStore.Open(NewFolder("folio"),
+            new DocumentStoreOptions { Durability = DurabilityMode.Durable });
 
         string sqlitePath = Path.Combine(NewFolder("sqlite"), "db.sqlite");
         _sqlite = new SqliteConnection[Writers];
@@ -222,13 +230,19 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         Array.Sort(_latencies, 0, _latencyCount);
         _commitsMeasured += _latencyCount;
         bool bare = _method == nameof(Merger);
-        _groupsMeasured += bare ? _journal.AppendedRecords - _groupsBefore : _store.Journal.AppendedRecords - _storeGroupsBefore;
+        _groupsMeasured += bare ? _journal.AppendedRecords - _groupsBefore
+            : _store.Journal.AppendedRecords - _storeGroupsBefore;
         if (_latencyCount > 0)
         {
             long syncs = bare ? _merger.SyncCount - _syncsBefore : _store.Merger.SyncCount - _storeSyncsBefore;
-            TimeSpan syncTime = bare ? _merger.TotalSyncDuration - _syncTimeBefore : _store.Merger.TotalSyncDuration - _storeSyncTimeBefore;
+            TimeSpan syncTime = bare ? _merger.TotalSyncDuration - _syncTimeBefore
+                : _store.Merger.TotalSyncDuration - _storeSyncTimeBefore;
             double averageSyncUs = syncs > 0 ? syncTime.TotalMicroseconds / syncs : 0;
-            string line = FormattableString.Invariant($"{DateTime.UtcNow:O},{Writers},{_method},{Percentile(0.50):F1},{Percentile(0.99):F1},{(_groupsMeasured > 0 ? (double)_commitsMeasured / _groupsMeasured : 0):F1},{averageSyncUs:F1}");
+            double batchesPerGroup = _groupsMeasured > 0 ? (double)_commitsMeasured / _groupsMeasured : 0;
+            double p50 = Percentile(0.50);
+            double p99 = Percentile(0.99);
+            string line = FormattableString.Invariant(
+                $"{DateTime.UtcNow:O},{Writers},{_method},{p50:F1},{p99:F1},{batchesPerGroup:F1},{averageSyncUs:F1}");
             File.AppendAllText(StatsFile("group-commit-stats.csv"), line + Environment.NewLine);
         }
 
@@ -311,7 +325,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     {
         _method = nameof(SqliteBatched);
         int round = _round++;
-        RunWriters(CommitsPerInvoke, (w, i) => new ValueTask(_sqliteBatcher.InsertAsync($"u{w}-{round}-{i}", _documentStrings[(w + i) & 1023])));
+        RunWriters(CommitsPerInvoke, (w, i)
+            => new ValueTask(_sqliteBatcher.InsertAsync($"u{w}-{round}-{i}", _documentStrings[(w + i) & 1023])));
     }
 
     [Benchmark(OperationsPerInvoke = PeerCommitsPerInvoke)]
@@ -321,7 +336,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         int round = _round++;
         RunWriters(PeerCommitsPerInvoke, (w, i) =>
         {
-            var document = new BsonDocument { ["_id"] = $"u{w}-{round}-{i}", ["json"] = _documentStrings[(w + i) & 1023] };
+            var document = new BsonDocument { ["_id"] = $"u{w}-{round}-{i}",
+                ["json"] = _documentStrings[(w + i) & 1023] };
             _liteDocuments.Upsert(document);
             return ValueTask.CompletedTask;
         });
@@ -374,7 +390,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         return insert;
     }
 
-    private double Percentile(double p) => _latencies[Math.Min(_latencyCount - 1, (int)(p * _latencyCount))] * 1_000_000.0 / Stopwatch.Frequency;
+    private double Percentile(double p)
+        => _latencies[Math.Min(_latencyCount - 1, (int)(p * _latencyCount))] * 1_000_000.0 / Stopwatch.Frequency;
 
     private static void Execute(SqliteConnection connection, string sql)
     {
@@ -393,8 +410,10 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     {
         private readonly SqliteConnection _connection;
         private readonly SqliteCommand _insert;
-        private readonly System.Threading.Channels.Channel<(string Id, string Json, TaskCompletionSource Done)> _requests =
-            System.Threading.Channels.Channel.CreateUnbounded<(string, string, TaskCompletionSource)>(new() { SingleReader = true });
+        private readonly System.Threading.Channels.Channel<(string Id, string Json,
+            TaskCompletionSource Done)> _requests =
+            System.Threading.Channels.Channel.CreateUnbounded<(string, string, TaskCompletionSource)>(
+                new() { SingleReader = true });
         private readonly Thread _thread;
 
         public SqliteBatcher(SqliteConnection connection, SqliteCommand insert)
@@ -423,7 +442,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         private void Run()
         {
             var batch = new List<TaskCompletionSource>(SqliteBatchLimit);
-            System.Threading.Channels.ChannelReader<(string Id, string Json, TaskCompletionSource Done)> reader = _requests.Reader;
+            System.Threading.Channels.ChannelReader<(string Id, string Json,
+                TaskCompletionSource Done)> reader = _requests.Reader;
             while (reader.WaitToReadAsync().AsTask().GetAwaiter().GetResult())
             {
                 using (SqliteTransaction transaction = _connection.BeginTransaction())
@@ -451,7 +471,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     }
 }
 
-/// <summary>The object <c>FolioSession</c> stores: it serializes to JSON of the same shape and size as the raw documents.</summary>
+/// <summary>The object <c>FolioSession</c> stores: it serializes to JSON of the same shape and size as the raw
+/// documents.</summary>
 public sealed class BenchUser
 {
     public string Name { get; set; } = "";

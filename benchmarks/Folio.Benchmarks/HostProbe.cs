@@ -15,7 +15,8 @@ internal static class HostProbe
     private const int ProbeBytes = 64 << 20;
     private const int PageSize = 4096;
 
-    /// <summary>Microseconds to fault in one fresh 4 KiB page: 64 MiB of native memory (mapped by the C allocator on demand), one write per page.</summary>
+    /// <summary>Microseconds to fault in one fresh 4 KiB page: 64 MiB of native memory (mapped by the C allocator on
+    /// demand), one write per page.</summary>
     public static unsafe double FreshPageMicroseconds()
     {
         byte* memory = (byte*)NativeMemory.Alloc(ProbeBytes);
@@ -35,6 +36,8 @@ internal static class HostProbe
         }
     }
 
-    /// <summary>A line for the benchmark log: the fresh-page cost <paramref name="freshPageUs"/> (from <see cref="FreshPageMicroseconds"/>).</summary>
-    public static string Describe(double freshPageUs) => $"// host: a fresh 4 KiB page of memory costs {freshPageUs:F2} µs to fault in (64 MiB probe)";
+    /// <summary>A line for the benchmark log: the fresh-page cost <paramref name="freshPageUs"/> (from
+    /// <see cref="FreshPageMicroseconds"/>).</summary>
+    public static string Describe(double freshPageUs)
+        => $"// host: a fresh 4 KiB page of memory costs {freshPageUs:F2} µs to fault in (64 MiB probe)";
 }

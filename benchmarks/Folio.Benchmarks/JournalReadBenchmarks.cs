@@ -35,7 +35,8 @@ public class JournalReadBenchmarks : BenchmarkDirectory
     public void Setup()
     {
         CreateRoot();
-        _clock = new SteppingClock(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero), TimeSpan.FromMilliseconds(1));
+        _clock = new SteppingClock(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero),
+            TimeSpan.FromMilliseconds(1));
         _journal = WriteAheadJournal.Open(NewFolder("journal"), new JournalOptions { TimeProvider = _clock });
         var random = new Random(3);
         _group = new ReadOnlyMemory<byte>[EntriesPerRecord];
@@ -197,7 +198,8 @@ public class JournalReadBenchmarks : BenchmarkDirectory
         return sum;
     }
 
-    /// <summary>The ceiling: plain pread of the segment files in 1 MiB chunks, records and entries parsed by length only.</summary>
+    /// <summary>The ceiling: plain pread of the segment files in 1 MiB chunks, records and entries parsed by length
+    /// only.</summary>
     private static long RawScan(string[] files, int entries)
     {
         byte[] buffer = new byte[1 << 20];
@@ -205,7 +207,8 @@ public class JournalReadBenchmarks : BenchmarkDirectory
         int read = 0;
         foreach (string path in files)
         {
-            using SafeFileHandle file = File.OpenHandle(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete);
+            using SafeFileHandle file = File.OpenHandle(path, FileMode.Open, FileAccess.Read,
+                FileShare.ReadWrite | FileShare.Delete);
             long fileOffset = 64;
             while (read < entries)
             {

@@ -16,16 +16,19 @@ namespace Folio.Benchmarks;
 /// </summary>
 public class JsonValidationBenchmarks : BenchmarkDirectory
 {
-    private static readonly JsonSerializerOptions s_unescaped = new() { Encoder = System.Text.Encodings.Web.JavaScriptEncoder.UnsafeRelaxedJsonEscaping };
+    private static readonly JsonSerializerOptions s_unescaped = new() {
+        Encoder = System.Text.Encodings.Web.JavaScriptEncoder.UnsafeRelaxedJsonEscaping };
     private DocumentStore _store = null!;
     private byte[] _json = null!;
     private int _next;
 
-    /// <summary>The document size in bytes (about: a JSON object with one string of text with some non-ASCII).</summary>
+    /// <summary>The document size in bytes (about: a JSON object with one string of text with some
+    /// non-ASCII).</summary>
     [Params(200, 4096, 65536)]
     public int Bytes { get; set; }
 
-    /// <summary>Whether the text is German with umlauts (a multi-byte sequence every few bytes) or plain ASCII.</summary>
+    /// <summary>Whether the text is German with umlauts (a multi-byte sequence every few bytes) or plain
+    /// ASCII.</summary>
     [Params(false, true)]
     public bool NonAscii { get; set; }
 
@@ -40,7 +43,8 @@ public class JsonValidationBenchmarks : BenchmarkDirectory
         }
 
         _json = JsonSerializer.SerializeToUtf8Bytes(new { Text = text.ToString() }, s_unescaped);
-        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = DurabilityMode.Buffered, MaxDocumentSize = 1 << 20 });
+        _store = DocumentStore.Open(NewFolder("folio"),
+            new DocumentStoreOptions { Durability = DurabilityMode.Buffered, MaxDocumentSize = 1 << 20 });
     }
 
     [GlobalCleanup]

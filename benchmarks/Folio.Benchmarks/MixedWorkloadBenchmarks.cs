@@ -6,9 +6,10 @@ using Microsoft.Data.Sqlite;
 namespace Folio.Benchmarks;
 
 /// <summary>
-/// YCSB-style mixes over <see cref="BenchmarkConstants.MixedDocuments"/> documents (~200 bytes) with <see cref="BenchmarkConstants.MixedWorkers"/> concurrent workers: A = 50% reads / 50% updates,
-/// B = 95% / 5%. Updates are durable (Folio: a session save per update, acknowledged after fsync; SQLite: WAL,
-/// synchronous=FULL, a connection per worker; LiteDB: shared database, no fsync per commit). Mean per operation.
+/// YCSB-style mixes over <see cref="BenchmarkConstants.MixedDocuments"/> documents (~200 bytes) with
+/// <see cref="BenchmarkConstants.MixedWorkers"/> concurrent workers: A = 50% reads / 50% updates, B = 95% / 5%. Updates
+/// are durable (Folio: a session save per update, acknowledged after fsync; SQLite: WAL, synchronous=FULL, a connection
+/// per worker; LiteDB: shared database, no fsync per commit). Mean per operation.
 /// </summary>
 public class MixedWorkloadBenchmarks : BenchmarkDirectory
 {
@@ -34,7 +35,9 @@ public class MixedWorkloadBenchmarks : BenchmarkDirectory
         CreateRoot();
         ThreadPool.SetMinThreads(Workers + 8, 16);
         _ids = Enumerable.Range(0, Documents).Select(i => $"people/{i:D7}").ToArray();
-        _json = System.Text.Json.JsonSerializer.Serialize(new Person { Name = "Person", Email = "person@example.com", Age = 40, City = "Oslo", Tags = ["alpha", "beta"], Active = true });
+        _json = System.Text.Json.JsonSerializer.Serialize(
+            new Person { Name = "Person", Email = "person@example.com", Age = 40, City = "Oslo",
+            Tags = ["alpha", "beta"], Active = true });
         _store = DocumentStore.Open(NewFolder("folio"));
         for (int start = 0; start < Documents; start += 1000)
         {
@@ -56,7 +59,8 @@ public class MixedWorkloadBenchmarks : BenchmarkDirectory
             Execute(_sqlite[w], "PRAGMA busy_timeout=60000;");
             if (w == 0)
             {
-                Execute(_sqlite[w], "PRAGMA journal_mode=WAL; CREATE TABLE docs (id TEXT PRIMARY KEY, json TEXT NOT NULL);");
+                Execute(_sqlite[w],
+                    "PRAGMA journal_mode=WAL; CREATE TABLE docs (id TEXT PRIMARY KEY, json TEXT NOT NULL);");
                 using SqliteTransaction transaction = _sqlite[w].BeginTransaction();
                 foreach (string id in _ids)
                 {
@@ -125,7 +129,9 @@ public class MixedWorkloadBenchmarks : BenchmarkDirectory
                 }
             }
         });
-        string line = FormattableString.Invariant($"{DateTime.UtcNow:O},{Workload},{Interlocked.Read(ref _conflicts) - conflictsBefore},{Workers * OperationsPerWorker}");
+        long conflicts = Interlocked.Read(ref _conflicts) - conflictsBefore;
+        string line = FormattableString.Invariant(
+            $"{DateTime.UtcNow:O},{Workload},{conflicts},{Workers * OperationsPerWorker}");
         File.AppendAllText(StatsFile("mixed-stats.csv"), line + Environment.NewLine);
     }
 

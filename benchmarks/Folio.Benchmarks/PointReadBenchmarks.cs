@@ -75,7 +75,8 @@ public class PointReadBenchmarks : BenchmarkDirectory
             Active = i % 2 == 0,
         })).ToArray();
 
-        _store = DocumentStore.Open(NewFolder("folio"), new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
+        _store = DocumentStore.Open(NewFolder("folio"),
+            new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
         _sourceGeneratedStore = DocumentStore.Open(NewFolder("folio-sourcegen"), new DocumentStoreOptions
         {
             Durability = DurabilityMode.Buffered,
@@ -136,11 +137,14 @@ public class PointReadBenchmarks : BenchmarkDirectory
             ["Email"] = $"person{i}@example.com",
             ["Age"] = 18 + (i % 60),
             ["City"] = (i % 3) switch { 0 => "Lisbon", 1 => "Oslo", _ => "Quito" },
-            ["Tags"] = new BsonArray(new BsonValue[] { "alpha", "beta", (i % 7).ToString(System.Globalization.CultureInfo.InvariantCulture) }),
+            ["Tags"] = new BsonArray(
+                new BsonValue[] { "alpha", "beta",
+                (i % 7).ToString(System.Globalization.CultureInfo.InvariantCulture) }),
             ["Active"] = i % 2 == 0,
         }));
 
-        _dictionary = new ConcurrentDictionary<string, byte[]>(Enumerable.Range(0, Documents).Select(i => KeyValuePair.Create(_ids[i], json[i])));
+        _dictionary = new ConcurrentDictionary<string,
+            byte[]>(Enumerable.Range(0, Documents).Select(i => KeyValuePair.Create(_ids[i], json[i])));
         _order = Enumerable.Range(0, 2).Select(t =>
         {
             var random = new Random(t + 1);
@@ -185,7 +189,9 @@ public class PointReadBenchmarks : BenchmarkDirectory
     public long SqliteTyped() => Run(t => ReadSqliteTyped(t, static json => JsonSerializer.Deserialize<Person>(json)!));
 
     [Benchmark(OperationsPerInvoke = ReadsPerThread)]
-    public long SqliteTypedSourceGenerated() => Run(t => ReadSqliteTyped(t, static json => JsonSerializer.Deserialize(json, PersonJsonContext.Default.Person)!));
+    public long SqliteTypedSourceGenerated()
+        => Run(t => ReadSqliteTyped(t, static json
+        => JsonSerializer.Deserialize(json, PersonJsonContext.Default.Person)!));
 
     /// <summary>
     /// The floor of any typed read of these documents: <c>FolioRaw</c>'s read plus System.Text.Json deserialization
@@ -286,7 +292,8 @@ public class PointReadBenchmarks : BenchmarkDirectory
         }
 
         long total = 0;
-        var threads = Enumerable.Range(0, Threads).Select(t => new Thread(() => Interlocked.Add(ref total, body(t)))).ToList();
+        var threads = Enumerable.Range(0, Threads).Select(t => new Thread(() => Interlocked.Add(ref total, body(t))))
+            .ToList();
         threads.ForEach(t => t.Start());
         threads.ForEach(t => t.Join());
         return total;

@@ -3,13 +3,15 @@ using Microsoft.Win32.SafeHandles;
 
 namespace Folio.Benchmarks;
 
-/// <summary>The baselines: a plain file written with pwrite and made durable with fdatasync, no journal around it.</summary>
+/// <summary>The baselines: a plain file written with pwrite and made durable with fdatasync, no journal around
+/// it.</summary>
 public sealed partial class RawDurableFile : IDisposable
 {
     private readonly SafeFileHandle _handle;
     private long _offset;
 
-    public RawDurableFile(string path, long zeroFill = 0, FileOptions options = FileOptions.None, bool openExisting = false)
+    public RawDurableFile(string path, long zeroFill = 0, FileOptions options = FileOptions.None,
+        bool openExisting = false)
     {
         if (zeroFill > 0)
         {
@@ -23,7 +25,8 @@ public sealed partial class RawDurableFile : IDisposable
             _ = fdatasync((int)fill.DangerousGetHandle());
         }
 
-        _handle = File.OpenHandle(path, zeroFill > 0 || openExisting ? FileMode.Open : FileMode.Create, FileAccess.ReadWrite, FileShare.Read, options);
+        _handle = File.OpenHandle(path, zeroFill > 0 || openExisting ? FileMode.Open : FileMode.Create,
+            FileAccess.ReadWrite, FileShare.Read, options);
     }
 
     public long Offset => _offset;

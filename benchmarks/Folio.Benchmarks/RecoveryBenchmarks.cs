@@ -35,14 +35,17 @@ public class RecoveryBenchmarks : BenchmarkDirectory
     {
         CreateRoot();
         _folder = NewFolder("store");
-        using var store = DocumentStore.Open(_folder, new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
+        using var store = DocumentStore.Open(_folder,
+            new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
         long valueBytes = 0;
         for (int start = 0; start < Documents; start += 1000)
         {
             var batch = new CommitBatch();
             for (int i = start; i < start + 1000; i++)
             {
-                byte[] json = JsonSerializer.SerializeToUtf8Bytes(new Person { Name = $"Person number {i}", Email = $"person{i}@example.com", Age = i % 80, City = "Lisbon", Tags = ["alpha", "beta"], Active = true });
+                byte[] json = JsonSerializer.SerializeToUtf8Bytes(
+                    new Person { Name = $"Person number {i}", Email = $"person{i}@example.com", Age = i % 80,
+                    City = "Lisbon", Tags = ["alpha", "beta"], Active = true });
                 valueBytes += json.Length;
                 batch.Put("Person", $"people/{i:D7}", json);
             }
@@ -55,7 +58,9 @@ public class RecoveryBenchmarks : BenchmarkDirectory
         double freshPageUs = HostProbe.FreshPageMicroseconds();
         Console.WriteLine($"// journal entries to replay: {_journalBytes / 1e6:F1} MB");
         Console.WriteLine(HostProbe.Describe(freshPageUs));
-        File.AppendAllText(StatsFile("recovery-stats.csv"), FormattableString.Invariant($"{DateTime.UtcNow:O},{_journalBytes},{freshPageUs:F2},{valueBytes}") + Environment.NewLine);
+        File.AppendAllText(StatsFile("recovery-stats.csv"),
+            FormattableString.Invariant($"{DateTime.UtcNow:O},{_journalBytes},{freshPageUs:F2},{valueBytes}")
+            + Environment.NewLine);
     }
 
     [GlobalCleanup]
@@ -64,7 +69,8 @@ public class RecoveryBenchmarks : BenchmarkDirectory
     [Benchmark(Baseline = true)]
     public long JournalOnly()
     {
-        using var journal = Journal.WriteAheadJournal.Open(Path.Combine(_folder, "journal"), new Journal.JournalOptions());
+        using var journal = Journal.WriteAheadJournal.Open(Path.Combine(_folder, "journal"),
+            new Journal.JournalOptions());
         using Journal.JournalReader reader = journal.OpenReader(1);
         long entries = 0;
         while (reader.TryRead(out Journal.JournalEntry _))
@@ -92,7 +98,8 @@ public class RecoveryBenchmarks : BenchmarkDirectory
             // Server GC without DATAS (System.GC.DynamicAdaptationMode = 0, a documented setting; the environment
             // variable is its spelling for a child process): one heap per core with its own young-generation
             // budget, as ASP.NET Core services ran before .NET 9 made DATAS the default.
-            AddJob(FolioBenchmarkConfig.ShortJob.WithGcServer(true).WithEnvironmentVariable("DOTNET_GCDynamicAdaptationMode", "0").WithId("ServerGcNoDatas"));
+            AddJob(FolioBenchmarkConfig.ShortJob.WithGcServer(true).WithEnvironmentVariable(
+                "DOTNET_GCDynamicAdaptationMode", "0").WithId("ServerGcNoDatas"));
         }
     }
 

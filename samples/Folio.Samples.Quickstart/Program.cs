@@ -37,10 +37,12 @@ var storeOptions = new DocumentStoreOptions
 
 var clock = Stopwatch.StartNew();
 await using DocumentStore store = await DocumentStore.OpenAsync(folder, storeOptions);
-Console.WriteLine($"Opened {folder} in {clock.ElapsedMilliseconds} ms; last committed sequence {store.LastCommittedSequence}.");
+Console.WriteLine(
+    $"Opened {folder} in {clock.ElapsedMilliseconds} ms; last committed sequence {store.LastCommittedSequence}.");
 long firstNewSequence = store.LastCommittedSequence + 1;
 
-// 1. Write: concurrent sessions, one document per SaveChangesAsync; the transaction merger groups them under few fsyncs.
+// 1. Write: concurrent sessions, one document per SaveChangesAsync; the transaction merger groups them under few
+// fsyncs.
 clock.Restart();
 int perSession = (options.Documents + options.Sessions - 1) / options.Sessions;
 var writers = new Task[options.Sessions];
@@ -69,7 +71,10 @@ await Task.WhenAll(writers);
 double writeSeconds = clock.Elapsed.TotalSeconds;
 StoreDiagnostics afterWrites = store.GetDiagnostics();
 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-    $"Wrote {options.Documents} documents from {options.Sessions} concurrent sessions in {writeSeconds * 1000:F0} ms: {options.Documents / writeSeconds:F0} commits/s ({(options.Buffered ? "buffered" : "durable")}), {afterWrites.SyncCount} fsyncs so far, average fsync {afterWrites.AverageSyncDuration.TotalMilliseconds:F2} ms."));
+    $"Wrote {options.Documents} documents from {options.Sessions} concurrent sessions in {writeSeconds * 1000:F0} " +
+        $"ms: {options.Documents / writeSeconds:F0} commits/s ({(options.Buffered ? "buffered" : "durable")}), " +
+        $"{afterWrites.SyncCount} fsyncs so far, average fsync " +
+        $"{afterWrites.AverageSyncDuration.TotalMilliseconds:F2} ms."));
 
 // 2. Load by id: every read is lock-free against the session's snapshot.
 clock.Restart();
@@ -85,7 +90,8 @@ await using (DocumentSession reader = store.OpenSession())
 
 double loadSeconds = clock.Elapsed.TotalSeconds;
 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-    $"Loaded {found} of {options.Documents} documents by id in {loadSeconds * 1000:F0} ms: {options.Documents / loadSeconds:F0} loads/s (typed, deserialized)."));
+    $"Loaded {found} of {options.Documents} documents by id in {loadSeconds * 1000:F0} ms: " +
+        $"{options.Documents / loadSeconds:F0} loads/s (typed, deserialized)."));
 
 // 3. Query: by id prefix with paging, by id range, count, and a predicate scan.
 await using (DocumentSession query = store.OpenSession())
@@ -110,7 +116,9 @@ await using (DocumentSession query = store.OpenSession())
         big++;
     }
 
-    Console.WriteLine($"Range [{OrderId(100)}, {OrderId(200)}): {inRange} orders; {total} orders in all; {big} with a total over 1000.");
+    Console.WriteLine(
+        $"Range [{OrderId(100)}, {OrderId(200)}): {inRange} orders; {total} orders in all; {big} with a total over " +
+        $"1000.");
 }
 
 // 4. Optimistic concurrency: two sessions change the same order; the second save conflicts.
@@ -130,7 +138,9 @@ await using (DocumentSession second = store.OpenSession())
     }
     catch (ConcurrencyException e)
     {
-        Console.WriteLine($"Second writer of {OrderId(0)} got ConcurrencyException as expected ({e.Conflicts.Count} conflicting document).");
+        Console.WriteLine(
+            $"Second writer of {OrderId(0)} got ConcurrencyException as expected ({e.Conflicts.Count} conflicting " +
+            $"document).");
     }
 }
 
@@ -153,7 +163,8 @@ using (var cts = new CancellationTokenSource(TimeSpan.FromSeconds(30)))
 }
 
 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-    $"Change feed: {changes} changes ({puts} puts) from sequence {firstNewSequence} to {last} in {clock.ElapsedMilliseconds} ms."));
+    $"Change feed: {changes} changes ({puts} puts) from sequence {firstNewSequence} to {last} in " +
+        $"{clock.ElapsedMilliseconds} ms."));
 Console.WriteLine("Done. Run again to reopen the same folder: the journal is replayed into memory.");
 return found == options.Documents && changes == options.Documents + 1 ? 0 : 1;
 

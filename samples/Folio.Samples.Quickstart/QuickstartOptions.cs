@@ -31,7 +31,8 @@ internal sealed class QuickstartOptions
 
     public bool Help { get; private set; }
 
-    /// <summary>Parses <paramref name="args"/>; throws <see cref="ArgumentException"/> with a readable message.</summary>
+    /// <summary>Parses <paramref name="args"/>; throws <see cref="ArgumentException"/> with a readable
+    /// message.</summary>
     public static QuickstartOptions Parse(string[] args)
     {
         var options = new QuickstartOptions();
@@ -79,7 +80,8 @@ internal sealed class QuickstartOptions
     {
         string name = args[i];
         string text = Value(args, ref i);
-        if (!int.TryParse(text, NumberStyles.None, CultureInfo.InvariantCulture, out int value) || value < min || value > max)
+        if (!int.TryParse(text, NumberStyles.None, CultureInfo.InvariantCulture, out int value) || value < min
+            || value > max)
         {
             throw new ArgumentException($"Option '{name}' must be a whole number from {min} to {max} (was '{text}').");
         }

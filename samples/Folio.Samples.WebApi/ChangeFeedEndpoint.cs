@@ -15,7 +15,9 @@ internal static class ChangeFeedEndpoint
 
     private static async Task StreamAsync(HttpContext context, DocumentStore store, long? from)
     {
-        long start = from ?? (long.TryParse(context.Request.Headers["Last-Event-ID"], NumberStyles.None, CultureInfo.InvariantCulture, out long last)
+        long start = from
+            ?? (long.TryParse(context.Request.Headers["Last-Event-ID"], NumberStyles.None, CultureInfo.InvariantCulture,
+            out long last)
             ? last + 1
             : store.LastCommittedSequence + 1);
         if (start < 1)
@@ -24,7 +26,8 @@ internal static class ChangeFeedEndpoint
         }
 
         CancellationToken aborted = context.RequestAborted;
-        await using IAsyncEnumerator<DocumentChange> changes = store.Changes.ReadAsync(start, aborted).GetAsyncEnumerator(aborted);
+        await using IAsyncEnumerator<DocumentChange> changes = store.Changes.ReadAsync(start, aborted)
+            .GetAsyncEnumerator(aborted);
 
         // A purged position throws from the first MoveNextAsync, before the response starts (410). When the first step
         // does not complete at once, the feed is waiting for the next commit: send the headers now so the client knows
@@ -57,10 +60,13 @@ internal static class ChangeFeedEndpoint
                 DocumentChange change = changes.Current;
                 if (change.Collection == NoteEndpoints.Collection)
                 {
-                    Note? note = change.Kind == ChangeKind.Put ? JsonSerializer.Deserialize(change.Json.Span, NotesJsonContext.Default.Note) : null;
-                    var payload = new ChangeEvent(change.Sequence, change.Timestamp, change.Id, change.Kind == ChangeKind.Put ? "put" : "delete", note);
+                    Note? note = change.Kind == ChangeKind.Put
+                        ? JsonSerializer.Deserialize(change.Json.Span, NotesJsonContext.Default.Note) : null;
+                    var payload = new ChangeEvent(change.Sequence, change.Timestamp, change.Id,
+                        change.Kind == ChangeKind.Put ? "put" : "delete", note);
                     string json = JsonSerializer.Serialize(payload, NotesJsonContext.Default.ChangeEvent);
-                    string frame = string.Create(CultureInfo.InvariantCulture, $"id: {change.Sequence}\nevent: {payload.Kind}\ndata: {json}\n\n");
+                    string frame = string.Create(CultureInfo.InvariantCulture,
+                        $"id: {change.Sequence}\nevent: {payload.Kind}\ndata: {json}\n\n");
                     await context.Response.Body.WriteAsync(Encoding.UTF8.GetBytes(frame), aborted);
                     await context.Response.Body.FlushAsync(aborted);
                 }

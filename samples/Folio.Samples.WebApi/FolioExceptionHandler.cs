@@ -13,16 +13,20 @@ namespace Folio.Samples.WebApi;
 /// </summary>
 internal sealed class FolioExceptionHandler(IProblemDetailsService problemDetails) : IExceptionHandler
 {
-    public async ValueTask<bool> TryHandleAsync(HttpContext httpContext, Exception exception, CancellationToken cancellationToken)
+    public async ValueTask<bool> TryHandleAsync(HttpContext httpContext, Exception exception,
+        CancellationToken cancellationToken)
     {
         (int status, string title) = exception switch
         {
             ConcurrencyException => (StatusCodes.Status409Conflict, "The document was changed by someone else."),
             DocumentTooLargeException => (StatusCodes.Status413PayloadTooLarge, "The document is too large."),
-            BadHttpRequestException bad => (bad.StatusCode, bad.StatusCode == StatusCodes.Status413PayloadTooLarge ? "The request body is too large." : "The request is not valid."),
+            BadHttpRequestException bad
+                => (bad.StatusCode, bad.StatusCode == StatusCodes.Status413PayloadTooLarge
+                ? "The request body is too large." : "The request is not valid."),
             ArgumentException or JsonException => (StatusCodes.Status400BadRequest, "The request is not valid."),
             JournalPositionPurgedException => (StatusCodes.Status410Gone, "The change-feed position was purged."),
-            StoreFaultedException => (StatusCodes.Status503ServiceUnavailable, "The store cannot commit: it is faulted."),
+            StoreFaultedException
+                => (StatusCodes.Status503ServiceUnavailable, "The store cannot commit: it is faulted."),
             _ => (0, ""),
         };
 
@@ -38,6 +42,8 @@ internal sealed class FolioExceptionHandler(IProblemDetailsService problemDetail
             problem.Extensions["conflicts"] = conflict.Conflicts.Select(static k => k.Id).ToArray();
         }
 
-        return await problemDetails.TryWriteAsync(new ProblemDetailsContext { HttpContext = httpContext, ProblemDetails = problem, Exception = exception }).ConfigureAwait(false);
+        return await problemDetails.TryWriteAsync(
+            new ProblemDetailsContext { HttpContext = httpContext, ProblemDetails = problem,
+            Exception = exception }).ConfigureAwait(false);
     }
 }

@@ -52,7 +52,8 @@ internal static class NoteEndpoints
         return TypedResults.Created($"/notes/{note.Id}", note);
     }
 
-    private static async Task<IResult> ReplaceAsync(string id, NoteInput input, DocumentSession session, HttpContext context)
+    private static async Task<IResult> ReplaceAsync(string id, NoteInput input, DocumentSession session,
+        HttpContext context)
     {
         if (Validate(input) is { } invalid)
         {
@@ -93,21 +94,26 @@ internal static class NoteEndpoints
         return TypedResults.NoContent();
     }
 
-    private static async Task<IResult> ListAsync(DocumentSession session, HttpContext context, string? prefix, string? after, int? take)
+    private static async Task<IResult> ListAsync(DocumentSession session, HttpContext context, string? prefix,
+        string? after, int? take)
     {
         int pageSize = take ?? 50;
         if (pageSize is < 1 or > MaxPageSize)
         {
-            return TypedResults.ValidationProblem(new Dictionary<string, string[]> { ["take"] = [$"take must be between 1 and {MaxPageSize}."] });
+            return TypedResults.ValidationProblem(new Dictionary<string,
+                string[]> { ["take"] = [$"take must be between 1 and {MaxPageSize}."] });
         }
 
         var items = new List<Note>(pageSize);
 
         // With both a prefix and a continuation, start at whichever comes later: ids before the prefix cannot match.
-        string? from = prefix is not null && after is not null && string.CompareOrdinal(prefix, after) > 0 ? prefix : after;
+        string? from = prefix is not null && after is not null && string.CompareOrdinal(prefix, after) > 0 ? prefix
+            : after;
         IAsyncEnumerable<Note> query = from is null
-            ? session.QueryByPrefixAsync<Note>(prefix ?? "", take: pageSize + 1, cancellationToken: context.RequestAborted)
-            : session.QueryByRangeAsync<Note>(from, null, take: pageSize + 2, cancellationToken: context.RequestAborted);
+            ? session.QueryByPrefixAsync<Note>(prefix ?? "", take: pageSize + 1,
+                cancellationToken: context.RequestAborted)
+            : session.QueryByRangeAsync<Note>(from, null, take: pageSize + 2,
+                cancellationToken: context.RequestAborted);
         bool more = false;
         await foreach (Note note in query)
         {
@@ -137,7 +143,8 @@ internal static class NoteEndpoints
     {
         if (string.IsNullOrWhiteSpace(input.Title) || input.Title.Length > MaxTitleLength)
         {
-            return TypedResults.ValidationProblem(new Dictionary<string, string[]> { ["title"] = [$"title is required and at most {MaxTitleLength} characters."] });
+            return TypedResults.ValidationProblem(new Dictionary<string,
+                string[]> { ["title"] = [$"title is required and at most {MaxTitleLength} characters."] });
         }
 
         return null;
@@ -151,12 +158,15 @@ internal static class NoteEndpoints
     }
 
     private static Microsoft.AspNetCore.Http.HttpResults.ProblemHttpResult NotFound(string id) =>
-        TypedResults.Problem(statusCode: StatusCodes.Status404NotFound, title: "No such note.", detail: $"There is no note with id '{id}'.");
+        TypedResults.Problem(statusCode: StatusCodes.Status404NotFound, title: "No such note.",
+            detail: $"There is no note with id '{id}'.");
 
     private static void SetETag(HttpContext context, long version) =>
-        context.Response.Headers.ETag = new EntityTagHeaderValue("\"" + version.ToString(CultureInfo.InvariantCulture) + "\"").ToString();
+        context.Response.Headers.ETag = new EntityTagHeaderValue("\"" + version.ToString(CultureInfo.InvariantCulture)
+            + "\"").ToString();
 
-    /// <summary>The version in an <c>If-Match</c> header (<c>"12"</c>), or null without one; 400 for anything else.</summary>
+    /// <summary>The version in an <c>If-Match</c> header (<c>"12"</c>), or null without one; 400 for anything
+    /// else.</summary>
     private static long? IfMatch(HttpContext context)
     {
         string? header = context.Request.Headers.IfMatch;

@@ -24,7 +24,8 @@ public static class WebApiApp
             Action<DocumentStoreOptions>? configured = options.ConfigureStore;
             options.ConfigureStore = store =>
             {
-                store.JsonSerializerOptions = new JsonSerializerOptions(JsonSerializerDefaults.Web) { TypeInfoResolver = NotesJsonContext.Default };
+                store.JsonSerializerOptions = new JsonSerializerOptions(JsonSerializerDefaults.Web) {
+                    TypeInfoResolver = NotesJsonContext.Default };
                 store.CollectionName = static type => type == typeof(Note) ? NoteEndpoints.Collection : type.Name;
                 configured?.Invoke(store);
             };
@@ -32,13 +33,16 @@ public static class WebApiApp
         builder.Services.AddHealthChecks().AddFolioHealthCheck();
         builder.Services.AddProblemDetails();
         builder.Services.AddExceptionHandler<FolioExceptionHandler>();
-        builder.Services.Configure<JsonOptions>(options => options.SerializerOptions.TypeInfoResolverChain.Insert(0, NotesJsonContext.Default));
+        builder.Services.Configure<JsonOptions>(options
+            => options.SerializerOptions.TypeInfoResolverChain.Insert(0, NotesJsonContext.Default));
         builder.Services.Configure<RouteHandlerOptions>(options => options.ThrowOnBadRequest = true);
 
         // Let oversized documents reach Folio's own check (413 from DocumentTooLargeException); Kestrel still caps
         // bodies at 4x the document limit so a huge upload is cut off early (also 413).
-        long maxDocument = builder.Configuration.GetValue("Folio:MaxDocumentSize", (long)DocumentStoreOptions.DefaultMaxDocumentSize);
-        builder.WebHost.ConfigureKestrel(kestrel => kestrel.Limits.MaxRequestBodySize = Math.Max(64 * 1024, maxDocument * 4));
+        long maxDocument = builder.Configuration.GetValue("Folio:MaxDocumentSize",
+            (long)DocumentStoreOptions.DefaultMaxDocumentSize);
+        builder.WebHost.ConfigureKestrel(kestrel
+            => kestrel.Limits.MaxRequestBodySize = Math.Max(64 * 1024, maxDocument * 4));
         configure?.Invoke(builder);
 
         WebApplication app = builder.Build();

@@ -21,16 +21,20 @@ internal sealed class FolioHealthCheck : IHealthCheck
         _options = options;
     }
 
-    public Task<HealthCheckResult> CheckHealthAsync(HealthCheckContext context, CancellationToken cancellationToken = default)
+    public Task<HealthCheckResult> CheckHealthAsync(HealthCheckContext context,
+        CancellationToken cancellationToken = default)
     {
         StoreDiagnostics diagnostics;
         try
         {
             diagnostics = _host.Store.GetDiagnostics();
         }
-        catch (Exception e) when (e is FolioException or ObjectDisposedException or IOException or UnauthorizedAccessException)
+        catch (Exception e) when (
+            e is FolioException or ObjectDisposedException or IOException or UnauthorizedAccessException)
         {
-            return Task.FromResult(new HealthCheckResult(context.Registration.FailureStatus, "The Folio store is not open: " + e.Message, e));
+            return Task.FromResult(
+                new HealthCheckResult(context.Registration.FailureStatus, "The Folio store is not open: " + e.Message,
+                e));
         }
 
         var data = new Dictionary<string, object>
@@ -54,7 +58,8 @@ internal sealed class FolioHealthCheck : IHealthCheck
         if (diagnostics.AverageSyncDuration > degraded)
         {
             return Task.FromResult(HealthCheckResult.Degraded(
-                $"Journal fsyncs average {diagnostics.AverageSyncDuration.TotalMilliseconds:F1} ms, above {degraded.TotalMilliseconds:F1} ms.",
+                $"Journal fsyncs average {diagnostics.AverageSyncDuration.TotalMilliseconds:F1} ms, above " +
+                    $"{degraded.TotalMilliseconds:F1} ms.",
                 data: data));
         }
 

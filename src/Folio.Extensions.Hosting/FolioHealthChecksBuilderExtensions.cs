@@ -13,10 +13,12 @@ public static class FolioHealthChecksBuilderExtensions
     /// </summary>
     /// <param name="builder">The health checks builder.</param>
     /// <param name="name">The check's name. Default <c>folio</c>.</param>
-    /// <param name="failureStatus">Status reported for a faulted store. Default <see cref="HealthStatus.Unhealthy"/>.</param>
+    /// <param name="failureStatus">Status reported for a faulted store. Default
+    /// <see cref="HealthStatus.Unhealthy"/>.</param>
     /// <param name="tags">Tags for filtering checks; none by default.</param>
     /// <returns><paramref name="builder"/>.</returns>
-    public static IHealthChecksBuilder AddFolioHealthCheck(this IHealthChecksBuilder builder, string name = "folio", HealthStatus? failureStatus = null, IEnumerable<string>? tags = null)
+    public static IHealthChecksBuilder AddFolioHealthCheck(this IHealthChecksBuilder builder, string name = "folio",
+        HealthStatus? failureStatus = null, IEnumerable<string>? tags = null)
     {
         ArgumentNullException.ThrowIfNull(builder);
         ArgumentException.ThrowIfNullOrEmpty(name);

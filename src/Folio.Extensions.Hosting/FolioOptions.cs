@@ -65,7 +65,8 @@ public sealed class FolioOptions
     public Action<DocumentStoreOptions>? ConfigureStore { get; set; }
 
     /// <summary>The store options these settings describe, with the container's logging and metrics.</summary>
-    internal DocumentStoreOptions ToStoreOptions(Microsoft.Extensions.Logging.ILoggerFactory? loggerFactory, System.Diagnostics.Metrics.IMeterFactory? meterFactory)
+    internal DocumentStoreOptions ToStoreOptions(Microsoft.Extensions.Logging.ILoggerFactory? loggerFactory,
+        System.Diagnostics.Metrics.IMeterFactory? meterFactory)
     {
         var options = new DocumentStoreOptions
         {

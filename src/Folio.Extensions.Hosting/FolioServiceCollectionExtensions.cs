@@ -18,7 +18,8 @@ public static class FolioServiceCollectionExtensions
     /// <param name="configure">Optional code settings applied after the bound values.</param>
     /// <returns><paramref name="services"/>.</returns>
     /// <remarks>See <see cref="AddFolio(IServiceCollection, Action{FolioOptions})"/> for what is registered.</remarks>
-    public static IServiceCollection AddFolio(this IServiceCollection services, IConfiguration configuration, Action<FolioOptions>? configure = null)
+    public static IServiceCollection AddFolio(this IServiceCollection services, IConfiguration configuration,
+        Action<FolioOptions>? configure = null)
     {
         ArgumentNullException.ThrowIfNull(services);
         ArgumentNullException.ThrowIfNull(configuration);

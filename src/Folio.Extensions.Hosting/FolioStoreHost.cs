@@ -28,12 +28,14 @@ internal sealed partial class FolioStoreHost : IHostedService, IAsyncDisposable,
     private volatile DocumentStore? _store;
     private volatile bool _stopped;
 
-    public FolioStoreHost(IOptions<FolioOptions> options, ILoggerFactory? loggerFactory = null, IMeterFactory? meterFactory = null)
+    public FolioStoreHost(IOptions<FolioOptions> options, ILoggerFactory? loggerFactory = null,
+        IMeterFactory? meterFactory = null)
     {
         _options = options;
         _loggerFactory = loggerFactory;
         _meterFactory = meterFactory;
-        _logger = loggerFactory?.CreateLogger<FolioStoreHost>() ?? Microsoft.Extensions.Logging.Abstractions.NullLogger<FolioStoreHost>.Instance;
+        _logger = loggerFactory?.CreateLogger<FolioStoreHost>()
+            ?? Microsoft.Extensions.Logging.Abstractions.NullLogger<FolioStoreHost>.Instance;
     }
 
     /// <summary>The open store; opens it on first use if the host has not started yet.</summary>
@@ -87,12 +89,14 @@ internal sealed partial class FolioStoreHost : IHostedService, IAsyncDisposable,
             }
 
             FolioOptions options = _options.Value;
-            DocumentStore store = DocumentStore.Open(options.Path!, options.ToStoreOptions(_loggerFactory, _meterFactory));
+            DocumentStore store = DocumentStore.Open(options.Path!,
+                options.ToStoreOptions(_loggerFactory, _meterFactory));
             _store = store;
             return store;
         }
     }
 
-    [LoggerMessage(EventId = 4001, Level = LogLevel.Information, Message = "Host is stopping: closing Folio store '{Path}' (finishing pending commits, syncing the journal)")]
+    [LoggerMessage(EventId = 4001, Level = LogLevel.Information,
+        Message = "Host is stopping: closing Folio store '{Path}' (finishing pending commits, syncing the journal)")]
     private static partial void Closing(ILogger logger, string path);
 }

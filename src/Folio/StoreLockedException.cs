@@ -31,7 +31,8 @@ public sealed class StoreLockedException : FolioException
     }
 
     internal StoreLockedException(string directory, string lockFile, Exception? innerException)
-        : base($"The folder '{directory}' is already open by another Folio instance (in this or another process): its lock file '{lockFile}' is held.", innerException)
+        : base($"The folder '{directory}' is already open by another Folio instance (in this or another process): " +
+            $"its lock file '{lockFile}' is held.", innerException)
     {
         Directory = directory;
     }

@@ -18,7 +18,8 @@ internal static class ThrowHelper
 
     [DoesNotReturn]
     [MethodImpl(MethodImplOptions.NoInlining)]
-    public static void ThrowArgument(string paramName, string message) => throw new ArgumentException(message, paramName);
+    public static void ThrowArgument(string paramName, string message)
+        => throw new ArgumentException(message, paramName);
 
     [DoesNotReturn]
     [MethodImpl(MethodImplOptions.NoInlining)]

@@ -26,7 +26,8 @@ if (args.Length > 3 && args[3] == "store")
 
 using var journal = WriteAheadJournal.Open(folder, new JournalOptions { SegmentSize = 256 * 1024 });
 int groupsInFlight = args.Length > 3 ? int.Parse(args[3], System.Globalization.CultureInfo.InvariantCulture) : 1;
-using var merger = new TransactionMerger(journal, new VersionTable(), new TransactionMergerOptions { MaxGroupsInFlight = groupsInFlight });
+using var merger = new TransactionMerger(journal, new VersionTable(),
+    new TransactionMergerOptions { MaxGroupsInFlight = groupsInFlight });
 var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
 object gate = new();
 Console.Error.WriteLine($"READY {journal.CommittedSequence}");
@@ -55,7 +56,8 @@ static async Task<int> RunStoreAsync(string folder, string tag, int writers)
     {
         for (long k = 0; ; k++)
         {
-            CommitResult result = await store.Merger.CommitAsync(StoreCrashWorkload.ToCommitBatch(StoreCrashWorkload.Batch(tag, w, k)));
+            CommitResult result = await store.Merger.CommitAsync(
+                StoreCrashWorkload.ToCommitBatch(StoreCrashWorkload.Batch(tag, w, k)));
             lock (gate)
             {
                 output.WriteLine($"ACK {result.Sequence} {w} {k}");

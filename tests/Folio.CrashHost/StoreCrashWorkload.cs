@@ -29,12 +29,14 @@ public static class StoreCrashWorkload
     public const int BatchSize = FreshPerBatch + HotPerBatch;
 
     /// <summary>Small segments, so a run's journal rotates through several.</summary>
-    public static DocumentStoreOptions Options() => new() { SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024 };
+    public static DocumentStoreOptions Options()
+        => new() { SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024 };
 
     /// <summary>Whether batch <paramref name="k"/> deletes (the ids of batch k - 1) rather than puts.</summary>
     public static bool IsDelete(long k) => k % 8 == 7;
 
-    /// <summary>The operations of batch <paramref name="k"/>: (id, document) for a put, (id, null) for a delete.</summary>
+    /// <summary>The operations of batch <paramref name="k"/>: (id, document) for a put, (id, null) for a
+    /// delete.</summary>
     public static List<(string Id, byte[]? Json)> Batch(string tag, int writer, long k)
     {
         bool delete = IsDelete(k);
@@ -48,7 +50,8 @@ public static class StoreCrashWorkload
 
         for (int j = 0; j < HotPerBatch; j++)
         {
-            string id = string.Create(CultureInfo.InvariantCulture, $"w{writer}-hot-{((source * HotPerBatch) + j) % HotIds}");
+            string id = string.Create(CultureInfo.InvariantCulture,
+                $"w{writer}-hot-{((source * HotPerBatch) + j) % HotIds}");
             operations.Add((id, delete ? null : Document(id, tag, k)));
         }
 
@@ -74,5 +77,7 @@ public static class StoreCrashWorkload
     }
 
     private static byte[] Document(string id, string tag, long k) =>
-        Encoding.UTF8.GetBytes(string.Create(CultureInfo.InvariantCulture, $"{{\"id\":\"{id}\",\"run\":\"{tag}\",\"batch\":{k},\"pad\":\"{new string('x', (int)(k % 97))}\"}}"));
+        Encoding.UTF8.GetBytes(
+            string.Create(CultureInfo.InvariantCulture,
+            $"{{\"id\":\"{id}\",\"run\":\"{tag}\",\"batch\":{k},\"pad\":\"{new string('x', (int)(k % 97))}\"}}"));
 }

@@ -18,12 +18,18 @@ internal sealed class FolioMetrics : IDisposable
         _ownsMeter = meterFactory is null;
         _meter = meterFactory?.Create(MeterName) ?? new Meter(MeterName);
         Commits = _meter.CreateCounter<long>("folio.commits", "{batch}", "Batches committed (acknowledged).");
-        FailedCommits = _meter.CreateCounter<long>("folio.commits.failed", "{batch}", "Batches that failed (conflict, validation, fault, cancellation).");
-        Groups = _meter.CreateCounter<long>("folio.commit.groups", "{group}", "Commit groups written: one journal record each.");
-        BatchesPerGroup = _meter.CreateHistogram<int>("folio.commit.group.batches", "{batch}", "Batches merged into one commit group.");
-        CommandsPerGroup = _meter.CreateHistogram<int>("folio.commit.group.commands", "{command}", "Commands merged into one commit group.");
-        SyncDuration = _meter.CreateHistogram<double>("folio.journal.fsync.duration", "ms", "Duration of one journal fdatasync.");
-        _meter.CreateObservableGauge("folio.commit.queue.depth", queueDepth, "{batch}", "Batches submitted and not yet taken into a group.");
+        FailedCommits = _meter.CreateCounter<long>("folio.commits.failed", "{batch}",
+            "Batches that failed (conflict, validation, fault, cancellation).");
+        Groups = _meter.CreateCounter<long>("folio.commit.groups", "{group}",
+            "Commit groups written: one journal record each.");
+        BatchesPerGroup = _meter.CreateHistogram<int>("folio.commit.group.batches", "{batch}",
+            "Batches merged into one commit group.");
+        CommandsPerGroup = _meter.CreateHistogram<int>("folio.commit.group.commands", "{command}",
+            "Commands merged into one commit group.");
+        SyncDuration = _meter.CreateHistogram<double>("folio.journal.fsync.duration", "ms",
+            "Duration of one journal fdatasync.");
+        _meter.CreateObservableGauge("folio.commit.queue.depth", queueDepth, "{batch}",
+            "Batches submitted and not yet taken into a group.");
     }
 
     public Counter<long> Commits { get; }

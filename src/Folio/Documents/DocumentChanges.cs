@@ -31,18 +31,21 @@ public sealed class DocumentChanges
         return Stream(reader, cancellationToken);
     }
 
-    /// <summary>Streams changes committed at or after <paramref name="from"/>, then tails; see <see cref="ReadAsync(long, CancellationToken)"/>.</summary>
+    /// <summary>Streams changes committed at or after <paramref name="from"/>, then tails; see
+    /// <see cref="ReadAsync(long, CancellationToken)"/>.</summary>
     /// <param name="from">The time to start at.</param>
     /// <param name="cancellationToken">Stops the stream.</param>
     /// <returns>The changes, in commit order.</returns>
-    public IAsyncEnumerable<DocumentChange> ReadAsync(DateTimeOffset from, CancellationToken cancellationToken = default)
+    public IAsyncEnumerable<DocumentChange> ReadAsync(DateTimeOffset from,
+        CancellationToken cancellationToken = default)
     {
         _store.ThrowIfDisposed();
         JournalReader reader = _store.Journal.OpenReader(from);
         return Stream(reader, cancellationToken);
     }
 
-    private static async IAsyncEnumerable<DocumentChange> Stream(JournalReader reader, [EnumeratorCancellation] CancellationToken cancellationToken)
+    private static async IAsyncEnumerable<DocumentChange> Stream(JournalReader reader,
+        [EnumeratorCancellation] CancellationToken cancellationToken)
     {
         using (reader)
         {
@@ -73,7 +76,9 @@ public sealed class DocumentChanges
                         var timestamp = new DateTimeOffset(entry.TimestampTicks, TimeSpan.Zero);
                         foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))
                         {
-                            batch.Add(new DocumentChange(entry.Sequence, timestamp, command.Key.Collection, command.Key.Id, command.Kind, command.Value));
+                            batch.Add(
+                                new DocumentChange(entry.Sequence, timestamp, command.Key.Collection, command.Key.Id,
+                                command.Kind, command.Value));
                         }
                     }
                 }

@@ -6,8 +6,8 @@ namespace Folio;
 public sealed partial class DocumentSession
 {
     /// <summary>
-    /// Streams the documents of <typeparamref name="T"/>'s collection whose ids start with <paramref name="prefix"/>, in
-    /// ordinal id order, from the session's snapshot. Results are not tracked (load them to change them).
+    /// Streams the documents of <typeparamref name="T"/>'s collection whose ids start with <paramref name="prefix"/>,
+    /// in ordinal id order, from the session's snapshot. Results are not tracked (load them to change them).
     /// </summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
     /// <param name="prefix">The id prefix ("" for all).</param>
@@ -16,12 +16,14 @@ public sealed partial class DocumentSession
     /// <param name="take">Most matches to return; 0 or more.</param>
     /// <param name="cancellationToken">Stops the stream.</param>
     /// <returns>The matching entities.</returns>
-    public IAsyncEnumerable<T> QueryByPrefixAsync<T>(string prefix, bool descending = false, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
+    public IAsyncEnumerable<T> QueryByPrefixAsync<T>(string prefix, bool descending = false, int skip = 0,
+        int take = int.MaxValue, CancellationToken cancellationToken = default)
         where T : class
     {
         ArgumentNullException.ThrowIfNull(prefix);
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot.Sequence), snapshot, null, skip, take, cancellationToken);
+        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot.Sequence), snapshot, null, skip,
+            take, cancellationToken);
     }
 
     /// <summary>
@@ -37,25 +39,30 @@ public sealed partial class DocumentSession
     /// <param name="cancellationToken">Stops the stream.</param>
     /// <returns>The matching entities.</returns>
     /// <exception cref="ArgumentException">The range is inverted.</exception>
-    public IAsyncEnumerable<T> QueryByRangeAsync<T>(string? fromInclusive, string? toExclusive, bool descending = false, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
+    public IAsyncEnumerable<T> QueryByRangeAsync<T>(string? fromInclusive, string? toExclusive, bool descending = false,
+        int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
         where T : class
     {
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot.Sequence), snapshot, null, skip, take, cancellationToken);
+        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot.Sequence),
+            snapshot, null, skip, take, cancellationToken);
     }
 
-    /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches <paramref name="predicate"/>, in id order.</summary>
+    /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches
+    /// <paramref name="predicate"/>, in id order.</summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
     /// <param name="predicate">The filter, applied to each deserialized entity; null for all.</param>
     /// <param name="skip">Matches to skip; 0 or more.</param>
     /// <param name="take">Most matches to return; 0 or more.</param>
     /// <param name="cancellationToken">Stops the stream.</param>
     /// <returns>The matching entities.</returns>
-    public IAsyncEnumerable<T> QueryAsync<T>(Func<T, bool>? predicate = null, int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
+    public IAsyncEnumerable<T> QueryAsync<T>(Func<T, bool>? predicate = null, int skip = 0, int take = int.MaxValue,
+        CancellationToken cancellationToken = default)
         where T : class
     {
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page(_store.Index.Range(collection, null, null, descending: false, snapshot.Sequence), snapshot, predicate, skip, take, cancellationToken);
+        return Page(_store.Index.Range(collection, null, null, descending: false, snapshot.Sequence), snapshot,
+            predicate, skip, take, cancellationToken);
     }
 
     /// <summary>The number of documents in <typeparamref name="T"/>'s collection at the session's snapshot.</summary>
@@ -88,10 +95,13 @@ public sealed partial class DocumentSession
         }
     }
 
-    private SynchronousAsyncEnumerable<T> Page<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
-        where T : class => new SynchronousAsyncEnumerable<T>(Iterate(matches, snapshot, predicate, skip, take, cancellationToken));
+    private SynchronousAsyncEnumerable<T> Page<T>(IEnumerable<(string Id, DocumentVersion Version)> matches,
+        IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+        where T : class
+            => new SynchronousAsyncEnumerable<T>(Iterate(matches, snapshot, predicate, skip, take, cancellationToken));
 
-    private IEnumerable<T> Iterate<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+    private IEnumerable<T> Iterate<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot,
+        Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
         where T : class
     {
         int skipped = 0;
@@ -126,10 +136,12 @@ public sealed partial class DocumentSession
         }
     }
 
-    /// <summary>An in-memory sequence exposed as <see cref="IAsyncEnumerable{T}"/> (the page store will make it truly async).</summary>
+    /// <summary>An in-memory sequence exposed as <see cref="IAsyncEnumerable{T}"/> (the page store will make it truly
+    /// async).</summary>
     private sealed class SynchronousAsyncEnumerable<T>(IEnumerable<T> items) : IAsyncEnumerable<T>
     {
-        public IAsyncEnumerator<T> GetAsyncEnumerator(CancellationToken cancellationToken = default) => new Enumerator(items.GetEnumerator(), cancellationToken);
+        public IAsyncEnumerator<T> GetAsyncEnumerator(CancellationToken cancellationToken = default)
+            => new Enumerator(items.GetEnumerator(), cancellationToken);
 
         private sealed class Enumerator(IEnumerator<T> inner, CancellationToken cancellationToken) : IAsyncEnumerator<T>
         {

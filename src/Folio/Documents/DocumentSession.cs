@@ -60,10 +60,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// Tracks <paramref name="entity"/> for storing at the next <see cref="SaveChangesAsync"/>. Its id is its string
     /// <c>Id</c> property; when that is empty an id is generated (<c>{collection}/{19-digit time}</c>) and set.
     /// </summary>
-    /// <param name="entity">The entity; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of its type.</param>
+    /// <param name="entity">The entity; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of its
+    /// type.</param>
     public void Store(object entity) => Store(entity, null);
 
-    /// <summary>Tracks <paramref name="entity"/> under <paramref name="id"/> (or its <c>Id</c> property, or a generated id).</summary>
+    /// <summary>Tracks <paramref name="entity"/> under <paramref name="id"/> (or its <c>Id</c> property, or a generated
+    /// id).</summary>
     /// <param name="entity">The entity.</param>
     /// <param name="id">The id; null to use the entity's <c>Id</c> property or generate one.</param>
     public void Store(object entity, string? id) => Store(entity, id, expectedVersion: null);
@@ -75,12 +77,14 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// </summary>
     /// <param name="entity">The entity.</param>
     /// <param name="id">The id; null to use the entity's <c>Id</c> property or generate one.</param>
-    /// <param name="expectedVersion">The version the document must have; null for the default (the loaded version, or unconditional for a new entity).</param>
+    /// <param name="expectedVersion">The version the document must have; null for the default (the loaded version, or
+    /// unconditional for a new entity).</param>
     public void Store(object entity, string? id, long? expectedVersion)
     {
         if (expectedVersion is < 0)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(expectedVersion), expectedVersion, "An expected version is 0 (must not exist) or more.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(expectedVersion), expectedVersion,
+                "An expected version is 0 (must not exist) or more.");
         }
 
         ArgumentNullException.ThrowIfNull(entity);
@@ -137,8 +141,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Loads a document as <typeparamref name="T"/> from the session's snapshot (or its identity map).</summary>
-    /// <typeparam name="T">The entity type; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of it.</typeparam>
+    /// <summary>Loads a document as <typeparamref name="T"/> from the session's snapshot (or its identity
+    /// map).</summary>
+    /// <typeparam name="T">The entity type; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of
+    /// it.</typeparam>
     /// <param name="id">The id.</param>
     /// <param name="cancellationToken">Unused today (reads are in memory); kept for future page-store reads.</param>
     /// <returns>The entity, or null when it does not exist (or was deleted in this session).</returns>
@@ -162,7 +168,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// <param name="ids">The ids.</param>
     /// <param name="cancellationToken">Unused today (reads are in memory).</param>
     /// <returns>Every requested id with its entity, or null when it does not exist.</returns>
-    public ValueTask<IReadOnlyDictionary<string, T?>> LoadAsync<T>(IEnumerable<string> ids, CancellationToken cancellationToken = default)
+    public ValueTask<IReadOnlyDictionary<string,
+        T?>> LoadAsync<T>(IEnumerable<string> ids, CancellationToken cancellationToken = default)
         where T : class
     {
         ArgumentNullException.ThrowIfNull(ids);
@@ -184,7 +191,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Marks document <paramref name="id"/> of <typeparamref name="T"/>'s collection for deletion at the next save.</summary>
+    /// <summary>Marks document <paramref name="id"/> of <typeparamref name="T"/>'s collection for deletion at the next
+    /// save.</summary>
     /// <typeparam name="T">The entity type that names the collection.</typeparam>
     /// <param name="id">The id.</param>
     public void Delete<T>(string id)
@@ -214,16 +222,19 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>The version (commit sequence) of a tracked entity as last loaded or saved by this session; 0 if new.</summary>
+    /// <summary>The version (commit sequence) of a tracked entity as last loaded or saved by this session; 0 if
+    /// new.</summary>
     /// <param name="entity">A tracked entity.</param>
     /// <returns>Its version.</returns>
     public long GetVersion(object entity)
     {
         ArgumentNullException.ThrowIfNull(entity);
-        return _byEntity.TryGetValue(entity, out DocumentKey key) ? Math.Max(0, _tracked[key].Version) : ThrowNotTracked();
+        return _byEntity.TryGetValue(entity, out DocumentKey key) ? Math.Max(0, _tracked[key].Version)
+            : ThrowNotTracked();
     }
 
-    /// <summary>The last-modified time (UTC) of a tracked entity as last loaded or saved, or null for a new one.</summary>
+    /// <summary>The last-modified time (UTC) of a tracked entity as last loaded or saved, or null for a new
+    /// one.</summary>
     /// <param name="entity">A tracked entity.</param>
     /// <returns>Its last-modified time.</returns>
     public DateTimeOffset? GetLastModified(object entity)
@@ -245,9 +256,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// </summary>
     /// <param name="cancellationToken">Cancels while the batch waits for its commit group.</param>
     /// <returns>A task that completes when the batch is committed.</returns>
-    /// <exception cref="DocumentTooLargeException">A document is over <see cref="DocumentStoreOptions.MaxDocumentSize"/>,
-    /// or the documents together are over what one save holds (<see cref="DocumentStoreOptions.SegmentSize"/> less about
-    /// 1 KiB): nothing was written, and the session still tracks its changes.</exception>
+    /// <exception cref="DocumentTooLargeException">A document is over
+    /// <see cref="DocumentStoreOptions.MaxDocumentSize"/>, or the documents together are over what one save holds
+    /// (<see cref="DocumentStoreOptions.SegmentSize"/> less about 1 KiB): nothing was written, and the session still
+    /// tracks its changes.</exception>
     public async Task SaveChangesAsync(CancellationToken cancellationToken = default)
     {
         Enter();
@@ -275,7 +287,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                 }
 
                 // Serialize on the caller's thread, so the committer only copies bytes.
-                byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type, _store.Options.JsonSerializerOptions);
+                byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type,
+                    _store.Options.JsonSerializerOptions);
                 if (tracked.Original is { } loaded && json.AsSpan().SequenceEqual(loaded.Span))
                 {
                     continue; // unchanged
@@ -365,8 +378,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         try
         {
-            // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as absent).
-            DocumentVersion? version = _store.Index.Get(key, snapshot); // throws SnapshotExpiredException if it outlived MaxSnapshotAge
+            // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as
+            // absent).
+            // throws SnapshotExpiredException if it outlived MaxSnapshotAge
+            DocumentVersion? version = _store.Index.Get(key, snapshot);
             if (version is null)
             {
                 DocumentIds.Validate(id);
@@ -380,12 +395,13 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             ReadOnlyMemory<byte> original = version.Json;
             if (IdAccessor<T>.FillIn(entity, id))
             {
-                // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later changes
-                // against the entity as loaded, so that filling it in alone does not count as a change.
+                // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later
+                // changes against the entity as loaded, so that filling it in alone does not count as a change.
                 original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
             }
 
-            slot = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence, TimestampTicks = version.TimestampTicks, Original = original, Loaded = true };
+            slot = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence,
+                TimestampTicks = version.TimestampTicks, Original = original, Loaded = true };
             _byEntity[entity] = key;
             return entity;
         }
@@ -398,13 +414,15 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly reads one type.</summary>
+    /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly
+    /// reads one type.</summary>
     private string CollectionOf(Type type)
     {
         if (!ReferenceEquals(type, _lastType))
         {
             string collection = _store.Options.CollectionName(type);
-            DocumentIds.ValidateCollection(collection); // a name from the options' CollectionName follows the id rules too
+            // a name from the options' CollectionName follows the id rules too
+            DocumentIds.ValidateCollection(collection);
             _lastCollection = collection;
             _lastType = type;
         }
@@ -420,7 +438,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         static IdAccessor()
         {
-            if (IdProperty(typeof(T)) is { CanWrite: true, CanRead: true } property && property.GetMethod!.IsPublic && property.SetMethod!.IsPublic && !typeof(T).IsValueType)
+            if (IdProperty(typeof(T)) is { CanWrite: true, CanRead: true } property && property.GetMethod!.IsPublic
+                && property.SetMethod!.IsPublic && !typeof(T).IsValueType)
             {
                 s_get = property.GetMethod.CreateDelegate<Func<T, string?>>();
                 s_set = property.SetMethod.CreateDelegate<Action<T, string>>();
@@ -452,13 +471,16 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         _store.ThrowIfDisposed();
         if (Interlocked.Exchange(ref _inUse, 1) != 0)
         {
-            ThrowHelper.ThrowInvalidOperation("This session is already in use by another call; a session serves one caller at a time (its calls may run on any thread, one after another).");
+            ThrowHelper.ThrowInvalidOperation(
+                "This session is already in use by another call; a session serves one caller at a time (its calls " +
+                "may run on any thread, one after another).");
         }
     }
 
     private void Exit() => Volatile.Write(ref _inUse, 0);
 
-    private static long ThrowNotTracked() => throw new InvalidOperationException("The entity is not tracked by this session.");
+    private static long ThrowNotTracked()
+        => throw new InvalidOperationException("The entity is not tracked by this session.");
 
     /// <summary>What the session knows of one document.</summary>
     private sealed class Tracked(Type type)
@@ -467,7 +489,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         public object? Entity { get; set; }
 
-        /// <summary>The version loaded or last saved; 0 for new or absent; -1 for a delete of a document never loaded.</summary>
+        /// <summary>The version loaded or last saved; 0 for new or absent; -1 for a delete of a document never
+        /// loaded.</summary>
         public long Version { get; set; }
 
         public ReadOnlyMemory<byte>? Original { get; set; }

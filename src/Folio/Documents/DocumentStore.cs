@@ -23,7 +23,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private int _disposed;
     private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
-    private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index, ILogger logger)
+    private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index,
+        ILogger logger)
     {
         Path = path;
         Options = options;
@@ -34,7 +35,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         Changes = new DocumentChanges(this);
     }
 
-    /// <summary>The change feed: every committed change, in order, from a saved sequence or a time, tailing new commits.</summary>
+    /// <summary>The change feed: every committed change, in order, from a saved sequence or a time, tailing new
+    /// commits.</summary>
     public DocumentChanges Changes { get; }
 
     /// <summary>The store's folder.</summary>
@@ -64,7 +66,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="path">The store's folder; the journal lives in its <c>journal</c> subfolder.</param>
     /// <param name="options">Settings; null means the defaults.</param>
     /// <returns>The open store.</returns>
-    /// <exception cref="StoreLockedException">The folder is open elsewhere (the message names the store's folder).</exception>
+    /// <exception cref="StoreLockedException">The folder is open elsewhere (the message names the store's
+    /// folder).</exception>
     /// <exception cref="JournalCorruptedException">The journal is damaged beyond a torn tail, or a journal file is
     /// missing.</exception>
     /// <exception cref="IOException">The path is a file, or the store's files cannot be created or read (for example,
@@ -128,19 +131,23 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static string OpenFailedMessage(string path, IOException e) =>
         IsDiskFull(e)
-            ? $"Cannot open the store '{path}': the disk is full (the journal could not prepare its next segment file). Free space and open it again; nothing was lost."
+            ? $"Cannot open the store '{path}': the disk is full (the journal could not prepare its next segment " +
+                $"file). Free space and open it again; nothing was lost."
             : $"Cannot open the store '{path}': {e.Message}";
 
-    /// <summary>Whether an I/O failure is ENOSPC (Unix) or ERROR_DISK_FULL / ERROR_HANDLE_DISK_FULL (Windows).</summary>
+    /// <summary>Whether an I/O failure is ENOSPC (Unix) or ERROR_DISK_FULL / ERROR_HANDLE_DISK_FULL
+    /// (Windows).</summary>
     internal static bool IsDiskFull(IOException e) =>
-        e.HResult == 28 || (e.HResult & 0xFFFF) is 0x70 or 0x27 || e.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase);
+        e.HResult == 28 || (e.HResult & 0xFFFF) is 0x70 or 0x27
+            || e.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase);
 
     /// <summary>Opens the store off the caller's thread; see <see cref="Open"/>.</summary>
     /// <param name="path">The store's folder.</param>
     /// <param name="options">Settings; null means the defaults.</param>
     /// <param name="cancellationToken">Cancels before the open starts.</param>
     /// <returns>The open store.</returns>
-    public static async ValueTask<DocumentStore> OpenAsync(string path, DocumentStoreOptions? options = null, CancellationToken cancellationToken = default) =>
+    public static async ValueTask<DocumentStore> OpenAsync(string path, DocumentStoreOptions? options = null,
+        CancellationToken cancellationToken = default) =>
         await Task.Run(() => Open(path, options), cancellationToken).ConfigureAwait(false);
 
     /// <summary>Starts a unit of work. Sessions are cheap; use one per request or operation.</summary>
@@ -154,14 +161,17 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>Stores raw UTF-8 JSON as document <paramref name="id"/> of <paramref name="collection"/>.</summary>
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id (at most 2 KiB UTF-8, valid UTF-16, no control characters).</param>
-    /// <param name="json">A complete JSON value in valid UTF-8 (checked: invalid JSON or UTF-8 throws <see cref="ArgumentException"/>), at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes.</param>
-    /// <param name="expectedVersion">Null: write unconditionally. Otherwise the document must be at this version (0: must not exist).</param>
+    /// <param name="json">A complete JSON value in valid UTF-8 (checked: invalid JSON or UTF-8 throws
+    /// <see cref="ArgumentException"/>), at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes.</param>
+    /// <param name="expectedVersion">Null: write unconditionally. Otherwise the document must be at this version (0:
+    /// must not exist).</param>
     /// <param name="cancellationToken">Cancels while the write waits for its group.</param>
     /// <returns>The new version of the document.</returns>
     /// <exception cref="ConcurrencyException">The document is not at <paramref name="expectedVersion"/>.</exception>
     /// <exception cref="DocumentTooLargeException">The JSON is over the size limit.</exception>
     /// <exception cref="ArgumentException">Bad collection, id or JSON.</exception>
-    public async ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json, long? expectedVersion = null, CancellationToken cancellationToken = default)
+    public async ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json,
+        long? expectedVersion = null, CancellationToken cancellationToken = default)
     {
         ThrowIfDisposed();
         DocumentIds.ValidateCollection(collection);
@@ -182,13 +192,16 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// none if an expectation (<see cref="CommitBatch.Expect"/>) does not hold. The batch's
     /// <see cref="CommitBatch.Durability"/>, when set, overrides <see cref="DocumentStoreOptions.Durability"/>.
     /// </summary>
-    /// <param name="batch">The commands; at least one. Not changed, and must not be changed until the call completes.</param>
+    /// <param name="batch">The commands; at least one. Not changed, and must not be changed until the call
+    /// completes.</param>
     /// <param name="cancellationToken">Cancels while the batch waits for its commit group.</param>
     /// <returns>The commit: its sequence number (the new version of every document it put) and timestamp.</returns>
     /// <exception cref="ConcurrencyException">An expectation failed; nothing was written.</exception>
-    /// <exception cref="DocumentTooLargeException">A document is over <see cref="DocumentStoreOptions.MaxDocumentSize"/>,
-    /// or the batch is over what one commit holds (<see cref="DocumentStoreOptions.SegmentSize"/> less about 1 KiB).</exception>
-    /// <exception cref="ArgumentException">An empty batch, or a bad collection, id or JSON (as for <see cref="PutAsync"/>).</exception>
+    /// <exception cref="DocumentTooLargeException">A document is over
+    /// <see cref="DocumentStoreOptions.MaxDocumentSize"/>, or the batch is over what one commit holds
+    /// (<see cref="DocumentStoreOptions.SegmentSize"/> less about 1 KiB).</exception>
+    /// <exception cref="ArgumentException">An empty batch, or a bad collection, id or JSON (as for
+    /// <see cref="PutAsync"/>).</exception>
     /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
     public async ValueTask<CommitResult> WriteAsync(CommitBatch batch, CancellationToken cancellationToken = default)
     {
@@ -221,10 +234,12 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>Deletes a document (a no-op when it does not exist).</summary>
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id.</param>
-    /// <param name="expectedVersion">Null: delete unconditionally. Otherwise the document must be at this version.</param>
+    /// <param name="expectedVersion">Null: delete unconditionally. Otherwise the document must be at this
+    /// version.</param>
     /// <param name="cancellationToken">Cancels while the delete waits for its group.</param>
     /// <returns>The sequence number of the commit.</returns>
-    public async ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null, CancellationToken cancellationToken = default)
+    public async ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null,
+        CancellationToken cancellationToken = default)
     {
         ThrowIfDisposed();
         DocumentIds.ValidateCollection(collection);
@@ -248,7 +263,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         ThrowIfDisposed();
 
         // Every key in the index was validated when it was written, so a hit needs no validation; a miss (or a null or
-        // empty name, which the index cannot look up) validates, so that an invalid id throws instead of reading as absent.
+        // empty name, which the index cannot look up) validates, so that an invalid id throws instead of reading as
+        // absent.
         DocumentVersion? version = string.IsNullOrEmpty(collection) || string.IsNullOrEmpty(id)
             ? null
             : _index.GetLatest(new DocumentKey(collection, id));
@@ -259,7 +275,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             return null;
         }
 
-        return new StoredDocument(collection, id, version.Json, version.Sequence, new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
+        return new StoredDocument(collection, id, version.Json, version.Sequence,
+            new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
     }
 
     /// <summary>A lock-free snapshot of the store's health: fault state, last commit, fsync latency.</summary>
@@ -359,12 +376,14 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
 
                 if (reader.BytesConsumed != json.Length || reader.TokenType == JsonTokenType.None)
                 {
-                    throw new ArgumentException($"Document '{collection}/{id}' is not a complete JSON value.", nameof(json));
+                    throw new ArgumentException($"Document '{collection}/{id}' is not a complete JSON value.",
+                        nameof(json));
                 }
             }
             catch (JsonException e)
             {
-                throw new ArgumentException($"Document '{collection}/{id}' is not valid JSON: {e.Message}", nameof(json), e);
+                throw new ArgumentException($"Document '{collection}/{id}' is not valid JSON: {e.Message}",
+                    nameof(json), e);
             }
         }
     }
@@ -374,11 +393,15 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private static void ThrowInvalidUtf8(string collection, string id, ReadOnlySpan<byte> json)
     {
         int at = 0;
-        while (at < json.Length && System.Text.Rune.DecodeFromUtf8(json[at..], out _, out int consumed) == System.Buffers.OperationStatus.Done)
+        while (at < json.Length
+            && System.Text.Rune.DecodeFromUtf8(json[at..], out _,
+            out int consumed) == System.Buffers.OperationStatus.Done)
         {
             at += consumed;
         }
 
-        throw new ArgumentException($"Document '{collection}/{id}' is not valid UTF-8 (an invalid byte sequence at offset {at}).", nameof(json));
+        throw new ArgumentException(
+            $"Document '{collection}/{id}' is not valid UTF-8 (an invalid byte sequence at offset {at}).",
+            nameof(json));
     }
 }

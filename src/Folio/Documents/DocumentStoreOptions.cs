@@ -52,8 +52,8 @@ public sealed class DocumentStoreOptions
     /// and every version it could see is kept in memory while it is open. A session that is never disposed releases its
     /// snapshot when the garbage collector finds it unreachable; one that stays reachable (held in a field, say) holds
     /// it until this age, after which the next commits prune past it and the session's later reads throw
-    /// <see cref="SnapshotExpiredException"/>. A snapshot is expired only by a commit that would prune past it, so an old
-    /// session in a store nobody writes keeps working.
+    /// <see cref="SnapshotExpiredException"/>. A snapshot is expired only by a commit that would prune past it, so an
+    /// old session in a store nobody writes keeps working.
     /// </summary>
     public TimeSpan MaxSnapshotAge { get; set; } = DefaultMaxSnapshotAge;
 
@@ -64,7 +64,8 @@ public sealed class DocumentStoreOptions
     /// <c>TypeInfoResolver</c> from a <c>JsonSerializerContext</c> for source-generated serialization.</summary>
     public JsonSerializerOptions JsonSerializerOptions { get; set; } = JsonSerializerOptions.Default;
 
-    /// <summary>The collection of an entity type. Default: the CLR type name (<c>User</c> for <c>MyApp.User</c>).</summary>
+    /// <summary>The collection of an entity type. Default: the CLR type name (<c>User</c> for
+    /// <c>MyApp.User</c>).</summary>
     public Func<Type, string> CollectionName { get; set; } = static type => type.Name;
 
     /// <summary>Logging (open, recovery summary, slow fsync, faulted store); null for none.</summary>
@@ -82,44 +83,54 @@ public sealed class DocumentStoreOptions
     {
         if (MaxDocumentSize is <= 0 or > 256 << 20)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxDocumentSize), MaxDocumentSize, "MaxDocumentSize must be between 1 byte and 256 MiB.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxDocumentSize), MaxDocumentSize,
+                "MaxDocumentSize must be between 1 byte and 256 MiB.");
         }
 
         if (SegmentSize > JournalOptions.MaxSegmentSize)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize, $"SegmentSize must be at most {JournalOptions.MaxSegmentSize} bytes (1 GiB).");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize,
+                $"SegmentSize must be at most {JournalOptions.MaxSegmentSize} bytes (1 GiB).");
         }
 
         if (SegmentSize < MaxDocumentSize + 1024L + (2 * DocumentIds.MaxIdBytes))
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize, $"SegmentSize must exceed MaxDocumentSize ({MaxDocumentSize}) by at least {1024 + (2 * DocumentIds.MaxIdBytes)} bytes so that any document fits one journal record.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize,
+                $"SegmentSize must exceed MaxDocumentSize ({MaxDocumentSize}) by at least " +
+                $"{1024 + (2 * DocumentIds.MaxIdBytes)} bytes so that any document fits one journal record.");
         }
 
         if (!Enum.IsDefined(Durability))
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(Durability), Durability, "Durability must be Durable or Buffered.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(Durability), Durability,
+                "Durability must be Durable or Buffered.");
         }
 
         if (BufferedSyncInterval <= TimeSpan.Zero)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval, "BufferedSyncInterval must be positive.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval,
+                "BufferedSyncInterval must be positive.");
         }
 
         if (MaxGroupCommands <= 0 || MaxGroupBytes <= 0)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(MaxGroupCommands <= 0 ? nameof(MaxGroupCommands) : nameof(MaxGroupBytes), Math.Min(MaxGroupCommands, MaxGroupBytes), "MaxGroupCommands and MaxGroupBytes must be positive.");
+            ThrowHelper.ThrowArgumentOutOfRange(MaxGroupCommands <= 0 ? nameof(MaxGroupCommands)
+                : nameof(MaxGroupBytes), Math.Min(MaxGroupCommands, MaxGroupBytes),
+                "MaxGroupCommands and MaxGroupBytes must be positive.");
         }
 
         TransactionMergerOptions.ValidateMaxGroupsInFlight(MaxGroupsInFlight);
 
         if (MaxSnapshotAge <= TimeSpan.Zero && MaxSnapshotAge != Timeout.InfiniteTimeSpan)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxSnapshotAge), MaxSnapshotAge, "MaxSnapshotAge must be positive, or Timeout.InfiniteTimeSpan for no limit.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxSnapshotAge), MaxSnapshotAge,
+                "MaxSnapshotAge must be positive, or Timeout.InfiniteTimeSpan for no limit.");
         }
 
         if (SlowSyncThreshold <= TimeSpan.Zero)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(SlowSyncThreshold), SlowSyncThreshold, "SlowSyncThreshold must be positive.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(SlowSyncThreshold), SlowSyncThreshold,
+                "SlowSyncThreshold must be positive.");
         }
 
         ArgumentNullException.ThrowIfNull(JsonSerializerOptions, nameof(JsonSerializerOptions));
@@ -129,7 +140,8 @@ public sealed class DocumentStoreOptions
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
     internal Storage.IFileSystem FileSystem { get; set; } = Storage.PhysicalFileSystem.Instance;
 
-    internal JournalOptions ToJournalOptions() => new() { SegmentSize = SegmentSize, LoggerFactory = LoggerFactory, FileSystem = FileSystem };
+    internal JournalOptions ToJournalOptions()
+        => new() { SegmentSize = SegmentSize, LoggerFactory = LoggerFactory, FileSystem = FileSystem };
 
     internal TransactionMergerOptions ToMergerOptions() => new()
     {

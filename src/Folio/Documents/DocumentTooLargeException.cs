@@ -29,7 +29,8 @@ public sealed class DocumentTooLargeException : FolioException
     }
 
     internal DocumentTooLargeException(string collection, string id, long size, int limit)
-        : base($"Document '{collection}/{id}' is {size} bytes; the store allows at most {limit} (DocumentStoreOptions.MaxDocumentSize).")
+        : base($"Document '{collection}/{id}' is {size} bytes; the store allows at most {limit} " +
+            $"(DocumentStoreOptions.MaxDocumentSize).")
     {
         Size = size;
         Limit = limit;

@@ -10,7 +10,8 @@ internal sealed class DocumentVersion
     private DocumentVersion? _older;
     private readonly ReadOnlyMemory<byte> _json;
 
-    public DocumentVersion(long sequence, long timestampTicks, ReadOnlyMemory<byte> json, bool isDeleted, DocumentVersion? older)
+    public DocumentVersion(long sequence, long timestampTicks, ReadOnlyMemory<byte> json, bool isDeleted,
+        DocumentVersion? older)
     {
         Sequence = sequence;
         TimestampTicks = timestampTicks;
@@ -22,7 +23,8 @@ internal sealed class DocumentVersion
     /// <summary>The commit sequence number that wrote this version (the document's version number).</summary>
     public long Sequence { get; }
 
-    /// <summary>When the version was committed (UTC ticks of its journal record): the document's last-modified time.</summary>
+    /// <summary>When the version was committed (UTC ticks of its journal record): the document's last-modified
+    /// time.</summary>
     public long TimestampTicks { get; }
 
     /// <summary>The UTF-8 JSON of a put; empty for a delete.</summary>
@@ -34,6 +36,7 @@ internal sealed class DocumentVersion
     /// <summary>The previous version, or null (none, or pruned). Acquire read.</summary>
     public DocumentVersion? Older => Volatile.Read(ref _older);
 
-    /// <summary>Cuts the chain after this version. Committer only, and only when no snapshot can need the older versions.</summary>
+    /// <summary>Cuts the chain after this version. Committer only, and only when no snapshot can need the older
+    /// versions.</summary>
     public void Prune() => Volatile.Write(ref _older, null);
 }

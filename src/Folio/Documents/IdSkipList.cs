@@ -101,14 +101,17 @@ internal sealed class IdSkipList
         return true;
     }
 
-    /// <summary>The first node whose id is at or after <paramref name="fromInclusive"/> (null: the first node), or null.</summary>
+    /// <summary>The first node whose id is at or after <paramref name="fromInclusive"/> (null: the first node), or
+    /// null.</summary>
     public Node? First(string? fromInclusive) =>
         fromInclusive is null ? _head.Next : LastBefore(fromInclusive) is { } before ? before.Next : _head.Next;
 
-    /// <summary>The last node whose id is before <paramref name="toExclusive"/> (null: the last node), or null.</summary>
+    /// <summary>The last node whose id is before <paramref name="toExclusive"/> (null: the last node), or
+    /// null.</summary>
     public Node? Last(string? toExclusive) => LastBefore(toExclusive);
 
-    /// <summary>The last node whose id is before <paramref name="key"/> (null: after every id), or null when none is.</summary>
+    /// <summary>The last node whose id is before <paramref name="key"/> (null: after every id), or null when none
+    /// is.</summary>
     private Node? LastBefore(string? key)
     {
         Node node = _head;
@@ -125,7 +128,8 @@ internal sealed class IdSkipList
         return ReferenceEquals(node, _head) ? null : node;
     }
 
-    /// <summary>Levels 1 to <see cref="MaxLevel"/>, each next one with probability 1/4 (writer only: xorshift32).</summary>
+    /// <summary>Levels 1 to <see cref="MaxLevel"/>, each next one with probability 1/4 (writer only:
+    /// xorshift32).</summary>
     private int RandomLevel()
     {
         uint x = _random;
@@ -182,7 +186,8 @@ internal sealed class IdSkipList
         /// <summary>Publishes <paramref name="previous"/> as the backward link (release; writer only).</summary>
         public void LinkPrevious(Node previous) => Volatile.Write(ref _previous, previous);
 
-        /// <summary>Publishes <paramref name="next"/> as the link at <paramref name="level"/> (release; writer only).</summary>
+        /// <summary>Publishes <paramref name="next"/> as the link at <paramref name="level"/> (release; writer
+        /// only).</summary>
         public void Link(int level, Node next)
         {
             if (level == 0)

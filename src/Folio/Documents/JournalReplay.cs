@@ -22,7 +22,9 @@ internal static class JournalReplay
     {
         if (journal.FirstSequence != 1)
         {
-            throw new FolioException($"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}: entries were purged, so the documents cannot be rebuilt from it.");
+            throw new FolioException(
+                $"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}: entries were " +
+                $"purged, so the documents cannot be rebuilt from it.");
         }
 
         long batches = 0;
@@ -59,7 +61,8 @@ internal static class JournalReplay
     /// <paramref name="entry"/>. <paramref name="commands"/> is cleared first; collection names come from
     /// <paramref name="names"/>. Throws <see cref="FormatException"/> on malformed bytes.
     /// </summary>
-    public static void DecodeLocations(ReadOnlySpan<byte> entry, CollectionNameCache names, List<ReplayedCommand> commands)
+    public static void DecodeLocations(ReadOnlySpan<byte> entry, CollectionNameCache names,
+        List<ReplayedCommand> commands)
     {
         commands.Clear();
         var sink = new LocatingSink(commands, names);
@@ -70,7 +73,8 @@ internal static class JournalReplay
     /// Adds the puts of a batch entry to <paramref name="putsPerCollection"/> without decoding ids or copying values
     /// (the sizing pass). Throws <see cref="FormatException"/> on malformed bytes.
     /// </summary>
-    public static void CountPuts(ReadOnlySpan<byte> entry, CollectionNameCache names, Dictionary<string, int> putsPerCollection)
+    public static void CountPuts(ReadOnlySpan<byte> entry, CollectionNameCache names, Dictionary<string,
+        int> putsPerCollection)
     {
         var sink = new CountingSink(putsPerCollection, names);
         BatchEncoding.Decode(entry, ref sink);
@@ -78,21 +82,26 @@ internal static class JournalReplay
     }
 
     /// <summary>Commands with where their values are in the entry.</summary>
-    private readonly struct LocatingSink(List<ReplayedCommand> commands, CollectionNameCache names) : BatchEncoding.ICommandSink
+    private readonly struct LocatingSink(List<ReplayedCommand> commands, CollectionNameCache names)
+        : BatchEncoding.ICommandSink
     {
         public void EnsureCapacity(int count) => commands.EnsureCapacity(count);
 
         public string Collection(ReadOnlySpan<byte> utf8) => names.Get(utf8);
 
-        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
-            commands.Add(new ReplayedCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), valueStart, valueLength));
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry,
+            int valueStart, int valueLength) =>
+            commands.Add(
+                new ReplayedCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), valueStart,
+                valueLength));
     }
 
     /// <summary>
     /// Puts per collection, added to a dictionary once per run of commands of one collection (batches mostly write
     /// one). Call <see cref="Flush"/> after the entry.
     /// </summary>
-    private struct CountingSink(Dictionary<string, int> putsPerCollection, CollectionNameCache names) : BatchEncoding.ICommandSink
+    private struct CountingSink(Dictionary<string, int> putsPerCollection, CollectionNameCache names)
+        : BatchEncoding.ICommandSink
     {
         private string? _collection;
         private int _puts;
@@ -103,7 +112,8 @@ internal static class JournalReplay
 
         public readonly string Collection(ReadOnlySpan<byte> utf8) => names.Get(utf8);
 
-        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength)
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry,
+            int valueStart, int valueLength)
         {
             if (kind != ChangeKind.Put)
             {

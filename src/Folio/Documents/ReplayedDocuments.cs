@@ -44,7 +44,8 @@ internal sealed class ReplayedDocuments
     private readonly int[] _shadowed;
     private int _shadowedCount; // written by the writer only (Shadow), read by diagnostics
 
-    private ReplayedDocuments(Dictionary<string, int> slots, long[] sequences, long[] timestamps, ReadOnlyMemory<byte>[] values, string[] sortedIds)
+    private ReplayedDocuments(Dictionary<string, int> slots, long[] sequences, long[] timestamps,
+        ReadOnlyMemory<byte>[] values, string[] sortedIds)
     {
         _slots = slots;
         _sequences = sequences;
@@ -83,7 +84,8 @@ internal sealed class ReplayedDocuments
     [MethodImpl(MethodImplOptions.NoInlining)]
     private DocumentVersion CreateVersion(int slot)
     {
-        var version = new DocumentVersion(_sequences[slot], _timestamps[slot], _values[slot], isDeleted: false, older: null);
+        var version = new DocumentVersion(_sequences[slot], _timestamps[slot], _values[slot], isDeleted: false,
+            older: null);
         return Interlocked.CompareExchange(ref _versions[slot], version, null) ?? version;
     }
 
@@ -112,7 +114,8 @@ internal sealed class ReplayedDocuments
         private ReadOnlyMemory<byte>[] _values = [];
         private string[] _sortedIds = [];
 
-        /// <param name="capacity">The expected number of distinct ids (the puts counted for the collection, capped).</param>
+        /// <param name="capacity">The expected number of distinct ids (the puts counted for the collection,
+        /// capped).</param>
         public Builder(int capacity)
         {
             capacity = Math.Max(capacity, 16);
@@ -127,7 +130,8 @@ internal sealed class ReplayedDocuments
         /// <summary>Slots used so far (live and dead).</summary>
         public int SlotCount => _count;
 
-        /// <summary>Records a put of <paramref name="id"/> whose value is the <paramref name="length"/> bytes at <paramref name="value"/>.</summary>
+        /// <summary>Records a put of <paramref name="id"/> whose value is the <paramref name="length"/> bytes at
+        /// <paramref name="value"/>.</summary>
         public void Put(string id, long sequence, long timestampTicks, JournalDataLocation value, int length)
         {
             ref int slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_slots, id, out bool exists);
@@ -166,8 +170,8 @@ internal sealed class ReplayedDocuments
 
         /// <summary>
         /// Ends the collection's load: copies the live values out of the journal into slabs and sorts the live ids, as
-        /// three parallel actions when <paramref name="parallel"/> (both halves of the copy, each into slabs of its own,
-        /// and the sort: disjoint state), and returns the built collection.
+        /// three parallel actions when <paramref name="parallel"/> (both halves of the copy, each into slabs of its
+        /// own, and the sort: disjoint state), and returns the built collection.
         /// </summary>
         public ReplayedDocuments Build(bool parallel)
         {
@@ -201,8 +205,10 @@ internal sealed class ReplayedDocuments
             return new(_slots, _sequences, _timestamps, _values, _sortedIds);
         }
 
-        /// <summary>Copies the values of the live slots in [<paramref name="from"/>, <paramref name="to"/>) out of the journal into slabs of their own.</summary>
-        [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
+        /// <summary>Copies the values of the live slots in [<paramref name="from"/>, <paramref name="to"/>) out of the
+        /// journal into slabs of their own.</summary>
+        // replay: a store opens once per process, so no tier-0 pass
+        [MethodImpl(MethodImplOptions.AggressiveOptimization)]
         private void CopyValues(int from, int to)
         {
             long slabbedBytes = 0;
@@ -226,7 +232,8 @@ internal sealed class ReplayedDocuments
             }
         }
 
-        /// <summary>Sorts the live ids ordinally (linear when they arrived in order, as replayed ids often do).</summary>
+        /// <summary>Sorts the live ids ordinally (linear when they arrived in order, as replayed ids often
+        /// do).</summary>
         private void SortIds()
         {
             bool sorted = true;

@@ -30,7 +30,9 @@ public sealed class SnapshotExpiredException : FolioException
     }
 
     internal SnapshotExpiredException(long snapshotSequence, TimeSpan maxAge)
-        : base($"The session's snapshot (sequence {snapshotSequence}) was open longer than DocumentStoreOptions.MaxSnapshotAge ({maxAge}) and expired: its old versions were pruned. Dispose the session and open a new one; sessions are meant to be short-lived units of work.")
+        : base($"The session's snapshot (sequence {snapshotSequence}) was open longer than " +
+            $"DocumentStoreOptions.MaxSnapshotAge ({maxAge}) and expired: its old versions were pruned. Dispose the " +
+            $"session and open a new one; sessions are meant to be short-lived units of work.")
     {
         SnapshotSequence = snapshotSequence;
     }

@@ -61,10 +61,12 @@ internal sealed class SnapshotRegistry
     private long _cachedOldest;
     private int _batchesUntilScan;
 
-    /// <param name="maxAge">How long a snapshot may hold back pruning; <see cref="Timeout.InfiniteTimeSpan"/> for ever.</param>
+    /// <param name="maxAge">How long a snapshot may hold back pruning; <see cref="Timeout.InfiniteTimeSpan"/> for
+    /// ever.</param>
     public SnapshotRegistry(TimeSpan maxAge)
     {
-        _maxAgeMilliseconds = maxAge == Timeout.InfiniteTimeSpan ? long.MaxValue : (long)Math.Ceiling(maxAge.TotalMilliseconds);
+        _maxAgeMilliseconds = maxAge == Timeout.InfiniteTimeSpan ? long.MaxValue
+            : (long)Math.Ceiling(maxAge.TotalMilliseconds);
     }
 
     /// <summary>Registers a snapshot of the current <paramref name="visible"/> sequence.</summary>
@@ -75,7 +77,8 @@ internal sealed class SnapshotRegistry
             long sequence = Volatile.Read(ref visible);
             var entry = new Entry(this, sequence, Environment.TickCount64);
             Publish(entry);
-            Interlocked.MemoryBarrier(); // the entry's store before the re-read of the visible sequence (see the protocol)
+            // the entry's store before the re-read of the visible sequence (see the protocol)
+            Interlocked.MemoryBarrier();
             if (Volatile.Read(ref visible) == sequence)
             {
                 return entry;
@@ -210,11 +213,13 @@ internal sealed class SnapshotRegistry
 
         public bool IsOpen => Volatile.Read(ref _state) == Open;
 
-        /// <summary>Whether the committer expired the snapshot (acquire: checked after a read, see the protocol).</summary>
+        /// <summary>Whether the committer expired the snapshot (acquire: checked after a read, see the
+        /// protocol).</summary>
         public bool IsExpired => Volatile.Read(ref _state) == Expired;
 
         /// <summary>The maximum age the snapshot outlived (for the exception's message).</summary>
-        public TimeSpan MaxAge => registry._maxAgeMilliseconds == long.MaxValue ? Timeout.InfiniteTimeSpan : TimeSpan.FromMilliseconds(registry._maxAgeMilliseconds);
+        public TimeSpan MaxAge => registry._maxAgeMilliseconds == long.MaxValue ? Timeout.InfiniteTimeSpan
+            : TimeSpan.FromMilliseconds(registry._maxAgeMilliseconds);
 
         /// <summary>Committer: expires an open snapshot (full fence). False when it was closed meanwhile.</summary>
         public bool TryExpire() => Interlocked.CompareExchange(ref _state, Expired, Open) == Open;

@@ -33,14 +33,16 @@ internal sealed class ValueSlabs
     private long _expected;
 
     /// <summary>Creates the slabs.</summary>
-    /// <param name="expectedBytes">The bytes of slabbed values (at most <see cref="MaxSlabbedValue"/> each) that will be copied.</param>
+    /// <param name="expectedBytes">The bytes of slabbed values (at most <see cref="MaxSlabbedValue"/> each) that will
+    /// be copied.</param>
     public ValueSlabs(long expectedBytes)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(expectedBytes);
         _expected = expectedBytes;
     }
 
-    /// <summary>Copies <paramref name="value"/> into a slab (or its own array when large) and returns the copy.</summary>
+    /// <summary>Copies <paramref name="value"/> into a slab (or its own array when large) and returns the
+    /// copy.</summary>
     [MethodImpl(MethodImplOptions.AggressiveOptimization)] // replay: a store opens once per process, so no tier-0 pass
     public ReadOnlyMemory<byte> Copy(ReadOnlySpan<byte> value)
     {
@@ -56,7 +58,8 @@ internal sealed class ValueSlabs
 
         if (_current is null || _current.Length - _used < value.Length)
         {
-            _current = GC.AllocateUninitializedArray<byte>((int)Math.Clamp(Math.Max(_expected, value.Length), MinSlabSize, MaxSizedSlab));
+            _current = GC.AllocateUninitializedArray<byte>(
+                (int)Math.Clamp(Math.Max(_expected, value.Length), MinSlabSize, MaxSizedSlab));
             NativeMethods.PopulateForWrite(_current); // fresh pages, filled next: one system call, not a fault per page
             _used = 0;
         }

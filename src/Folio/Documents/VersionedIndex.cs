@@ -10,8 +10,8 @@ namespace Folio.Documents;
 /// <para>
 /// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch
 /// by batch in commit order, then <see cref="Publish"/> once per group. For each command, Apply prepends a
-/// <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old in a concurrent dictionary: an atomic
-/// write of the value; the old head hangs off it) and adds a new key to its collection's sorted ids (an
+/// <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old in a concurrent dictionary: an
+/// atomic write of the value; the old head hangs off it) and adds a new key to its collection's sorted ids (an
 /// <see cref="IdSkipList"/>: one writer, lock-free readers). Publish then stores <see cref="VisibleSequence"/> = the
 /// group's last sequence (a full fence). The committer applies a group while its fsync runs and publishes it only once
 /// it is durable, so versions above <see cref="VisibleSequence"/> may sit at the head of chains: every read skips
@@ -48,7 +48,8 @@ internal sealed class VersionedIndex : ICommitState
     private long _visible;
     private BulkLoad? _bulkLoad;
 
-    /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
+    /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning
+    /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
     public VersionedIndex(TimeSpan maxSnapshotAge) => _snapshots = new SnapshotRegistry(maxSnapshotAge);
 
     /// <summary>An index whose snapshots never expire (tests).</summary>
@@ -70,7 +71,8 @@ internal sealed class VersionedIndex : ICommitState
     /// The version of <paramref name="key"/> visible at a registered <paramref name="snapshot"/> (or at a sequence no
     /// prune can pass while the caller reads: tests, the committer), or null when absent or deleted.
     /// </summary>
-    public DocumentVersion? Get(in DocumentKey key, long snapshot) => Find(key, snapshot, out _) is { IsDeleted: false } version ? version : null;
+    public DocumentVersion? Get(in DocumentKey key, long snapshot)
+        => Find(key, snapshot, out _) is { IsDeleted: false } version ? version : null;
 
     /// <summary>
     /// The version of <paramref name="key"/> visible at <paramref name="snapshot"/>, or null; throws
@@ -90,12 +92,12 @@ internal sealed class VersionedIndex : ICommitState
     /// <remarks>
     /// The read walks the key's chain to the version visible at the visible sequence S it read first. Nothing stops the
     /// committer from pruning meanwhile: two commits after S can cut the chain below the head the read started from. A
-    /// walk that found a version is right (pruning cuts only the tail behind a version), so only a walk that ran off the
-    /// end of a chain can be wrong. Then the read looks at the visible sequence again: if it is still S, no prune that
-    /// could cut the version visible at S has run (a prune uses an oldest point at most the visible sequence when it
-    /// started, and a walk that loaded a cut link (acquire of the release in <see cref="DocumentVersion.Prune"/>) would
-    /// also see the publication of the commit before it), so "absent" is the answer; otherwise it retries at the new
-    /// visible sequence.
+    /// walk that found a version is right (pruning cuts only the tail behind a version), so only a walk that ran off
+    /// the end of a chain can be wrong. Then the read looks at the visible sequence again: if it is still S, no prune
+    /// that could cut the version visible at S has run (a prune uses an oldest point at most the visible sequence when
+    /// it started, and a walk that loaded a cut link (acquire of the release in <see cref="DocumentVersion.Prune"/>)
+    /// would also see the publication of the commit before it), so "absent" is the answer; otherwise it retries at the
+    /// new visible sequence.
     /// </remarks>
     public DocumentVersion? GetLatest(in DocumentKey key)
     {
@@ -150,18 +152,23 @@ internal sealed class VersionedIndex : ICommitState
     /// The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids are in
     /// [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) (null: unbounded), in ordinal order.
     /// </summary>
-    public IEnumerable<(string Id, DocumentVersion Version)> Range(string collection, string? fromInclusive, string? toExclusive, bool descending, long snapshot)
+    public IEnumerable<(string Id, DocumentVersion Version)> Range(string collection, string? fromInclusive,
+        string? toExclusive, bool descending, long snapshot)
     {
-        if (fromInclusive is not null && toExclusive is not null && string.CompareOrdinal(fromInclusive, toExclusive) > 0)
+        if (fromInclusive is not null && toExclusive is not null
+            && string.CompareOrdinal(fromInclusive, toExclusive) > 0)
         {
-            ThrowHelper.ThrowArgument(nameof(fromInclusive), $"The range is inverted: '{fromInclusive}' is after '{toExclusive}'.");
+            ThrowHelper.ThrowArgument(nameof(fromInclusive),
+                $"The range is inverted: '{fromInclusive}' is after '{toExclusive}'.");
         }
 
         return RangeIterator(collection, fromInclusive, toExclusive, descending, snapshot);
     }
 
-    /// <summary>The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids start with <paramref name="prefix"/>.</summary>
-    public IEnumerable<(string Id, DocumentVersion Version)> Prefix(string collection, string prefix, bool descending, long snapshot)
+    /// <summary>The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids start with
+    /// <paramref name="prefix"/>.</summary>
+    public IEnumerable<(string Id, DocumentVersion Version)> Prefix(string collection, string prefix, bool descending,
+        long snapshot)
     {
         ArgumentNullException.ThrowIfNull(prefix);
         return RangeIterator(collection, prefix, PrefixEnd(prefix), descending, snapshot);
@@ -242,7 +249,8 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             bool isDelete = command.Kind == ChangeKind.Delete;
-            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, isDelete ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
+            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, isDelete
+                ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
             if (shadowedSlot >= 0)
             {
                 keys.Replayed!.Shadow(shadowedSlot);
@@ -259,7 +267,8 @@ internal sealed class VersionedIndex : ICommitState
         Interlocked.Exchange(ref _visible, sequence);
     }
 
-    /// <summary>The newest version at or below <paramref name="snapshot"/> in the chain starting at <paramref name="head"/>.</summary>
+    /// <summary>The newest version at or below <paramref name="snapshot"/> in the chain starting at
+    /// <paramref name="head"/>.</summary>
     private static DocumentVersion? At(DocumentVersion? head, long snapshot)
     {
         while (head is not null && head.Sequence > snapshot)
@@ -288,13 +297,15 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// Applies replayed batch <paramref name="sequence"/> during a bulk load into each collection's
     /// <see cref="ReplayedDocuments.Builder"/>. Values are not copied yet: each put records where its value lies
-    /// (<paramref name="entry"/>, the entry's data in the journal, plus the command's value start) in its id's slot, and
+    /// (<paramref name="entry"/>, the entry's data in the journal, plus the command's value start) in its id's slot,
+    /// and
     /// <see cref="EndBulkLoad"/> copies the values still live, so an overwritten or deleted value is never copied. No
     /// snapshot can exist yet, so a put replaces the id's replayed state outright and a delete frees the id (no
     /// version chains, no tombstones: absent and deleted read the same). The journal keeps every segment mapped until
     /// the end of the bulk load (nothing purges during an open).
     /// </summary>
-    internal void ApplyReplayed(List<ReplayedCommand> commands, JournalDataLocation entry, long sequence, long timestampTicks)
+    internal void ApplyReplayed(List<ReplayedCommand> commands, JournalDataLocation entry, long sequence,
+        long timestampTicks)
     {
         BulkLoad bulk = _bulkLoad ?? throw new InvalidOperationException("No bulk load is in progress.");
         for (int i = 0; i < commands.Count; i++)
@@ -307,14 +318,16 @@ internal sealed class VersionedIndex : ICommitState
             }
             else
             {
-                collection.Put(command.Key.Id, sequence, timestampTicks, entry.Plus(command.ValueStart), command.ValueLength);
+                collection.Put(command.Key.Id, sequence, timestampTicks, entry.Plus(command.ValueStart),
+                    command.ValueLength);
             }
         }
 
         Volatile.Write(ref _visible, sequence);
     }
 
-    /// <summary>The fewest replayed ids (slots) for which <see cref="EndBulkLoad"/> works in parallel (below, about 2 MB of values, one thread does).</summary>
+    /// <summary>The fewest replayed ids (slots) for which <see cref="EndBulkLoad"/> works in parallel (below, about 2
+    /// MB of values, one thread does).</summary>
     internal const int MinPutsForParallelEnd = 16_384;
 
     /// <summary>
@@ -347,7 +360,8 @@ internal sealed class VersionedIndex : ICommitState
         _bulkLoad = null;
     }
 
-    /// <summary>Live documents across all collections at the visible sequence (diagnostics; walks every chain).</summary>
+    /// <summary>Live documents across all collections at the visible sequence (diagnostics; walks every
+    /// chain).</summary>
     internal long LiveDocuments()
     {
         long snapshot = VisibleSequence;
@@ -388,7 +402,8 @@ internal sealed class VersionedIndex : ICommitState
         return length;
     }
 
-    private IEnumerable<(string Id, DocumentVersion Version)> RangeIterator(string collection, string? fromInclusive, string? toExclusive, bool descending, long snapshot)
+    private IEnumerable<(string Id, DocumentVersion Version)> RangeIterator(string collection, string? fromInclusive,
+        string? toExclusive, bool descending, long snapshot)
     {
         if (!_collections.TryGetValue(collection, out SortedKeys? keys))
         {
@@ -398,7 +413,8 @@ internal sealed class VersionedIndex : ICommitState
         string[] replayed = keys.Replayed?.SortedIds ?? [];
         int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
         int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
-        return Iterate(collection, replayed, replayedStart, replayedEnd, keys.Added, fromInclusive, toExclusive, descending, snapshot);
+        return Iterate(collection, replayed, replayedStart, replayedEnd, keys.Added, fromInclusive, toExclusive,
+            descending, snapshot);
     }
 
     /// <summary>
@@ -407,7 +423,9 @@ internal sealed class VersionedIndex : ICommitState
     /// sorted sets, merged) that have a live version at the snapshot. Ids added after the snapshot may or may not be
     /// walked (see <see cref="IdSkipList"/>); they have no version at it, so they are skipped either way.
     /// </summary>
-    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, string[] replayed, int replayedStart, int replayedEnd, IdSkipList added, string? fromInclusive, string? toExclusive, bool descending, long snapshot)
+    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, string[] replayed,
+        int replayedStart, int replayedEnd, IdSkipList added, string? fromInclusive, string? toExclusive,
+        bool descending, long snapshot)
     {
         int r = 0;
         int replayedCount = Math.Max(0, replayedEnd - replayedStart);
@@ -419,7 +437,8 @@ internal sealed class VersionedIndex : ICommitState
                 node = null;
             }
 
-            string? fromReplayed = r < replayedCount ? replayed[descending ? replayedEnd - 1 - r : replayedStart + r] : null;
+            string? fromReplayed = r < replayedCount ? replayed[descending ? replayedEnd - 1 - r : replayedStart + r]
+                : null;
             string? fromAdded = node?.Id;
             if (fromAdded is null && fromReplayed is null)
             {
@@ -427,7 +446,8 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             string id;
-            if (fromAdded is null || (fromReplayed is not null && (string.CompareOrdinal(fromReplayed, fromAdded) < 0) != descending))
+            if (fromAdded is null
+                || (fromReplayed is not null && (string.CompareOrdinal(fromReplayed, fromAdded) < 0) != descending))
             {
                 id = fromReplayed!;
                 r++;
@@ -474,7 +494,8 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>The state of a bulk load: a builder per collection.</summary>
     private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)
     {
-        // Arrays sized for every put of a journal of overwrites would be mostly empty: cap the hint (they grow past it).
+        // Arrays sized for every put of a journal of overwrites would be mostly empty: cap the hint (they grow past
+        // it).
         private const int MaxInitialCapacity = 1 << 20;
 
         private string? _lastName;
@@ -482,14 +503,16 @@ internal sealed class VersionedIndex : ICommitState
 
         public Dictionary<string, ReplayedDocuments.Builder> Collections { get; } = new(StringComparer.Ordinal);
 
-        /// <summary>The collection named <paramref name="name"/>, created in <paramref name="index"/> on first use (the last one is kept: batches mostly write one collection).</summary>
+        /// <summary>The collection named <paramref name="name"/>, created in <paramref name="index"/> on first use (the
+        /// last one is kept: batches mostly write one collection).</summary>
         public ReplayedDocuments.Builder CollectionOf(string name, VersionedIndex index)
         {
             if (!ReferenceEquals(name, _lastName))
             {
                 if (!Collections.TryGetValue(name, out _last))
                 {
-                    int capacity = putsPerCollection.TryGetValue(name, out int puts) ? Math.Min(puts, MaxInitialCapacity) : 0;
+                    int capacity = putsPerCollection.TryGetValue(name, out int puts)
+                        ? Math.Min(puts, MaxInitialCapacity) : 0;
                     index._collections[name] = new SortedKeys();
                     Collections[name] = _last = new ReplayedDocuments.Builder(capacity);
                 }
@@ -521,8 +544,9 @@ internal sealed class IndexSnapshot : IDisposable
 
     /// <summary>
     /// Throws <see cref="SnapshotExpiredException"/> when the committer expired the snapshot (it outlived
-    /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>). Call after a read at <see cref="Sequence"/>, before using its
-    /// result: a read that walked into a version pruned after the expiry is then refused (SnapshotRegistry's protocol).
+    /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>). Call after a read at <see cref="Sequence"/>, before using
+    /// its result: a read that walked into a version pruned after the expiry is then refused (SnapshotRegistry's
+    /// protocol).
     /// </summary>
     public void ThrowIfExpired()
     {

@@ -29,6 +29,7 @@ internal readonly struct JournalDataLocation
     /// <summary>Whether <paramref name="other"/> lies in the same segment.</summary>
     public bool IsInSegmentOf(in JournalDataLocation other) => ReferenceEquals(_segment, other._segment);
 
-    /// <summary>The <paramref name="length"/> bytes at <paramref name="offset"/> from this location, in its segment's mapping.</summary>
+    /// <summary>The <paramref name="length"/> bytes at <paramref name="offset"/> from this location, in its segment's
+    /// mapping.</summary>
     public ReadOnlySpan<byte> Read(long offset, int length) => _segment!.Span(Offset + offset, length);
 }

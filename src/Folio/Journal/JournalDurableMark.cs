@@ -16,7 +16,8 @@ namespace Folio.Journal;
 /// </para>
 /// <para>
 /// Written by the journal at rotation (naming the new segment, so the loss of the newest segment file is detected),
-/// at a clean close, at the end of recovery, and when the store is idle (<see cref="WriteAheadJournal.MarkDurableIfIdle"/>).
+/// at a clean close, at the end of recovery, and when the store is idle
+/// (<see cref="WriteAheadJournal.MarkDurableIfIdle"/>).
 /// </para>
 /// </summary>
 internal readonly record struct JournalDurableMark(long Sequence, long SegmentFirstSequence, long SyncedLength)
@@ -49,10 +50,12 @@ internal readonly record struct JournalDurableMark(long Sequence, long SegmentFi
         fileSystem.SyncDirectory(directory);
     }
 
-    /// <summary>Whether this mark says more than <paramref name="other"/> (a later segment, or more of the same one).</summary>
+    /// <summary>Whether this mark says more than <paramref name="other"/> (a later segment, or more of the same
+    /// one).</summary>
     public bool IsAhead(in JournalDurableMark other) =>
         SegmentFirstSequence > other.SegmentFirstSequence
-        || (SegmentFirstSequence == other.SegmentFirstSequence && (SyncedLength > other.SyncedLength || Sequence > other.Sequence));
+        || (SegmentFirstSequence == other.SegmentFirstSequence
+            && (SyncedLength > other.SyncedLength || Sequence > other.Sequence));
 
     /// <summary>Reads the mark file; false when there is none.</summary>
     /// <exception cref="JournalCorruptedException">The file exists but is not a valid mark.</exception>

@@ -46,7 +46,8 @@ internal static class JournalFormat
     /// <summary>The header size of format 1 and 2 records.</summary>
     public const int LegacyRecordHeaderSize = 32;
 
-    /// <summary>A legacy record's <see cref="RecordHeader.SyncedLength"/>: every earlier record of its segment was durable.</summary>
+    /// <summary>A legacy record's <see cref="RecordHeader.SyncedLength"/>: every earlier record of its segment was
+    /// durable.</summary>
     public const long SyncedUpToItself = -1;
     public const int EntryHeaderSize = 4;
 
@@ -56,18 +57,21 @@ internal static class JournalFormat
     public const string LockFileName = "journal.lock";
     public const string PurgeWatermarkFileName = "journal.purged";
 
-    public static string SegmentFileName(long firstSequence) => firstSequence.ToString("D20", System.Globalization.CultureInfo.InvariantCulture) + SegmentExtension;
+    public static string SegmentFileName(long firstSequence)
+        => firstSequence.ToString("D20", System.Globalization.CultureInfo.InvariantCulture) + SegmentExtension;
 
     public static bool TryParseSegmentFileName(string fileName, out long firstSequence)
     {
         firstSequence = 0;
         return fileName.Length == 20 + SegmentExtension.Length
             && fileName.EndsWith(SegmentExtension, StringComparison.Ordinal)
-            && long.TryParse(fileName.AsSpan(0, 20), System.Globalization.NumberStyles.None, System.Globalization.CultureInfo.InvariantCulture, out firstSequence)
+            && long.TryParse(fileName.AsSpan(0, 20), System.Globalization.NumberStyles.None,
+                System.Globalization.CultureInfo.InvariantCulture, out firstSequence)
             && firstSequence > 0;
     }
 
-    public static void WriteSegmentHeader(Span<byte> destination, long firstSequence, long createdTicks, long segmentSize)
+    public static void WriteSegmentHeader(Span<byte> destination, long firstSequence, long createdTicks,
+        long segmentSize)
     {
         destination = destination[..SegmentHeaderSize];
         destination.Clear();
@@ -77,7 +81,8 @@ internal static class JournalFormat
         BinaryPrimitives.WriteInt64LittleEndian(destination[16..], firstSequence);
         BinaryPrimitives.WriteInt64LittleEndian(destination[24..], createdTicks);
         BinaryPrimitives.WriteInt64LittleEndian(destination[32..], segmentSize);
-        BinaryPrimitives.WriteUInt32LittleEndian(destination[SegmentHeaderCrcOffset..], Crc32C.Compute(destination[..SegmentHeaderCrcOffset]));
+        BinaryPrimitives.WriteUInt32LittleEndian(destination[SegmentHeaderCrcOffset..],
+            Crc32C.Compute(destination[..SegmentHeaderCrcOffset]));
     }
 
     /// <summary>Checks a segment header; returns null when valid, else why not.</summary>
@@ -93,7 +98,8 @@ internal static class JournalFormat
             return "the segment header has a wrong magic number";
         }
 
-        if (BinaryPrimitives.ReadUInt32LittleEndian(header[SegmentHeaderCrcOffset..]) != Crc32C.Compute(header[..SegmentHeaderCrcOffset]))
+        if (BinaryPrimitives.ReadUInt32LittleEndian(header[SegmentHeaderCrcOffset..]) != Crc32C.Compute(
+            header[..SegmentHeaderCrcOffset]))
         {
             return "the segment header checksum does not match";
         }
@@ -101,15 +107,19 @@ internal static class JournalFormat
         uint version = BinaryPrimitives.ReadUInt32LittleEndian(header[8..]);
         if (version < OldestReadableFormatVersion || version > FormatVersion)
         {
-            return $"the segment format version {version} is not supported (this build reads versions {OldestReadableFormatVersion} to {FormatVersion})";
+            return $"the segment format version {version} is not supported (this build reads versions " +
+                $"{OldestReadableFormatVersion} to {FormatVersion})";
         }
 
         long first = BinaryPrimitives.ReadInt64LittleEndian(header[16..]);
-        return first != expectedFirstSequence ? $"the segment header says it starts at sequence {first}, its file name says {expectedFirstSequence}" : null;
+        return first != expectedFirstSequence
+            ? $"the segment header says it starts at sequence {first}, its file name says {expectedFirstSequence}"
+            : null;
     }
 
     /// <summary>The size of a record holding entries of the given total size.</summary>
-    public static long RecordSize(int entryCount, long totalEntryBytes) => RecordHeaderSize + ((long)entryCount * EntryHeaderSize) + totalEntryBytes;
+    public static long RecordSize(int entryCount, long totalEntryBytes) => RecordHeaderSize
+        + ((long)entryCount * EntryHeaderSize) + totalEntryBytes;
 
     /// <summary>Fills in the header of a record whose payload is already in place and checksums it.</summary>
     /// <param name="record">The whole record: a <see cref="RecordHeaderSize"/>-byte header, then the payload.</param>
@@ -117,7 +127,8 @@ internal static class JournalFormat
     /// <param name="firstSequence">The sequence number of the first entry.</param>
     /// <param name="timestampTicks">The record's timestamp.</param>
     /// <param name="syncedLength">The bytes of the segment known durable when the record is written.</param>
-    public static void WriteRecordHeader(Span<byte> record, int entryCount, long firstSequence, long timestampTicks, long syncedLength)
+    public static void WriteRecordHeader(Span<byte> record, int entryCount, long firstSequence, long timestampTicks,
+        long syncedLength)
     {
         BinaryPrimitives.WriteUInt32LittleEndian(record, RecordMagic);
         BinaryPrimitives.WriteUInt32LittleEndian(record[8..], (uint)record.Length);
@@ -134,7 +145,8 @@ internal static class JournalFormat
     /// the segment known durable when the record was written; <see cref="SyncedUpToItself"/> for a legacy "FJR1"
     /// record, the segment header size for a legacy overlapped "FJRO" record.
     /// </remarks>
-    public readonly record struct RecordHeader(int Length, int EntryCount, long FirstSequence, long TimestampTicks, int HeaderSize, long SyncedLength);
+    public readonly record struct RecordHeader(int Length, int EntryCount, long FirstSequence, long TimestampTicks,
+        int HeaderSize, long SyncedLength);
 
     /// <summary>
     /// Reads the header at the start of <paramref name="available"/> (the bytes from the record to the end of the
@@ -146,7 +158,8 @@ internal static class JournalFormat
     {
         uint magic = available.Length < LegacyRecordHeaderSize ? 0 : BinaryPrimitives.ReadUInt32LittleEndian(available);
         int headerSize = magic == RecordMagic ? RecordHeaderSize : LegacyRecordHeaderSize;
-        if ((magic != RecordMagic && magic != LegacyRecordMagic && magic != OverlappedRecordMagic) || available.Length < headerSize)
+        if ((magic != RecordMagic && magic != LegacyRecordMagic && magic != OverlappedRecordMagic)
+            || available.Length < headerSize)
         {
             header = default;
             return false;
@@ -154,7 +167,8 @@ internal static class JournalFormat
 
         uint length = BinaryPrimitives.ReadUInt32LittleEndian(available[8..]);
         uint count = BinaryPrimitives.ReadUInt32LittleEndian(available[12..]);
-        if (length < headerSize + EntryHeaderSize || length > (uint)available.Length || count == 0 || count > (length - headerSize) / EntryHeaderSize)
+        if (length < headerSize + EntryHeaderSize || length > (uint)available.Length || count == 0
+            || count > (length - headerSize) / EntryHeaderSize)
         {
             header = default;
             return false;
@@ -166,7 +180,8 @@ internal static class JournalFormat
             LegacyRecordMagic => SyncedUpToItself,
             _ => SegmentHeaderSize,
         };
-        header = new RecordHeader((int)length, (int)count, BinaryPrimitives.ReadInt64LittleEndian(available[16..]), BinaryPrimitives.ReadInt64LittleEndian(available[24..]), headerSize, synced);
+        header = new RecordHeader((int)length, (int)count, BinaryPrimitives.ReadInt64LittleEndian(available[16..]),
+            BinaryPrimitives.ReadInt64LittleEndian(available[24..]), headerSize, synced);
         return true;
     }
 

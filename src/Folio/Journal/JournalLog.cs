@@ -5,27 +5,38 @@ namespace Folio.Journal;
 /// <summary>The journal's log lines (source-generated, allocation-free when the level is off).</summary>
 internal static partial class JournalLog
 {
-    [LoggerMessage(EventId = 1001, Level = LogLevel.Information, Message = "Journal '{Directory}' recovered: {Segments} segments, {Records} records, {Entries} entries, {Bytes} bytes, next sequence {NextSequence}, in {ElapsedMs} ms")]
-    public static partial void Recovered(ILogger logger, string directory, int segments, long records, long entries, long bytes, long nextSequence, long elapsedMs);
+    [LoggerMessage(EventId = 1001, Level = LogLevel.Information,
+        Message = "Journal '{Directory}' recovered: {Segments} segments, {Records} records, {Entries} entries, " +
+        "{Bytes} bytes, next sequence {NextSequence}, in {ElapsedMs} ms")]
+    public static partial void Recovered(ILogger logger, string directory, int segments, long records, long entries,
+        long bytes, long nextSequence, long elapsedMs);
 
-    [LoggerMessage(EventId = 1002, Level = LogLevel.Warning, Message = "Journal segment '{File}' had a torn tail at offset {Offset}: truncated {TruncatedBytes} bytes written by an interrupted append")]
+    [LoggerMessage(EventId = 1002, Level = LogLevel.Warning,
+        Message = "Journal segment '{File}' had a torn tail at offset {Offset}: truncated {TruncatedBytes} bytes " +
+        "written by an interrupted append")]
     public static partial void TornTailTruncated(ILogger logger, string file, long offset, long truncatedBytes);
 
-    [LoggerMessage(EventId = 1003, Level = LogLevel.Information, Message = "Journal rotated to segment '{File}' starting at sequence {FirstSequence}")]
+    [LoggerMessage(EventId = 1003, Level = LogLevel.Information,
+        Message = "Journal rotated to segment '{File}' starting at sequence {FirstSequence}")]
     public static partial void Rotated(ILogger logger, string file, long firstSequence);
 
-    [LoggerMessage(EventId = 1004, Level = LogLevel.Information, Message = "Journal purged {Segments} segments; the oldest available sequence is now {FirstSequence}")]
+    [LoggerMessage(EventId = 1004, Level = LogLevel.Information,
+        Message = "Journal purged {Segments} segments; the oldest available sequence is now {FirstSequence}")]
     public static partial void Purged(ILogger logger, int segments, long firstSequence);
 
-    [LoggerMessage(EventId = 1005, Level = LogLevel.Warning, Message = "Could not delete purged journal segment '{File}'; recovery will remove it")]
+    [LoggerMessage(EventId = 1005, Level = LogLevel.Warning,
+        Message = "Could not delete purged journal segment '{File}'; recovery will remove it")]
     public static partial void DeleteFailed(ILogger logger, string file, Exception exception);
 
-    [LoggerMessage(EventId = 1006, Level = LogLevel.Error, Message = "Journal '{Directory}' is faulted after an I/O failure; writes fail until it is reopened")]
+    [LoggerMessage(EventId = 1006, Level = LogLevel.Error,
+        Message = "Journal '{Directory}' is faulted after an I/O failure; writes fail until it is reopened")]
     public static partial void Faulted(ILogger logger, string directory, Exception exception);
 
-    [LoggerMessage(EventId = 1007, Level = LogLevel.Information, Message = "Journal removed leftover file '{File}' of an interrupted purge or rotation")]
+    [LoggerMessage(EventId = 1007, Level = LogLevel.Information,
+        Message = "Journal removed leftover file '{File}' of an interrupted purge or rotation")]
     public static partial void LeftoverRemoved(ILogger logger, string file);
 
-    [LoggerMessage(EventId = 1008, Level = LogLevel.Warning, Message = "Journal '{Directory}' could not write its durable mark; recovery checks only what the segments say")]
+    [LoggerMessage(EventId = 1008, Level = LogLevel.Warning,
+        Message = "Journal '{Directory}' could not write its durable mark; recovery checks only what the segments say")]
     public static partial void MarkFailed(ILogger logger, string directory, Exception exception);
 }

@@ -18,7 +18,8 @@ public sealed class JournalOptions
     /// <summary>
     /// Size of one segment file in bytes. Files are preallocated (zero-filled) to this size, a record never spans two
     /// segments, and the largest record is this size less the 64-byte segment header. Default 64 MiB; between
-    /// <see cref="MinSegmentSize"/> and <see cref="MaxSegmentSize"/>. Existing segments keep the size they were created with.
+    /// <see cref="MinSegmentSize"/> and <see cref="MaxSegmentSize"/>. Existing segments keep the size they were created
+    /// with.
     /// </summary>
     public long SegmentSize { get; set; } = DefaultSegmentSize;
 
@@ -38,7 +39,8 @@ public sealed class JournalOptions
     {
         if (SegmentSize is < MinSegmentSize or > MaxSegmentSize)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize, $"JournalOptions.SegmentSize must be between {MinSegmentSize} and {MaxSegmentSize} bytes.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(SegmentSize), SegmentSize,
+                $"JournalOptions.SegmentSize must be between {MinSegmentSize} and {MaxSegmentSize} bytes.");
         }
 
         if (TimeProvider is null)

@@ -28,7 +28,8 @@ public sealed class JournalPositionPurgedException : FolioException
     }
 
     internal JournalPositionPurgedException(long requestedSequence, long firstAvailableSequence)
-        : base($"Journal position {requestedSequence} was purged; the oldest available sequence number is {firstAvailableSequence}.")
+        : base($"Journal position {requestedSequence} was purged; the oldest available sequence number is " +
+            $"{firstAvailableSequence}.")
     {
         RequestedSequence = requestedSequence;
         FirstAvailableSequence = firstAvailableSequence;

@@ -11,8 +11,8 @@ namespace Folio.Journal;
 /// segment version moved (rotation, purge). It takes a reference on the segment it reads, so a purge cannot unmap
 /// it underneath; it reads through the segment's memory mapping only bytes below the segment's published committed
 /// length and entries up to the journal's published committed sequence. Each record's checksum is checked before
-/// its first entry is returned, once per record per process (the segment index remembers the verified prefix). It never writes journal or segment state
-/// other than reference counts and the shared, reader-built <see cref="SegmentIndex"/>.
+/// its first entry is returned, once per record per process (the segment index remembers the verified prefix). It never
+/// writes journal or segment state other than reference counts and the shared, reader-built <see cref="SegmentIndex"/>.
 /// </para>
 /// <para>
 /// A reader is used by one consumer at a time (like an enumerator); open one reader per consumer.
@@ -49,7 +49,8 @@ public sealed class JournalReader : IDisposable
     /// <summary>Where the last entry's data lies in the journal (recovery replay locates values by it).</summary>
     internal JournalDataLocation LastEntryLocation => new(_segment!, _lastEntryDataOffset);
 
-    /// <summary>The first sequence number of the record the last entry read belongs to (entries of one record were appended as one group).</summary>
+    /// <summary>The first sequence number of the record the last entry read belongs to (entries of one record were
+    /// appended as one group).</summary>
     public long RecordFirstSequence => _recordFirstSequence;
 
     /// <summary>
@@ -58,7 +59,8 @@ public sealed class JournalReader : IDisposable
     /// </summary>
     /// <param name="entry">The entry read.</param>
     /// <returns>Whether an entry was read.</returns>
-    /// <exception cref="JournalPositionPurgedException">The next entry's segment was purged before the reader reached it.</exception>
+    /// <exception cref="JournalPositionPurgedException">The next entry's segment was purged before the reader reached
+    /// it.</exception>
     /// <exception cref="JournalCorruptedException">A committed record fails its checksum.</exception>
     /// <exception cref="ObjectDisposedException">The reader or the journal was disposed.</exception>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
@@ -77,7 +79,8 @@ public sealed class JournalReader : IDisposable
             ThrowHelper.ThrowJournalCorrupted(_segment.Path, _entryOffset, "an entry runs past the end of its record");
         }
 
-        entry = new JournalEntry(_nextSequence, _recordTimestamp, bytes.Slice(JournalFormat.EntryHeaderSize, (int)length));
+        entry = new JournalEntry(_nextSequence, _recordTimestamp,
+            bytes.Slice(JournalFormat.EntryHeaderSize, (int)length));
         _lastEntryDataOffset = _entryOffset + JournalFormat.EntryHeaderSize;
         _entryOffset += JournalFormat.EntryHeaderSize + length;
         _entriesLeft--;
@@ -102,7 +105,8 @@ public sealed class JournalReader : IDisposable
         return WaitSlowAsync(cancellationToken);
     }
 
-    /// <summary>Releases the segment the reader holds (so a purged segment's file can be deleted). Idempotent.</summary>
+    /// <summary>Releases the segment the reader holds (so a purged segment's file can be deleted).
+    /// Idempotent.</summary>
     public void Dispose()
     {
         if (!_disposed)
@@ -114,7 +118,8 @@ public sealed class JournalReader : IDisposable
         }
     }
 
-    /// <summary>Positions the reader at the first committed entry stamped at or after <paramref name="timestampTicks"/>.</summary>
+    /// <summary>Positions the reader at the first committed entry stamped at or after
+    /// <paramref name="timestampTicks"/>.</summary>
     internal void SeekToTimestamp(long timestampTicks)
     {
         LeaveSegment();
@@ -152,7 +157,8 @@ public sealed class JournalReader : IDisposable
             if (offset >= 0)
             {
                 ReadOnlySpan<byte> bytes = segment.Span(0, committedLength);
-                while (offset < committedLength && JournalFormat.TryReadRecordHeader(bytes[(int)offset..], out JournalFormat.RecordHeader header))
+                while (offset < committedLength
+                    && JournalFormat.TryReadRecordHeader(bytes[(int)offset..], out JournalFormat.RecordHeader header))
                 {
                     if (header.TimestampTicks >= timestampTicks)
                     {
@@ -235,14 +241,16 @@ public sealed class JournalReader : IDisposable
         long committedLength = segment.CommittedLength;
         long offset = segment.Index.FindBySequence(sequence, committedLength);
         ReadOnlySpan<byte> bytes = segment.Span(0, committedLength);
-        while (offset >= 0 && offset < committedLength && JournalFormat.TryReadRecordHeader(bytes[(int)offset..], out JournalFormat.RecordHeader header))
+        while (offset >= 0 && offset < committedLength
+            && JournalFormat.TryReadRecordHeader(bytes[(int)offset..], out JournalFormat.RecordHeader header))
         {
             if (sequence < header.FirstSequence + header.EntryCount)
             {
                 EnterRecord(offset, header.FirstSequence);
                 for (long skip = sequence - header.FirstSequence; skip > 0; skip--)
                 {
-                    uint length = BinaryPrimitives.ReadUInt32LittleEndian(segment.Span(_entryOffset, JournalFormat.EntryHeaderSize));
+                    uint length = BinaryPrimitives.ReadUInt32LittleEndian(
+                        segment.Span(_entryOffset, JournalFormat.EntryHeaderSize));
                     _entryOffset += JournalFormat.EntryHeaderSize + length;
                     _entriesLeft--;
                 }
@@ -253,14 +261,17 @@ public sealed class JournalReader : IDisposable
             offset += header.Length;
         }
 
-        ThrowHelper.ThrowJournalCorrupted(segment.Path, Math.Max(offset, 0), $"committed sequence {sequence} is not in the segment that should hold it");
+        ThrowHelper.ThrowJournalCorrupted(segment.Path, Math.Max(offset, 0),
+            $"committed sequence {sequence} is not in the segment that should hold it");
     }
 
-    /// <summary>Enters the committed record at <paramref name="offset"/>, whatever its first sequence (a seek by time).</summary>
+    /// <summary>Enters the committed record at <paramref name="offset"/>, whatever its first sequence (a seek by
+    /// time).</summary>
     private void EnterRecordAt(long offset)
     {
         JournalSegment segment = _segment!;
-        if (!JournalFormat.TryReadRecordHeader(segment.Span(offset, segment.CommittedLength - offset), out JournalFormat.RecordHeader header))
+        if (!JournalFormat.TryReadRecordHeader(segment.Span(offset, segment.CommittedLength - offset),
+            out JournalFormat.RecordHeader header))
         {
             ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, "a committed record has an invalid header");
         }
@@ -282,7 +293,8 @@ public sealed class JournalReader : IDisposable
 
         if (header.FirstSequence != expectedFirstSequence)
         {
-            ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"the record starts at sequence {header.FirstSequence}, {expectedFirstSequence} was expected");
+            ThrowHelper.ThrowJournalCorrupted(segment.Path, offset,
+                $"the record starts at sequence {header.FirstSequence}, {expectedFirstSequence} was expected");
         }
 
         if (!segment.Index.IsVerified(offset + header.Length))
@@ -303,7 +315,8 @@ public sealed class JournalReader : IDisposable
         _nextRecordOffset = _recordEnd;
     }
 
-    /// <summary>Makes the segment holding <paramref name="sequence"/> the current one (taking a reference on it).</summary>
+    /// <summary>Makes the segment holding <paramref name="sequence"/> the current one (taking a reference on
+    /// it).</summary>
     private void MoveToSegmentOf(long sequence)
     {
         bool force = false;
@@ -318,7 +331,8 @@ public sealed class JournalReader : IDisposable
                     ThrowHelper.ThrowObjectDisposed(nameof(WriteAheadJournal));
                 }
 
-                ThrowHelper.ThrowPositionPurged(sequence, set.Segments.Length > 0 ? set.Segments[0].FirstSequence : sequence);
+                ThrowHelper.ThrowPositionPurged(sequence, set.Segments.Length > 0 ? set.Segments[0].FirstSequence
+                    : sequence);
             }
 
             JournalSegment segment = set.Segments[index];
@@ -331,7 +345,8 @@ public sealed class JournalReader : IDisposable
                     continue;
                 }
 
-                ThrowHelper.ThrowJournalCorrupted(segment.Path, segment.CommittedLength, $"committed sequence {sequence} is missing from the segment that should hold it");
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, segment.CommittedLength,
+                    $"committed sequence {sequence} is missing from the segment that should hold it");
             }
 
             if (segment.TryAcquire(out int stripe))

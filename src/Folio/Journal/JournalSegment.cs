@@ -63,7 +63,8 @@ internal sealed class JournalSegment
     private readonly Action<JournalSegment>? _deleteFile;
     // Stripe counters at StripeStride-int spacing, the first one a full stride past the array header.
     private const int StripeStride = 32;
-    private static readonly int s_stripeMask = (int)System.Numerics.BitOperations.RoundUpToPowerOf2((uint)Math.Clamp(Environment.ProcessorCount, 1, 64)) - 1;
+    private static readonly int s_stripeMask = (int)System.Numerics.BitOperations.RoundUpToPowerOf2(
+        (uint)Math.Clamp(Environment.ProcessorCount, 1, 64)) - 1;
     private readonly int[] _readerStripes = new int[(s_stripeMask + 2) * StripeStride];
     private int _closing;
     private int _finalized;
@@ -75,7 +76,8 @@ internal sealed class JournalSegment
     /// <summary>The most syncs of one segment in flight at once (each on its own handle).</summary>
     public const int MaxSyncSlots = 8;
 
-    public JournalSegment(IStorageFile file, long firstSequence, long capacity, long dataLength, Action<JournalSegment>? deleteFile, Func<string, IStorageFile>? openSyncHandle = null)
+    public JournalSegment(IStorageFile file, long firstSequence, long capacity, long dataLength,
+        Action<JournalSegment>? deleteFile, Func<string, IStorageFile>? openSyncHandle = null)
     {
         _file = file;
         _openSyncHandle = openSyncHandle ?? (static path => new PhysicalStorageFile(path, FileMode.Open));
@@ -102,16 +104,19 @@ internal sealed class JournalSegment
     /// <summary>Writer-owned: the end of the last record written (durable or not).</summary>
     public long WrittenLength { get; set; }
 
-    /// <summary>Writer-owned (under the journal's write lock): the end of the bytes a completed sync made durable.</summary>
+    /// <summary>Writer-owned (under the journal's write lock): the end of the bytes a completed sync made
+    /// durable.</summary>
     public long SyncedLength { get; private set; }
 
-    /// <summary>Writer-owned after sealing: the sequence number of the last entry, or FirstSequence - 1 when empty.</summary>
+    /// <summary>Writer-owned after sealing: the sequence number of the last entry, or FirstSequence - 1 when
+    /// empty.</summary>
     public long LastSequence { get; set; }
 
     /// <summary>Writer-owned: the timestamp of the last record, or <see cref="long.MinValue"/> when empty.</summary>
     public long LastTimestamp { get; set; } = long.MinValue;
 
-    /// <summary>The timestamp of the first record, or <see cref="long.MaxValue"/> while the segment is empty. Set once.</summary>
+    /// <summary>The timestamp of the first record, or <see cref="long.MaxValue"/> while the segment is empty. Set
+    /// once.</summary>
     public long FirstTimestamp
     {
         get => Volatile.Read(ref _firstTimestamp);
@@ -125,19 +130,24 @@ internal sealed class JournalSegment
     /// </summary>
     public long SealedLength => Volatile.Read(ref _sealedLength);
 
-    /// <summary>Writer, at rotation, after the fdatasync that made the segment durable: records its final length.</summary>
+    /// <summary>Writer, at rotation, after the fdatasync that made the segment durable: records its final
+    /// length.</summary>
     public void Seal() => Volatile.Write(ref _sealedLength, WrittenLength);
 
-    /// <summary>Bytes below this offset are durable and immutable. Release-written by the syncer, acquire-read by readers.</summary>
+    /// <summary>Bytes below this offset are durable and immutable. Release-written by the syncer, acquire-read by
+    /// readers.</summary>
     public long CommittedLength => Volatile.Read(ref _committedLength);
 
     /// <summary>The lazily built sequence/timestamp index, shared by all readers.</summary>
     public SegmentIndex Index { get; }
 
-    /// <summary>The writable file, for the writer; closed once the segment is sealed (readers use the mapping).</summary>
-    public IStorageFile File => _file ?? throw new ObjectDisposedException(Path, "The segment is sealed; its file is closed.");
+    /// <summary>The writable file, for the writer; closed once the segment is sealed (readers use the
+    /// mapping).</summary>
+    public IStorageFile File => _file
+        ?? throw new ObjectDisposedException(Path, "The segment is sealed; its file is closed.");
 
-    /// <summary>Closes the writable file (and the extra sync handles) of a sealed, synced segment. The mapping stays valid. Idempotent.</summary>
+    /// <summary>Closes the writable file (and the extra sync handles) of a sealed, synced segment. The mapping stays
+    /// valid. Idempotent.</summary>
     public void CloseFile()
     {
         Interlocked.Exchange(ref _file, null)?.Dispose();
@@ -171,7 +181,8 @@ internal sealed class JournalSegment
     }
 
     /// <summary>The handle of a rented sync slot.</summary>
-    public IStorageFile SyncFile(int slot) => slot == 0 ? File : Volatile.Read(ref _syncFiles[slot]) ?? throw new ObjectDisposedException(Path, "The segment is sealed; its files are closed.");
+    public IStorageFile SyncFile(int slot) => slot == 0 ? File : Volatile.Read(ref _syncFiles[slot])
+        ?? throw new ObjectDisposedException(Path, "The segment is sealed; its files are closed.");
 
     /// <summary>Under the journal's write lock: gives a sync slot back.</summary>
     public void ReturnSyncSlot(int slot) => _busySyncSlots &= ~(1 << slot);
@@ -205,7 +216,8 @@ internal sealed class JournalSegment
         return false;
     }
 
-    /// <summary>Drops a reader reference taken on <paramref name="stripe"/>; the last reference finalizes a closing segment.</summary>
+    /// <summary>Drops a reader reference taken on <paramref name="stripe"/>; the last reference finalizes a closing
+    /// segment.</summary>
     /// <param name="stripe">The stripe <see cref="TryAcquire"/> returned.</param>
     public void Release(int stripe)
     {
@@ -216,7 +228,8 @@ internal sealed class JournalSegment
         }
     }
 
-    /// <summary>Drops the owner (segment list) reference: no new reader gets in; the last one out finalizes. Idempotent.</summary>
+    /// <summary>Drops the owner (segment list) reference: no new reader gets in; the last one out finalizes.
+    /// Idempotent.</summary>
     public void ReleaseOwner()
     {
         Interlocked.Exchange(ref _closing, 1);
@@ -250,7 +263,8 @@ internal sealed class JournalSegment
     /// <summary>Marks the segment so that the last release deletes its file.</summary>
     public void MarkForDeletion() => Volatile.Write(ref _deleteOnRelease, 1);
 
-    /// <summary>The current references: the owner's (until dropped) plus the readers' (tests and diagnostics; not a snapshot).</summary>
+    /// <summary>The current references: the owner's (until dropped) plus the readers' (tests and diagnostics; not a
+    /// snapshot).</summary>
     internal int ReferenceCount
     {
         get
@@ -268,5 +282,6 @@ internal sealed class JournalSegment
     /// <summary>Whether the last reference was dropped and the mapping released (tests).</summary>
     internal bool IsFinalized => Volatile.Read(ref _finalized) != 0;
 
-    public override string ToString() => $"{System.IO.Path.GetFileName(Path)} (committed {CommittedLength} of {Capacity} bytes)";
+    public override string ToString()
+        => $"{System.IO.Path.GetFileName(Path)} (committed {CommittedLength} of {Capacity} bytes)";
 }

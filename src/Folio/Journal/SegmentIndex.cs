@@ -60,7 +60,8 @@ internal sealed class SegmentIndex
     public long FindBySequence(long sequence, long committedLength) => Find(sequence, committedLength, field: 0);
 
     /// <summary>
-    /// Where a seek to the first record at or after <paramref name="timestampTicks"/> starts: when <paramref name="exact"/>
+    /// Where a seek to the first record at or after <paramref name="timestampTicks"/> starts: when
+    /// <paramref name="exact"/>
     /// is true, the offset of that very record (the next indexed record directly follows the last one before the
     /// time, or the segment's first record is already at or after it); otherwise the offset of the last indexed record
     /// before the time, from which to walk forward. Returns -1 when there is no committed record.
@@ -97,7 +98,8 @@ internal sealed class SegmentIndex
     /// </summary>
     public bool IsVerified(long recordEnd) => recordEnd <= Volatile.Read(ref _verifiedUpTo);
 
-    /// <summary>Records that the record <c>[start, end)</c> passed its checksum; advances the verified prefix when contiguous.</summary>
+    /// <summary>Records that the record <c>[start, end)</c> passed its checksum; advances the verified prefix when
+    /// contiguous.</summary>
     public void MarkVerified(long start, long end)
     {
         long current = Volatile.Read(ref _verifiedUpTo);
@@ -122,7 +124,8 @@ internal sealed class SegmentIndex
         return count == 0 ? -1 : OffsetAt(_entries!, Search(_entries!, count, key, field));
     }
 
-    /// <summary>The published entry count, once every committed byte below <paramref name="committedLength"/> is indexed.</summary>
+    /// <summary>The published entry count, once every committed byte below <paramref name="committedLength"/> is
+    /// indexed.</summary>
     private int IndexedCount(long committedLength)
     {
         long state = Volatile.Read(ref _state);
@@ -137,16 +140,18 @@ internal sealed class SegmentIndex
     /// <summary>The record offset of entry <paramref name="index"/>, without the flag bit.</summary>
     private static long OffsetAt(long[] entries, int index) => entries[(index * 3) + 2] & ~FollowsIndexed;
 
-    /// <summary>The last of the first <paramref name="count"/> entries whose <paramref name="field"/> is at most <paramref name="key"/>, or entry 0.</summary>
+    /// <summary>The last of the first <paramref name="count"/> entries whose <paramref name="field"/> is at most
+    /// <paramref name="key"/>, or entry 0.</summary>
     private static int Search(long[] entries, int count, long key, int field)
     {
         int low = 0;
         int high = count - 1;
 
-        // Sequence numbers and timestamps grow about linearly through a segment, so a few interpolation probes land next
-        // to the answer (about 2 cache misses instead of the 16 of a binary search over 65,536 entries); whatever range
-        // is left after them is binary-searched, so a skewed distribution costs at most the binary search. Invariant
-        // of both loops: the answer (the last entry whose key is at most 'key', or entry 0) lies in [low, high].
+        // Sequence numbers and timestamps grow about linearly through a segment, so a few interpolation probes land
+        // next to the answer (about 2 cache misses instead of the 16 of a binary search over 65,536 entries); whatever
+        // range is left after them is binary-searched, so a skewed distribution costs at most the binary search.
+        // Invariant of both loops: the answer (the last entry whose key is at most 'key', or entry 0) lies in [low,
+        // high].
         for (int probes = 0; probes < 3 && low < high; probes++)
         {
             long lowKey = entries[(low * 3) + field];
@@ -217,7 +222,8 @@ internal sealed class SegmentIndex
                 {
                     // Committed bytes are validated at recovery or written by this process; a reader hitting this
                     // reports the damage with its own checksum check.
-                    ThrowHelper.ThrowJournalCorrupted(_segment.Path, offset, "a committed record has an invalid header");
+                    ThrowHelper.ThrowJournalCorrupted(_segment.Path, offset,
+                        "a committed record has an invalid header");
                 }
 
                 // Verify checksums while scanning sequentially, so random lookups later find their records verified.

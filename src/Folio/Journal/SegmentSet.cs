@@ -11,7 +11,8 @@ internal sealed class SegmentSet(JournalSegment[] segments, long version)
 
     public long Version { get; } = version;
 
-    /// <summary>The segment that holds <paramref name="sequence"/>, or -1 when it is before the oldest segment.</summary>
+    /// <summary>The segment that holds <paramref name="sequence"/>, or -1 when it is before the oldest
+    /// segment.</summary>
     public int IndexOf(long sequence)
     {
         JournalSegment[] segments = Segments;

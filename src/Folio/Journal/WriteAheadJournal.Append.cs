@@ -15,12 +15,14 @@ public sealed partial class WriteAheadJournal
     /// <param name="entries">One or more entries, each of any length (including 0); the record must fit in a segment
     /// (<see cref="MaxRecordSize"/>, counting a 40-byte record header and 4 bytes per entry).</param>
     /// <returns>The sequence number of the first entry.</returns>
-    /// <exception cref="ArgumentException">No entries, or the record does not fit in a segment. The journal stays usable.</exception>
+    /// <exception cref="ArgumentException">No entries, or the record does not fit in a segment. The journal stays
+    /// usable.</exception>
     /// <exception cref="StoreFaultedException">An earlier write or sync failed; reopen to recover.</exception>
     public long Append(params ReadOnlySpan<ReadOnlyMemory<byte>> entries) => Append(entries, out _);
 
     /// <summary>Appends entries as one record; also returns the record's timestamp (UTC ticks).</summary>
-    internal long Append(ReadOnlySpan<ReadOnlyMemory<byte>> entries, out long timestampTicks) => Append(entries, out timestampTicks, out _);
+    internal long Append(ReadOnlySpan<ReadOnlyMemory<byte>> entries, out long timestampTicks)
+        => Append(entries, out timestampTicks, out _);
 
     /// <summary>Appends entries as one record; also returns the record's timestamp (UTC ticks) and its end.</summary>
     internal long Append(ReadOnlySpan<ReadOnlyMemory<byte>> entries, out long timestampTicks, out JournalPosition end)
@@ -62,7 +64,8 @@ public sealed partial class WriteAheadJournal
         }
     }
 
-    /// <summary>Appends one entry as its own record; see <see cref="Append(ReadOnlySpan{ReadOnlyMemory{byte}})"/>.</summary>
+    /// <summary>Appends one entry as its own record; see
+    /// <see cref="Append(ReadOnlySpan{ReadOnlyMemory{byte}})"/>.</summary>
     /// <param name="entry">The entry bytes.</param>
     /// <returns>The entry's sequence number.</returns>
     public long Append(ReadOnlySpan<byte> entry)
@@ -127,7 +130,9 @@ public sealed partial class WriteAheadJournal
             catch (Exception e) when (e is not StoreFaultedException)
             {
                 Fault(e);
-                throw new StoreFaultedException($"Appending to journal '{Directory}' failed; the journal accepts no more writes until it is reopened.", e);
+                throw new StoreFaultedException(
+                    $"Appending to journal '{Directory}' failed; the journal accepts no more writes until it is " +
+                    $"reopened.", e);
             }
         }
     }
@@ -139,10 +144,12 @@ public sealed partial class WriteAheadJournal
     private void Rotate()
     {
         JournalSegment old = _active;
-        System.Diagnostics.Debug.Assert(old.LastSequence >= old.FirstSequence, "an empty active segment has the configured size, so every record that passed the size check fits it");
+        System.Diagnostics.Debug.Assert(old.LastSequence >= old.FirstSequence,
+            "an empty active segment has the configured size, so every record that passed the size check fits it");
         SyncSegmentLocked(old);
         old.Seal();
-        AdvanceDurable(_nextSequence - 1); // durable now, but published only by the owner of publication (see the protocol)
+        // durable now, but published only by the owner of publication (see the protocol)
+        AdvanceDurable(_nextSequence - 1);
 
         JournalSegment next = CreateSegment(_nextSequence);
         lock (_segmentsLock)
@@ -191,7 +198,8 @@ public sealed partial class WriteAheadJournal
             _fileSystem.MoveFile(temporaryPath, path, overwrite: replace);
             _fileSystem.SyncDirectory(Directory);
             file = _fileSystem.OpenFile(path, FileMode.Open);
-            segment = new JournalSegment(file, firstSequence, _segmentSize, JournalFormat.SegmentHeaderSize, DeleteSegmentFile, OpenSyncHandle)
+            segment = new JournalSegment(file, firstSequence, _segmentSize, JournalFormat.SegmentHeaderSize,
+                DeleteSegmentFile, OpenSyncHandle)
             {
                 LastSequence = firstSequence - 1,
             };
@@ -255,10 +263,13 @@ public sealed partial class WriteAheadJournal
     {
         if (_fault is not null)
         {
-            throw new StoreFaultedException($"Journal '{Directory}' is faulted after an earlier I/O failure; reopen it to recover.", _fault);
+            throw new StoreFaultedException(
+                $"Journal '{Directory}' is faulted after an earlier I/O failure; reopen it to recover.", _fault);
         }
     }
 
     private void ThrowRecordTooLarge(long size) =>
-        ThrowHelper.ThrowArgument("entries", $"A journal record of {size} bytes does not fit in a segment: the largest is {MaxRecordSize} bytes (JournalOptions.SegmentSize less the 64-byte segment header).");
+        ThrowHelper.ThrowArgument("entries",
+            $"A journal record of {size} bytes does not fit in a segment: the largest is {MaxRecordSize} bytes " +
+            $"(JournalOptions.SegmentSize less the 64-byte segment header).");
 }

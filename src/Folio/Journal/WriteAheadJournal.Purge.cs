@@ -14,14 +14,17 @@ public sealed partial class WriteAheadJournal
     /// </summary>
     /// <param name="beforeSequence">Entries below this number may be removed.</param>
     /// <returns>The number of segments removed.</returns>
-    public int Purge(long beforeSequence) => Purge(static (segment, next, limit) => next.FirstSequence <= limit, beforeSequence);
+    public int Purge(long beforeSequence)
+        => Purge(static (segment, next, limit) => next.FirstSequence <= limit, beforeSequence);
 
     /// <summary>
-    /// Removes every sealed segment whose entries are all older than <paramref name="before"/>; see <see cref="Purge(long)"/>.
+    /// Removes every sealed segment whose entries are all older than <paramref name="before"/>; see
+    /// <see cref="Purge(long)"/>.
     /// </summary>
     /// <param name="before">Entries stamped before this time may be removed.</param>
     /// <returns>The number of segments removed.</returns>
-    public int Purge(DateTimeOffset before) => Purge(static (segment, next, limit) => segment.LastTimestamp < limit, before.UtcTicks);
+    public int Purge(DateTimeOffset before)
+        => Purge(static (segment, next, limit) => segment.LastTimestamp < limit, before.UtcTicks);
 
     private int Purge(Func<JournalSegment, JournalSegment, long, bool> removable, long limit)
     {
@@ -84,7 +87,8 @@ public sealed partial class WriteAheadJournal
 
         using Storage.IStorageFile file = _fileSystem.OpenFile(path, FileMode.Open);
         Span<byte> bytes = stackalloc byte[PurgeWatermarkSize];
-        if (file.Read(bytes, 0) != PurgeWatermarkSize || BinaryPrimitives.ReadUInt32LittleEndian(bytes[8..]) != Crc32C.Compute(bytes[..8]))
+        if (file.Read(bytes, 0) != PurgeWatermarkSize
+            || BinaryPrimitives.ReadUInt32LittleEndian(bytes[8..]) != Crc32C.Compute(bytes[..8]))
         {
             ThrowHelper.ThrowJournalCorrupted(path, 0, "the purge watermark file is damaged");
         }

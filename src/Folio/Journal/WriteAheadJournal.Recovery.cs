@@ -48,12 +48,15 @@ public sealed partial class WriteAheadJournal
         {
             if (watermark > 1)
             {
-                ThrowHelper.ThrowJournalCorrupted(Directory, 0, $"no segment file is left, but entries up to {watermark - 1} were written");
+                ThrowHelper.ThrowJournalCorrupted(Directory, 0,
+                    $"no segment file is left, but entries up to {watermark - 1} were written");
             }
 
             if (marked)
             {
-                ThrowHelper.ThrowJournalCorrupted(markPath, 0, $"no segment file is left, but the durable mark says entries up to {mark.Sequence} were written (segment {mark.SegmentFirstSequence})");
+                ThrowHelper.ThrowJournalCorrupted(markPath, 0,
+                    $"no segment file is left, but the durable mark says entries up to {mark.Sequence} were written " +
+                    $"(segment {mark.SegmentFirstSequence})");
             }
 
             _nextSequence = 1;
@@ -72,7 +75,9 @@ public sealed partial class WriteAheadJournal
         long expected = Math.Max(watermark, 1);
         if (found[0].First != expected)
         {
-            ThrowHelper.ThrowJournalCorrupted(found[0].Path, 0, $"the oldest segment starts at sequence {found[0].First} but {expected} was expected: a segment file is missing");
+            ThrowHelper.ThrowJournalCorrupted(found[0].Path, 0,
+                $"the oldest segment starts at sequence {found[0].First} but {expected} was expected: a segment file " +
+                $"is missing");
         }
 
         var segments = new JournalSegment[found.Count];
@@ -87,7 +92,8 @@ public sealed partial class WriteAheadJournal
             {
                 if (found[i].First != expected)
                 {
-                    ThrowHelper.ThrowJournalCorrupted(found[i].Path, 0, $"the segment starts at sequence {found[i].First} but the previous one ends at {expected - 1}");
+                    ThrowHelper.ThrowJournalCorrupted(found[i].Path, 0,
+                        $"the segment starts at sequence {found[i].First} but the previous one ends at {expected - 1}");
                 }
 
                 var file = _fileSystem.OpenFile(found[i].Path, FileMode.Open);
@@ -98,9 +104,11 @@ public sealed partial class WriteAheadJournal
                     ThrowHelper.ThrowJournalCorrupted(found[i].Path, 0, "the segment file is shorter than its header");
                 }
 
-                segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize, DeleteSegmentFile, OpenSyncHandle);
+                segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize,
+                    DeleteSegmentFile, OpenSyncHandle);
                 long markedLength = marked && mark.SegmentFirstSequence == found[i].First ? mark.SyncedLength : 0;
-                ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, markedLength, ref lastTimestamp);
+                ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, markedLength,
+                    ref lastTimestamp);
                 segments[i].WrittenLength = scan.DataLength;
                 segments[i].Index.MarkVerified(JournalFormat.SegmentHeaderSize, scan.DataLength);
                 segments[i].PublishCommittedLength(scan.DataLength);
@@ -183,11 +191,14 @@ public sealed partial class WriteAheadJournal
             TryWriteMark(CaptureMarkLocked()); // everything recovered is durable now
         }
 
-        Recovery = new JournalRecoveryInfo(segments.Length, records, entries, bytes, truncated, Stopwatch.GetElapsedTime(started));
-        JournalLog.Recovered(_logger, Directory, segments.Length, records, entries, bytes, expected, (long)Recovery.Duration.TotalMilliseconds);
+        Recovery = new JournalRecoveryInfo(segments.Length, records, entries, bytes, truncated,
+            Stopwatch.GetElapsedTime(started));
+        JournalLog.Recovered(_logger, Directory, segments.Length, records, entries, bytes, expected,
+            (long)Recovery.Duration.TotalMilliseconds);
     }
 
-    private readonly record struct ScanResult(long DataLength, long NextSequence, long Records, long FirstTimestamp, long LastTimestamp, long TruncatedBytes);
+    private readonly record struct ScanResult(long DataLength, long NextSequence, long Records, long FirstTimestamp,
+        long LastTimestamp, long TruncatedBytes);
 
     /// <summary>
     /// An empty newest segment created with another segment size (the journal was reopened with a new
@@ -210,7 +221,8 @@ public sealed partial class WriteAheadJournal
     /// Holds the recovered journal to the durable mark: it must reach the mark's sequence and still hold the segment
     /// the mark names (unless a purge removed it).
     /// </summary>
-    private static void CheckMark(in JournalDurableMark mark, string markPath, List<(long First, string Path)> found, long lastSequence, long watermark)
+    private static void CheckMark(in JournalDurableMark mark, string markPath, List<(long First, string Path)> found,
+        long lastSequence, long watermark)
     {
         bool segmentFound = false;
         foreach ((long first, _) in found)
@@ -220,12 +232,16 @@ public sealed partial class WriteAheadJournal
 
         if (!segmentFound && mark.SegmentFirstSequence >= found[0].First && mark.SegmentFirstSequence >= watermark)
         {
-            ThrowHelper.ThrowJournalCorrupted(markPath, 0, $"segment {JournalFormat.SegmentFileName(mark.SegmentFirstSequence)} is missing: the durable mark says the journal reached it");
+            ThrowHelper.ThrowJournalCorrupted(markPath, 0,
+                $"segment {JournalFormat.SegmentFileName(mark.SegmentFirstSequence)} is missing: the durable mark " +
+                $"says the journal reached it");
         }
 
         if (lastSequence < mark.Sequence)
         {
-            ThrowHelper.ThrowJournalCorrupted(markPath, 0, $"the journal ends at sequence {lastSequence}, but entries up to {mark.Sequence} were durable: the newest segment file is missing or was cut short");
+            ThrowHelper.ThrowJournalCorrupted(markPath, 0,
+                $"the journal ends at sequence {lastSequence}, but entries up to {mark.Sequence} were durable: the " +
+                $"newest segment file is missing or was cut short");
         }
     }
 
@@ -271,18 +287,22 @@ public sealed partial class WriteAheadJournal
         {
             if (!isNewest)
             {
-                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, "a sealed segment holds a damaged record or bytes after its last record");
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset,
+                    "a sealed segment holds a damaged record or bytes after its last record");
             }
 
             if (offset < markedLength)
             {
-                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"a damaged record lies below offset {markedLength}, which the durable mark says was synced");
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset,
+                    $"a damaged record lies below offset {markedLength}, which the durable mark says was synced");
             }
 
             long proof = FindDurabilityProof(bytes, offset);
             if (proof >= 0)
             {
-                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset, $"a damaged record is followed by a valid record at offset {proof}, written after the damaged one was durable");
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset,
+                    $"a damaged record is followed by a valid record at offset {proof}, written after the damaged " +
+                    $"one was durable");
             }
 
             truncatedBytes = lastNonZero + 1;

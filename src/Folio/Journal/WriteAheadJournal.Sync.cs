@@ -32,8 +32,9 @@ public sealed partial class WriteAheadJournal
     /// Starts a sync of everything appended so far: captures the active segment, its written length and the last
     /// sequence under the write lock, takes a reference on the segment (it can be rotated and purged while the sync
     /// runs) and a sync slot of it. Returns false, with the position set but no reference or slot held, when that
-    /// sequence is durable already (<see cref="DurableSequence"/>). Several syncs may be in flight at once (the transaction merger overlaps them);
-    /// each runs on its own file handle (see <see cref="JournalSegment.RentSyncSlot"/>).
+    /// sequence is durable already (<see cref="DurableSequence"/>). Several syncs may be in flight at once (the
+    /// transaction merger overlaps them); each runs on its own file handle (see
+    /// <see cref="JournalSegment.RentSyncSlot"/>).
     /// </summary>
     /// <exception cref="StoreFaultedException">An earlier write or sync failed.</exception>
     internal bool TryBeginSync(out JournalSyncPoint point)
@@ -61,7 +62,9 @@ public sealed partial class WriteAheadJournal
             {
                 segment.Release(stripe);
                 Fault(e);
-                throw new StoreFaultedException($"Opening a sync handle of journal segment '{segment.Path}' failed; appended records after sequence {CommittedSequence} are not durable.", e);
+                throw new StoreFaultedException(
+                    $"Opening a sync handle of journal segment '{segment.Path}' failed; appended records after " +
+                    $"sequence {CommittedSequence} are not durable.", e);
             }
 
             _syncsInFlight++;
@@ -88,7 +91,9 @@ public sealed partial class WriteAheadJournal
         catch (Exception e)
         {
             Fault(e);
-            throw new StoreFaultedException($"Syncing journal segment '{segment.Path}' failed; appended records after sequence {CommittedSequence} are not durable.", e);
+            throw new StoreFaultedException(
+                $"Syncing journal segment '{segment.Path}' failed; appended records after sequence " +
+                $"{CommittedSequence} are not durable.", e);
         }
         finally
         {
@@ -114,7 +119,8 @@ public sealed partial class WriteAheadJournal
     /// <summary>Publishes a completed sync to readers (see <see cref="Publish"/>).</summary>
     internal void PublishSync(in JournalSyncPoint point) => Publish(point.Position);
 
-    /// <summary>Fdatasyncs <paramref name="segment"/> on a slot of its own (rotation seals with it). Under the write lock.</summary>
+    /// <summary>Fdatasyncs <paramref name="segment"/> on a slot of its own (rotation seals with it). Under the write
+    /// lock.</summary>
     private static void SyncSegmentLocked(JournalSegment segment)
     {
         int slot = segment.RentSyncSlot();

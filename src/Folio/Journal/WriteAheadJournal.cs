@@ -55,9 +55,11 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly Lock _markLock = new();
     private JournalDurableMark _lastMark; // under _markLock: the mark on disk
     private long _appendsAtIdleCheck; // under _writeLock
-    private long _lastIdleMarkTicks = long.MinValue / 2; // under _writeLock: Environment.TickCount64 of the last idle mark
+    // under _writeLock: Environment.TickCount64 of the last idle mark
+    private long _lastIdleMarkTicks = long.MinValue / 2;
 
-    /// <summary>The least time between two marks written because the store went idle (each costs three fsyncs).</summary>
+    /// <summary>The least time between two marks written because the store went idle (each costs three
+    /// fsyncs).</summary>
     private const long IdleMarkIntervalMilliseconds = 1000;
 
     // Published to readers.
@@ -178,7 +180,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// <summary>The number of segment files (tests and diagnostics).</summary>
     public int SegmentCount => Volatile.Read(ref _segmentSet).Segments.Length;
 
-    /// <summary>The largest record a single <see cref="Append(ReadOnlySpan{ReadOnlyMemory{byte}})"/> may write, in bytes.</summary>
+    /// <summary>The largest record a single <see cref="Append(ReadOnlySpan{ReadOnlyMemory{byte}})"/> may write, in
+    /// bytes.</summary>
     public long MaxRecordSize => _segmentSize - JournalFormat.SegmentHeaderSize;
 
     internal bool IsDisposed => Volatile.Read(ref _disposed) != 0;
@@ -190,12 +193,13 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
 
     internal SegmentSet Segments => Volatile.Read(ref _segmentSet);
 
-    /// <summary>Completes at the next commit (or at dispose). Read it before checking <see cref="CommittedSequence"/>.</summary>
+    /// <summary>Completes at the next commit (or at dispose). Read it before checking
+    /// <see cref="CommittedSequence"/>.</summary>
     internal Task CommitSignal => Volatile.Read(ref _commitSignal).Task;
 
     /// <summary>Opens a reader positioned at <paramref name="fromSequence"/>.</summary>
-    /// <param name="fromSequence">The first sequence number to read; at least <see cref="FirstSequence"/>. A number past the
-    /// end is allowed: the reader waits until that entry is committed.</param>
+    /// <param name="fromSequence">The first sequence number to read; at least <see cref="FirstSequence"/>. A number
+    /// past the end is allowed: the reader waits until that entry is committed.</param>
     /// <returns>A reader; dispose it to release the segment it holds.</returns>
     /// <exception cref="JournalPositionPurgedException"><paramref name="fromSequence"/> was purged.</exception>
     public JournalReader OpenReader(long fromSequence)
@@ -203,7 +207,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         ThrowIfDisposed();
         if (fromSequence < 1)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(fromSequence), fromSequence, "Journal sequence numbers start at 1.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(fromSequence), fromSequence,
+                "Journal sequence numbers start at 1.");
         }
 
         long first = FirstSequence;
@@ -299,7 +304,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Publishes a new segment list: the set first, then the version readers poll. Under the segments lock.</summary>
+    /// <summary>Publishes a new segment list: the set first, then the version readers poll. Under the segments
+    /// lock.</summary>
     private void PublishSegments(JournalSegment[] segments)
     {
         Volatile.Write(ref _segmentSet, new SegmentSet(segments, _segmentsVersion + 1));
@@ -336,10 +342,12 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         PublishCommitted(segment, position.Length, position.Sequence);
     }
 
-    /// <summary>Records that a sync made every entry up to <paramref name="sequence"/> durable (monotonic maximum).</summary>
+    /// <summary>Records that a sync made every entry up to <paramref name="sequence"/> durable (monotonic
+    /// maximum).</summary>
     private void AdvanceDurable(long sequence) => AtomicMaximum.TryRaise(ref _durableSequence, sequence);
 
-    /// <summary>Publishes durable progress: segment length before sequence, both only ever growing; wakes tailers.</summary>
+    /// <summary>Publishes durable progress: segment length before sequence, both only ever growing; wakes
+    /// tailers.</summary>
     private void PublishCommitted(JournalSegment segment, long committedLength, long committedSequence)
     {
         segment.PublishCommittedLength(committedLength);
@@ -364,7 +372,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
             bool idle = appended == _appendsAtIdleCheck;
             _appendsAtIdleCheck = appended;
             long now = Environment.TickCount64;
-            if (!idle || now - _lastIdleMarkTicks < IdleMarkIntervalMilliseconds || _fault is not null || Volatile.Read(ref _disposed) != 0)
+            if (!idle || now - _lastIdleMarkTicks < IdleMarkIntervalMilliseconds || _fault is not null
+                || Volatile.Read(ref _disposed) != 0)
             {
                 return;
             }
@@ -385,7 +394,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     }
 
     /// <summary>Under the write lock: what is durable now.</summary>
-    private JournalDurableMark CaptureMarkLocked() => new(Volatile.Read(ref _durableSequence), _active.FirstSequence, _active.SyncedLength);
+    private JournalDurableMark CaptureMarkLocked()
+        => new(Volatile.Read(ref _durableSequence), _active.FirstSequence, _active.SyncedLength);
 
     /// <summary>Writes <paramref name="mark"/> unless the mark on disk says as much; throws on I/O failure.</summary>
     private void WriteMark(in JournalDurableMark mark)
@@ -412,7 +422,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Opens another handle of a segment file for a concurrent sync (<see cref="JournalSegment.RentSyncSlot"/>).</summary>
+    /// <summary>Opens another handle of a segment file for a concurrent sync
+    /// (<see cref="JournalSegment.RentSyncSlot"/>).</summary>
     private Storage.IStorageFile OpenSyncHandle(string path) => _fileSystem.OpenFile(path, FileMode.Open);
 
     private void DeleteSegmentFile(JournalSegment segment)

@@ -24,7 +24,8 @@ internal interface IFileSystem
     /// <summary>Creates a folder and its parents when missing.</summary>
     void CreateDirectory(string path);
 
-    /// <summary>Makes the folder's entries (created, renamed, deleted files) durable (fsync of the folder on Unix).</summary>
+    /// <summary>Makes the folder's entries (created, renamed, deleted files) durable (fsync of the folder on
+    /// Unix).</summary>
     void SyncDirectory(string path);
 
     /// <summary>

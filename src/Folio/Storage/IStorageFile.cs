@@ -12,10 +12,12 @@ internal interface IStorageFile : IDisposable
     /// <summary>The current length in bytes.</summary>
     long Length { get; }
 
-    /// <summary>Reads up to <paramref name="destination"/>.Length bytes at <paramref name="offset"/>; returns the count read.</summary>
+    /// <summary>Reads up to <paramref name="destination"/>.Length bytes at <paramref name="offset"/>; returns the count
+    /// read.</summary>
     int Read(Span<byte> destination, long offset);
 
-    /// <summary>Writes all of <paramref name="source"/> at <paramref name="offset"/> (a short write is an error).</summary>
+    /// <summary>Writes all of <paramref name="source"/> at <paramref name="offset"/> (a short write is an
+    /// error).</summary>
     void Write(ReadOnlySpan<byte> source, long offset);
 
     /// <summary>Makes every completed write durable (fdatasync on Linux, FlushFileBuffers on Windows).</summary>

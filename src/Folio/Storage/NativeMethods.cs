@@ -2,7 +2,8 @@ using System.Runtime.InteropServices;
 
 namespace Folio.Storage;
 
-/// <summary>libc calls .NET does not expose: fdatasync, fsync of a folder, and populating fresh memory in one call.</summary>
+/// <summary>libc calls .NET does not expose: fdatasync, fsync of a folder, and populating fresh memory in one
+/// call.</summary>
 internal static partial class NativeMethods
 {
     private const int ReadOnly = 0; // O_RDONLY
@@ -28,7 +29,8 @@ internal static partial class NativeMethods
     [LibraryImport("libc", EntryPoint = "close", SetLastError = true)]
     private static partial int Close(int fd);
 
-    /// <summary>fsync of a folder, so that created, renamed and deleted entries survive a crash (Linux only; a no-op elsewhere).</summary>
+    /// <summary>fsync of a folder, so that created, renamed and deleted entries survive a crash (Linux only; a no-op
+    /// elsewhere).</summary>
     public static void SyncDirectory(string path)
     {
         if (!OperatingSystem.IsLinux())
@@ -65,7 +67,8 @@ internal static partial class NativeMethods
     public static unsafe void PopulateForWrite(Span<byte> memory)
     {
         const nuint Page = 4096;
-        if (!OperatingSystem.IsLinux() || memory.Length < 2 * (int)Page || Volatile.Read(ref s_populateUnsupported) != 0)
+        if (!OperatingSystem.IsLinux() || memory.Length < 2 * (int)Page
+            || Volatile.Read(ref s_populateUnsupported) != 0)
         {
             return;
         }
@@ -74,7 +77,8 @@ internal static partial class NativeMethods
         {
             nuint first = ((nuint)start + Page - 1) & ~(Page - 1);
             nuint end = ((nuint)start + (nuint)memory.Length) & ~(Page - 1);
-            if (end > first && MAdvise((void*)first, end - first, PopulateWrite) != 0 && Marshal.GetLastPInvokeError() == InvalidArgument)
+            if (end > first && MAdvise((void*)first, end - first, PopulateWrite) != 0
+                && Marshal.GetLastPInvokeError() == InvalidArgument)
             {
                 // A kernel without MADV_POPULATE_WRITE: stop asking. Any other failure (out of memory, say) only means
                 // these pages fault in one by one as they are written, as they would without the call.

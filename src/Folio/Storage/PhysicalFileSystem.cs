@@ -11,9 +11,11 @@ internal sealed class PhysicalFileSystem : IFileSystem
 
     public bool FileExists(string path) => File.Exists(path);
 
-    public void MoveFile(string sourcePath, string destinationPath, bool overwrite) => File.Move(sourcePath, destinationPath, overwrite);
+    public void MoveFile(string sourcePath, string destinationPath, bool overwrite)
+        => File.Move(sourcePath, destinationPath, overwrite);
 
-    public string[] GetFiles(string directory, string searchPattern) => System.IO.Directory.GetFiles(directory, searchPattern);
+    public string[] GetFiles(string directory, string searchPattern)
+        => System.IO.Directory.GetFiles(directory, searchPattern);
 
     public void CreateDirectory(string path) => System.IO.Directory.CreateDirectory(path);
 
@@ -22,5 +24,6 @@ internal sealed class PhysicalFileSystem : IFileSystem
     public IDisposable AcquireExclusiveLock(string lockFilePath) =>
         // FileShare.None takes flock(LOCK_EX | LOCK_NB) on Unix and a share-mode lock on Windows; both conflict with
         // a second open in this process as well as in another one.
-        new FileStream(lockFilePath, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.None, bufferSize: 1, FileOptions.None);
+        new FileStream(lockFilePath, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.None, bufferSize: 1,
+            FileOptions.None);
 }

@@ -12,7 +12,8 @@ internal sealed class PhysicalStorageFile : IStorageFile
     public PhysicalStorageFile(string path, FileMode mode)
     {
         Path = path;
-        _stream = new FileStream(path, mode, FileAccess.ReadWrite, FileShare.Read | FileShare.Delete, bufferSize: 0, FileOptions.None);
+        _stream = new FileStream(path, mode, FileAccess.ReadWrite, FileShare.Read | FileShare.Delete, bufferSize: 0,
+            FileOptions.None);
         _handle = _stream.SafeFileHandle;
     }
 

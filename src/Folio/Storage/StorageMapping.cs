@@ -19,7 +19,8 @@ internal sealed unsafe class StorageMapping : IDisposable
 
     public StorageMapping(FileStream stream, long length)
     {
-        using (MemoryMappedFile file = MemoryMappedFile.CreateFromFile(stream, mapName: null, length, MemoryMappedFileAccess.Read, HandleInheritability.None, leaveOpen: true))
+        using (MemoryMappedFile file = MemoryMappedFile.CreateFromFile(stream, mapName: null, length,
+            MemoryMappedFileAccess.Read, HandleInheritability.None, leaveOpen: true))
         {
             _view = file.CreateViewAccessor(0, length, MemoryMappedFileAccess.Read);
         }
@@ -33,7 +34,8 @@ internal sealed unsafe class StorageMapping : IDisposable
     /// <summary>The mapped length in bytes.</summary>
     public long Length { get; }
 
-    /// <summary>The bytes <c>[offset, offset + length)</c> of the mapping. The caller keeps the range inside <see cref="Length"/>.</summary>
+    /// <summary>The bytes <c>[offset, offset + length)</c> of the mapping. The caller keeps the range inside
+    /// <see cref="Length"/>.</summary>
     public ReadOnlySpan<byte> Span(long offset, int length)
     {
         System.Diagnostics.Debug.Assert(offset >= 0 && offset + length <= Length);

@@ -19,7 +19,8 @@ internal static class BatchEncoding
     public const byte Format = 1;
     public const int MaxNameBytes = ushort.MaxValue;
 
-    /// <summary>Encodes a batch into a pooled buffer; the caller returns it to <see cref="ArrayPool{T}.Shared"/>.</summary>
+    /// <summary>Encodes a batch into a pooled buffer; the caller returns it to
+    /// <see cref="ArrayPool{T}.Shared"/>.</summary>
     public static byte[] Encode(CommitBatch batch, out int length)
     {
         List<BatchCommand> commands = batch.Commands;
@@ -60,7 +61,8 @@ internal static class BatchEncoding
         return buffer;
     }
 
-    /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed bytes.</summary>
+    /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed
+    /// bytes.</summary>
     public static List<BatchCommand> Decode(ReadOnlySpan<byte> entry)
     {
         var sink = new CopyingSink(new List<BatchCommand>());
@@ -126,7 +128,8 @@ internal static class BatchEncoding
 
         string Collection(ReadOnlySpan<byte> utf8);
 
-        void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength);
+        void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart,
+            int valueLength);
     }
 
     /// <summary>Commands with their values copied into arrays of their own.</summary>
@@ -138,8 +141,11 @@ internal static class BatchEncoding
 
         public string Collection(ReadOnlySpan<byte> utf8) => Encoding.UTF8.GetString(utf8);
 
-        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry, int valueStart, int valueLength) =>
-            Commands.Add(new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), kind == ChangeKind.Put ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
+        public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry,
+            int valueStart, int valueLength) =>
+            Commands.Add(
+                new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), kind == ChangeKind.Put
+                ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
     }
 
     private static int NameBytes(string name, string what)
@@ -147,7 +153,8 @@ internal static class BatchEncoding
         int bytes = Encoding.UTF8.GetByteCount(name);
         if (bytes > MaxNameBytes)
         {
-            ThrowHelper.ThrowArgument(what, $"A document {what} is limited to {MaxNameBytes} UTF-8 bytes; got {bytes}.");
+            ThrowHelper.ThrowArgument(what,
+                $"A document {what} is limited to {MaxNameBytes} UTF-8 bytes; got {bytes}.");
         }
 
         return bytes;

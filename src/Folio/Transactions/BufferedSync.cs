@@ -27,7 +27,8 @@ internal sealed class BufferedSync : IAsyncDisposable, IDisposable
     private int _running;
     private bool _stopped;
 
-    public BufferedSync(WriteAheadJournal journal, GroupCommitter committer, CommitPipeline pipeline, CommitFault fault, SyncStatistics syncs, TimeSpan interval)
+    public BufferedSync(WriteAheadJournal journal, GroupCommitter committer, CommitPipeline pipeline, CommitFault fault,
+        SyncStatistics syncs, TimeSpan interval)
     {
         _journal = journal;
         _committer = committer;
@@ -77,7 +78,8 @@ internal sealed class BufferedSync : IAsyncDisposable, IDisposable
 
     private void SyncBuffered()
     {
-        if (Volatile.Read(ref _stopped) || _fault.IsFaulted || _journal.CommittedSequence >= _committer.BufferedAcknowledged)
+        if (Volatile.Read(ref _stopped) || _fault.IsFaulted
+            || _journal.CommittedSequence >= _committer.BufferedAcknowledged)
         {
             return;
         }
@@ -115,7 +117,8 @@ internal sealed class BufferedSync : IAsyncDisposable, IDisposable
         }
         catch (Exception e)
         {
-            _fault.Set(e); // as in the committer: an unexpected failure faults the store (an exception here would end the process)
+            // as in the committer: an unexpected failure faults the store (an exception here would end the process)
+            _fault.Set(e);
         }
     }
 }

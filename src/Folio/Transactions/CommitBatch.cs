@@ -19,7 +19,8 @@ public sealed class CommitBatch
         _commands = [];
     }
 
-    /// <summary>An empty batch with room for <paramref name="capacity"/> commands (the raw API's single writes).</summary>
+    /// <summary>An empty batch with room for <paramref name="capacity"/> commands (the raw API's single
+    /// writes).</summary>
     internal CommitBatch(int capacity)
     {
         _commands = new List<BatchCommand>(capacity);
@@ -31,13 +32,15 @@ public sealed class CommitBatch
     /// <summary>The number of commands (puts and deletes) in the batch.</summary>
     public int Count => _commands.Count;
 
-    /// <summary>The preconditions: each document must be at the given version (0: must not exist) when the batch commits.</summary>
+    /// <summary>The preconditions: each document must be at the given version (0: must not exist) when the batch
+    /// commits.</summary>
     internal ReadOnlySpan<(DocumentKey Key, long Version)> Expectations => CollectionsMarshal.AsSpan(_expectations);
 
     /// <summary>The durability of this batch; null (the default) uses the store's mode.</summary>
     public DurabilityMode? Durability { get; set; }
 
-    /// <summary>Adds a put of <paramref name="json"/> (UTF-8 JSON) as document <paramref name="id"/> of <paramref name="collection"/>.</summary>
+    /// <summary>Adds a put of <paramref name="json"/> (UTF-8 JSON) as document <paramref name="id"/> of
+    /// <paramref name="collection"/>.</summary>
     /// <param name="collection">The collection; not empty.</param>
     /// <param name="id">The document id; not empty.</param>
     /// <param name="json">The document's UTF-8 JSON. The memory must not change until the commit completes.</param>
@@ -60,7 +63,8 @@ public sealed class CommitBatch
 
     /// <summary>
     /// Adds a precondition: the batch commits only if the document is at <paramref name="version"/> (its last commit
-    /// sequence number; 0 means it must not exist). Otherwise the batch fails alone with <see cref="ConcurrencyException"/>.
+    /// sequence number; 0 means it must not exist). Otherwise the batch fails alone with
+    /// <see cref="ConcurrencyException"/>.
     /// </summary>
     /// <param name="collection">The collection.</param>
     /// <param name="id">The document id.</param>

@@ -27,7 +27,8 @@ internal sealed class CommitFault(ILogger logger, Func<long> pendingBatches)
         if (Interlocked.CompareExchange(ref _cause, cause, null) is null)
         {
             long pending = pendingBatches();
-            ObserverGuard.Run(static state => TransactionLog.Faulted(state.Logger, (int)state.Pending, state.Cause), (Logger: logger, Pending: pending, Cause: cause));
+            ObserverGuard.Run(static state => TransactionLog.Faulted(state.Logger, (int)state.Pending, state.Cause),
+                (Logger: logger, Pending: pending, Cause: cause));
         }
     }
 
@@ -43,18 +44,25 @@ internal sealed class CommitFault(ILogger logger, Func<long> pendingBatches)
     [System.Diagnostics.CodeAnalysis.DoesNotReturn]
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
     private static void Throw(Exception cause) =>
-        throw new StoreFaultedException("The store is faulted (the inner exception is the cause); commits fail until it is reopened.", cause);
+        throw new StoreFaultedException(
+            "The store is faulted (the inner exception is the cause); commits fail until it is reopened.", cause);
 
-    /// <summary>The I/O failure behind a journal exception: the journal wraps it in a <see cref="StoreFaultedException"/>.</summary>
-    public static Exception JournalFailureCause(Exception e) => e is StoreFaultedException { InnerException: { } inner } ? inner : e;
+    /// <summary>The I/O failure behind a journal exception: the journal wraps it in a
+    /// <see cref="StoreFaultedException"/>.</summary>
+    public static Exception JournalFailureCause(Exception e) => e is StoreFaultedException { InnerException: { } inner }
+        ? inner : e;
 
     /// <summary>What a commit that a journal write or fsync failed on is told (a full disk says so).</summary>
     public static StoreFaultedException NotDurable(Exception cause)
     {
-        bool diskFull = cause is IOException io && (io.HResult == 28 || (io.HResult & 0xFFFF) == 0x70 || io.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase));
+        bool diskFull = cause is IOException io
+            && (io.HResult == 28 || (io.HResult & 0xFFFF) == 0x70
+            || io.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase));
         string message = diskFull
-            ? "The disk is full: the journal could not be written, so this commit is not durable. The store is faulted; free space and reopen it."
-            : "A journal write or fsync failed, so this commit is not durable. The store is faulted; reopen it to recover.";
+            ? "The disk is full: the journal could not be written, so this commit is not durable. The store is " +
+                "faulted; free space and reopen it."
+            : "A journal write or fsync failed, so this commit is not durable. The store is faulted; reopen it to " +
+                "recover.";
         return new StoreFaultedException(message, cause);
     }
 }

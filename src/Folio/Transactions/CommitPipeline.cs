@@ -75,7 +75,8 @@ internal sealed class CommitPipeline : IDisposable
     private int _stragglers;
     private SyncThread? _syncThread; // created by the first group applied during its sync; one group in flight then
 
-    public CommitPipeline(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options, ILogger logger, FolioMetrics metrics, PendingQueue pending, CommitFault fault, SyncStatistics syncs)
+    public CommitPipeline(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options,
+        ILogger logger, FolioMetrics metrics, PendingQueue pending, CommitFault fault, SyncStatistics syncs)
     {
         _journal = journal;
         _state = state;
@@ -93,7 +94,8 @@ internal sealed class CommitPipeline : IDisposable
     /// <summary>Whether every slot is taken (a hint).</summary>
     public bool IsFull => Volatile.Read(ref _inFlightCount) >= _options.MaxGroupsInFlight;
 
-    /// <summary>Batches of the groups in flight (the pending queue's depth counts them until they are answered).</summary>
+    /// <summary>Batches of the groups in flight (the pending queue's depth counts them until they are
+    /// answered).</summary>
     public long BatchesInFlight => Volatile.Read(ref _batchesInFlight);
 
     /// <summary>
@@ -164,8 +166,8 @@ internal sealed class CommitPipeline : IDisposable
     }
 
     /// <summary>
-    /// Outside the role: runs the group's fdatasync (applying the group meanwhile when it qualifies), then completes, in
-    /// commit order, every group whose turn has come (this one, and later ones whose syncs finished first). Throws
+    /// Outside the role: runs the group's fdatasync (applying the group meanwhile when it qualifies), then completes,
+    /// in commit order, every group whose turn has come (this one, and later ones whose syncs finished first). Throws
     /// nothing: every failure is answered to the waiters it concerns.
     /// </summary>
     public void Finish(InFlightGroup group)
@@ -224,7 +226,8 @@ internal sealed class CommitPipeline : IDisposable
         }
     }
 
-    /// <summary>Adds the tasks not yet completed of the batches of the groups in flight to <paramref name="waiting"/>.</summary>
+    /// <summary>Adds the tasks not yet completed of the batches of the groups in flight to
+    /// <paramref name="waiting"/>.</summary>
     public void CollectUnanswered(List<Task> waiting)
     {
         lock (_lock)
@@ -281,7 +284,8 @@ internal sealed class CommitPipeline : IDisposable
         if (_fault.Cause is { } fault)
         {
             _pending.FailUnanswered(group.Batches, _ => new StoreFaultedException(
-                "The store was faulted (the inner exception is the cause) before this commit was acknowledged; it may or may not be in the journal after the store is reopened.",
+                "The store was faulted (the inner exception is the cause) before this commit was acknowledged; it " +
+                    "may or may not be in the journal after the store is reopened.",
                 fault));
             return;
         }
@@ -309,11 +313,13 @@ internal sealed class CommitPipeline : IDisposable
         }
         catch (Exception e)
         {
-            // In the journal, but the state may hold part of the group: fault, and tell the waiters where their commits are.
+            // In the journal, but the state may hold part of the group: fault, and tell the waiters where their commits
+            // are.
             long first = group.First;
             _fault.Set(e);
             _pending.FailUnanswered(group.Batches, i => new StoreFaultedException(
-                $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The store is faulted; reopen it (recovery replays the commit).",
+                $"Commit {first + i} was written to the journal, but applying it to the in-memory state failed. The " +
+                    $"store is faulted; reopen it (recovery replays the commit).",
                 e));
             return;
         }
@@ -327,7 +333,8 @@ internal sealed class CommitPipeline : IDisposable
                 _syncs.Record(group.SyncElapsed);
                 if (group.SyncElapsed > _options.SlowSyncThreshold)
                 {
-                    TransactionLog.SlowSync(_logger, group.SyncElapsed.TotalMilliseconds, _options.SlowSyncThreshold.TotalMilliseconds, count);
+                    TransactionLog.SlowSync(_logger, group.SyncElapsed.TotalMilliseconds,
+                        _options.SlowSyncThreshold.TotalMilliseconds, count);
                 }
             }
 
@@ -350,7 +357,8 @@ internal sealed class CommitPipeline : IDisposable
             // with an observer in an unknown state; waiters not yet answered learn their commit may be in the journal.
             _fault.Set(e);
             _pending.FailUnanswered(group.Batches, _ => new StoreFaultedException(
-                "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
+                "An unexpected failure in the committer faulted the store; this commit may or may not be in the " +
+                    "journal. Reopen the store to recover.",
                 e));
         }
     }

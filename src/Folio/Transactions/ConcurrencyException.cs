@@ -31,7 +31,8 @@ public sealed class ConcurrencyException : FolioException
     }
 
     internal ConcurrencyException(IReadOnlyList<DocumentKey> conflicts)
-        : base($"Concurrency conflict on {string.Join(", ", conflicts)}: changed by another commit since the version this batch expected.")
+        : base($"Concurrency conflict on {string.Join(", ", conflicts)}: changed by another commit since the version " +
+            $"this batch expected.")
     {
         Conflicts = conflicts;
     }

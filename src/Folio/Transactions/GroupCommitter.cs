@@ -40,13 +40,16 @@ internal sealed class GroupCommitter
     private readonly List<DocumentKey> _conflicts = [];
     private readonly Dictionary<DocumentKey, long> _groupWrites = [];
     private ReadOnlyMemory<byte>[] _entries = new ReadOnlyMemory<byte>[64];
-    private InFlightGroup[] _inFlight = new InFlightGroup[4]; // the groups in flight when the slot was reserved, oldest first
+    // the groups in flight when the slot was reserved, oldest first
+    private InFlightGroup[] _inFlight = new InFlightGroup[4];
     private int _inFlightCount;
     private int _writersSeen;
     private int _lastGroupBatches;
     private long _bufferedAcknowledged;
 
-    public GroupCommitter(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options, FolioMetrics metrics, PendingQueue pending, CommitPipeline pipeline, CommitFault fault, SyncStatistics syncs, int maxRecordPayload)
+    public GroupCommitter(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options,
+        FolioMetrics metrics, PendingQueue pending, CommitPipeline pipeline, CommitFault fault, SyncStatistics syncs,
+        int maxRecordPayload)
     {
         _journal = journal;
         _state = state;
@@ -62,7 +65,8 @@ internal sealed class GroupCommitter
     /// <summary>How many batches the last written group held (a hint).</summary>
     public int LastGroupBatches => Volatile.Read(ref _lastGroupBatches);
 
-    /// <summary>The newest sequence acknowledged before its fsync (buffered groups): the timer syncs up to it.</summary>
+    /// <summary>The newest sequence acknowledged before its fsync (buffered groups): the timer syncs up to
+    /// it.</summary>
     public long BufferedAcknowledged => Volatile.Read(ref _bufferedAcknowledged);
 
     /// <summary>
@@ -109,7 +113,8 @@ internal sealed class GroupCommitter
             // Journal failures are handled in WriteGroup; this is anything else (a bug, or a metrics listener that
             // throws). Fault rather than leave the committer role taken or a waiter unanswered.
             FaultGroup(e, _ => new StoreFaultedException(
-                "An unexpected failure in the committer faulted the store; this commit may or may not be in the journal. Reopen the store to recover.",
+                "An unexpected failure in the committer faulted the store; this commit may or may not be in the " +
+                    "journal. Reopen the store to recover.",
                 e));
             return null;
         }
@@ -136,7 +141,8 @@ internal sealed class GroupCommitter
         _pending.FailAll(_fault.Cause!);
     }
 
-    /// <summary>Batches submitted and not yet in a group (a hint: the two counters are read one after the other).</summary>
+    /// <summary>Batches submitted and not yet in a group (a hint: the two counters are read one after the
+    /// other).</summary>
     private long PendingBatches() => _pending.Depth - _pipeline.BatchesInFlight;
 
     /// <summary>Lets the writers acknowledged by the previous group come back before taking the next one
@@ -144,14 +150,16 @@ internal sealed class GroupCommitter
     private int WaitForGroupToFill()
     {
         long pending = PendingBatches();
-        int target = GroupFillPolicy.Target(_options.MaxGroupsInFlight, LastGroupBatches, _pipeline.Stragglers, _writersSeen, _pending.Depth);
+        int target = GroupFillPolicy.Target(_options.MaxGroupsInFlight, LastGroupBatches, _pipeline.Stragglers,
+            _writersSeen, _pending.Depth);
         if (!GroupFillPolicy.ShouldWait(pending, target, _options.GroupFillWait, _fault.IsFaulted))
         {
             return target;
         }
 
         long now = Stopwatch.GetTimestamp();
-        var fill = new GroupFillPolicy(now, pending, target, GroupFillPolicy.Budget(_syncs.Average, _options.GroupFillWait), GroupFillPolicy.StallTicks);
+        var fill = new GroupFillPolicy(now, pending, target,
+            GroupFillPolicy.Budget(_syncs.Average, _options.GroupFillWait), GroupFillPolicy.StallTicks);
         var spin = new SpinWait();
         while (fill.KeepWaiting(now, pending))
         {
@@ -165,7 +173,8 @@ internal sealed class GroupCommitter
 
     /// <summary>
     /// Takes batches in arrival order while the group stays within the caps: 1024 commands, the byte cap (or the first
-    /// batch's size plus the small-batch allowance), and what one journal record holds. The first batch is always taken.
+    /// batch's size plus the small-batch allowance), and what one journal record holds. The first batch is always
+    /// taken.
     /// </summary>
     private void TakeGroup(int maxBatches)
     {
@@ -174,7 +183,9 @@ internal sealed class GroupCommitter
         long byteCap = Math.Min(_options.MaxGroupBytes, _maxRecordPayload);
         while (_pending.TryPeek(out PendingBatch next))
         {
-            if (_group.Count > 0 && (commands + next.CommandCount > _options.MaxGroupCommands || bytes + next.Length + 4 > byteCap || _group.Count >= maxBatches))
+            if (_group.Count > 0
+                && (commands + next.CommandCount > _options.MaxGroupCommands || bytes + next.Length + 4 > byteCap
+                || _group.Count >= maxBatches))
             {
                 break;
             }
@@ -196,7 +207,8 @@ internal sealed class GroupCommitter
         }
     }
 
-    /// <summary>Checks each batch's preconditions against the committed state plus the writes of earlier batches in the group.</summary>
+    /// <summary>Checks each batch's preconditions against the committed state plus the writes of earlier batches in the
+    /// group.</summary>
     private void ValidateGroup()
     {
         _groupWrites.Clear();
@@ -239,7 +251,8 @@ internal sealed class GroupCommitter
         }
     }
 
-    /// <summary>The version of <paramref name="key"/> after the groups in flight (newest first), else in the state.</summary>
+    /// <summary>The version of <paramref name="key"/> after the groups in flight (newest first), else in the
+    /// state.</summary>
     private long VersionBeforeGroup(in DocumentKey key)
     {
         for (int i = _inFlightCount - 1; i >= 0; i--)

@@ -60,7 +60,8 @@ internal struct GroupFillPolicy
         return (int)Math.Min(int.MaxValue, (writers + maxGroupsInFlight - 1) / maxGroupsInFlight);
     }
 
-    /// <summary>Whether to wait at all: a target above one not reached yet, a positive wait fraction, no fault.</summary>
+    /// <summary>Whether to wait at all: a target above one not reached yet, a positive wait fraction, no
+    /// fault.</summary>
     public static bool ShouldWait(long pending, int target, double groupFillWait, bool faulted) =>
         target > 1 && pending < target && groupFillWait > 0 && !faulted;
 

@@ -19,7 +19,8 @@ internal sealed class InFlightGroup
     public readonly List<PendingBatch> Batches = [];
 
     /// <summary>Each document the group writes, with its version after the group (0 when deleted); filled only when
-    /// groups overlap (MaxGroupsInFlight above 1), the only case in which a later group is validated against it.</summary>
+    /// groups overlap (MaxGroupsInFlight above 1), the only case in which a later group is validated against
+    /// it.</summary>
     public readonly Dictionary<DocumentKey, long> Writes = [];
 
     public JournalSyncPoint SyncPoint;

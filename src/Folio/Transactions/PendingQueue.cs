@@ -36,7 +36,8 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     /// <summary>Whether no batch is queued (a moment later one may be).</summary>
     public bool IsEmpty => _queue.IsEmpty;
 
-    /// <summary>Counts a batch's bytes as pending unless that would pass the bound (a batch alone always fits).</summary>
+    /// <summary>Counts a batch's bytes as pending unless that would pass the bound (a batch alone always
+    /// fits).</summary>
     public bool TryReserveBytes(int length)
     {
         long current = Volatile.Read(ref _pendingBytes);
@@ -54,7 +55,8 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
         return false;
     }
 
-    /// <summary>Waits until a batch is released (or <paramref name="timeout"/> passes), to try the bound again.</summary>
+    /// <summary>Waits until a batch is released (or <paramref name="timeout"/> passes), to try the bound
+    /// again.</summary>
     public async Task WaitForBytesAsync(TimeSpan timeout, CancellationToken cancellationToken)
     {
         Interlocked.Increment(ref _bytesWaiters);
@@ -81,7 +83,8 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     /// <summary>Takes the oldest queued batch off the queue (committer only).</summary>
     public bool TryDequeue(out PendingBatch pending) => _queue.TryDequeue(out pending!);
 
-    /// <summary>A batch leaves the pending set, just before it is answered: frees its bytes and wakes a waiting submitter.</summary>
+    /// <summary>A batch leaves the pending set, just before it is answered: frees its bytes and wakes a waiting
+    /// submitter.</summary>
     public void Release(PendingBatch pending)
     {
         Interlocked.Decrement(ref _depth);
@@ -107,7 +110,8 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
             PendingBatch pending = batches[i];
             if (!pending.Task.IsCompleted)
             {
-                Release(pending); // every path that answers a batch releases it just before: unanswered means unreleased
+                // every path that answers a batch releases it just before: unanswered means unreleased
+                Release(pending);
                 pending.TrySetException(errorFor(i));
                 failed++;
             }
@@ -134,7 +138,8 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
         RecordFailed(failed);
     }
 
-    /// <summary>Adds the tasks not yet completed of the queued batches to <paramref name="waiting"/> (a snapshot).</summary>
+    /// <summary>Adds the tasks not yet completed of the queued batches to <paramref name="waiting"/> (a
+    /// snapshot).</summary>
     public void CollectUnanswered(List<Task> waiting)
     {
         foreach (PendingBatch pending in _queue)
@@ -151,7 +156,8 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     {
         if (failed > 0)
         {
-            ObserverGuard.Run(static state => state.Metrics.FailedCommits.Add(state.Failed), (Metrics: metrics, Failed: failed));
+            ObserverGuard.Run(static state => state.Metrics.FailedCommits.Add(state.Failed),
+                (Metrics: metrics, Failed: failed));
         }
     }
 

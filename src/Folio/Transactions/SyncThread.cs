@@ -35,7 +35,8 @@ internal sealed class SyncThread : IDisposable
         _thread.Start();
     }
 
-    /// <summary>Hands <paramref name="point"/>'s fdatasync to the thread (committer only; the previous one was waited for).</summary>
+    /// <summary>Hands <paramref name="point"/>'s fdatasync to the thread (committer only; the previous one was waited
+    /// for).</summary>
     public void Start(in JournalSyncPoint point)
     {
         _point = point;
@@ -44,7 +45,8 @@ internal sealed class SyncThread : IDisposable
         _requested.Set();
     }
 
-    /// <summary>Waits for the sync started last; returns its failure (null when it succeeded) and its duration.</summary>
+    /// <summary>Waits for the sync started last; returns its failure (null when it succeeded) and its
+    /// duration.</summary>
     public Exception? Wait(out TimeSpan elapsed)
     {
         _completed.Wait();

@@ -65,7 +65,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         options.Validate();
         _journal = journal;
         _options = options;
-        ILogger logger = options.LoggerFactory?.CreateLogger<TransactionMerger>() ?? NullLogger<TransactionMerger>.Instance;
+        ILogger logger = options.LoggerFactory?.CreateLogger<TransactionMerger>()
+            ?? NullLogger<TransactionMerger>.Instance;
         PendingQueue? pending = null;
         _metrics = new FolioMetrics(options.MeterFactory, () => pending?.Depth ?? 0);
         _pending = pending = new PendingQueue(options.MaxPendingBytes, _metrics);
@@ -73,7 +74,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         _syncs = new SyncStatistics(_metrics);
         _maxRecordPayload = (int)Math.Min(int.MaxValue, journal.MaxRecordSize - JournalFormat.RecordHeaderSize);
         _pipeline = new CommitPipeline(journal, state, options, logger, _metrics, _pending, _fault, _syncs);
-        _committer = new GroupCommitter(journal, state, options, _metrics, _pending, _pipeline, _fault, _syncs, _maxRecordPayload);
+        _committer = new GroupCommitter(journal, state, options, _metrics, _pending, _pipeline, _fault, _syncs,
+            _maxRecordPayload);
         _bufferedSync = new BufferedSync(journal, _committer, _pipeline, _fault, _syncs, options.BufferedSyncInterval);
     }
 
@@ -89,7 +91,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     /// <summary>Journal fsyncs made by commits and by the buffered-mode timer.</summary>
     public long SyncCount => _syncs.Count;
 
-    /// <summary>Total time spent in the fsyncs counted by <see cref="SyncCount"/> (diagnostics and benchmarks).</summary>
+    /// <summary>Total time spent in the fsyncs counted by <see cref="SyncCount"/> (diagnostics and
+    /// benchmarks).</summary>
     public TimeSpan TotalSyncDuration => _syncs.Total;
 
     /// <summary>Duration of the latest fsync.</summary>
@@ -157,11 +160,15 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
     private void ThrowSaveTooLarge(int commands, int length) =>
         throw new DocumentTooLargeException(
-            $"The save's {commands} changes take {length} bytes, but one save is written atomically as one journal record, which holds at most {_maxRecordPayload} bytes (DocumentStoreOptions.SegmentSize less its headers). Nothing was written. Save the documents over several SaveChangesAsync calls, or raise SegmentSize.",
+            $"The save's {commands} changes take {length} bytes, but one save is written atomically as one journal " +
+                $"record, which holds at most {_maxRecordPayload} bytes (DocumentStoreOptions.SegmentSize less its " +
+                $"headers). Nothing was written. Save the documents over several SaveChangesAsync calls, or raise " +
+                $"SegmentSize.",
             length,
             _maxRecordPayload);
 
-    private async ValueTask<CommitResult> EnqueueAfterBackpressureAsync(PendingBatch pending, CancellationToken cancellationToken)
+    private async ValueTask<CommitResult> EnqueueAfterBackpressureAsync(PendingBatch pending,
+        CancellationToken cancellationToken)
     {
         try
         {
@@ -169,7 +176,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
             {
                 // Wait until the committer frees some bytes (each release signals), then try again.
                 TryBecomeCommitter(mayCommitInline: false);
-                await _pending.WaitForBytesAsync(TimeSpan.FromMilliseconds(50), cancellationToken).ConfigureAwait(false);
+                await _pending.WaitForBytesAsync(TimeSpan.FromMilliseconds(50), cancellationToken)
+                    .ConfigureAwait(false);
                 _fault.ThrowIfFaulted();
             }
         }
@@ -213,7 +221,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     private void TryBecomeCommitter(bool mayCommitInline)
     {
         // A full pipeline has nothing for a committer to do: the group completing next re-checks the queue (after a
-        // full fence, as the caller's enqueue is one), so skipping here strands nothing and saves a work item per group.
+        // full fence, as the caller's enqueue is one), so skipping here strands nothing and saves a work item per
+        // group.
         if (_pipeline.IsFull
             || Volatile.Read(ref _committerActive) != 0
             || Interlocked.CompareExchange(ref _committerActive, 1, 0) != 0)
@@ -231,13 +240,15 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Commits one group on the caller's thread, entered holding the role (see <see cref="RunCommitter"/> for when it is given up).</summary>
+    /// <summary>Commits one group on the caller's thread, entered holding the role (see <see cref="RunCommitter"/> for
+    /// when it is given up).</summary>
     private void CommitInline()
     {
         bool holdingRole = true;
         try
         {
-            InFlightGroup? group = _committer.PrepareNextGroup(); // answers its group on every path; the finally is for what nothing can answer (OOM)
+            // answers its group on every path; the finally is for what nothing can answer (OOM)
+            InFlightGroup? group = _committer.PrepareNextGroup();
             if (_options.MaxGroupsInFlight > 1)
             {
                 holdingRole = false;
@@ -263,7 +274,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     }
 
     /// <summary>
-    /// The pool-side committer, entered holding the role: at most <see cref="TransactionMergerOptions.MaxGroupsPerTurn"/>
+    /// The pool-side committer, entered holding the role: at most
+    /// <see cref="TransactionMergerOptions.MaxGroupsPerTurn"/>
     /// groups, then it re-queues itself. One group in flight: the role is kept through each group's fsync and
     /// completion. Overlap: the role is given up right after the group's write and taken again after the group
     /// finishes while batches are pending.
@@ -298,7 +310,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
                     continue;
                 }
 
-                // The re-check after freeing a slot (see the hand-off protocol), done here so the role stays on this thread.
+                // The re-check after freeing a slot (see the hand-off protocol), done here so the role stays on this
+                // thread.
                 Interlocked.MemoryBarrier();
                 if (_pending.IsEmpty)
                 {
@@ -307,7 +320,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
 
                 if (groups >= _options.MaxGroupsPerTurn)
                 {
-                    TryBecomeCommitter(mayCommitInline: false); // a new work item: one caller's turn serves others for a bounded time
+                    // a new work item: one caller's turn serves others for a bounded time
+                    TryBecomeCommitter(mayCommitInline: false);
                     return;
                 }
 
@@ -381,7 +395,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
                     }
                     catch (AggregateException)
                     {
-                        // Answered with an exception (a conflict, a fault, a cancellation) is answered: WaitAll waited for all.
+                        // Answered with an exception (a conflict, a fault, a cancellation) is answered: WaitAll waited
+                        // for all.
                     }
 
                     continue;
@@ -475,7 +490,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         return !_pending.IsEmpty || Volatile.Read(ref _committerActive) != 0 || _pipeline.GroupsInFlight != 0;
     }
 
-    /// <summary>The tasks not yet completed of the batches still queued and of the groups in flight (a snapshot).</summary>
+    /// <summary>The tasks not yet completed of the batches still queued and of the groups in flight (a
+    /// snapshot).</summary>
     private Task[] UnansweredBatches()
     {
         var waiting = new List<Task>();

@@ -8,10 +8,12 @@ internal sealed class TransactionMergerOptions
     /// <summary>The default of <see cref="MaxGroupCommands"/> (and of the store's option of the same name).</summary>
     public const int DefaultMaxGroupCommands = 1024;
 
-    /// <summary>The default of <see cref="MaxGroupBytes"/> (and of the store's option of the same name): 4 MiB.</summary>
+    /// <summary>The default of <see cref="MaxGroupBytes"/> (and of the store's option of the same name): 4
+    /// MiB.</summary>
     public const int DefaultMaxGroupBytes = 4 << 20;
 
-    /// <summary>The default of <see cref="BufferedSyncInterval"/> (and of the store's option of the same name).</summary>
+    /// <summary>The default of <see cref="BufferedSyncInterval"/> (and of the store's option of the same
+    /// name).</summary>
     public static readonly TimeSpan DefaultBufferedSyncInterval = TimeSpan.FromMilliseconds(100);
 
     /// <summary>The default of <see cref="SlowSyncThreshold"/> (and of the store's option of the same name).</summary>
@@ -29,16 +31,20 @@ internal sealed class TransactionMergerOptions
     /// </summary>
     public int SmallBatchAllowance { get; set; } = 128 << 10;
 
-    /// <summary>The store-wide durability; a batch may override it. Default <see cref="DurabilityMode.Durable"/>.</summary>
+    /// <summary>The store-wide durability; a batch may override it. Default
+    /// <see cref="DurabilityMode.Durable"/>.</summary>
     public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
 
-    /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time written commits wait for an fsync. Default 100 ms.</summary>
+    /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time written commits wait for an fsync.
+    /// Default 100 ms.</summary>
     public TimeSpan BufferedSyncInterval { get; set; } = DefaultBufferedSyncInterval;
 
-    /// <summary>Encoded bytes of submitted, not yet committed batches above which submitters wait. Default 64 MiB.</summary>
+    /// <summary>Encoded bytes of submitted, not yet committed batches above which submitters wait. Default 64
+    /// MiB.</summary>
     public long MaxPendingBytes { get; set; } = 64L << 20;
 
-    /// <summary>How many groups one thread-pool turn of the committer commits before it re-queues itself (a caller committing inline commits one). Default 16.</summary>
+    /// <summary>How many groups one thread-pool turn of the committer commits before it re-queues itself (a caller
+    /// committing inline commits one). Default 16.</summary>
     public int MaxGroupsPerTurn { get; set; } = 16;
 
     /// <summary>
@@ -48,7 +54,8 @@ internal sealed class TransactionMergerOptions
     /// </summary>
     public double GroupFillWait { get; set; } = 0.25;
 
-    /// <summary>The default of <see cref="MaxGroupsInFlight"/> (and of the store's option of the same name): 1.</summary>
+    /// <summary>The default of <see cref="MaxGroupsInFlight"/> (and of the store's option of the same name):
+    /// 1.</summary>
     public const int DefaultMaxGroupsInFlight = 1;
 
     /// <summary>The most groups <see cref="MaxGroupsInFlight"/> allows: 6.</summary>
@@ -59,7 +66,8 @@ internal sealed class TransactionMergerOptions
     /// time. With 2 or more, the next group is prepared, written and synced while the previous group's fsync is in
     /// flight (the writers split into that many alternating groups); acknowledgements stay in commit order and follow
     /// durability. Overlapping pays only on devices that flush concurrent fsyncs in parallel: on the benchmark host's
-    /// virtual disk, two at once each took about 1.5 times as long, and 64 writers committed 20-30% less (docs/measurements.md).
+    /// virtual disk, two at once each took about 1.5 times as long, and 64 writers committed 20-30% less
+    /// (docs/measurements.md).
     /// </summary>
     public int MaxGroupsInFlight { get; set; } = DefaultMaxGroupsInFlight;
 
@@ -82,17 +90,20 @@ internal sealed class TransactionMergerOptions
         ArgumentOutOfRangeException.ThrowIfNegative(SmallBatchAllowance, nameof(SmallBatchAllowance));
         if (MaxPendingBytes < MaxGroupBytes)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxPendingBytes), MaxPendingBytes, "MaxPendingBytes must be at least MaxGroupBytes.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxPendingBytes), MaxPendingBytes,
+                "MaxPendingBytes must be at least MaxGroupBytes.");
         }
 
         if (!(GroupFillWait >= 0 && GroupFillWait <= 1))
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(GroupFillWait), GroupFillWait, "GroupFillWait must be a fraction between 0 and 1.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(GroupFillWait), GroupFillWait,
+                "GroupFillWait must be a fraction between 0 and 1.");
         }
 
         if (BufferedSyncInterval <= TimeSpan.Zero)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval, "BufferedSyncInterval must be positive.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval,
+                "BufferedSyncInterval must be positive.");
         }
 
         if (!Enum.IsDefined(Durability))
@@ -101,12 +112,14 @@ internal sealed class TransactionMergerOptions
         }
     }
 
-    /// <summary>Throws unless <paramref name="value"/> is a valid <see cref="MaxGroupsInFlight"/> (the store's option validates with it too).</summary>
+    /// <summary>Throws unless <paramref name="value"/> is a valid <see cref="MaxGroupsInFlight"/> (the store's option
+    /// validates with it too).</summary>
     internal static void ValidateMaxGroupsInFlight(int value)
     {
         if (value is < 1 or > MaxMaxGroupsInFlight)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxGroupsInFlight), value, $"MaxGroupsInFlight must be between 1 and {MaxMaxGroupsInFlight}.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxGroupsInFlight), value,
+                $"MaxGroupsInFlight must be between 1 and {MaxMaxGroupsInFlight}.");
         }
     }
 

@@ -20,7 +20,8 @@ public sealed partial class ReadmeSnippetTests
         Assert.Single(UsingLine().Matches(snippet));
 
         // Top-level statements: the snippet, then what it assumes (declarations follow the statements in C#).
-        string program = snippet.Replace("using Folio;", "using Folio;\nvar ct = System.Threading.CancellationToken.None;", StringComparison.Ordinal)
+        string program = snippet.Replace("using Folio;",
+            "using Folio;\nvar ct = System.Threading.CancellationToken.None;", StringComparison.Ordinal)
             + "\npublic sealed class User { public string Name { get; set; } = \"\"; }\n";
         Compile(program, OutputKind.ConsoleApplication);
     }
@@ -40,18 +41,21 @@ public sealed partial class ReadmeSnippetTests
     {
         var references = ((string)AppContext.GetData("TRUSTED_PLATFORM_ASSEMBLIES")!)
             .Split(Path.PathSeparator)
-            .Where(path => Path.GetFileName(path).StartsWith("System.", StringComparison.Ordinal) || Path.GetFileName(path) is "netstandard.dll" or "mscorlib.dll")
+            .Where(path => Path.GetFileName(path).StartsWith("System.", StringComparison.Ordinal)
+                || Path.GetFileName(path) is "netstandard.dll" or "mscorlib.dll")
             .Select(path => MetadataReference.CreateFromFile(path))
             .Append(MetadataReference.CreateFromFile(typeof(DocumentStore).Assembly.Location))
             .ToList();
         CSharpCompilation compilation = CSharpCompilation.Create(
             "ReadmeSnippet",
-            [CSharpSyntaxTree.ParseText(source, new CSharpParseOptions(LanguageVersion.Latest)), CSharpSyntaxTree.ParseText(ImplicitUsings)],
+            [CSharpSyntaxTree.ParseText(source, new CSharpParseOptions(LanguageVersion.Latest)),
+                CSharpSyntaxTree.ParseText(ImplicitUsings)],
             references,
             new CSharpCompilationOptions(kind, nullableContextOptions: NullableContextOptions.Enable));
         using var output = new MemoryStream();
         Microsoft.CodeAnalysis.Emit.EmitResult result = compilation.Emit(output);
-        string[] errors = [.. result.Diagnostics.Where(d => d.Severity == DiagnosticSeverity.Error).Select(d => d.ToString())];
+        string[] errors = [.. result.Diagnostics.Where(d => d.Severity == DiagnosticSeverity.Error).Select(d
+            => d.ToString())];
         Assert.True(result.Success, $"README's snippet does not compile:\n{string.Join("\n", errors)}\n\n{source}");
     }
 

@@ -7,7 +7,7 @@ namespace Folio.Tests.Documents;
 public sealed class ChangeFeedTests
 {
     [Fact]
-    public async Task A_subscriber_sees_every_change_once_in_order_across_rotations_and_reopen_and_resumes_from_a_saved_sequence()
+    public async Task A_subscriber_sees_every_change_once_in_order_across_rotations_and_reopen_and_resumes()
     {
         using var dir = new TempDirectory();
         var options = new DocumentStoreOptions { SegmentSize = 8 * 1024, MaxDocumentSize = 1024 };
@@ -31,7 +31,8 @@ public sealed class ChangeFeedTests
 
             for (int i = 0; i < 100; i++)
             {
-                await store.PutAsync("items", $"i/{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i},\"pad\":\"{new string('p', 100)}\"}}"));
+                await store.PutAsync("items", $"i/{i}",
+                    Encoding.UTF8.GetBytes($"{{\"n\":{i},\"pad\":\"{new string('p', 100)}\"}}"));
                 expected.Add(($"i/{i}", ChangeKind.Put));
             }
 
@@ -56,7 +57,8 @@ public sealed class ChangeFeedTests
             Assert.Equal(expected, seen.Select(c => (c.Id, c.Kind)));
             Assert.True(store.Journal.SegmentCount > 3, "rotations happened");
             Assert.Equal(seen.Select(c => c.Sequence).Order(), seen.Select(c => c.Sequence));
-            Assert.Equal(Encoding.UTF8.GetBytes($"{{\"n\":7,\"pad\":\"{new string('p', 100)}\"}}"), seen[7].Json.ToArray());
+            Assert.Equal(Encoding.UTF8.GetBytes($"{{\"n\":7,\"pad\":\"{new string('p', 100)}\"}}"),
+                seen[7].Json.ToArray());
             Assert.True(seen[^1].Kind == ChangeKind.Delete && seen[^1].Json.IsEmpty);
             saved = seen[149].Sequence; // a subscriber that handled up to here saved this sequence
         }
@@ -75,7 +77,8 @@ public sealed class ChangeFeedTests
             }
 
             // The batch of 100 session puts shares one sequence: resuming after it skips it whole.
-            Assert.Equal(expected.SkipWhile(e => e.Id != "i/0" || e.Kind != ChangeKind.Delete), resumed.Select(c => (c.Id, c.Kind)));
+            Assert.Equal(expected.SkipWhile(e => e.Id != "i/0" || e.Kind != ChangeKind.Delete),
+                resumed.Select(c => (c.Id, c.Kind)));
 
             var fromTime = store.Changes.ReadAsync(DateTimeOffset.UtcNow.AddDays(-1), stop.Token);
             await using var enumerator = fromTime.GetAsyncEnumerator(stop.Token);
@@ -110,7 +113,8 @@ public sealed class ChangeFeedTests
     public async Task A_purged_position_fails_with_a_clear_exception()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { SegmentSize = 8 * 1024, MaxDocumentSize = 1024 });
+        await using var store = DocumentStore.Open(dir.Path,
+            new DocumentStoreOptions { SegmentSize = 8 * 1024, MaxDocumentSize = 1024 });
         for (int i = 0; i < 200; i++)
         {
             await store.PutAsync("c", $"k{i}", Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 100)}\"}}"));

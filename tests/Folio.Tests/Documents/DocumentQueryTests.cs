@@ -24,12 +24,16 @@ public sealed class DocumentQueryTests
         using var dir = new TempDirectory();
         await using var store = await Seed(dir);
         await using var session = store.OpenSession();
-        Assert.Equal(["users/a", "users/b", "users/c", "users/ca", "users/d"], await Ids(session.QueryByPrefixAsync<User>("users/")));
-        Assert.Equal(["users/d", "users/ca", "users/c", "users/b", "users/a"], await Ids(session.QueryByPrefixAsync<User>("users/", descending: true)));
+        Assert.Equal(["users/a", "users/b", "users/c", "users/ca", "users/d"],
+            await Ids(session.QueryByPrefixAsync<User>("users/")));
+        Assert.Equal(["users/d", "users/ca", "users/c", "users/b", "users/a"],
+            await Ids(session.QueryByPrefixAsync<User>("users/", descending: true)));
         Assert.Equal(["users/c", "users/ca"], await Ids(session.QueryByPrefixAsync<User>("users/c")));
         Assert.Equal(["users/b", "users/c"], await Ids(session.QueryByPrefixAsync<User>("users/", skip: 1, take: 2)));
-        Assert.Equal(["users/b", "users/c", "users/ca"], await Ids(session.QueryByRangeAsync<User>("users/b", "users/d")));
-        Assert.Equal(["users/ca", "users/c"], await Ids(session.QueryByRangeAsync<User>("users/b", "users/d", descending: true, take: 2)));
+        Assert.Equal(["users/b", "users/c", "users/ca"],
+            await Ids(session.QueryByRangeAsync<User>("users/b", "users/d")));
+        Assert.Equal(["users/ca", "users/c"],
+            await Ids(session.QueryByRangeAsync<User>("users/b", "users/d", descending: true, take: 2)));
         Assert.Equal(["admins/x", "users/a"], await Ids(session.QueryByRangeAsync<User>(null, "users/b")));
         Assert.Equal(["admins/x", "users/ca"], await Ids(session.QueryAsync<User>(u => u.Age == 8)));
         Assert.Equal(["users/ca"], await Ids(session.QueryAsync<User>(u => u.Age == 8, skip: 1)));
@@ -51,7 +55,8 @@ public sealed class DocumentQueryTests
         Assert.Equal(6, await reader.CountAsync<User>());
         Assert.Equal("users/a", (await Ids(reader.QueryByPrefixAsync<User>("users/")))[0]);
         await using var fresh = store.OpenSession();
-        Assert.Equal(["users/b", "users/c", "users/ca", "users/d", "users/e"], await Ids(fresh.QueryByPrefixAsync<User>("users/")));
+        Assert.Equal(["users/b", "users/c", "users/ca", "users/d", "users/e"],
+            await Ids(fresh.QueryByPrefixAsync<User>("users/")));
     }
 
     [Fact]
@@ -75,7 +80,8 @@ public sealed class DocumentQueryTests
         await Assert.ThrowsAsync<ConcurrencyException>(() => blind.SaveChangesAsync());
         blind.Store(overwrite, "users/a", expectedVersion: version);
         await blind.SaveChangesAsync();
-        Assert.Contains("overwrite", Encoding.UTF8.GetString(store.Get("User", "users/a")!.Value.Json.Span), StringComparison.Ordinal);
+        Assert.Contains("overwrite", Encoding.UTF8.GetString(store.Get("User", "users/a")!.Value.Json.Span),
+            StringComparison.Ordinal);
     }
 
     private static async Task<List<string>> Ids(IAsyncEnumerable<User> users)

@@ -42,7 +42,8 @@ public sealed class DocumentStorePropertyTests
                             s.Snapshot ??= new(model);
                             if (wasTracked)
                             {
-                                // Identity map: the tracked entity (or null for a tracked delete), whatever others committed.
+                                // Identity map: the tracked entity (or null for a tracked delete), whatever others
+                                // committed.
                                 Assert.Equal(before!.Deleted, user is null);
                                 Assert.Same(before.Entity, user);
                             }
@@ -63,7 +64,8 @@ public sealed class DocumentStorePropertyTests
                     case 4 or 5 or 6 when s is not null:
                         {
                             string name = $"n{names++}";
-                            if (s.Tracked.TryGetValue(id, out var tracked) && tracked.Entity is not null && !tracked.Deleted)
+                            if (s.Tracked.TryGetValue(id, out var tracked) && tracked.Entity is not null
+                                && !tracked.Deleted)
                             {
                                 tracked.Entity.Name = name;
                             }
@@ -112,7 +114,8 @@ public sealed class DocumentStorePropertyTests
                     if (stored is { } doc)
                     {
                         Assert.Equal(model[check].Version, doc.Version);
-                        Assert.Contains($"\"{model[check].Name}\"", System.Text.Encoding.UTF8.GetString(doc.Json.Span), StringComparison.Ordinal);
+                        Assert.Contains($"\"{model[check].Name}\"", System.Text.Encoding.UTF8.GetString(doc.Json.Span),
+                            StringComparison.Ordinal);
                     }
                 }
             }
@@ -131,9 +134,11 @@ public sealed class DocumentStorePropertyTests
     public static Arbitrary<int[]> Programs() =>
         Arb.From(
             Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(a => a.Length > 60 ? a[..60] : a),
-            static program => Enumerable.Range(0, program.Length).Select(skip => program.Where((_, i) => i != skip).ToArray()));
+            static program => Enumerable.Range(0, program.Length)
+                .Select(skip => program.Where((_, i) => i != skip).ToArray()));
 
-    private static void Save(DocumentStore store, Dictionary<string, (long Version, string Name)> model, SessionModel s, List<SessionModel> sessions)
+    private static void Save(DocumentStore store, Dictionary<string, (long Version, string Name)> model, SessionModel s,
+        List<SessionModel> sessions)
     {
         // What the session writes, and the version each write requires (null: unconditional).
         var writes = new List<(string Id, TrackedModel Tracked, long? Expected)>();
@@ -153,7 +158,8 @@ public sealed class DocumentStorePropertyTests
             }
         }
 
-        bool conflict = writes.Any(w => w.Expected is long v && (model.TryGetValue(w.Id, out var current) ? current.Version : 0) != v);
+        bool conflict = writes.Any(w => w.Expected is long v
+            && (model.TryGetValue(w.Id, out var current) ? current.Version : 0) != v);
         Exception? error = Record.Exception(() => s.Session.SaveChangesAsync().GetAwaiter().GetResult());
         if (conflict)
         {

@@ -14,19 +14,23 @@ public sealed class DocumentStoreStressTests
 {
     [Theory]
     [InlineData(DurabilityMode.Buffered, 1)]
-    [InlineData(DurabilityMode.Durable, 2)] // the commit pipeline: conflicts are found against groups still in their fsync
-    public async Task Readers_see_only_committed_versions_in_increasing_order_while_writers_conflict_and_retry(DurabilityMode durability, int maxGroupsInFlight)
+    [InlineData(DurabilityMode.Durable, 2)] // the pipeline: conflicts are found against groups still in their fsync
+    public async Task Readers_see_only_committed_versions_in_increasing_order_while_writers_conflict_and_retry(
+        DurabilityMode durability, int maxGroupsInFlight)
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"), System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
+            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { Durability = durability, MaxGroupsInFlight = maxGroupsInFlight });
+        await using var store = DocumentStore.Open(dir.Path,
+            new DocumentStoreOptions { Durability = durability, MaxGroupsInFlight = maxGroupsInFlight });
         string[] ids = Enumerable.Range(0, 8).Select(i => $"k/{i}").ToArray();
         var committed = new ConcurrentDictionary<(string Id, long Version), string>();
         var observed = new ConcurrentQueue<(string Id, long Version, string Name)>();
         var failures = new ConcurrentQueue<string>();
         long conflicts = 0;
 
-        // Run for the set time, and on a starved machine a while longer until the writers have conflicted at least once.
+        // Run for the set time, and on a starved machine a while longer until the writers have conflicted at least
+        // once.
         using CancellationTokenSource stop = DedicatedTimer.CancelAfter(
             TimeSpan.FromSeconds(seconds), () => Interlocked.Read(ref conflicts) == 0, TimeSpan.FromSeconds(30));
 
@@ -86,14 +90,18 @@ public sealed class DocumentStoreStressTests
                     User? user = await session.LoadAsync<User>(id);
                     if (user is null)
                     {
-                        failures.Enqueue($"{id} read as absent at snapshot {session.SnapshotSequence}, but it exists at every snapshot");
+                        failures.Enqueue(
+                            $"{id} read as absent at snapshot {session.SnapshotSequence}, but it exists at every " +
+                            $"snapshot");
                         continue;
                     }
 
                     long version = session.GetVersion(user);
                     if (version > session.SnapshotSequence || version < last.GetValueOrDefault(id))
                     {
-                        failures.Enqueue($"{id}: version {version} after {last.GetValueOrDefault(id)} (snapshot {session.SnapshotSequence})");
+                        failures.Enqueue(
+                            $"{id}: version {version} after {last.GetValueOrDefault(id)} (snapshot " +
+                            $"{session.SnapshotSequence})");
                     }
 
                     last[id] = version;
@@ -106,27 +114,31 @@ public sealed class DocumentStoreStressTests
         Assert.Empty(failures);
         foreach (var (id, version, name) in observed)
         {
-            Assert.True(committed.TryGetValue((id, version), out string? expected), $"{id}@{version} was seen but never acknowledged");
+            Assert.True(committed.TryGetValue((id, version), out string? expected),
+                $"{id}@{version} was seen but never acknowledged");
             Assert.Equal(expected, name);
         }
 
         Assert.True(observed.Count > 100, $"readers made {observed.Count} observations");
-        Assert.True(Interlocked.Read(ref conflicts) > 0, "load-modify-save writers conflicted with the raw writers at least once");
+        Assert.True(Interlocked.Read(ref conflicts) > 0,
+            "load-modify-save writers conflicted with the raw writers at least once");
     }
 
     /// <summary>
     /// <see cref="DocumentStore.Get"/> reads the latest version without registering a snapshot: two writers overwrite
     /// one document as fast as they can while a reader loops <c>Get</c>. Every read must find the document (it always
-    /// exists), at a version no older than the one the reader saw before. Pruning by the two writes that follow a read's
-    /// visible sequence once cut the chain under the reader (about 1 null per 100,000 gets).
+    /// exists), at a version no older than the one the reader saw before. Pruning by the two writes that follow a
+    /// read's visible sequence once cut the chain under the reader (about 1 null per 100,000 gets).
     /// </summary>
     [Theory]
     [InlineData(DurabilityMode.Buffered, 1)]
     [InlineData(DurabilityMode.Durable, 1)]
     [InlineData(DurabilityMode.Durable, 2)]
-    public async Task Get_always_finds_a_document_that_other_threads_keep_overwriting(DurabilityMode durability, int maxGroupsInFlight)
+    public async Task Get_always_finds_a_document_that_other_threads_keep_overwriting(DurabilityMode durability,
+        int maxGroupsInFlight)
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"), System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
+            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.Durability = durability;

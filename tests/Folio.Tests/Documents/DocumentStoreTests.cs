@@ -95,7 +95,8 @@ public sealed class DocumentStoreTests
         Assert.Contains("u/1", conflict.Message, StringComparison.Ordinal);
 
         // Nothing of the failed session was written; the store is usable.
-        Assert.Contains("first", Encoding.UTF8.GetString(store.Get("User", "u/1")!.Value.Json.Span), StringComparison.Ordinal);
+        Assert.Contains("first", Encoding.UTF8.GetString(store.Get("User", "u/1")!.Value.Json.Span),
+            StringComparison.Ordinal);
         await using var third = store.OpenSession();
         (await third.LoadAsync<User>("u/1"))!.Age = 99;
         await third.SaveChangesAsync();
@@ -176,10 +177,12 @@ public sealed class DocumentStoreTests
 
         Assert.Null(store.Get("User", "u/1"));
         long version = await store.PutAsync("User", "u/2", Encoding.UTF8.GetBytes("{}"));
-        await Assert.ThrowsAsync<ConcurrencyException>(() => store.DeleteAsync("User", "u/2", expectedVersion: version + 5).AsTask());
+        await Assert.ThrowsAsync<ConcurrencyException>(()
+            => store.DeleteAsync("User", "u/2", expectedVersion: version + 5).AsTask());
         await store.DeleteAsync("User", "u/2", expectedVersion: version);
         Assert.Null(store.Get("User", "u/2"));
-        await Assert.ThrowsAsync<ConcurrencyException>(() => store.PutAsync("User", "u/3", "{}"u8.ToArray(), expectedVersion: 7).AsTask());
+        await Assert.ThrowsAsync<ConcurrencyException>(()
+            => store.PutAsync("User", "u/3", "{}"u8.ToArray(), expectedVersion: 7).AsTask());
         Assert.True(await store.PutAsync("User", "u/3", "{}"u8.ToArray(), expectedVersion: 0) > 0);
     }
 
@@ -219,16 +222,19 @@ public sealed class DocumentStoreTests
     public async Task Bad_input_gets_typed_exceptions_and_leaves_the_store_usable()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { MaxDocumentSize = 1024, SegmentSize = 1 << 20 });
+        await using var store = DocumentStore.Open(dir.Path,
+            new DocumentStoreOptions { MaxDocumentSize = 1024, SegmentSize = 1 << 20 });
         await using var session = store.OpenSession();
         Assert.Throws<ArgumentException>(() => session.Store(new User(), ""));
         Assert.Throws<ArgumentException>(() => session.Store(new User(), new string('x', 2049)));
         Assert.Throws<ArgumentException>(() => session.Store(new User(), "bad\u0001id"));
         await Assert.ThrowsAsync<ArgumentException>(() => session.LoadAsync<User>("").AsTask());
         await Assert.ThrowsAnyAsync<ArgumentException>(() => store.PutAsync("User", null!, "{}"u8.ToArray()).AsTask());
-        await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("User", "u/1", "{not json"u8.ToArray()).AsTask());
+        await Assert.ThrowsAsync<ArgumentException>(()
+            => store.PutAsync("User", "u/1", "{not json"u8.ToArray()).AsTask());
         await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("User", "u/1", "{} {}"u8.ToArray()).AsTask());
-        var tooLarge = await Assert.ThrowsAsync<DocumentTooLargeException>(() => store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes($"\"{new string('x', 2000)}\"")).AsTask());
+        var tooLarge = await Assert.ThrowsAsync<DocumentTooLargeException>(()
+            => store.PutAsync("User", "u/1", Encoding.UTF8.GetBytes($"\"{new string('x', 2000)}\"")).AsTask());
         Assert.Equal(1024, tooLarge.Limit);
 
         session.Store(new User { Name = new string('y', 2000) }, "u/big");
@@ -255,10 +261,13 @@ public sealed class DocumentStoreTests
             Assert.Equal("fine", (await reader.LoadAsync<User>("u/ok"))!.Name); // the session is still usable
             Assert.Null(await reader.LoadAsync<User>("u/missing"));
         }
-        Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxDocumentSize = 0 }));
-        var depth = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxGroupsInFlight = 0 }));
+        Assert.Throws<ArgumentOutOfRangeException>(()
+            => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxDocumentSize = 0 }));
+        var depth = Assert.Throws<ArgumentOutOfRangeException>(()
+            => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxGroupsInFlight = 0 }));
         Assert.Equal("MaxGroupsInFlight", depth.ParamName);
-        Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxGroupsInFlight = 7 }));
+        Assert.Throws<ArgumentOutOfRangeException>(()
+            => DocumentStore.Open(dir.Path + "-other", new DocumentStoreOptions { MaxGroupsInFlight = 7 }));
         Assert.Throws<StoreLockedException>(() => DocumentStore.Open(dir.Path));
     }
 

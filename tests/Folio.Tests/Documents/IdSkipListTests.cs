@@ -12,7 +12,8 @@ namespace Folio.Tests.Documents;
 /// </summary>
 public sealed class IdSkipListTests
 {
-    private static readonly string[] s_alphabet = ["a", "b", "ab", "a/", "a/1", "a/10", "a/2", "b/", "\uffff", "a\uffff", "é", "\U0001F600"];
+    private static readonly string[] s_alphabet = ["a", "b", "ab", "a/", "a/1", "a/10", "a/2", "b/", "\uffff",
+        "a\uffff", "é", "\U0001F600"];
 
     /// <summary>
     /// Random inserts (duplicates included) of ids built from a small alphabet, then every range and prefix query over
@@ -35,11 +36,14 @@ public sealed class IdSkipListTests
         foreach (string from in s_alphabet.Append(""))
         {
             string? prefixEnd = VersionedIndex.PrefixEnd(from);
-            Assert.Equal(model.Where(id => id.StartsWith(from, StringComparison.Ordinal)), Walk(list, from, prefixEnd, descending: false));
-            Assert.Equal(model.Where(id => id.StartsWith(from, StringComparison.Ordinal)).Reverse(), Walk(list, from, prefixEnd, descending: true));
+            Assert.Equal(model.Where(id => id.StartsWith(from, StringComparison.Ordinal)),
+                Walk(list, from, prefixEnd, descending: false));
+            Assert.Equal(model.Where(id => id.StartsWith(from, StringComparison.Ordinal)).Reverse(),
+                Walk(list, from, prefixEnd, descending: true));
             foreach (string to in s_alphabet)
             {
-                IEnumerable<string> expected = model.Where(id => string.CompareOrdinal(id, from) >= 0 && string.CompareOrdinal(id, to) < 0);
+                IEnumerable<string> expected = model.Where(id => string.CompareOrdinal(id, from) >= 0
+                    && string.CompareOrdinal(id, to) < 0);
                 Assert.Equal(expected, Walk(list, from, to, descending: false));
                 Assert.Equal(expected.Reverse(), Walk(list, from, to, descending: true));
             }
@@ -53,7 +57,8 @@ public sealed class IdSkipListTests
     [InlineData("a\uffff", "b")]
     [InlineData("\uffff\uffff", null)]
     [InlineData("ab\uffff\uffff", "ac")]
-    public void The_end_of_a_prefix_is_the_first_string_after_every_string_that_starts_with_it(string prefix, string? end)
+    public void The_end_of_a_prefix_is_the_first_string_after_every_string_that_starts_with_it(string prefix,
+        string? end)
     {
         Assert.Equal(end, VersionedIndex.PrefixEnd(prefix));
     }
@@ -66,13 +71,15 @@ public sealed class IdSkipListTests
     [Fact]
     public void Readers_walking_while_the_writer_inserts_see_every_published_id_in_order()
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"), System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 2;
+        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
+            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 2;
         const int Ids = 200_000;
         string[] ids = Enumerable.Range(0, Ids).Select(i => $"k{i * 7919 % Ids:D6}").ToArray();
         var list = new IdSkipList();
         int published = 0;
         var failures = new System.Collections.Concurrent.ConcurrentQueue<string>();
-        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds), () => false, TimeSpan.Zero);
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds), () => false,
+            TimeSpan.Zero);
 
         var writer = new Thread(() =>
         {
@@ -103,7 +110,8 @@ public sealed class IdSkipListTests
                 {
                     if ((string.CompareOrdinal(seen[i - 1], seen[i]) < 0) == descending)
                     {
-                        failures.Enqueue($"out of order: {seen[i - 1]}, {seen[i]} ({(descending ? "descending" : "ascending")})");
+                        failures.Enqueue(
+                            $"out of order: {seen[i - 1]}, {seen[i]} ({(descending ? "descending" : "ascending")})");
                     }
                 }
 
@@ -155,7 +163,8 @@ public sealed class IdSkipListTests
     private static List<string> Walk(IdSkipList list, string? fromInclusive, string? toExclusive, bool descending)
     {
         var ids = new List<string>();
-        for (IdSkipList.Node? node = descending ? list.Last(toExclusive) : list.First(fromInclusive); node is not null; node = descending ? node.Previous : node.Next)
+        for (IdSkipList.Node? node = descending ? list.Last(toExclusive)
+            : list.First(fromInclusive); node is not null; node = descending ? node.Previous : node.Next)
         {
             bool inRange = (fromInclusive is null || string.CompareOrdinal(node.Id, fromInclusive) >= 0)
                 && (toExclusive is null || string.CompareOrdinal(node.Id, toExclusive) < 0);

@@ -75,8 +75,10 @@ public sealed class InputValidationTests
         using var dir = new TempDirectory();
         await using (var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
         {
-            await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("Bad", "dup\uD800", "1"u8.ToArray()).AsTask());
-            await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("Bad", "dup\uDBFF", "2"u8.ToArray()).AsTask());
+            await Assert.ThrowsAsync<ArgumentException>(()
+                => store.PutAsync("Bad", "dup\uD800", "1"u8.ToArray()).AsTask());
+            await Assert.ThrowsAsync<ArgumentException>(()
+                => store.PutAsync("Bad", "dup\uDBFF", "2"u8.ToArray()).AsTask());
             await store.PutAsync("Bad", "dup\uFFFD", "3"u8.ToArray());
         }
 
@@ -150,7 +152,8 @@ public sealed class InputValidationTests
         Assert.NotNull(await reader.LoadAsync<User>("u/1"));
     }
 
-    private static byte[] Bytes(ReadOnlySpan<byte> head, byte[] middle, ReadOnlySpan<byte> tail) => [.. head, .. middle, .. tail];
+    private static byte[] Bytes(ReadOnlySpan<byte> head, byte[] middle, ReadOnlySpan<byte> tail)
+        => [.. head, .. middle, .. tail];
 
     [Fact]
     public async Task A_save_whose_documents_together_overflow_one_journal_record_is_refused_clearly_and_can_be_split()
@@ -158,7 +161,8 @@ public sealed class InputValidationTests
         // The defaults scaled down 16 times: 4 MiB segments, 1 MiB documents, five documents of 0.94 MiB in one save
         // (as five 15 MiB documents overflow the default 64 MiB segment).
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { SegmentSize = 4 << 20, MaxDocumentSize = 1 << 20 });
+        await using var store = DocumentStore.Open(dir.Path,
+            new DocumentStoreOptions { SegmentSize = 4 << 20, MaxDocumentSize = 1 << 20 });
         string payload = new('x', (15 << 20) / 16);
         await using (DocumentSession session = store.OpenSession())
         {
@@ -169,7 +173,8 @@ public sealed class InputValidationTests
 
             var error = await Assert.ThrowsAsync<DocumentTooLargeException>(() => session.SaveChangesAsync());
             Assert.IsAssignableFrom<FolioException>(error);
-            Assert.Contains("one save is written atomically as one journal record", error.Message, StringComparison.Ordinal);
+            Assert.Contains("one save is written atomically as one journal record", error.Message,
+                StringComparison.Ordinal);
             Assert.Contains("SaveChangesAsync", error.Message, StringComparison.Ordinal);
             Assert.True(error.Size > error.Limit);
             Assert.Equal(0, store.LastCommittedSequence);

@@ -62,10 +62,13 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             Assert.True(bytes.Length is 1024 or 1536 or 2048, $"{bytes.Length} bytes");
             for (int sector = 1024; sector < bytes.Length; sector += PowerLossFileSystem.SectorSize)
             {
-                Assert.True(bytes.AsSpan(sector, PowerLossFileSystem.SectorSize).IndexOfAnyExcept((byte)2, (byte)0) < 0);
+                Assert.True(
+                    bytes.AsSpan(sector, PowerLossFileSystem.SectorSize).IndexOfAnyExcept((byte)2, (byte)0) < 0);
             }
 
-            outcomes.Add($"{bytes.Length}:{bytes.AsSpan(1024).IndexOf((byte)0) >= 0}:{File.Exists(Path.Combine(after.Path, "unsynced"))}");
+            outcomes.Add(
+                $"{bytes.Length}:{bytes.AsSpan(1024).IndexOf((byte)0) >= 0}:" +
+                    $"{File.Exists(Path.Combine(after.Path, "unsynced"))}");
         }
 
         // Every outcome happens: the unsynced tail dropped, kept or torn; the unsynced name kept or lost.
@@ -79,8 +82,10 @@ public sealed class PowerLossTests(ITestOutputHelper output)
     [Fact]
     public async Task Every_durable_commit_survives_power_cuts_no_batch_is_partial_and_nothing_unwritten_appears()
     {
-        int cuts = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_CUTS"), out int c) ? c : DefaultCuts;
-        int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_SEED"), out int s) ? s : Random.Shared.Next();
+        int cuts = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_CUTS"), out int c) ? c
+            : DefaultCuts;
+        int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_SEED"), out int s) ? s
+            : Random.Shared.Next();
         var random = new Random(seed);
         var stats = new Stats();
         var clock = Stopwatch.StartNew();
@@ -104,7 +109,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
 
             var files = new PowerLossFileSystem(current);
             DocumentStoreOptions options = RandomOptions(random, files);
-            string context = $"seed {seed}, cut {cut}, options {Describe(options)}; the last cut kept:\n  {string.Join("\n  ", lastCut)}";
+            string context = $"seed {seed}, cut {cut}, options {Describe(options)}; the last cut kept:\n  " +
+                $"{string.Join("\n  ", lastCut)}";
             DocumentStore store;
             try
             {
@@ -123,8 +129,12 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                     break;
                 }
 
-                DurabilityMode?[] modes = [.. writers.Select(_ => (DurabilityMode?)(random.Next(3) switch { 0 => DurabilityMode.Durable, 1 => DurabilityMode.Buffered, _ => null }))];
-                List<Task> running = [.. writers.Select((w, i) => Task.Run(() => WriteUntilThePowerGoesAsync(store, w, modes[i] ?? options.Durability, modes[i], stats)))];
+                DurabilityMode?[] modes = [.. writers.Select(_
+                    => (DurabilityMode?)(
+                    random.Next(3) switch { 0 => DurabilityMode.Durable, 1 => DurabilityMode.Buffered, _ => null }))];
+                List<Task> running = [.. writers.Select((w, i)
+                    => Task.Run(()
+                    => WriteUntilThePowerGoesAsync(store, w, modes[i] ?? options.Durability, modes[i], stats)))];
 
                 // The cut comes from a thread of its own: writers whose commits complete inline can keep the pool's
                 // threads busy, and a timer's callback would wait for them.
@@ -157,18 +167,24 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             stats.Cuts++;
         }
 
-        output.WriteLine($"seed {seed}: {stats.Cuts} power cuts in {clock.Elapsed.TotalSeconds:F1} s; {stats.Acknowledged} batches acknowledged " +
-            $"({stats.AcknowledgedDurable} durable), {stats.DurableChecked} durable acknowledgements checked after a cut, " +
+        output.WriteLine(
+            $"seed {seed}: {stats.Cuts} power cuts in {clock.Elapsed.TotalSeconds:F1} s; {stats.Acknowledged} " +
+            $"batches acknowledged " +
+            $"({stats.AcknowledgedDurable} durable), {stats.DurableChecked} durable acknowledgements checked after a " +
+                $"cut, " +
             $"{stats.BufferedLost} buffered acknowledgements lost as allowed, {stats.MaxSegments} segments at most");
         Assert.Equal(cuts, stats.Cuts);
-        Assert.True(stats.DurableChecked > 0 && stats.MaxSegments > 2, $"the workload must acknowledge durable commits and rotate: {stats.DurableChecked}, {stats.MaxSegments}");
+        Assert.True(stats.DurableChecked > 0 && stats.MaxSegments > 2,
+            $"the workload must acknowledge durable commits and rotate: {stats.DurableChecked}, {stats.MaxSegments}");
     }
 
     [Fact]
     public void Every_synced_journal_entry_survives_power_cuts_across_rotations_and_purges()
     {
-        int cuts = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_CUTS"), out int c) ? c : DefaultCuts;
-        int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_SEED"), out int s) ? s : Random.Shared.Next();
+        int cuts = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_CUTS"), out int c) ? c
+            : DefaultCuts;
+        int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_SEED"), out int s) ? s
+            : Random.Shared.Next();
         var random = new Random(seed);
         using var work = new TempDirectory();
         string current = Path.Combine(work.Path, "g0");
@@ -185,7 +201,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             WriteAheadJournal journal;
             try
             {
-                journal = WriteAheadJournal.Open(current, new JournalOptions { SegmentSize = 4096, FileSystem = files });
+                journal = WriteAheadJournal.Open(current,
+                    new JournalOptions { SegmentSize = 4096, FileSystem = files });
             }
             catch (Exception e)
             {
@@ -198,12 +215,14 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                 long first = journal.FirstSequence;
                 Check(last >= synced, $"synced entries up to {synced} were lost: the journal ends at {last}");
                 Check(last <= appended, $"the journal ends at {last}, but only {appended} entries were appended");
-                Check(first <= Math.Max(1, purgeLimit), $"the journal starts at {first}, but no purge asked to remove entries at or after {purgeLimit}");
+                Check(first <= Math.Max(1, purgeLimit),
+                    $"the journal starts at {first}, but no purge asked to remove entries at or after {purgeLimit}");
                 long expected = first;
                 foreach ((long sequence, _, byte[] data) in journal.ReadAll(first))
                 {
                     Check(sequence == expected, $"entry {expected} is missing (found {sequence})");
-                    Check(data.AsSpan().SequenceEqual(Payload(seed, sequence)), $"entry {sequence} holds bytes never appended");
+                    Check(data.AsSpan().SequenceEqual(Payload(seed, sequence)),
+                        $"entry {sequence} holds bytes never appended");
                     expected++;
                     checkedEntries++;
                 }
@@ -238,7 +257,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                         }
                         else
                         {
-                            long limit = journal.FirstSequence + random.Next((int)Math.Max(1, synced - journal.FirstSequence + 1));
+                            long limit = journal.FirstSequence
+                                + random.Next((int)Math.Max(1, synced - journal.FirstSequence + 1));
                             purgeLimit = Math.Max(purgeLimit, limit);
                             journal.Purge(limit);
                             purges++;
@@ -259,7 +279,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             current = next;
         }
 
-        output.WriteLine($"seed {seed}: {cuts} power cuts of a journal, {checkedEntries} entries checked, {purges} purges");
+        output.WriteLine(
+            $"seed {seed}: {cuts} power cuts of a journal, {checkedEntries} entries checked, {purges} purges");
         Assert.True(purges > 0 && checkedEntries > 0);
 
         void Check(bool condition, string message)
@@ -288,10 +309,12 @@ public sealed class PowerLossTests(ITestOutputHelper output)
     };
 
     private static string Describe(DocumentStoreOptions options) =>
-        $"{options.Durability}, {options.MaxGroupsInFlight} groups in flight, buffered sync every {options.BufferedSyncInterval.TotalMilliseconds} ms";
+        $"{options.Durability}, {options.MaxGroupsInFlight} groups in flight, buffered sync every " +
+            $"{options.BufferedSyncInterval.TotalMilliseconds} ms";
 
     /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
-    private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer, DurabilityMode effective, DurabilityMode? sessionMode, Stats stats)
+    private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer,
+        DurabilityMode effective, DurabilityMode? sessionMode, Stats stats)
     {
         var random = new Random(writer.Id * 7919 + (int)writer.Attempted);
         while (true)
@@ -329,14 +352,20 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         {
             (long a, long aVersion) = Read(store, $"{writer.Id}-a", writer, context);
             (long b, long bVersion) = Read(store, $"{writer.Id}-b", writer, context);
-            Check(a == b && aVersion == bVersion, $"writer {writer.Id}: a partial batch survived (a from batch {a} at {aVersion}, b from batch {b} at {bVersion})");
-            Check(a <= writer.Attempted, $"writer {writer.Id}: batch {a} was never written (the last attempted is {writer.Attempted})");
-            Check(a >= writer.Recovered, $"writer {writer.Id}: batch {writer.Recovered} was recovered before, and is gone now (found {a})");
+            Check(a == b && aVersion == bVersion,
+                $"writer {writer.Id}: a partial batch survived (a from batch {a} at {aVersion}, b from batch {b} at " +
+                $"{bVersion})");
+            Check(a <= writer.Attempted,
+                $"writer {writer.Id}: batch {a} was never written (the last attempted is {writer.Attempted})");
+            Check(a >= writer.Recovered,
+                $"writer {writer.Id}: batch {writer.Recovered} was recovered before, and is gone now (found {a})");
             foreach ((long batch, long sequence, bool durable) in writer.Acknowledged)
             {
                 if (durable)
                 {
-                    Check(sequence <= last && a >= batch, $"writer {writer.Id}: durable batch {batch} (sequence {sequence}) was acknowledged and lost; the store recovered up to {last}, the writer's batch {a}");
+                    Check(sequence <= last && a >= batch,
+                        $"writer {writer.Id}: durable batch {batch} (sequence {sequence}) was acknowledged and lost; " +
+                        $"the store recovered up to {last}, the writer's batch {a}");
                     stats.DurableChecked++;
                 }
                 else if (sequence > last)
@@ -344,10 +373,13 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                     stats.BufferedLost++;
                 }
 
-                Check(sequence <= last == a >= batch, $"writer {writer.Id}: not a prefix: batch {batch} at sequence {sequence}, recovered up to {last} with the writer at batch {a}");
+                Check(sequence <= last == a >= batch,
+                    $"writer {writer.Id}: not a prefix: batch {batch} at sequence {sequence}, recovered up to {last} " +
+                    $"with the writer at batch {a}");
                 if (batch == a)
                 {
-                    Check(aVersion == sequence, $"writer {writer.Id}: batch {a} has version {aVersion}, it was acknowledged at {sequence}");
+                    Check(aVersion == sequence,
+                        $"writer {writer.Id}: batch {a} has version {aVersion}, it was acknowledged at {sequence}");
                 }
             }
 
@@ -375,7 +407,9 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         Doc doc = JsonSerializer.Deserialize<Doc>(stored.Value.Json.Span)!;
         if (doc.W != writer.Id || doc.P.AsSpan().IndexOfAnyExcept('p') >= 0)
         {
-            throw new Xunit.Sdk.XunitException($"document {id} holds bytes no writer wrote: {Encoding.UTF8.GetString(stored.Value.Json.Span)} ({context})");
+            throw new Xunit.Sdk.XunitException(
+                $"document {id} holds bytes no writer wrote: {Encoding.UTF8.GetString(stored.Value.Json.Span)} " +
+                $"({context})");
         }
 
         return (doc.B, stored.Value.Version);
@@ -394,13 +428,15 @@ public sealed class PowerLossTests(ITestOutputHelper output)
     {
         public int Id { get; } = id;
 
-        /// <summary>The last batch number tried (numbers are never reused, so a lost batch cannot come back as another).</summary>
+        /// <summary>The last batch number tried (numbers are never reused, so a lost batch cannot come back as
+        /// another).</summary>
         public long Attempted;
 
         /// <summary>The batch found by the last recovery: durable since (recovery syncs what it found).</summary>
         public long Recovered;
 
-        /// <summary>Batches acknowledged since the last recovery: number, commit sequence, whether acknowledged as durable.</summary>
+        /// <summary>Batches acknowledged since the last recovery: number, commit sequence, whether acknowledged as
+        /// durable.</summary>
         public List<(long Batch, long Sequence, bool Durable)> Acknowledged { get; } = [];
     }
 

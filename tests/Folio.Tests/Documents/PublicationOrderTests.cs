@@ -26,7 +26,8 @@ public sealed class PublicationOrderTests
 
     [Theory]
     [MemberData(nameof(Pipelines))]
-    public async Task The_change_feed_shows_only_commits_that_are_durable_and_already_visible_to_reads(int groupsInFlight, bool mixedDurability)
+    public async Task The_change_feed_shows_only_commits_that_are_durable_and_already_visible_to_reads(
+        int groupsInFlight, bool mixedDurability)
     {
         using var dir = new TempDirectory();
         var options = new DocumentStoreOptions
@@ -48,7 +49,8 @@ public sealed class PublicationOrderTests
         var writers = Enumerable.Range(0, 8).Select(w => Task.Run(async () =>
         {
             string padding = new('x', 200 + (w * 50));
-            for (int n = 0; clock.Elapsed < duration || (journal.SegmentCount <= 12 && clock.Elapsed < TestDeadline.Hang / 2); n++)
+            for (int n = 0; clock.Elapsed < duration
+                || (journal.SegmentCount <= 12 && clock.Elapsed < TestDeadline.Hang / 2); n++)
             {
                 await using var session = store.OpenSession();
                 if (mixedDurability && w % 2 == 0)
@@ -81,7 +83,8 @@ public sealed class PublicationOrderTests
 
                     if (current is null || current.Value.Version != change.Sequence)
                     {
-                        violation ??= $"change {change.Sequence} ({change.Id}) was published before Get showed it ({(current is null ? "null" : current.Value.Version.ToString())})";
+                        violation ??= $"change {change.Sequence} ({change.Id}) was published before Get showed it " +
+                            $"({(current is null ? "null" : current.Value.Version.ToString())})";
                     }
                 }
             }
@@ -118,10 +121,13 @@ public sealed class PublicationOrderTests
         using var gate = new ManualResetEventSlim();
         files.SyncGateHoldsOne = true;
         files.SyncGate = gate;
-        Task<long> first = Task.Run(() => store.PutAsync("users", "first", "{}"u8.ToArray()).AsTask()); // may commit inline
+        // may commit inline
+        Task<long> first = Task.Run(() => store.PutAsync("users", "first", "{}"u8.ToArray()).AsTask());
         Assert.True(files.SyncWaiting.Wait(TimeSpan.FromSeconds(30)), "the first group reached its fsync");
-        var group = Enumerable.Range(0, 16).Select(i => store.PutAsync("users", $"g/{i:D2}", "{}"u8.ToArray()).AsTask()).ToList();
-        files.Arm(FileFault.SyncFails); // the first group's sync is past its fault check: the next sync, the group's, fails
+        var group = Enumerable.Range(0, 16).Select(i => store.PutAsync("users", $"g/{i:D2}", "{}"u8.ToArray()).AsTask())
+            .ToList();
+        // the first group's sync is past its fault check: the next sync, the group's, fails
+        files.Arm(FileFault.SyncFails);
         gate.Set();
 
         long firstSequence = await first;
@@ -158,12 +164,16 @@ public sealed class PublicationOrderTests
         // Group A's fsync is held; group B does not fit in the segment, so its write rotates (and syncs) A's segment.
         fixture.Files.SyncGateHoldsOne = true;
         Task<CommitResult>? a = null;
-        var gate = fixture.HoldNextSync(() => a = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "a", Encoding.UTF8.GetBytes("{}"))).AsTask()));
+        var gate = fixture.HoldNextSync(()
+            => a = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "a", Encoding.UTF8.GetBytes("{}"))).AsTask()));
         try
         {
             byte[] large = Encoding.UTF8.GetBytes($"{{\"p\":\"{new string('x', 3940)}\"}}");
-            Task<CommitResult> b = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "b", large)).AsTask());
-            await WaitUntilAsync(() => fixture.Journal.SegmentCount >= 2 && fixture.Journal.LastAppendedSequence >= before + 2);
+            Task<CommitResult> b = Task.Run(()
+                => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "b", large)).AsTask());
+            await WaitUntilAsync(() => fixture.Journal.SegmentCount >= 2
+                && fixture.Journal.LastAppendedSequence >= before + 2);
 
             // A is durable now (the rotation synced it) but neither applied nor acknowledged: no reader may see it.
             Assert.True(fixture.Journal.DurableSequence > before);

@@ -6,7 +6,8 @@ using Folio.Transactions;
 
 namespace Folio.Tests.Documents;
 
-/// <summary>Reopening a store replays its journal as a bulk load (see <see cref="VersionedIndex.BeginBulkLoad"/>).</summary>
+/// <summary>Reopening a store replays its journal as a bulk load (see
+/// <see cref="VersionedIndex.BeginBulkLoad"/>).</summary>
 public sealed class RecoveryReplayTests
 {
     /// <summary>
@@ -19,7 +20,8 @@ public sealed class RecoveryReplayTests
     [InlineData(2, 0, 60, 400, 6000)]
     [InlineData(3, 1024 * 1024, 60, 400, 6000)] // values spread over several segments
     [InlineData(4, 1024 * 1024, 800, 12_000, 300)] // enough puts for the parallel end of the bulk load, over segments
-    public async Task Replay_rebuilds_overwrites_deletes_and_puts_after_deletes_in_id_order(int seed, long segmentSize, int batches, int ids, int maxPad)
+    public async Task Replay_rebuilds_overwrites_deletes_and_puts_after_deletes_in_id_order(int seed, long segmentSize,
+        int batches, int ids, int maxPad)
     {
         using var dir = new TempDirectory();
         var random = new Random(seed);
@@ -57,7 +59,8 @@ public sealed class RecoveryReplayTests
                     }
                     else
                     {
-                        int pad = random.Next(100) == 0 ? 5000 : random.Next(maxPad); // now and then one over the slabbed size
+                        // now and then one over the slabbed size
+                        int pad = random.Next(100) == 0 ? 5000 : random.Next(maxPad);
                         string json = $"{{\"n\":{random.Next()},\"pad\":\"{new string('x', pad)}\"}}";
                         batch.Put(collection, id, Encoding.UTF8.GetBytes(json));
                         changes[(collection, id)] = json;
@@ -82,7 +85,8 @@ public sealed class RecoveryReplayTests
 
         if (batches > 60)
         {
-            Assert.True(puts >= VersionedIndex.MinPutsForParallelEnd, $"{puts} puts: the replay must take the parallel end");
+            Assert.True(puts >= VersionedIndex.MinPutsForParallelEnd,
+                $"{puts} puts: the replay must take the parallel end");
         }
 
         await using (var store = await DocumentStore.OpenAsync(dir.Path, options))
@@ -126,7 +130,8 @@ public sealed class RecoveryReplayTests
             var first = new CommitBatch();
             for (int i = 0; i < 1000; i++)
             {
-                expected[$"d/{i:D4}"] = Encoding.UTF8.GetBytes($"{{\"first\":{i},\"pad\":\"{new string('p', 1500)}\"}}");
+                expected[$"d/{i:D4}"] = Encoding.UTF8.GetBytes(
+                    $"{{\"first\":{i},\"pad\":\"{new string('p', 1500)}\"}}");
                 first.Put("c", $"d/{i:D4}", expected[$"d/{i:D4}"]);
             }
 
@@ -227,7 +232,8 @@ public sealed class RecoveryReplayTests
         }
 
         Assert.True(model.Count > 2000, $"{model.Count} live documents");
-        Assert.Equal(model.Keys, index.Range("x", null, null, descending: false, index.VisibleSequence).Select(e => e.Id));
+        Assert.Equal(model.Keys,
+            index.Range("x", null, null, descending: false, index.VisibleSequence).Select(e => e.Id));
         foreach ((string id, (long version, string json)) in model)
         {
             DocumentVersion read = index.Get(new DocumentKey("x", id), index.VisibleSequence)!;
@@ -267,12 +273,14 @@ public sealed class RecoveryReplayTests
         System.Buffers.ArrayPool<byte>.Shared.Return(entry); // Encode rents it
     }
 
-    private static void AssertAgrees(DocumentStore store, string[] collections, Dictionary<(string Collection, string Id), (long Version, string Json)> model)
+    private static void AssertAgrees(DocumentStore store, string[] collections,
+        Dictionary<(string Collection, string Id), (long Version, string Json)> model)
     {
         long snapshot = store.Index.VisibleSequence;
         foreach (string collection in collections)
         {
-            var expected = model.Where(p => p.Key.Collection == collection).OrderBy(p => p.Key.Id, StringComparer.Ordinal).ToList();
+            var expected = model.Where(p => p.Key.Collection == collection)
+                .OrderBy(p => p.Key.Id, StringComparer.Ordinal).ToList();
             var actual = store.Index.Range(collection, null, null, descending: false, snapshot).ToList();
             Assert.Equal(expected.Select(p => p.Key.Id), actual.Select(a => a.Id));
             for (int i = 0; i < expected.Count; i++)
@@ -281,7 +289,8 @@ public sealed class RecoveryReplayTests
                 Assert.Equal(expected[i].Value.Json, Encoding.UTF8.GetString(actual[i].Version.Json.Span));
             }
 
-            Assert.Equal(expected.Select(p => p.Key.Id).Reverse(), store.Index.Range(collection, null, null, descending: true, snapshot).Select(a => a.Id));
+            Assert.Equal(expected.Select(p => p.Key.Id).Reverse(),
+                store.Index.Range(collection, null, null, descending: true, snapshot).Select(a => a.Id));
         }
     }
 }

@@ -10,7 +10,8 @@ namespace Folio.Tests.Documents;
 /// Sessions that are never disposed must neither freeze reads nor pin old versions forever: the snapshot registry
 /// grows instead of waiting for a free slot, a session that the collector finds unreachable releases its snapshot,
 /// and a session kept alive but forgotten stops holding versions back after
-/// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>, after which its reads throw <see cref="SnapshotExpiredException"/>
+/// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>, after which its reads throw
+/// <see cref="SnapshotExpiredException"/>
 /// rather than return a wrong answer.
 /// </summary>
 public sealed class SnapshotLifetimeTests
@@ -111,7 +112,8 @@ public sealed class SnapshotLifetimeTests
             await store.PutAsync("User", "hot", Encoding.UTF8.GetBytes($"{{\"Name\":\"v{i}\"}}"));
         }
 
-        Assert.True(store.Index.ChainLength(key) <= 2, $"chain length {store.Index.ChainLength(key)} after the snapshots expired");
+        Assert.True(store.Index.ChainLength(key) <= 2,
+            $"chain length {store.Index.ChainLength(key)} after the snapshots expired");
 
         // The stale sessions' next reads fail loudly instead of answering from versions that are gone.
         DocumentSession stale = forgotten[^1];
@@ -130,7 +132,8 @@ public sealed class SnapshotLifetimeTests
         // A stale session can still save what it tracks (its writes are checked against the committed state).
         User mine = (await forgotten[2].LoadAsync<User>("hot"))!;
         mine.Name = "from a stale session";
-        await Assert.ThrowsAsync<ConcurrencyException>(() => forgotten[2].SaveChangesAsync()); // it loaded v0, long gone
+        // it loaded v0, long gone
+        await Assert.ThrowsAsync<ConcurrencyException>(() => forgotten[2].SaveChangesAsync());
 
         foreach (DocumentSession session in forgotten)
         {
@@ -162,7 +165,9 @@ public sealed class SnapshotLifetimeTests
         long expired = 0;
         long answered = 0;
         bool Done() => clock.Elapsed > TimeSpan.FromSeconds(20)
-            || (clock.Elapsed > TimeSpan.FromSeconds(1) && Interlocked.Read(ref answered) > 0 && Interlocked.Read(ref expired) > 0);
+            || (clock.Elapsed > TimeSpan.FromSeconds(1)
+                && Interlocked.Read(ref answered) > 0
+                && Interlocked.Read(ref expired) > 0);
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
             for (int n = 0; !Done(); n++)
@@ -184,7 +189,8 @@ public sealed class SnapshotLifetimeTests
                         User? user = await session.LoadAsync<User>(id);
                         if (user is null || session.GetVersion(user) > session.SnapshotSequence)
                         {
-                            wrong ??= $"{id}: {(user is null ? "null" : $"version {session.GetVersion(user)}")} at snapshot {session.SnapshotSequence}";
+                            wrong ??= $"{id}: {(user is null ? "null" : $"version {session.GetVersion(user)}")} at " +
+                                $"snapshot {session.SnapshotSequence}";
                         }
 
                         Interlocked.Increment(ref answered);

@@ -39,8 +39,10 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
         {
             if (cycle % CyclesPerStore == 0)
             {
-                // A new store every few cycles, so that a long run's journal (and its replay) does not grow without end.
-                folder = Path.Combine(root.Path, string.Create(CultureInfo.InvariantCulture, $"store{cycle / CyclesPerStore}"));
+                // A new store every few cycles, so that a long run's journal (and its replay) does not grow without
+                // end.
+                folder = Path.Combine(root.Path,
+                    string.Create(CultureInfo.InvariantCulture, $"store{cycle / CyclesPerStore}"));
                 for (int writer = 0; writer < Writers; writer++)
                 {
                     model[writer] = new(StringComparer.Ordinal);
@@ -51,7 +53,8 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
 
             bool lastOfStore = cycle == cycles - 1 || cycle % CyclesPerStore == CyclesPerStore - 1;
             string tag = string.Create(CultureInfo.InvariantCulture, $"c{cycle}");
-            List<(long Sequence, int Writer, long Batch)> acks = await RunChildUntilKilledAsync(folder, tag, random, lastOfStore, ackedPuts);
+            List<(long Sequence, int Writer, long Batch)> acks = await RunChildUntilKilledAsync(folder, tag, random,
+                lastOfStore, ackedPuts);
 
             var lastAcked = new long[Writers];
             Array.Fill(lastAcked, -1);
@@ -69,7 +72,8 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
             for (int writer = 0; writer < Writers; writer++)
             {
                 // A: the model after the writer's acknowledged batches of this cycle, with their acknowledged versions.
-                var acknowledged = new Dictionary<string, (byte[] Json, long Version)>(model[writer], StringComparer.Ordinal);
+                var acknowledged = new Dictionary<string,
+                    (byte[] Json, long Version)>(model[writer], StringComparer.Ordinal);
                 for (long batch = 0; batch <= lastAcked[writer]; batch++)
                 {
                     Apply(acknowledged, StoreCrashWorkload.Batch(tag, writer, batch), sequences[(writer, batch)]);
@@ -85,30 +89,42 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
                 // B: the same and the next batch, committed but not acknowledged when the child died.
                 Assert.True(
                     Matches(store, acknowledged, next, nextCommitted: true, out string differenceFromNext),
-                    $"cycle {cycle}, writer {writer} (acknowledged through batch {lastAcked[writer]}): the store matches neither the acknowledged state ({firstDifference}) nor that state plus the next batch ({differenceFromNext})");
+                    $"cycle {cycle}, writer {writer} (acknowledged through batch {lastAcked[writer]}): the store " +
+                        $"matches neither the acknowledged state ({firstDifference}) nor that state plus the next " +
+                        $"batch ({differenceFromNext})");
                 long nextVersion = store.Get(StoreCrashWorkload.Collection, next[0].Id)?.Version ?? 0;
                 Apply(acknowledged, next, nextVersion);
                 model[writer] = acknowledged;
                 unacknowledgedCommitted++;
             }
 
-            // No document beyond the model's (the checks above look only at the ids the model and the next batches name).
+            // No document beyond the model's (the checks above look only at the ids the model and the next batches
+            // name).
             Assert.Equal(model.Sum(documents => (long)documents.Count), store.Index.LiveDocuments());
             if (lastOfStore)
             {
                 long journalPuts = CountPuts(store);
-                Assert.True(journalPuts >= VersionedIndex.MinPutsForParallelEnd, $"the store's last reopen replays at least {VersionedIndex.MinPutsForParallelEnd} puts: {journalPuts}");
-                output.WriteLine($"store {cycle / CyclesPerStore}: {journalPuts} puts in the journal, {model.Sum(documents => documents.Count)} live documents after the last reopen");
+                Assert.True(journalPuts >= VersionedIndex.MinPutsForParallelEnd,
+                    $"the store's last reopen replays at least {VersionedIndex.MinPutsForParallelEnd} puts: " +
+                    $"{journalPuts}");
+                output.WriteLine(
+                    $"store {cycle / CyclesPerStore}: {journalPuts} puts in the journal, " +
+                    $"{model.Sum(documents => documents.Count)} live documents after the last reopen");
             }
         }
 
-        output.WriteLine($"{cycles} SIGKILL cycles, {totalAcknowledged} acknowledged batches, {unacknowledgedCommitted} committed batches the child did not live to acknowledge");
+        output.WriteLine(
+            $"{cycles} SIGKILL cycles, {totalAcknowledged} acknowledged batches, {unacknowledgedCommitted} committed " +
+            $"batches the child did not live to acknowledge");
     }
 
-    /// <summary>Starts the child, lets it commit for a random moment (the last cycle: until the journal holds enough puts for the parallel end), kills it and returns its acknowledgements.</summary>
-    private static async Task<List<(long Sequence, int Writer, long Batch)>> RunChildUntilKilledAsync(string folder, string tag, Random random, bool last, long ackedPutsBefore)
+    /// <summary>Starts the child, lets it commit for a random moment (the last cycle: until the journal holds enough
+    /// puts for the parallel end), kills it and returns its acknowledgements.</summary>
+    private static async Task<List<(long Sequence, int Writer, long Batch)>> RunChildUntilKilledAsync(string folder,
+        string tag, Random random, bool last, long ackedPutsBefore)
     {
-        using Process child = CrashHostProcess.Start(folder, tag, Writers.ToString(CultureInfo.InvariantCulture), "store");
+        using Process child = CrashHostProcess.Start(folder, tag, Writers.ToString(CultureInfo.InvariantCulture),
+            "store");
         var acks = new List<(long, int, long)>();
         var reading = Task.Run(() =>
         {
@@ -119,7 +135,10 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
                 {
                     lock (acks)
                     {
-                        acks.Add((long.Parse(parts[1], CultureInfo.InvariantCulture), int.Parse(parts[2], CultureInfo.InvariantCulture), long.Parse(parts[3], CultureInfo.InvariantCulture)));
+                        acks.Add(
+                            (long.Parse(parts[1], CultureInfo.InvariantCulture),
+                            int.Parse(parts[2], CultureInfo.InvariantCulture),
+                            long.Parse(parts[3], CultureInfo.InvariantCulture)));
                     }
                 }
             }
@@ -129,11 +148,13 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
         if (last)
         {
             // Enough acknowledged puts (with a margin) that the journal holds more than the parallel end's minimum.
-            long needed = VersionedIndex.MinPutsForParallelEnd + (2 * StoreCrashWorkload.BatchSize * Writers) - ackedPutsBefore;
+            long needed = VersionedIndex.MinPutsForParallelEnd
+                + (2 * StoreCrashWorkload.BatchSize * Writers) - ackedPutsBefore;
             var waited = Stopwatch.StartNew();
             while (AckedPuts(acks) < needed)
             {
-                Assert.True(waited.Elapsed < TestDeadline.Hang, $"the child acknowledged {AckedPuts(acks)} puts in {waited.Elapsed}, short of {needed}");
+                Assert.True(waited.Elapsed < TestDeadline.Hang,
+                    $"the child acknowledged {AckedPuts(acks)} puts in {waited.Elapsed}, short of {needed}");
                 await Task.Delay(10);
             }
 
@@ -161,7 +182,8 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
         }
     }
 
-    private static void Apply(Dictionary<string, (byte[] Json, long Version)> state, List<(string Id, byte[]? Json)> batch, long version)
+    private static void Apply(Dictionary<string, (byte[] Json, long Version)> state,
+        List<(string Id, byte[]? Json)> batch, long version)
     {
         foreach ((string id, byte[]? json) in batch)
         {
@@ -178,10 +200,11 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
 
     /// <summary>
     /// Whether the store holds, for the ids of one writer, exactly <paramref name="expected"/> (its documents after its
-    /// acknowledged batches) or, when <paramref name="nextCommitted"/>, that state with <paramref name="next"/> applied at
-    /// one version above the acknowledged ones.
+    /// acknowledged batches) or, when <paramref name="nextCommitted"/>, that state with <paramref name="next"/> applied
+    /// at one version above the acknowledged ones.
     /// </summary>
-    private static bool Matches(DocumentStore store, Dictionary<string, (byte[] Json, long Version)> expected, List<(string Id, byte[]? Json)> next, bool nextCommitted, out string difference)
+    private static bool Matches(DocumentStore store, Dictionary<string, (byte[] Json, long Version)> expected,
+        List<(string Id, byte[]? Json)> next, bool nextCommitted, out string difference)
     {
         var touched = new Dictionary<string, byte[]?>(StringComparer.Ordinal);
         foreach ((string id, byte[]? json) in next)
@@ -197,14 +220,16 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
             {
                 if (json is null ? actual is not null : actual is null || !actual.Value.Json.Span.SequenceEqual(json))
                 {
-                    difference = $"{id}: {Describe(actual)}, the next batch {(json is null ? "deletes it" : "puts it")}";
+                    string change = json is null ? "deletes it" : "puts it";
+                    difference = $"{id}: {Describe(actual)}, the next batch {change}";
                     return false;
                 }
 
                 if (actual is { } document)
                 {
                     nextVersion ??= document.Version;
-                    if (document.Version != nextVersion || document.Version <= (expected.TryGetValue(id, out var before) ? before.Version : 0))
+                    if (document.Version != nextVersion
+                        || document.Version <= (expected.TryGetValue(id, out var before) ? before.Version : 0))
                     {
                         difference = $"{id}: version {document.Version} for the next batch";
                         return false;
@@ -215,7 +240,9 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
             }
 
             bool present = expected.TryGetValue(id, out (byte[] Json, long Version) want);
-            if (present != actual.HasValue || (present && (!actual!.Value.Json.Span.SequenceEqual(want.Json) || actual.Value.Version != want.Version)))
+            if (present != actual.HasValue
+                || (present
+                && (!actual!.Value.Json.Span.SequenceEqual(want.Json) || actual.Value.Version != want.Version)))
             {
                 difference = $"{id}: {Describe(actual)}, expected {(present ? $"version {want.Version}" : "absent")}";
                 return false;
@@ -227,7 +254,8 @@ public sealed class StoreCrashRecoveryTests(ITestOutputHelper output)
     }
 
     private static string Describe(StoredDocument? document) =>
-        document is { } d ? string.Create(CultureInfo.InvariantCulture, $"version {d.Version}, {d.Json.Length} bytes") : "absent";
+        document is { } d ? string.Create(CultureInfo.InvariantCulture, $"version {d.Version}, {d.Json.Length} bytes")
+            : "absent";
 
     private static long CountPuts(DocumentStore store)
     {

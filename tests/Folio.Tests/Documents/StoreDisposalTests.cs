@@ -2,7 +2,8 @@ using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Documents;
 
-/// <summary><see cref="DocumentStore.DisposeAsync"/> awaits the commits in flight instead of blocking a thread.</summary>
+/// <summary><see cref="DocumentStore.DisposeAsync"/> awaits the commits in flight instead of blocking a
+/// thread.</summary>
 public sealed class StoreDisposalTests
 {
     [Fact]
@@ -49,9 +50,11 @@ public sealed class StoreDisposalTests
         {
             try
             {
-                await store.PutAsync("C", $"k{i % 10}", "{}"u8.ToArray(), expectedVersion: i % 3 == 0 ? 12345 : null, cancellationToken: cancelled.Token);
+                await store.PutAsync("C", $"k{i % 10}", "{}"u8.ToArray(), expectedVersion: i % 3 == 0 ? 12345 : null,
+                    cancellationToken: cancelled.Token);
             }
-            catch (Exception e) when (e is ConcurrencyException or OperationCanceledException or ObjectDisposedException)
+            catch (Exception e) when (
+                e is ConcurrencyException or OperationCanceledException or ObjectDisposedException)
             {
             }
         })).ToList();

@@ -22,7 +22,8 @@ public sealed class StoreRecoveryTests
 
     [Theory]
     [MemberData(nameof(Modes))]
-    public async Task A_flipped_bit_in_any_synced_record_of_the_newest_segment_is_corruption_not_a_torn_tail(DurabilityMode mode, int groupsInFlight)
+    public async Task A_flipped_bit_in_any_synced_record_of_the_newest_segment_is_corruption_not_a_torn_tail(
+        DurabilityMode mode, int groupsInFlight)
     {
         using var dir = new TempDirectory();
         var options = new DocumentStoreOptions
@@ -56,7 +57,8 @@ public sealed class StoreRecoveryTests
         {
             byte[] damaged = (byte[])original.Clone();
             int length = (int)BinaryPrimitives.ReadUInt32LittleEndian(damaged.AsSpan((int)record + 8));
-            damaged[record + JournalFormat.RecordHeaderSize + random.Next(length - JournalFormat.RecordHeaderSize)] ^= (byte)(1 << random.Next(8));
+            damaged[record + JournalFormat.RecordHeaderSize + random.Next(length - JournalFormat.RecordHeaderSize)] ^= (
+                byte)(1 << random.Next(8));
             File.WriteAllBytes(newest, damaged);
             var error = Assert.Throws<JournalCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
             Assert.Equal(newest, error.FilePath);
@@ -86,7 +88,8 @@ public sealed class StoreRecoveryTests
         string journal = Path.Combine(dir.Path, "journal");
         var deadline = System.Diagnostics.Stopwatch.StartNew();
         JournalDurableMark mark;
-        while (!JournalDurableMark.TryRead(Folio.Storage.PhysicalFileSystem.Instance, journal, out mark) || mark.Sequence < 10)
+        while (!JournalDurableMark.TryRead(Folio.Storage.PhysicalFileSystem.Instance, journal, out mark)
+            || mark.Sequence < 10)
         {
             Assert.True(deadline.Elapsed < TestDeadline.Hang, "the idle store never wrote its durable mark");
             await Task.Delay(20);
@@ -174,7 +177,8 @@ public sealed class StoreRecoveryTests
     public async Task A_store_created_with_small_segments_takes_a_large_document_after_reopening_with_larger_ones()
     {
         using var dir = new TempDirectory();
-        await using (DocumentStore.Open(dir.Path, new DocumentStoreOptions { SegmentSize = 64 * 1024, MaxDocumentSize = 16 * 1024 }))
+        var options = new DocumentStoreOptions { SegmentSize = 64 * 1024, MaxDocumentSize = 16 * 1024 };
+        await using (DocumentStore.Open(dir.Path, options))
         {
         }
 

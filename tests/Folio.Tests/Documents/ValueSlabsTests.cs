@@ -55,7 +55,8 @@ public sealed class ValueSlabsTests
         if (knownTotal && slabbed > 0)
         {
             // Sized to the total: what was copied, plus at most a value's worth of slack per slab (a slab's tail).
-            Assert.True(slabArrays.Sum(a => (long)a.Length) <= Math.Max(slabbed, ValueSlabs.MinSlabSize) + ((long)ValueSlabs.MaxSlabbedValue * slabArrays.Count));
+            Assert.True(slabArrays.Sum(a => (long)a.Length) <= Math.Max(slabbed, ValueSlabs.MinSlabSize)
+                + ((long)ValueSlabs.MaxSlabbedValue * slabArrays.Count));
         }
     }
 

@@ -39,7 +39,8 @@ public sealed class VersionedIndexTests
         var open = new List<IndexSnapshot>();
         long sequence = 0;
         using var dir = new TempDirectory();
-        WriteAheadJournal? journal = replayedCommits > 0 ? WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(64 * 1024)) : null;
+        WriteAheadJournal? journal = replayedCommits > 0
+            ? WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(64 * 1024)) : null;
         foreach (int op in program)
         {
             int argument = op >>> 3;
@@ -63,7 +64,8 @@ public sealed class VersionedIndexTests
                         var batch = new CommitBatch();
                         for (int c = 0; c <= argument % 3; c++)
                         {
-                            var key = new DocumentKey((argument >> (4 + c)) % 2 == 0 ? "x" : "y", s_ids[(argument >> (6 + (3 * c))) % s_ids.Length]);
+                            var key = new DocumentKey((argument >> (4 + c)) % 2 == 0 ? "x" : "y",
+                                s_ids[(argument >> (6 + (3 * c))) % s_ids.Length]);
                             if ((argument >> (2 + c)) % 4 == 0)
                             {
                                 batch.Delete(key.Collection, key.Id);
@@ -129,7 +131,8 @@ public sealed class VersionedIndexTests
         Assert.Equal(states[^1].Count, index.LiveDocuments());
     }
 
-    /// <summary>Replays <paramref name="journal"/> into the empty <paramref name="index"/> as a store's open does, then closes the journal.</summary>
+    /// <summary>Replays <paramref name="journal"/> into the empty <paramref name="index"/> as a store's open does, then
+    /// closes the journal.</summary>
     private static void ReplayInto(VersionedIndex index, WriteAheadJournal journal)
     {
         journal.Sync();
@@ -140,9 +143,11 @@ public sealed class VersionedIndexTests
     public static Arbitrary<int[]> Programs() =>
         Arb.From(
             Gen.ArrayOf(Gen.Choose(0, int.MaxValue)),
-            static program => Enumerable.Range(0, program.Length).Select(skip => program.Where((_, i) => i != skip).ToArray()));
+            static program => Enumerable.Range(0, program.Length)
+                .Select(skip => program.Where((_, i) => i != skip).ToArray()));
 
-    private static void AssertSnapshot(VersionedIndex index, long snapshot, Dictionary<DocumentKey, (long Version, string Json)> state, int argument)
+    private static void AssertSnapshot(VersionedIndex index, long snapshot, Dictionary<DocumentKey,
+        (long Version, string Json)> state, int argument)
     {
         foreach (string collection in new[] { "x", "y" })
         {
@@ -161,7 +166,8 @@ public sealed class VersionedIndexTests
                 }
             }
 
-            var live = state.Keys.Where(k => k.Collection == collection).Select(k => k.Id).Order(StringComparer.Ordinal).ToList();
+            var live = state.Keys.Where(k => k.Collection == collection).Select(k => k.Id).Order(StringComparer.Ordinal)
+                .ToList();
             Assert.Equal(live.Count, index.Count(collection, snapshot));
             bool descending = argument % 2 == 1;
             string from = s_ids[argument % s_ids.Length];
@@ -171,12 +177,15 @@ public sealed class VersionedIndexTests
                 (from, to) = (to, from);
             }
 
-            var range = live.Where(id => string.CompareOrdinal(id, from) >= 0 && string.CompareOrdinal(id, to) < 0).ToList();
-            Assert.Equal(descending ? Enumerable.Reverse(range) : range, index.Range(collection, from, to, descending, snapshot).Select(e => e.Id));
+            var range = live.Where(id => string.CompareOrdinal(id, from) >= 0 && string.CompareOrdinal(id, to) < 0)
+                .ToList();
+            Assert.Equal(descending ? Enumerable.Reverse(range) : range,
+                index.Range(collection, from, to, descending, snapshot).Select(e => e.Id));
             Assert.Equal(live, index.Range(collection, null, null, descending: false, snapshot).Select(e => e.Id));
             string prefix = from.Length > 0 ? from[..1] : from;
             var withPrefix = live.Where(id => id.StartsWith(prefix, StringComparison.Ordinal)).ToList();
-            Assert.Equal(descending ? Enumerable.Reverse(withPrefix) : withPrefix, index.Prefix(collection, prefix, descending, snapshot).Select(e => e.Id));
+            Assert.Equal(descending ? Enumerable.Reverse(withPrefix) : withPrefix,
+                index.Prefix(collection, prefix, descending, snapshot).Select(e => e.Id));
         }
     }
 
@@ -259,7 +268,8 @@ public sealed class VersionedIndexTests
                 }
                 else
                 {
-                    byte[] value = Encoding.UTF8.GetBytes(s.ToString(System.Globalization.CultureInfo.InvariantCulture));
+                    byte[] value = Encoding.UTF8.GetBytes(
+                        s.ToString(System.Globalization.CultureInfo.InvariantCulture));
                     batch.Put("x", $"k{k}", value).Put("y", $"k{k}", value);
                 }
 
@@ -280,7 +290,8 @@ public sealed class VersionedIndexTests
                 using IndexSnapshot snapshot = index.OpenSnapshot();
                 DocumentVersion? x = index.Get(new DocumentKey("x", $"k{k}"), snapshot.Sequence);
                 DocumentVersion? y = index.Get(new DocumentKey("y", $"k{k}"), snapshot.Sequence);
-                if ((x is null) != (y is null) || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
+                if ((x is null) != (y is null)
+                    || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
                 {
                     failures.Enqueue($"torn batch on k{k} at snapshot {snapshot.Sequence}");
                 }
@@ -289,14 +300,18 @@ public sealed class VersionedIndexTests
                 long nextWrite = before == 0 ? replayedTo + 1 + k : before + Keys;
                 if (x is null && beforeWasPut && snapshot.Sequence < nextWrite)
                 {
-                    failures.Enqueue($"k{k} lost at snapshot {snapshot.Sequence}: put at {before} and not written since");
+                    failures.Enqueue(
+                        $"k{k} lost at snapshot {snapshot.Sequence}: put at {before} and not written since");
                 }
 
                 if (x is not null)
                 {
-                    if (x.Sequence > snapshot.Sequence || x.Sequence < before || (!beforeWasPut && x.Sequence == before) || x.Sequence < lastSeen[k])
+                    if (x.Sequence > snapshot.Sequence || x.Sequence < before || (!beforeWasPut && x.Sequence == before)
+                        || x.Sequence < lastSeen[k])
                     {
-                        failures.Enqueue($"k{k}: version {x.Sequence} at snapshot {snapshot.Sequence}, written at {before} before it, {lastSeen[k]} seen before");
+                        failures.Enqueue(
+                            $"k{k}: version {x.Sequence} at snapshot {snapshot.Sequence}, written at {before} before " +
+                            $"it, {lastSeen[k]} seen before");
                     }
 
                     lastSeen[k] = x.Sequence;
@@ -355,7 +370,8 @@ public sealed class VersionedIndexTests
                 {
                     DocumentVersion? x = index.Get(new DocumentKey("x", $"k{k}"), snapshot.Sequence);
                     DocumentVersion? y = index.Get(new DocumentKey("y", $"k{k}"), snapshot.Sequence);
-                    if ((x is null) != (y is null) || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
+                    if ((x is null) != (y is null)
+                        || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
                     {
                         failures.Enqueue($"torn batch on k{k} at snapshot {snapshot.Sequence}");
                     }
@@ -364,7 +380,8 @@ public sealed class VersionedIndexTests
                     {
                         if (x.Sequence > snapshot.Sequence || x.Sequence < lastSeen[k])
                         {
-                            failures.Enqueue($"k{k}: version {x.Sequence} after {lastSeen[k]} at snapshot {snapshot.Sequence}");
+                            failures.Enqueue(
+                                $"k{k}: version {x.Sequence} after {lastSeen[k]} at snapshot {snapshot.Sequence}");
                         }
 
                         lastSeen[k] = x.Sequence;

@@ -3,7 +3,8 @@ using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Documents;
 
-/// <summary><see cref="DocumentStore.WriteAsync"/>: several raw puts and deletes, with expectations, as one commit.</summary>
+/// <summary><see cref="DocumentStore.WriteAsync"/>: several raw puts and deletes, with expectations, as one
+/// commit.</summary>
 public sealed class WriteBatchTests
 {
     [Fact]
@@ -64,6 +65,8 @@ public sealed class WriteBatchTests
         await Assert.ThrowsAsync<DocumentTooLargeException>(() => store.WriteAsync(new CommitBatch()
             .Put("C", "big", Encoding.UTF8.GetBytes($"\"{new string('x', 70 * 1024)}\""))).AsTask());
         Assert.Equal(0, store.LastCommittedSequence);
-        Assert.Equal(1, (await store.WriteAsync(new CommitBatch { Durability = DurabilityMode.Buffered }.Put("C", "ok", "{}"u8.ToArray()))).Sequence);
+        Assert.Equal(1,
+            (await store.WriteAsync(
+            new CommitBatch { Durability = DurabilityMode.Buffered }.Put("C", "ok", "{}"u8.ToArray()))).Sequence);
     }
 }

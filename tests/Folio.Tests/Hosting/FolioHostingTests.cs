@@ -25,7 +25,8 @@ public sealed class FolioHostingTests : IDisposable
 
     private static IHost BuildHost(Action<IServiceCollection> services, Dictionary<string, string?>? settings = null)
     {
-        HostApplicationBuilder builder = Host.CreateApplicationBuilder(new HostApplicationBuilderSettings { DisableDefaults = true });
+        HostApplicationBuilder builder = Host.CreateApplicationBuilder(
+            new HostApplicationBuilderSettings { DisableDefaults = true });
         if (settings is not null)
         {
             builder.Configuration.AddInMemoryCollection(settings);
@@ -37,8 +38,8 @@ public sealed class FolioHostingTests : IDisposable
     }
 
     /// <summary>
-    /// <paramref name="path"/> with 1 MiB segments (documents up to 64 KiB): every open zero-fills two segments, 128 MiB
-    /// at the default size (see <see cref="TestStoreOptions.SmallSegments"/>).
+    /// <paramref name="path"/> with 1 MiB segments (documents up to 64 KiB): every open zero-fills two segments, 128
+    /// MiB at the default size (see <see cref="TestStoreOptions.SmallSegments"/>).
     /// </summary>
     private static void SmallStore(FolioOptions options, string path)
     {
@@ -54,17 +55,22 @@ public sealed class FolioHostingTests : IDisposable
     {
         string path = Path.Combine(_directory.Path, "db");
         using IHost host = BuildHost(
-            s => s.AddFolio(BuildConfiguration(new() { ["Folio:Path"] = path, ["Folio:Durability"] = "Buffered", ["Folio:MaxDocumentSize"] = "4096", ["Folio:SegmentSize"] = "1048576" }).GetSection("Folio")));
+            s => s.AddFolio(
+                BuildConfiguration(
+                new() { ["Folio:Path"] = path, ["Folio:Durability"] = "Buffered", ["Folio:MaxDocumentSize"] = "4096",
+                ["Folio:SegmentSize"] = "1048576" }).GetSection("Folio")));
         await host.StartAsync();
 
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
         Assert.Equal(Path.GetFullPath(path), store.Path);
-        Assert.True(File.Exists(Path.Combine(path, "journal", "LOCK")) || Directory.EnumerateFiles(Path.Combine(path, "journal")).Any());
+        Assert.True(File.Exists(Path.Combine(path, "journal", "LOCK"))
+            || Directory.EnumerateFiles(Path.Combine(path, "journal")).Any());
         Assert.Same(store, host.Services.GetRequiredService<DocumentStore>());
         FolioOptions options = host.Services.GetRequiredService<IOptions<FolioOptions>>().Value;
         Assert.Equal(DurabilityMode.Buffered, options.Durability);
         Assert.Equal(4096, options.MaxDocumentSize);
-        await Assert.ThrowsAsync<DocumentTooLargeException>(async () => await store.PutAsync("c", "big", Encoding.UTF8.GetBytes("\"" + new string('x', 5000) + "\"")));
+        await Assert.ThrowsAsync<DocumentTooLargeException>(async ()
+            => await store.PutAsync("c", "big", Encoding.UTF8.GetBytes("\"" + new string('x', 5000) + "\"")));
         await host.StopAsync();
     }
 
@@ -74,7 +80,8 @@ public sealed class FolioHostingTests : IDisposable
     [InlineData("SegmentSize=4096", "SegmentSize")]
     [InlineData("DegradedSyncLatency=00:00:00", "DegradedSyncLatency")]
     [InlineData("SlowSyncThreshold=-00:00:01", "SlowSyncThreshold")]
-    public async Task Invalid_settings_stop_the_host_at_start_with_a_message_naming_them(string? setting, string expected)
+    public async Task Invalid_settings_stop_the_host_at_start_with_a_message_naming_them(string? setting,
+        string expected)
     {
         var settings = new Dictionary<string, string?>();
         if (setting is not null)
@@ -87,7 +94,8 @@ public sealed class FolioHostingTests : IDisposable
         using IHost host = BuildHost(s => s.AddFolio(BuildConfiguration(settings).GetSection("Folio")));
         OptionsValidationException e = await Assert.ThrowsAsync<OptionsValidationException>(() => host.StartAsync());
         Assert.Contains(expected, e.Message, StringComparison.Ordinal);
-        Assert.False(Directory.Exists(Path.Combine(_directory.Path, "db", "journal")), "nothing is created when the settings are invalid");
+        Assert.False(Directory.Exists(Path.Combine(_directory.Path, "db", "journal")),
+            "nothing is created when the settings are invalid");
     }
 
     [Fact]
@@ -119,7 +127,8 @@ public sealed class FolioHostingTests : IDisposable
             await using (AsyncServiceScope a = host.Services.CreateAsyncScope())
             await using (AsyncServiceScope b = host.Services.CreateAsyncScope())
             {
-                Assert.NotSame(a.ServiceProvider.GetRequiredService<DocumentSession>(), b.ServiceProvider.GetRequiredService<DocumentSession>());
+                Assert.NotSame(a.ServiceProvider.GetRequiredService<DocumentSession>(),
+                    b.ServiceProvider.GetRequiredService<DocumentSession>());
             }
 
             await host.StopAsync();
@@ -132,7 +141,8 @@ public sealed class FolioHostingTests : IDisposable
 
         // The folder's lock is released and the journal is clean: no torn tail to truncate on reopen.
         var reopenLogs = new CapturingLoggerFactory();
-        await using DocumentStore reopened = await DocumentStore.OpenAsync(path, new DocumentStoreOptions { LoggerFactory = reopenLogs });
+        await using DocumentStore reopened = await DocumentStore.OpenAsync(path,
+            new DocumentStoreOptions { LoggerFactory = reopenLogs });
         Assert.DoesNotContain(reopenLogs.Lines, l => l.Id.Id == 1002);
         for (int i = 0; i < 64; i++)
         {
@@ -208,7 +218,8 @@ public sealed class FolioHostingTests : IDisposable
         Assert.Equal(1L, report.Entries["folio"].Data["lastCommittedSequence"]);
 
         // Any real fsync takes longer than one tick: with that threshold the store reports degraded.
-        host.Services.GetRequiredService<IOptionsMonitor<FolioOptions>>().CurrentValue.DegradedSyncLatency = TimeSpan.FromTicks(1);
+        host.Services.GetRequiredService<IOptionsMonitor<FolioOptions>>()
+            .CurrentValue.DegradedSyncLatency = TimeSpan.FromTicks(1);
         report = await health.CheckHealthAsync();
         Assert.Equal(HealthStatus.Degraded, report.Status);
         Assert.Contains("fsyncs average", report.Entries["folio"].Description, StringComparison.Ordinal);

@@ -3,12 +3,14 @@ using Microsoft.Extensions.Logging;
 
 namespace Folio.Tests.Infrastructure;
 
-/// <summary>Collects every log line written through it, with its level and event id; throws after the lines <see cref="ThrowFor"/> picks.</summary>
+/// <summary>Collects every log line written through it, with its level and event id; throws after the lines
+/// <see cref="ThrowFor"/> picks.</summary>
 public sealed class CapturingLoggerFactory : ILoggerFactory
 {
     public ConcurrentQueue<(LogLevel Level, EventId Id, string Message)> Lines { get; } = new();
 
-    /// <summary>Which events the logger throws on (after capturing them), as a broken logging provider would; none by default.</summary>
+    /// <summary>Which events the logger throws on (after capturing them), as a broken logging provider would; none by
+    /// default.</summary>
     public Func<EventId, bool> ThrowFor { get; set; } = static _ => false;
 
     public ILogger CreateLogger(string categoryName) => new Logger(this);
@@ -28,7 +30,8 @@ public sealed class CapturingLoggerFactory : ILoggerFactory
 
         public bool IsEnabled(LogLevel logLevel) => true;
 
-        public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter)
+        public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState,
+            Exception?, string> formatter)
         {
             owner.Lines.Enqueue((logLevel, eventId, formatter(state, exception)));
             if (owner.ThrowFor(eventId))

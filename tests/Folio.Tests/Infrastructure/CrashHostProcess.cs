@@ -6,9 +6,11 @@ namespace Folio.Tests.Infrastructure;
 internal static class CrashHostProcess
 {
     /// <summary>How many kill cycles a crash test runs: FOLIO_CRASH_CYCLES, or 3 (CI).</summary>
-    public static int Cycles => int.TryParse(Environment.GetEnvironmentVariable("FOLIO_CRASH_CYCLES"), out int n) ? n : 3;
+    public static int Cycles => int.TryParse(Environment.GetEnvironmentVariable("FOLIO_CRASH_CYCLES"), out int n) ? n
+        : 3;
 
-    /// <summary>Starts the child with <paramref name="arguments"/>, its output redirected, and waits for its READY line.</summary>
+    /// <summary>Starts the child with <paramref name="arguments"/>, its output redirected, and waits for its READY
+    /// line.</summary>
     public static Process Start(params string[] arguments)
     {
         string host = Path.Combine(AppContext.BaseDirectory, "Folio.CrashHost.dll");
@@ -24,7 +26,8 @@ internal static class CrashHostProcess
         return child;
     }
 
-    /// <summary>Kills <paramref name="child"/> with SIGKILL (no finally blocks, no flush, no dispose) and waits for it and for <paramref name="reading"/>, the task draining its output.</summary>
+    /// <summary>Kills <paramref name="child"/> with SIGKILL (no finally blocks, no flush, no dispose) and waits for it
+    /// and for <paramref name="reading"/>, the task draining its output.</summary>
     public static async Task KillAsync(Process child, Task reading)
     {
         child.Kill();

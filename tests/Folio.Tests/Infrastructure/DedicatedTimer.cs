@@ -12,7 +12,8 @@ internal static class DedicatedTimer
     /// A token source cancelled after <paramref name="delay"/>, and then, while <paramref name="extendWhile"/> holds, a
     /// while longer (at most <paramref name="maxExtension"/>): polled every 50 ms on a dedicated background thread.
     /// </summary>
-    public static CancellationTokenSource CancelAfter(TimeSpan delay, Func<bool>? extendWhile = null, TimeSpan maxExtension = default)
+    public static CancellationTokenSource CancelAfter(TimeSpan delay, Func<bool>? extendWhile = null,
+        TimeSpan maxExtension = default)
     {
         var source = new CancellationTokenSource();
         var thread = new Thread(() =>

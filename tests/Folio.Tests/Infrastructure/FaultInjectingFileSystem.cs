@@ -21,7 +21,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     private readonly PhysicalFileSystem _inner = PhysicalFileSystem.Instance;
     private int _fault;
 
-    public Func<string, bool> Matches { get; set; } = static path => path.EndsWith(".journal", StringComparison.Ordinal);
+    public Func<string, bool> Matches { get; set; } = static path
+        => path.EndsWith(".journal", StringComparison.Ordinal);
 
     public int Writes;
     public int Syncs;
@@ -42,7 +43,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
         set => Volatile.Write(ref _syncGate, value);
     }
 
-    /// <summary>When true, only the first sync to arrive waits on <see cref="SyncGate"/> (it takes the gate away).</summary>
+    /// <summary>When true, only the first sync to arrive waits on <see cref="SyncGate"/> (it takes the gate
+    /// away).</summary>
     public bool SyncGateHoldsOne { get; set; }
 
     /// <summary>Signalled when a sync starts waiting on <see cref="SyncGate"/>.</summary>
@@ -52,7 +54,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     public FileFault Armed => (FileFault)Volatile.Read(ref _fault);
 
-    internal bool TryTake(FileFault fault) => Interlocked.CompareExchange(ref _fault, (int)FileFault.None, (int)fault) == (int)fault;
+    internal bool TryTake(FileFault fault)
+        => Interlocked.CompareExchange(ref _fault, (int)FileFault.None, (int)fault) == (int)fault;
 
     public IStorageFile OpenFile(string path, FileMode mode)
     {
@@ -68,7 +71,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     public bool FileExists(string path) => _inner.FileExists(path);
 
-    public void MoveFile(string sourcePath, string destinationPath, bool overwrite) => _inner.MoveFile(sourcePath, destinationPath, overwrite);
+    public void MoveFile(string sourcePath, string destinationPath, bool overwrite)
+        => _inner.MoveFile(sourcePath, destinationPath, overwrite);
 
     public string[] GetFiles(string directory, string searchPattern) => _inner.GetFiles(directory, searchPattern);
 
@@ -117,7 +121,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             {
                 Interlocked.Increment(ref owner.Syncs);
                 bool fail = owner.TryTake(FileFault.SyncFails);
-                ManualResetEventSlim? gate = owner.SyncGateHoldsOne ? Interlocked.Exchange(ref owner._syncGate, null) : owner.SyncGate;
+                ManualResetEventSlim? gate = owner.SyncGateHoldsOne ? Interlocked.Exchange(ref owner._syncGate, null)
+                    : owner.SyncGate;
                 if (gate is not null)
                 {
                     owner.SyncWaiting.Set();

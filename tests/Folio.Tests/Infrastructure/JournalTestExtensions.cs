@@ -4,7 +4,8 @@ namespace Folio.Tests.Infrastructure;
 
 internal static class JournalTestExtensions
 {
-    /// <summary>Appends <paramref name="batch"/> encoded as the merger writes it (one entry) and returns its sequence.</summary>
+    /// <summary>Appends <paramref name="batch"/> encoded as the merger writes it (one entry) and returns its
+    /// sequence.</summary>
     public static long AppendBatch(this WriteAheadJournal journal, CommitBatch batch)
     {
         byte[] encoded = Folio.Transactions.BatchEncoding.Encode(batch, out int length);

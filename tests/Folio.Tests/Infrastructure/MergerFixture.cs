@@ -3,17 +3,20 @@ using Folio.Transactions;
 
 namespace Folio.Tests.Infrastructure;
 
-/// <summary>A journal plus a transaction merger over a version table, in a temp folder, with a fault-injecting file system.</summary>
+/// <summary>A journal plus a transaction merger over a version table, in a temp folder, with a fault-injecting file
+/// system.</summary>
 internal sealed class MergerFixture : IDisposable
 {
     private readonly TempDirectory _dir = new();
     private readonly long _segmentSize;
 
-    public MergerFixture(Action<TransactionMergerOptions>? configure = null, long segmentSize = 1L << 20, TestState? state = null)
+    public MergerFixture(Action<TransactionMergerOptions>? configure = null, long segmentSize = 1L << 20,
+        TestState? state = null)
     {
         Files = new FaultInjectingFileSystem();
         _segmentSize = segmentSize;
-        Journal = WriteAheadJournal.Open(_dir.Path, new JournalOptions { SegmentSize = segmentSize, FileSystem = Files });
+        Journal = WriteAheadJournal.Open(_dir.Path,
+            new JournalOptions { SegmentSize = segmentSize, FileSystem = Files });
         State = state ?? new TestState();
         var options = new TransactionMergerOptions();
         configure?.Invoke(options);
@@ -30,7 +33,8 @@ internal sealed class MergerFixture : IDisposable
 
     public TransactionMerger Merger { get; }
 
-    /// <summary>Every batch in the journal from <paramref name="from"/>: sequence, record (group) first sequence, commands.</summary>
+    /// <summary>Every batch in the journal from <paramref name="from"/>: sequence, record (group) first sequence,
+    /// commands.</summary>
     public List<(long Sequence, long Record, List<BatchCommand> Commands)> ReadBatches(long from = 1)
     {
         var result = new List<(long, long, List<BatchCommand>)>();
@@ -51,11 +55,13 @@ internal sealed class MergerFixture : IDisposable
     {
         Merger.Dispose();
         Journal.Dispose();
-        Journal = WriteAheadJournal.Open(_dir.Path, new JournalOptions { SegmentSize = _segmentSize, FileSystem = Files });
+        Journal = WriteAheadJournal.Open(_dir.Path,
+            new JournalOptions { SegmentSize = _segmentSize, FileSystem = Files });
         return ReadBatches();
     }
 
-    /// <summary>Holds the next fsync until the returned gate is set; returns once a committer is waiting in it.</summary>
+    /// <summary>Holds the next fsync until the returned gate is set; returns once a committer is waiting in
+    /// it.</summary>
     public ManualResetEventSlim HoldNextSync(Func<Task> start)
     {
         var gate = new ManualResetEventSlim();
@@ -66,7 +72,8 @@ internal sealed class MergerFixture : IDisposable
         return gate;
     }
 
-    /// <summary>Disposes on another thread and reports whether that finished in time (a stuck committer role would hang Dispose).</summary>
+    /// <summary>Disposes on another thread and reports whether that finished in time (a stuck committer role would hang
+    /// Dispose).</summary>
     public bool DisposeWithin(TimeSpan timeout) => Task.Run(Dispose).Wait(timeout);
 
     public void Dispose()

@@ -24,8 +24,10 @@ internal sealed class PowerLossFileSystem : IFileSystem
 
     private readonly Lock _lock = new();
     private readonly string _root;
-    private readonly Dictionary<string, Inode> _live = new(StringComparer.Ordinal); // full path -> inode, as the folder is now
-    private readonly Dictionary<string, Inode> _durable = new(StringComparer.Ordinal); // full path -> inode, as synced folders say
+    // full path -> inode, as the folder is now
+    private readonly Dictionary<string, Inode> _live = new(StringComparer.Ordinal);
+    // full path -> inode, as synced folders say
+    private readonly Dictionary<string, Inode> _durable = new(StringComparer.Ordinal);
     private readonly Dictionary<string, List<EntryChange>> _unsyncedEntries = new(StringComparer.Ordinal); // by folder
     private readonly HashSet<string> _directories = new(StringComparer.Ordinal);
     private bool _cut;
@@ -64,7 +66,8 @@ internal sealed class PowerLossFileSystem : IFileSystem
         }
     }
 
-    /// <summary>Cuts the power: from now on every write, sync and folder change throws <see cref="IOException"/>.</summary>
+    /// <summary>Cuts the power: from now on every write, sync and folder change throws
+    /// <see cref="IOException"/>.</summary>
     public void Cut()
     {
         lock (_lock)
@@ -151,7 +154,8 @@ internal sealed class PowerLossFileSystem : IFileSystem
             }
             else
             {
-                throw new NotSupportedException($"The power-loss file system supports FileMode.Open and CreateNew, not {mode}.");
+                throw new NotSupportedException(
+                    $"The power-loss file system supports FileMode.Open and CreateNew, not {mode}.");
             }
         }
 
@@ -234,7 +238,8 @@ internal sealed class PowerLossFileSystem : IFileSystem
         }
     }
 
-    public IDisposable AcquireExclusiveLock(string lockFilePath) => PhysicalFileSystem.Instance.AcquireExclusiveLock(lockFilePath);
+    public IDisposable AcquireExclusiveLock(string lockFilePath)
+        => PhysicalFileSystem.Instance.AcquireExclusiveLock(lockFilePath);
 
     private void Change(string path, EntryChange change)
     {
@@ -294,12 +299,15 @@ internal sealed class PowerLossFileSystem : IFileSystem
         private readonly List<(long Id, long Offset, byte[] Bytes)> _pending = [];
         private long _lastWrite;
 
-        /// <summary>The id of the newest write so far (a sync covers the writes up to the id it saw when it began).</summary>
+        /// <summary>The id of the newest write so far (a sync covers the writes up to the id it saw when it
+        /// began).</summary>
         public long LastWrite => _lastWrite;
 
-        public void Write(long offset, ReadOnlySpan<byte> bytes) => _pending.Add((++_lastWrite, offset, bytes.ToArray()));
+        public void Write(long offset, ReadOnlySpan<byte> bytes)
+            => _pending.Add((++_lastWrite, offset, bytes.ToArray()));
 
-        /// <summary>Makes the pending writes up to id <paramref name="upTo"/> durable, in the order they were issued.</summary>
+        /// <summary>Makes the pending writes up to id <paramref name="upTo"/> durable, in the order they were
+        /// issued.</summary>
         public void Sync(long upTo)
         {
             int count = 0;
@@ -313,7 +321,8 @@ internal sealed class PowerLossFileSystem : IFileSystem
             _pending.RemoveRange(0, count);
         }
 
-        /// <summary>What the disk holds after a cut: the durable image plus none, all or a torn subset of the rest.</summary>
+        /// <summary>What the disk holds after a cut: the durable image plus none, all or a torn subset of the
+        /// rest.</summary>
         public byte[] AfterCut(Random random, out string what)
         {
             byte[] image = (byte[])_durable.Clone();

@@ -8,5 +8,6 @@ internal static class TestStoreOptions
     /// default 64 MiB the suite wrote 13.5 GB to the disk, and the disk it saturated slowed the tests running beside
     /// (a held fsync took over 10 s to reach on a CI runner). Small segments also rotate within a test.
     /// </summary>
-    public static DocumentStoreOptions SmallSegments() => new() { SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024 };
+    public static DocumentStoreOptions SmallSegments()
+        => new() { SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024 };
 }

@@ -81,8 +81,10 @@ public sealed class JournalAppendTests
     public void Invalid_options_are_rejected_at_open()
     {
         using var dir = new TempDirectory();
-        Assert.Throws<ArgumentOutOfRangeException>(() => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 100 }));
-        Assert.Throws<ArgumentOutOfRangeException>(() => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 4L << 30 }));
+        Assert.Throws<ArgumentOutOfRangeException>(()
+            => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 100 }));
+        Assert.Throws<ArgumentOutOfRangeException>(()
+            => WriteAheadJournal.Open(dir.Path, new JournalOptions { SegmentSize = 4L << 30 }));
         Assert.Throws<ArgumentException>(() => WriteAheadJournal.Open(" "));
         using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
         Assert.Equal(0, journal.CommittedSequence);
@@ -93,7 +95,8 @@ public sealed class JournalAppendTests
     {
         using var dir = new TempDirectory();
         using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
-        var error = Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)));
+        var error = Assert.Throws<StoreLockedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)));
         Assert.Equal(journal.Directory, error.Directory);
         Assert.Contains(journal.Directory, error.Message, StringComparison.Ordinal);
     }
@@ -109,11 +112,14 @@ public sealed class JournalAppendTests
         using var dir = new TempDirectory();
         string lockFile = Path.Combine(dir.Path, "journal.lock");
         File.WriteAllBytes(lockFile, []);
-        using var holder = System.Diagnostics.Process.Start(new System.Diagnostics.ProcessStartInfo("/usr/bin/flock", ["-x", lockFile, "-c", "echo held; sleep 30"]) { RedirectStandardOutput = true })!;
+        using var holder = System.Diagnostics.Process.Start(
+            new System.Diagnostics.ProcessStartInfo("/usr/bin/flock", ["-x", lockFile, "-c", "echo held; sleep 30"]) {
+            RedirectStandardOutput = true })!;
         try
         {
             Assert.Equal("held", holder.StandardOutput.ReadLine());
-            Assert.Throws<StoreLockedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)));
+            Assert.Throws<StoreLockedException>(()
+                => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)));
         }
         finally
         {

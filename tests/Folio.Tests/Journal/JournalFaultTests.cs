@@ -39,7 +39,8 @@ public sealed class JournalFaultTests
             Assert.Equal("durable"u8.ToArray(), journal.ReadAll(1).Single().Data);
         }
 
-        // Reopen recovers: what was synced is there; the failed record is gone or (if it reached the disk whole) intact.
+        // Reopen recovers: what was synced is there; the failed record is gone or (if it reached the disk whole)
+        // intact.
         using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096)))
         {
             var all = journal.ReadAll(1);
@@ -59,7 +60,8 @@ public sealed class JournalFaultTests
     public void A_failure_while_rotating_faults_the_journal_without_losing_committed_entries()
     {
         using var dir = new TempDirectory();
-        var files = new FaultInjectingFileSystem { Matches = static path => path.EndsWith(".tmp", StringComparison.Ordinal) };
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => path.EndsWith(".tmp", StringComparison.Ordinal) };
         var options = JournalTestExtensions.Tiny(1024);
         options.FileSystem = files;
         using var journal = WriteAheadJournal.Open(dir.Path, options);

@@ -39,7 +39,8 @@ public sealed class JournalPropertyTests
                             long first = model.Count + 1;
                             for (int i = 0; i < count; i++)
                             {
-                                entries[i] = JournalTestExtensions.Payload(argument, first + i, (argument * (i + 1)) % 120);
+                                entries[i] = JournalTestExtensions.Payload(argument, first + i,
+                                    (argument * (i + 1)) % 120);
                             }
 
                             Assert.Equal(first, journal.Append(entries));
@@ -87,7 +88,8 @@ public sealed class JournalPropertyTests
                                 break;
                             }
 
-                            var expected = model.Where(e => e.Sequence >= from && e.Sequence <= journal.CommittedSequence).ToList();
+                            var expected = model.Where(e => e.Sequence >= from
+                                && e.Sequence <= journal.CommittedSequence).ToList();
                             AssertSame(expected, journal.ReadAll(from));
                             break;
                         }
@@ -95,7 +97,8 @@ public sealed class JournalPropertyTests
                     default:
                         {
                             var at = s_start.AddSeconds(argument % 200);
-                            var expected = model.Where(e => e.Sequence >= firstAvailable && e.Sequence <= journal.CommittedSequence && e.Ticks >= at.UtcTicks).Take(3).ToList();
+                            var expected = model.Where(e => e.Sequence >= firstAvailable
+                                && e.Sequence <= journal.CommittedSequence && e.Ticks >= at.UtcTicks).Take(3).ToList();
                             using var reader = journal.OpenReader(at);
                             var actual = new List<(long, long, byte[])>();
                             while (actual.Count < 3 && reader.TryRead(out JournalEntry entry))
@@ -122,9 +125,11 @@ public sealed class JournalPropertyTests
     public static Arbitrary<int[]> Programs() =>
         Arb.From(
             Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(a => a.Length > 80 ? a[..80] : a),
-            static program => Enumerable.Range(0, program.Length).Select(skip => program.Where((_, i) => i != skip).ToArray()));
+            static program => Enumerable.Range(0, program.Length)
+                .Select(skip => program.Where((_, i) => i != skip).ToArray()));
 
-    private static void AssertSame(List<(long Sequence, long Ticks, byte[] Data)> expected, List<(long Sequence, long Timestamp, byte[] Data)> actual)
+    private static void AssertSame(List<(long Sequence, long Ticks, byte[] Data)> expected,
+        List<(long Sequence, long Timestamp, byte[] Data)> actual)
     {
         Assert.Equal(expected.Count, actual.Count);
         for (int i = 0; i < expected.Count; i++)

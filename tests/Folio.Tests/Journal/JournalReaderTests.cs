@@ -10,7 +10,8 @@ public sealed class JournalReaderTests
     /// <summary>
     /// Records from a few bytes to several index strides, some sharing a timestamp, over several segments: a seek to
     /// any time (exact record times, times between records, before the first and after the last) starts at the first
-    /// entry of the first record at or after it, whether the index names that record directly or the reader walks to it.
+    /// entry of the first record at or after it, whether the index names that record directly or the reader walks to
+    /// it.
     /// </summary>
     [Theory]
     [InlineData(11)]
@@ -20,14 +21,16 @@ public sealed class JournalReaderTests
         using var dir = new TempDirectory();
         var clock = new ManualTimeProvider(s_start);
         var random = new Random(seed);
-        using var journal = WriteAheadJournal.Open(dir.Path, new JournalOptions { TimeProvider = clock, SegmentSize = 64 * 1024 });
+        using var journal = WriteAheadJournal.Open(dir.Path,
+            new JournalOptions { TimeProvider = clock, SegmentSize = 64 * 1024 });
         var records = new List<(long FirstSequence, long Timestamp)>();
         long sequence = 1;
         for (int r = 0; r < 400; r++)
         {
             int entries = 1 + random.Next(4);
             int size = random.Next(3) switch { 0 => 8, 1 => 300, _ => 1500 + random.Next(3000) };
-            var payloads = Enumerable.Range(0, entries).Select(e => (ReadOnlyMemory<byte>)JournalTestExtensions.Payload(seed, sequence + e, size)).ToArray();
+            var payloads = Enumerable.Range(0, entries)
+                .Select(e => (ReadOnlyMemory<byte>)JournalTestExtensions.Payload(seed, sequence + e, size)).ToArray();
             records.Add((sequence, clock.GetUtcNow().UtcTicks));
             journal.Append(payloads);
             sequence += entries;
@@ -39,10 +42,12 @@ public sealed class JournalReaderTests
 
         journal.Sync();
         Assert.True(journal.SegmentCount > 3);
-        var probes = records.SelectMany(r => new[] { r.Timestamp, r.Timestamp + 1, r.Timestamp - 1 }).Append(long.MinValue / 2).Append(clock.GetUtcNow().UtcTicks + 1);
+        var probes = records.SelectMany(r => new[] { r.Timestamp, r.Timestamp + 1, r.Timestamp - 1 })
+            .Append(long.MinValue / 2).Append(clock.GetUtcNow().UtcTicks + 1);
         foreach (long ticks in probes)
         {
-            using var reader = journal.OpenReader(new DateTimeOffset(Math.Max(ticks, DateTimeOffset.MinValue.UtcTicks), TimeSpan.Zero));
+            using var reader = journal.OpenReader(
+                new DateTimeOffset(Math.Max(ticks, DateTimeOffset.MinValue.UtcTicks), TimeSpan.Zero));
             int first = records.FindIndex(r => r.Timestamp >= ticks);
             if (first < 0)
             {
@@ -66,7 +71,8 @@ public sealed class JournalReaderTests
         for (int i = 1; i <= 300; i++)
         {
             // Two entries per record, one record per second.
-            journal.Append(JournalTestExtensions.Payload(1, (2 * i) - 1, 30), JournalTestExtensions.Payload(1, 2 * i, 30));
+            journal.Append(JournalTestExtensions.Payload(1, (2 * i) - 1, 30),
+                JournalTestExtensions.Payload(1, 2 * i, 30));
             clock.Advance(TimeSpan.FromSeconds(1));
         }
 
@@ -149,7 +155,8 @@ public sealed class JournalReaderTests
                 while (reader.TryRead(out JournalEntry entry))
                 {
                     Assert.Equal(expected, entry.Sequence);
-                    Assert.Equal(JournalTestExtensions.Payload(3, expected, (int)(expected % 90)), entry.Data.ToArray());
+                    Assert.Equal(JournalTestExtensions.Payload(3, expected, (int)(expected % 90)),
+                        entry.Data.ToArray());
                     expected++;
                 }
             }
@@ -305,12 +312,14 @@ public sealed class JournalReaderTests
         // probes guess badly here and must still end at the right record (the binary search finishes the job).
         using var dir = new TempDirectory();
         var clock = new ManualTimeProvider(s_start);
-        using var journal = WriteAheadJournal.Open(dir.Path, new JournalOptions { TimeProvider = clock, SegmentSize = 1 << 20 });
+        using var journal = WriteAheadJournal.Open(dir.Path,
+            new JournalOptions { TimeProvider = clock, SegmentSize = 1 << 20 });
         var random = new Random(seed);
         var model = new List<(long Sequence, long Ticks)>();
         for (int r = 0; r < 6000; r++)
         {
-            int gap = random.Next(10) switch { < 5 => 0, < 8 => random.Next(1, 5), < 9 => random.Next(1_000, 100_000), _ => random.Next(10_000_000, 50_000_000) };
+            int gap = random.Next(10) switch { < 5 => 0, < 8 => random.Next(1, 5), < 9 => random.Next(1_000, 100_000), _
+                => random.Next(10_000_000, 50_000_000) };
             clock.Advance(TimeSpan.FromTicks(gap));
             int count = 1 + random.Next(6);
             var entries = new ReadOnlyMemory<byte>[count];

@@ -4,7 +4,8 @@ using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Journal;
 
-/// <summary>Crash and corruption tests: damage bytes on disk, reopen, and check what recovery keeps or refuses.</summary>
+/// <summary>Crash and corruption tests: damage bytes on disk, reopen, and check what recovery keeps or
+/// refuses.</summary>
 public sealed class JournalRecoveryTests
 {
     private const int Seed = 11;
@@ -29,7 +30,8 @@ public sealed class JournalRecoveryTests
             using var journal = WriteAheadJournal.Open(copy.Path, JournalTestExtensions.Tiny(SegmentSize));
             long kept = entries - lastRecordEntries;
             Assert.Equal(kept, journal.CommittedSequence);
-            Assert.Equal(torn.AsSpan((int)lastRecordStart, (int)(cut - lastRecordStart)).LastIndexOfAnyExcept((byte)0) + 1, journal.Recovery.TruncatedBytes);
+            Assert.Equal(torn.AsSpan((int)lastRecordStart, (int)(cut - lastRecordStart)).LastIndexOfAnyExcept((byte)0)
+                + 1, journal.Recovery.TruncatedBytes);
             AssertEntriesIntact(journal, kept);
 
             // The journal keeps working where the torn record was.
@@ -92,14 +94,16 @@ public sealed class JournalRecoveryTests
         File.WriteAllBytes(segment, bytes);
 
         // The durable mark written at the clean close covers every record...
-        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        var error = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
         Assert.Equal(segment, error.FilePath);
         Assert.Equal(second, error.Offset);
         Assert.Contains("durable mark says was synced", error.Message, StringComparison.Ordinal);
 
         // ...and without it (a crash before any mark), the later records prove the damaged one was durable.
         LoseDurableMark(dir.Path);
-        error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        error = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
         Assert.Equal(segment, error.FilePath);
         Assert.Equal(second, error.Offset);
         Assert.Contains("followed by a valid record", error.Message, StringComparison.Ordinal);
@@ -191,7 +195,7 @@ public sealed class JournalRecoveryTests
     }
 
     [Fact]
-    public void A_damaged_record_followed_by_overlapped_records_and_then_a_record_written_after_it_was_durable_is_corruption()
+    public void A_damaged_record_before_a_record_written_after_it_was_durable_is_corruption()
     {
         using var dir = new TempDirectory();
         using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)))
@@ -213,7 +217,8 @@ public sealed class JournalRecoveryTests
         bytes[damaged + JournalFormat.RecordHeaderSize + 4] ^= 0x01;
         File.WriteAllBytes(segment, bytes);
 
-        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        var error = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
         Assert.Equal(damaged, error.Offset);
         Assert.Contains($"valid record at offset {last}", error.Message, StringComparison.Ordinal);
     }
@@ -234,7 +239,8 @@ public sealed class JournalRecoveryTests
             damaged[at] ^= (byte)(1 << random.Next(8));
             File.WriteAllBytes(Path.Combine(copy.Path, segmentName), damaged);
 
-            var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(copy.Path, JournalTestExtensions.Tiny(SegmentSize)));
+            var error = Assert.Throws<JournalCorruptedException>(()
+                => WriteAheadJournal.Open(copy.Path, JournalTestExtensions.Tiny(SegmentSize)));
             Assert.InRange(error.Offset, JournalFormat.SegmentHeaderSize, at);
         }
     }
@@ -258,7 +264,8 @@ public sealed class JournalRecoveryTests
         bytes[lastStart + JournalFormat.RecordHeaderSize + 5] ^= 0x01;
         File.WriteAllBytes(sealedSegment, bytes);
 
-        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        var error = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
         Assert.Equal(sealedSegment, error.FilePath);
         Assert.Equal(lastStart, error.Offset);
     }
@@ -274,12 +281,14 @@ public sealed class JournalRecoveryTests
         byte[] header = File.ReadAllBytes(segments[1]);
         header[20] ^= 0xFF;
         File.WriteAllBytes(segments[1], header);
-        var headerError = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        var headerError = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
         Assert.Equal(segments[1], headerError.FilePath);
         Assert.Equal(0, headerError.Offset);
 
         File.Delete(segments[1]);
-        var gap = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        var gap = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
         Assert.Equal(segments[2], gap.FilePath);
         Assert.Contains("previous one ends", gap.Message, StringComparison.Ordinal);
     }
@@ -309,7 +318,8 @@ public sealed class JournalRecoveryTests
         }
 
         File.Delete(segments[1]);
-        var error = Assert.Throws<JournalCorruptedException>(() => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
+        var error = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)));
         Assert.Contains("a segment file is missing", error.Message, StringComparison.Ordinal);
     }
 
@@ -355,10 +365,13 @@ public sealed class JournalRecoveryTests
         journal.Append("second"u8);
         journal.Sync();
         string segment = NewestSegment(dir.Path);
-        using (var file = new FileStream(segment, FileMode.Open, FileAccess.Write, FileShare.ReadWrite | FileShare.Delete))
+        using (var file = new FileStream(segment, FileMode.Open, FileAccess.Write,
+            FileShare.ReadWrite | FileShare.Delete))
         {
-            // Damage the second record (appended in this process, never read yet): its checksum is checked at first read.
-            file.Position = JournalFormat.SegmentHeaderSize + JournalFormat.RecordHeaderSize + 4 + 5 + JournalFormat.RecordHeaderSize + 6;
+            // Damage the second record (appended in this process, never read yet): its checksum is checked at first
+            // read.
+            file.Position = JournalFormat.SegmentHeaderSize + JournalFormat.RecordHeaderSize + 4 + 5
+                + JournalFormat.RecordHeaderSize + 6;
             file.WriteByte(0xEE);
         }
 
@@ -414,7 +427,8 @@ public sealed class JournalRecoveryTests
         return offset;
     }
 
-    private static void AssertEntriesIntact(WriteAheadJournal journal, long count, long from = 1, int seed = Seed, int length = -1)
+    private static void AssertEntriesIntact(WriteAheadJournal journal, long count, long from = 1, int seed = Seed,
+        int length = -1)
     {
         var all = journal.ReadAll(from);
         Assert.Equal(count - from + 1, all.Count);
@@ -425,16 +439,21 @@ public sealed class JournalRecoveryTests
         }
     }
 
-    private static string NewestSegment(string path) => Directory.GetFiles(path, "*.journal").Order(StringComparer.Ordinal).Last();
+    private static string NewestSegment(string path) => Directory.GetFiles(path, "*.journal")
+        .Order(StringComparer.Ordinal).Last();
 
-    private static long JournalFormatFirst(string segmentPath) => long.Parse(Path.GetFileNameWithoutExtension(segmentPath), System.Globalization.CultureInfo.InvariantCulture);
+    private static long JournalFormatFirst(string segmentPath)
+        => long.Parse(Path.GetFileNameWithoutExtension(segmentPath), System.Globalization.CultureInfo.InvariantCulture);
 
-    private static long RecordEnd(byte[] bytes, long offset) => offset + BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset + 8));
+    private static long RecordEnd(byte[] bytes, long offset) => offset
+        + BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset + 8));
 
     private static long DataEnd(byte[] bytes)
     {
         long offset = JournalFormat.SegmentHeaderSize;
-        while (offset + 4 <= bytes.Length && BinaryPrimitives.ReadUInt32LittleEndian(bytes.AsSpan((int)offset)) is JournalFormat.RecordMagic or JournalFormat.OverlappedRecordMagic)
+        while (offset + 4 <= bytes.Length
+            && BinaryPrimitives.ReadUInt32LittleEndian(
+            bytes.AsSpan((int)offset)) is JournalFormat.RecordMagic or JournalFormat.OverlappedRecordMagic)
         {
             offset = RecordEnd(bytes, offset);
         }
@@ -442,6 +461,8 @@ public sealed class JournalRecoveryTests
         return offset;
     }
 
-    /// <summary>Deletes the durable mark, as if the store lost power before it ever wrote one covering these records.</summary>
-    private static void LoseDurableMark(string directory) => File.Delete(Path.Combine(directory, JournalDurableMark.FileName));
+    /// <summary>Deletes the durable mark, as if the store lost power before it ever wrote one covering these
+    /// records.</summary>
+    private static void LoseDurableMark(string directory)
+        => File.Delete(Path.Combine(directory, JournalDurableMark.FileName));
 }

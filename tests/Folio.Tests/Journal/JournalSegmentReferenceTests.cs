@@ -22,7 +22,8 @@ public sealed class JournalSegmentReferenceTests
             string path = Path.Combine(dir.Path, $"{round}.seg");
             File.WriteAllBytes(path, Enumerable.Repeat((byte)(round % 251), 4096).ToArray());
             int finalized = 0;
-            var segment = new JournalSegment(new PhysicalStorageFile(path, FileMode.Open), 1, 4096, 4096, _ => Interlocked.Increment(ref finalized));
+            var segment = new JournalSegment(new PhysicalStorageFile(path, FileMode.Open), 1, 4096, 4096, _
+                => Interlocked.Increment(ref finalized));
             segment.MarkForDeletion();
             int ownerReleased = 0;
             int failures = 0;

@@ -17,7 +17,8 @@ public sealed class JournalStressTests(ITestOutputHelper output)
     [Fact]
     public async Task Readers_see_gap_free_identical_entries_while_writer_rotates_and_purger_purges()
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"), System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
+            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
         using var dir = new TempDirectory();
         using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
         using var stop = new CancellationTokenSource();
@@ -90,7 +91,8 @@ public sealed class JournalStressTests(ITestOutputHelper output)
                                 return;
                             }
 
-                            if (!entry.Data.SequenceEqual(JournalTestExtensions.Payload(Seed, expected, Length(expected))))
+                            if (!entry.Data.SequenceEqual(
+                                JournalTestExtensions.Payload(Seed, expected, Length(expected))))
                             {
                                 failures.Enqueue($"reader {r}: entry {expected} differs from what was appended");
                                 return;
@@ -102,11 +104,14 @@ public sealed class JournalStressTests(ITestOutputHelper output)
                     }
                     catch (JournalPositionPurgedException e)
                     {
-                        // Legitimate: the purger removed what this reader was about to read. Jump to the oldest kept entry.
+                        // Legitimate: the purger removed what this reader was about to read. Jump to the oldest kept
+                        // entry.
                         Interlocked.Increment(ref purgedExceptions);
                         if (e.FirstAvailableSequence <= expected)
                         {
-                            failures.Enqueue($"reader {r}: purged exception for {expected} though {e.FirstAvailableSequence} is kept");
+                            failures.Enqueue(
+                                $"reader {r}: purged exception for {expected} though " +
+                                $"{e.FirstAvailableSequence} is kept");
                             return;
                         }
 
@@ -134,16 +139,20 @@ public sealed class JournalStressTests(ITestOutputHelper output)
             }
         }, TaskCreationOptions.LongRunning);
 
-        // Run for the configured time, and on a slow or busy machine (each 1 KiB segment costs several fsyncs) until the
-        // readers have read enough to make the run count, within a minute (stopped from a thread of its own).
+        // Run for the configured time, and on a slow or busy machine (each 1 KiB segment costs several fsyncs) until
+        // the readers have read enough to make the run count, within a minute (stopped from a thread of its own).
         using CancellationTokenSource stopper = DedicatedTimer.CancelAfter(
             TimeSpan.FromSeconds(seconds), () => Interlocked.Read(ref entriesRead) <= 1000, TimeSpan.FromSeconds(60));
-        using CancellationTokenRegistration link = stopper.Token.UnsafeRegister(static state => ((CancellationTokenSource)state!).Cancel(), stop);
+        using CancellationTokenRegistration link = stopper.Token.UnsafeRegister(static state
+            => ((CancellationTokenSource)state!).Cancel(), stop);
         Task all = Task.WhenAll(readers.Append(writer).Append(purger));
         Assert.Same(all, await Task.WhenAny(all, Task.Delay(TimeSpan.FromSeconds(seconds + 120))));
         await all;
 
-        output.WriteLine($"{journal.CommittedSequence} entries written, {entriesRead} read, {purgedExceptions} purged-position exceptions, {maxSegments} segments at most, {journal.SegmentCount} left, {GC.GetTotalMemory(false) >> 20} MiB managed, {Environment.WorkingSet >> 20} MiB working set");
+        output.WriteLine(
+            $"{journal.CommittedSequence} entries written, {entriesRead} read, {purgedExceptions} purged-position " +
+            $"exceptions, {maxSegments} segments at most, {journal.SegmentCount} left, " +
+            $"{GC.GetTotalMemory(false) >> 20} MiB managed, {Environment.WorkingSet >> 20} MiB working set");
         Assert.Empty(failures);
         Assert.True(Interlocked.Read(ref entriesRead) > 1000, $"readers read {entriesRead} entries");
         Assert.True(journal.SegmentCount > 1);

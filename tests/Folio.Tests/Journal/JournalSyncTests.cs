@@ -3,7 +3,8 @@ using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Journal;
 
-/// <summary>Syncs in flight at once (the merger's pipeline): separate handles, ordered publication, sealed files.</summary>
+/// <summary>Syncs in flight at once (the merger's pipeline): separate handles, ordered publication, sealed
+/// files.</summary>
 public sealed class JournalSyncTests
 {
     [Fact]

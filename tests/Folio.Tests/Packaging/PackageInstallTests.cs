@@ -23,16 +23,19 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         using var work = new TempDirectory();
         string feed = Path.Combine(work.Path, "feed");
         await RunAsync(root, "dotnet", "pack", Path.Combine(root, "src", "Folio"), "-c", "Release", "-o", feed);
-        await RunAsync(root, "dotnet", "pack", Path.Combine(root, "src", "Folio.Extensions.Hosting"), "-c", "Release", "-o", feed);
+        await RunAsync(root, "dotnet", "pack", Path.Combine(root, "src", "Folio.Extensions.Hosting"), "-c", "Release",
+            "-o", feed);
         string package = Directory.GetFiles(feed, "Folio.0.*.nupkg").Single();
         string version = Path.GetFileNameWithoutExtension(package)["Folio.".Length..];
         Assert.Contains("-", version, StringComparison.Ordinal); // a prerelease until the format is declared stable
-        Assert.Single(Directory.GetFiles(feed, "Folio.*.snupkg"), f => !f.Contains("Extensions", StringComparison.Ordinal));
+        Assert.Single(Directory.GetFiles(feed, "Folio.*.snupkg"), f
+            => !f.Contains("Extensions", StringComparison.Ordinal));
         using (ZipArchive zip = ZipFile.OpenRead(package))
         {
             Assert.NotNull(zip.GetEntry("README.md"));
             Assert.NotNull(zip.GetEntry("LICENSE"));
-            using var nuspec = new StreamReader(zip.Entries.Single(e => e.FullName.EndsWith(".nuspec", StringComparison.Ordinal)).Open());
+            using var nuspec = new StreamReader(
+                zip.Entries.Single(e => e.FullName.EndsWith(".nuspec", StringComparison.Ordinal)).Open());
             string text = await nuspec.ReadToEndAsync();
             Assert.Contains("<license type=\"expression\">MIT</license>", text, StringComparison.Ordinal);
             Assert.Contains("<readme>README.md</readme>", text, StringComparison.Ordinal);
@@ -80,9 +83,12 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         await RunAsync(work.Path, "dotnet", "new", "web", "-o", web, "--no-restore");
         File.WriteAllText(Path.Combine(web, "nuget.config"), config);
         await RunAsync(web, "dotnet", "add", "package", "Folio.Extensions.Hosting", "--version", version);
-        string[] hosting = RepositoryFiles.ReadmeSnippet("In ASP.NET Core (package `Folio.Extensions.Hosting`)").Split('\n');
-        string services = string.Join('\n', hosting.Where(line => line.StartsWith("builder.", StringComparison.Ordinal)));
-        string endpoints = string.Join('\n', hosting.Where(line => !line.StartsWith("builder.", StringComparison.Ordinal)));
+        string[] hosting = RepositoryFiles.ReadmeSnippet("In ASP.NET Core (package `Folio.Extensions.Hosting`)")
+            .Split('\n');
+        string services = string.Join('\n',
+            hosting.Where(line => line.StartsWith("builder.", StringComparison.Ordinal)));
+        string endpoints = string.Join('\n',
+            hosting.Where(line => !line.StartsWith("builder.", StringComparison.Ordinal)));
         File.WriteAllText(Path.Combine(web, "Program.cs"), $$"""
             using Folio;
             var builder = WebApplication.CreateBuilder(args);
@@ -116,7 +122,8 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
             }
 
             Assert.Equal(HttpStatusCode.OK, health!.StatusCode);
-            Assert.Equal(HttpStatusCode.NotFound, (await http.GetAsync(new Uri("/users/nobody", UriKind.Relative))).StatusCode);
+            Assert.Equal(HttpStatusCode.NotFound,
+                (await http.GetAsync(new Uri("/users/nobody", UriKind.Relative))).StatusCode);
         }
         finally
         {
@@ -133,7 +140,8 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         await process.WaitForExitAsync().WaitAsync(s_commandTimeout);
         string text = await stdout + await stderr;
         output.WriteLine($"$ {file} {string.Join(' ', arguments)}\n{text}");
-        Assert.True(process.ExitCode == 0, $"'{file} {string.Join(' ', arguments)}' exited with {process.ExitCode}:\n{text}");
+        Assert.True(process.ExitCode == 0,
+            $"'{file} {string.Join(' ', arguments)}' exited with {process.ExitCode}:\n{text}");
         return text;
     }
 

@@ -8,12 +8,14 @@ public sealed class QuickstartTests
 {
     private static string QuickstartDll()
     {
-        // tests/Folio.Tests/bin/<Configuration>/net10.0/ -> samples/Folio.Samples.Quickstart/bin/<Configuration>/net10.0/
+        // tests/Folio.Tests/bin/<Configuration>/net10.0/ ->
+        // samples/Folio.Samples.Quickstart/bin/<Configuration>/net10.0/
         var output = new DirectoryInfo(AppContext.BaseDirectory.TrimEnd(Path.DirectorySeparatorChar));
         string framework = output.Name;
         string configuration = output.Parent!.Name;
         string repo = output.Parent!.Parent!.Parent!.Parent!.Parent!.FullName;
-        return Path.Combine(repo, "samples", "Folio.Samples.Quickstart", "bin", configuration, framework, "Folio.Samples.Quickstart.dll");
+        return Path.Combine(repo, "samples", "Folio.Samples.Quickstart", "bin", configuration, framework,
+            "Folio.Samples.Quickstart.dll");
     }
 
     private static async Task<(int ExitCode, string Output, string Error)> RunAsync(params string[] args)
@@ -38,7 +40,8 @@ public sealed class QuickstartTests
         using var dir = new TempDirectory();
         string data = Path.Combine(dir.Path, "data");
 
-        (int code, string output, string error) = await RunAsync("--data", data, "--documents", "400", "--sessions", "8");
+        (int code, string output, string error) = await RunAsync("--data", data, "--documents", "400", "--sessions",
+            "8");
         Assert.True(code == 0, $"exit {code}: {output}{error}");
         Assert.Contains("Wrote 400 documents from 8 concurrent sessions", output, StringComparison.Ordinal);
         Assert.Contains("Loaded 400 of 400 documents", output, StringComparison.Ordinal);

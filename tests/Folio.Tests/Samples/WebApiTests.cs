@@ -27,7 +27,9 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
     public async Task InitializeAsync()
     {
         _app = WebApiApp.Create(
-            ["--urls", "http://127.0.0.1:0", "--Folio:Path", Path.Combine(_directory.Path, "db"), "--Folio:MaxDocumentSize", "65536", "--Folio:SegmentSize", "1048576"], // small segments: each open zero-fills two
+            // small segments: each open zero-fills two
+            ["--urls", "http://127.0.0.1:0", "--Folio:Path", Path.Combine(_directory.Path, "db"),
+                "--Folio:MaxDocumentSize", "65536", "--Folio:SegmentSize", "1048576"],
             builder =>
             {
                 builder.Logging.ClearProviders();
@@ -42,7 +44,8 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
                 });
             });
         await _app.StartAsync();
-        string address = _app.Services.GetRequiredService<IServer>().Features.Get<IServerAddressesFeature>()!.Addresses.First();
+        string address = _app.Services.GetRequiredService<IServer>()
+            .Features.Get<IServerAddressesFeature>()!.Addresses.First();
         Assert.StartsWith("http://127.0.0.1:", address, StringComparison.Ordinal);
         _client = new HttpClient { BaseAddress = new Uri(address), Timeout = TimeSpan.FromSeconds(30) };
     }
@@ -65,7 +68,8 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
 
     private async Task<(Note Note, string ETag)> CreateAsync(string title)
     {
-        using HttpResponseMessage response = await _client.PostAsync("/notes", Json($$"""{"title":"{{title}}","body":"b","tags":["x"]}"""));
+        using HttpResponseMessage response =
+            await _client.PostAsync("/notes", Json($$"""{"title":"{{title}}","body":"b","tags":["x"]}"""));
         Assert.Equal(HttpStatusCode.Created, response.StatusCode);
         Note note = (await response.Content.ReadFromJsonAsync<Note>(JsonSerializerOptions.Web))!;
         Assert.Equal($"/notes/{note.Id}", response.Headers.Location!.OriginalString);
@@ -95,7 +99,10 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
             Assert.Equal(["x"], read.Tags);
         }
 
-        var put = new HttpRequestMessage(HttpMethod.Put, $"/notes/{created.Id}") { Content = Json("""{"title":"second","body":"changed"}""") };
+        var put = new HttpRequestMessage(HttpMethod.Put, $"/notes/{created.Id}")
+        {
+            Content = Json("""{"title":"second","body":"changed"}"""),
+        };
         put.Headers.IfMatch.Add(new EntityTagHeaderValue(etag));
         using (HttpResponseMessage replaced = await _client.SendAsync(put))
         {
@@ -131,7 +138,10 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
             Assert.Equal(HttpStatusCode.OK, first.StatusCode);
         }
 
-        var stale = new HttpRequestMessage(HttpMethod.Put, $"/notes/{note.Id}") { Content = Json("""{"title":"v3"}""") };
+        var stale = new HttpRequestMessage(HttpMethod.Put, $"/notes/{note.Id}")
+        {
+            Content = Json("""{"title":"v3"}"""),
+        };
         stale.Headers.IfMatch.Add(new EntityTagHeaderValue(etag));
         JsonElement problem = await ProblemAsync(await _client.SendAsync(stale), HttpStatusCode.Conflict);
         Assert.Equal(note.Id, problem.GetProperty("conflicts")[0].GetString());
@@ -172,11 +182,15 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
     public async Task A_document_over_the_size_limit_is_413_and_the_store_stays_usable()
     {
         string big = new('x', 70_000); // over Folio:MaxDocumentSize (64 KiB), under Kestrel's body cap
-        JsonElement problem = await ProblemAsync(await _client.PostAsync("/notes", Json($$"""{"title":"big","body":"{{big}}"}""")), HttpStatusCode.RequestEntityTooLarge);
+        JsonElement problem = await ProblemAsync(
+            await _client.PostAsync("/notes", Json($$"""{"title":"big","body":"{{big}}"}""")),
+            HttpStatusCode.RequestEntityTooLarge);
         Assert.Contains("65536", problem.GetProperty("detail").GetString(), StringComparison.Ordinal);
 
         string huge = new('x', 300_000); // over Kestrel's body cap (4x the document limit)
-        await ProblemAsync(await _client.PostAsync("/notes", Json($$"""{"title":"huge","body":"{{huge}}"}""")), HttpStatusCode.RequestEntityTooLarge);
+        await ProblemAsync(
+            await _client.PostAsync("/notes", Json($$"""{"title":"huge","body":"{{huge}}"}""")),
+            HttpStatusCode.RequestEntityTooLarge);
 
         await CreateAsync("still works");
     }
@@ -196,7 +210,9 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
         int pages = 0;
         do
         {
-            NotePage page = (await _client.GetFromJsonAsync<NotePage>("/notes?take=5" + (after is null ? "" : "&after=" + after), JsonSerializerOptions.Web))!;
+            NotePage page = (
+                await _client.GetFromJsonAsync<NotePage>("/notes?take=5" + (after is null ? "" : "&after=" + after),
+                JsonSerializerOptions.Web))!;
             seen.AddRange(page.Items.Select(n => n.Id!));
             after = page.Next;
             pages++;
@@ -207,13 +223,19 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
         Assert.Equal(5, pages);
 
         string prefix = ids[0][..10];
-        NotePage byPrefix = (await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={prefix}&take=1000", JsonSerializerOptions.Web))!;
-        Assert.Equal(ids.Where(id => id.StartsWith(prefix, StringComparison.Ordinal)), byPrefix.Items.Select(n => n.Id!));
+        NotePage byPrefix = (
+            await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={prefix}&take=1000", JsonSerializerOptions.Web))!;
+        Assert.Equal(ids.Where(id => id.StartsWith(prefix, StringComparison.Ordinal)),
+            byPrefix.Items.Select(n => n.Id!));
 
         // A continuation before the prefix: the page starts at the prefix (non-matching ids in between are skipped).
-        NotePage one = (await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={ids[5]}&after={ids[0]}", JsonSerializerOptions.Web))!;
+        NotePage one = (
+            await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={ids[5]}&after={ids[0]}",
+            JsonSerializerOptions.Web))!;
         Assert.Equal([ids[5]], one.Items.Select(n => n.Id!));
-        NotePage none = (await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={ids[5]}&after={ids[5]}", JsonSerializerOptions.Web))!;
+        NotePage none = (
+            await _client.GetFromJsonAsync<NotePage>($"/notes?prefix={ids[5]}&after={ids[5]}",
+            JsonSerializerOptions.Web))!;
         Assert.Empty(none.Items);
     }
 
@@ -227,13 +249,17 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
             Assert.Equal(HttpStatusCode.NoContent, deleted.StatusCode);
         }
 
-        List<(long Id, string Event, JsonElement Data)> events = await ReadEventsAsync("/changes?from=1", count: 3, lastEventId: null);
-        Assert.Equal([(a.Id, "put"), (b.Id, "put"), (a.Id, "delete")], events.Select(e => (e.Data.GetProperty("id").GetString(), e.Event)));
+        List<(long Id, string Event, JsonElement Data)> events = await ReadEventsAsync("/changes?from=1", count: 3,
+            lastEventId: null);
+        Assert.Equal([(a.Id, "put"), (b.Id, "put"), (a.Id, "delete")],
+            events.Select(e => (e.Data.GetProperty("id").GetString(), e.Event)));
         Assert.Equal("b", events[1].Data.GetProperty("note").GetProperty("title").GetString());
         Assert.True(events[0].Id < events[1].Id && events[1].Id < events[2].Id);
 
-        // Resume after the first event, as a reconnecting EventSource would (Last-Event-ID), while tailing a new commit.
-        Task<List<(long Id, string Event, JsonElement Data)>> resumed = ReadEventsAsync("/changes", count: 3, lastEventId: events[0].Id);
+        // Resume after the first event, as a reconnecting EventSource would (Last-Event-ID), while tailing a new
+        // commit.
+        Task<List<(long Id, string Event, JsonElement Data)>> resumed = ReadEventsAsync("/changes", count: 3,
+            lastEventId: events[0].Id);
         (Note c, _) = await CreateAsync("c");
         List<(long Id, string Event, JsonElement Data)> tail = await resumed;
         Assert.Equal([b.Id, a.Id, c.Id], tail.Select(e => e.Data.GetProperty("id").GetString()));
@@ -246,7 +272,8 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
         (Note before, _) = await CreateAsync("before"); // not sent: the feed starts at the next commit
         using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(20));
         using var request = new HttpRequestMessage(HttpMethod.Get, "/changes");
-        Task<HttpResponseMessage> send = _client.SendAsync(request, HttpCompletionOption.ResponseHeadersRead, cts.Token);
+        Task<HttpResponseMessage> send = _client.SendAsync(request, HttpCompletionOption.ResponseHeadersRead,
+            cts.Token);
         Task first = await Task.WhenAny(send, Task.Delay(TimeSpan.FromSeconds(5)));
         Assert.True(ReferenceEquals(first, send), "the headers arrive while nothing is committed");
         using HttpResponseMessage response = await send;
@@ -273,18 +300,22 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
         using (HttpResponseMessage healthy = await _client.GetAsync("/health"))
         {
             Assert.Equal(HttpStatusCode.OK, healthy.StatusCode);
-            Assert.Equal("Healthy", (await healthy.Content.ReadFromJsonAsync<JsonElement>()).GetProperty("status").GetString());
+            Assert.Equal("Healthy",
+                (await healthy.Content.ReadFromJsonAsync<JsonElement>()).GetProperty("status").GetString());
         }
 
         _files.Arm(FileFault.SyncFails);
-        await ProblemAsync(await _client.PostAsync("/notes", Json("""{"title":"lost"}""")), HttpStatusCode.ServiceUnavailable);
+        await ProblemAsync(
+            await _client.PostAsync("/notes", Json("""{"title":"lost"}""")),
+            HttpStatusCode.ServiceUnavailable);
         using HttpResponseMessage unhealthy = await _client.GetAsync("/health");
         Assert.Equal(HttpStatusCode.ServiceUnavailable, unhealthy.StatusCode);
         JsonElement report = await unhealthy.Content.ReadFromJsonAsync<JsonElement>();
         Assert.Equal("Unhealthy", report.GetProperty("checks").GetProperty("folio").GetProperty("status").GetString());
     }
 
-    private async Task<List<(long Id, string Event, JsonElement Data)>> ReadEventsAsync(string url, int count, long? lastEventId)
+    private async Task<List<(long Id, string Event, JsonElement Data)>> ReadEventsAsync(string url, int count,
+        long? lastEventId)
     {
         using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(20));
         var request = new HttpRequestMessage(HttpMethod.Get, url);
@@ -293,7 +324,8 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
             request.Headers.Add("Last-Event-ID", id.ToString(System.Globalization.CultureInfo.InvariantCulture));
         }
 
-        using HttpResponseMessage response = await _client.SendAsync(request, HttpCompletionOption.ResponseHeadersRead, cts.Token);
+        using HttpResponseMessage response = await _client.SendAsync(request, HttpCompletionOption.ResponseHeadersRead,
+            cts.Token);
         Assert.Equal(HttpStatusCode.OK, response.StatusCode);
         Assert.Equal("text/event-stream", response.Content.Headers.ContentType!.MediaType);
         using var reader = new StreamReader(await response.Content.ReadAsStreamAsync(cts.Token));

@@ -46,7 +46,8 @@ public sealed class CrashRecoveryTests(ITestOutputHelper output)
                     string[] parts = line.Split(' ');
                     if (parts.Length == 3 && parts[0] == "ACK")
                     {
-                        acknowledged.Add(long.Parse(parts[1], System.Globalization.CultureInfo.InvariantCulture), parts[2]);
+                        acknowledged.Add(long.Parse(parts[1], System.Globalization.CultureInfo.InvariantCulture),
+                            parts[2]);
                     }
                 }
             }
@@ -64,13 +65,16 @@ public sealed class CrashRecoveryTests(ITestOutputHelper output)
 
             foreach ((long sequence, string id) in acknowledged)
             {
-                Assert.True(found.TryGetValue(sequence, out BatchCommand command), $"acknowledged batch {sequence} ({id}) is missing after the crash of cycle {cycle}");
+                Assert.True(found.TryGetValue(sequence, out BatchCommand command),
+                    $"acknowledged batch {sequence} ({id}) is missing after the crash of cycle {cycle}");
                 Assert.Equal(id, command.Key.Id);
                 Assert.Equal(CrashPayload.For(id), command.Value.ToArray());
             }
         }
 
-        output.WriteLine($"{cycles} SIGKILL cycles, {acknowledged.Count} acknowledged batches all present, {totalTruncated} torn bytes truncated");
+        output.WriteLine(
+            $"{cycles} SIGKILL cycles, {acknowledged.Count} acknowledged batches all present, {totalTruncated} torn " +
+            $"bytes truncated");
         Assert.True(acknowledged.Count > 0, "the child acknowledged some commits before being killed");
     }
 }

@@ -3,7 +3,8 @@ using Folio.Transactions;
 
 namespace Folio.Tests.Transactions;
 
-/// <summary>The group fill's decisions, with made-up counters and times (<see cref="GroupFillPolicy"/> reads no clock).</summary>
+/// <summary>The group fill's decisions, with made-up counters and times (<see cref="GroupFillPolicy"/> reads no
+/// clock).</summary>
 public sealed class GroupFillPolicyTests
 {
     private const long Stall = 20;
@@ -15,7 +16,8 @@ public sealed class GroupFillPolicyTests
     [InlineData(2, 9, 9, 64, 10, 32)] // a pipeline of two: the writers seen, split in two groups
     [InlineData(2, 9, 9, 10, 65, 33)] // the larger of the writers seen at the last take and now, rounded up
     [InlineData(4, 0, 0, 1, 0, 1)]
-    public void The_target_is_the_writers_expected_back(int depth, int lastGroup, int stragglers, long writersSeen, long queueDepth, int expected)
+    public void The_target_is_the_writers_expected_back(int depth, int lastGroup, int stragglers, long writersSeen,
+        long queueDepth, int expected)
     {
         Assert.Equal(expected, GroupFillPolicy.Target(depth, lastGroup, stragglers, writersSeen, queueDepth));
     }
@@ -26,7 +28,8 @@ public sealed class GroupFillPolicyTests
     [InlineData(3, 10, 0, false, false)] // waiting turned off
     [InlineData(3, 10, 0.25, true, false)] // faulted
     [InlineData(3, 10, 0.25, false, true)]
-    public void A_fill_waits_only_for_a_target_not_reached(long pending, int target, double fraction, bool faulted, bool waits)
+    public void A_fill_waits_only_for_a_target_not_reached(long pending, int target, double fraction, bool faulted,
+        bool waits)
     {
         Assert.Equal(waits, GroupFillPolicy.ShouldWait(pending, target, fraction, faulted));
     }
@@ -73,7 +76,8 @@ public sealed class GroupFillPolicyTests
         Assert.Equal(150, now);
     }
 
-    /// <summary>Whatever the arrivals, a fill never waits past its deadline nor past a stall, and always stops at the target.</summary>
+    /// <summary>Whatever the arrivals, a fill never waits past its deadline nor past a stall, and always stops at the
+    /// target.</summary>
     [Property(MaxTest = 300)]
     public void A_fill_never_outlives_its_deadline_or_a_stall(byte[] steps, byte target, byte budget)
     {

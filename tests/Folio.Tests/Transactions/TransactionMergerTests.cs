@@ -22,7 +22,8 @@ public sealed class TransactionMergerTests
     [InlineData(1024, 600, 1)]
     [InlineData(1024, 4 << 20, 2)]
     [InlineData(8, 4 << 20, 3)]
-    public async Task Sixteen_threads_commit_a_thousand_batches_each_exactly_once_in_acknowledgement_order(int maxCommands, int maxBytes, int maxGroupsInFlight)
+    public async Task Sixteen_threads_commit_a_thousand_batches_each_exactly_once_in_acknowledgement_order(
+        int maxCommands, int maxBytes, int maxGroupsInFlight)
     {
         using var fixture = new MergerFixture(o =>
         {
@@ -86,7 +87,8 @@ public sealed class TransactionMergerTests
         {
             var commands = bySequence[ack.Sequence].Commands;
             Assert.Equal(id, commands[0].Key.Id);
-            Assert.Equal(Json($"{{\"t\":{id.Split('-')[0]},\"i\":{id.Split('-')[1]}}}").ToArray(), commands[0].Value.ToArray());
+            Assert.Equal(Json($"{{\"t\":{id.Split('-')[0]},\"i\":{id.Split('-')[1]}}}").ToArray(),
+                commands[0].Value.ToArray());
         }
 
         Assert.Equal(acks.Count, acks.Values.Select(a => a.Sequence).Distinct().Count());
@@ -95,12 +97,14 @@ public sealed class TransactionMergerTests
         foreach (var group in batches.GroupBy(b => b.Record))
         {
             Assert.True(group.Count() == 1 || group.Sum(b => b.Commands.Count) <= maxCommands, "command cap");
-            long bytes = group.Sum(b => 4 + 5 + b.Commands.Sum(c => 1 + 2 + c.Key.Collection.Length + 2 + c.Key.Id.Length + 4 + c.Value.Length));
+            long bytes = group.Sum(b => 4 + 5
+                + b.Commands.Sum(c => 1 + 2 + c.Key.Collection.Length + 2 + c.Key.Id.Length + 4 + c.Value.Length));
             Assert.True(group.Count() == 1 || bytes <= maxBytes, $"byte cap: {bytes}");
         }
 
         int groups = batches.Select(b => b.Record).Distinct().Count();
-        Assert.True(groups < batches.Count, $"concurrent commits were merged into groups ({groups} groups for {batches.Count} batches)");
+        Assert.True(groups < batches.Count,
+            $"concurrent commits were merged into groups ({groups} groups for {batches.Count} batches)");
 
         // Journal order is consistent with acknowledgement order: a batch acknowledged before another was submitted
         // has the smaller sequence number.
@@ -108,7 +112,8 @@ public sealed class TransactionMergerTests
         long laterAckMin = long.MaxValue;
         for (int i = ordered.Length - 1; i >= 0; i--)
         {
-            Assert.True(laterAckMin >= ordered[i].Submitted, "a batch with a later sequence was acknowledged before this one was submitted");
+            Assert.True(laterAckMin >= ordered[i].Submitted,
+                "a batch with a later sequence was acknowledged before this one was submitted");
             laterAckMin = Math.Min(laterAckMin, ordered[i].Acknowledged);
         }
     }
@@ -118,13 +123,18 @@ public sealed class TransactionMergerTests
     {
         using var fixture = new MergerFixture(static o => o.MaxGroupsInFlight = 2);
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
         fixture.Files.SyncGate = null; // later syncs run at once
         int completedBefore = Volatile.Read(ref fixture.Files.SyncsCompleted);
 
         // The second group is written and synced while the first one's fsync is held...
-        Task<CommitResult> second = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "second", Json("{}"))).AsTask();
-        Assert.True(SpinWait.SpinUntil(() => Volatile.Read(ref fixture.Files.SyncsCompleted) > completedBefore, TestDeadline.Hang), "the second group's fsync ran while the first one's was held");
+        Task<CommitResult> second = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "second", Json("{}")))
+            .AsTask();
+        Assert.True(
+            SpinWait.SpinUntil(() => Volatile.Read(ref fixture.Files.SyncsCompleted) > completedBefore,
+            TestDeadline.Hang), "the second group's fsync ran while the first one's was held");
         Assert.Equal(2, fixture.Merger.GroupsInFlight);
 
         // ...but it is neither acknowledged nor visible to journal readers before the first group is durable.
@@ -144,17 +154,22 @@ public sealed class TransactionMergerTests
     }
 
     [Fact]
-    public async Task With_two_groups_in_flight_a_failed_fsync_of_the_first_fails_the_second_although_its_own_fsync_succeeded()
+    public async Task With_two_groups_in_flight_a_failed_fsync_of_the_first_fails_the_second_whose_fsync_succeeded()
     {
         using var fixture = new MergerFixture(static o => o.MaxGroupsInFlight = 2);
         await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
         fixture.Files.Arm(FileFault.SyncFails); // taken by the next sync, which the gate then holds
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
         fixture.Files.SyncGate = null;
         int completedBefore = Volatile.Read(ref fixture.Files.SyncsCompleted);
-        Task<CommitResult> second = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "second", Json("{}"))).AsTask();
-        Assert.True(SpinWait.SpinUntil(() => Volatile.Read(ref fixture.Files.SyncsCompleted) > completedBefore, TestDeadline.Hang), "the second group's fsync succeeded");
+        Task<CommitResult> second = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "second", Json("{}")))
+            .AsTask();
+        Assert.True(
+            SpinWait.SpinUntil(() => Volatile.Read(ref fixture.Files.SyncsCompleted) > completedBefore,
+            TestDeadline.Hang), "the second group's fsync succeeded");
 
         gate.Set();
         var firstError = await Assert.ThrowsAsync<StoreFaultedException>(() => first!.WaitAsync(TestDeadline.Hang));
@@ -166,7 +181,8 @@ public sealed class TransactionMergerTests
         Assert.True(fixture.Merger.IsFaulted);
         Assert.Equal(1, fixture.Journal.CommittedSequence);
         Assert.Equal(0, fixture.State.GetVersion(new DocumentKey("c", "second")));
-        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask());
+        await Assert.ThrowsAsync<StoreFaultedException>(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask());
         Assert.Equal(0, fixture.Merger.GroupsInFlight);
     }
 
@@ -176,14 +192,19 @@ public sealed class TransactionMergerTests
         using var fixture = new MergerFixture(static o => o.MaxGroupsInFlight = 2);
         CommitResult created = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{}")));
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{\"v\":1}")).Expect("c", "doc", created.Sequence)).AsTask()));
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(
+            new CommitBatch().Put("c", "doc", Json("{\"v\":1}")).Expect("c", "doc", created.Sequence)).AsTask()));
         fixture.Files.SyncGate = null;
 
         // The first overwrite is written but not applied: a second one expecting the same version conflicts with it,
         // and one expecting the in-flight version commits after it.
-        var stale = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{\"v\":2}")).Expect("c", "doc", created.Sequence)).AsTask();
+        var stale = fixture.Merger.CommitAsync(
+            new CommitBatch().Put("c", "doc", Json("{\"v\":2}")).Expect("c", "doc", created.Sequence)).AsTask();
         await Assert.ThrowsAsync<ConcurrencyException>(() => stale.WaitAsync(TestDeadline.Hang));
-        var chained = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "doc", Json("{\"v\":3}")).Expect("c", "doc", created.Sequence + 1)).AsTask();
+        var chained = fixture.Merger.CommitAsync(
+            new CommitBatch().Put("c", "doc", Json("{\"v\":3}")).Expect("c", "doc", created.Sequence + 1)).AsTask();
         gate.Set();
         Assert.Equal(created.Sequence + 1, (await first!.WaitAsync(TestDeadline.Hang)).Sequence);
         Assert.Equal(created.Sequence + 2, (await chained.WaitAsync(TestDeadline.Hang)).Sequence);
@@ -194,17 +215,25 @@ public sealed class TransactionMergerTests
     public async Task In_one_group_conflicting_and_throwing_batches_fail_alone_and_the_others_commit()
     {
         using var fixture = new MergerFixture(OneGroupInFlight);
-        fixture.State.Validator = b => b.Commands[0].Key.Id == "bad" ? new InvalidDataException("rejected by validation") : null;
+        fixture.State.Validator = b => b.Commands[0].Key.Id == "bad"
+            ? new InvalidDataException("rejected by validation") : null;
         CommitResult seed = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "existing", Json("{\"v\":1}")));
 
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
-        var good1 = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "a", Json("{}")).Expect("c", "existing", seed.Sequence)).AsTask();
-        var stale = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "b", Json("{}")).Expect("c", "existing", seed.Sequence + 100)).AsTask();
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var good1 = fixture.Merger.CommitAsync(
+            new CommitBatch().Put("c", "a", Json("{}")).Expect("c", "existing", seed.Sequence)).AsTask();
+        var stale = fixture.Merger.CommitAsync(
+            new CommitBatch().Put("c", "b", Json("{}")).Expect("c", "existing", seed.Sequence + 100)).AsTask();
         var throwing = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "bad", Json("{}"))).AsTask();
-        var good2 = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "existing", Json("{\"v\":2}")).Expect("c", "existing", seed.Sequence)).AsTask();
-        var dependsOnGood2 = fixture.Merger.CommitAsync(new CommitBatch().Delete("c", "existing").Expect("c", "existing", seed.Sequence)).AsTask();
-        var mustNotExist = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "new", Json("{}")).Expect("c", "new", 0)).AsTask();
+        var good2 = fixture.Merger.CommitAsync(
+            new CommitBatch().Put("c", "existing", Json("{\"v\":2}")).Expect("c", "existing", seed.Sequence)).AsTask();
+        var dependsOnGood2 = fixture.Merger.CommitAsync(
+            new CommitBatch().Delete("c", "existing").Expect("c", "existing", seed.Sequence)).AsTask();
+        var mustNotExist = fixture.Merger.CommitAsync(
+            new CommitBatch().Put("c", "new", Json("{}")).Expect("c", "new", 0)).AsTask();
         gate.Set();
 
         await first!;
@@ -215,7 +244,8 @@ public sealed class TransactionMergerTests
         Assert.Equal([new DocumentKey("c", "existing")], conflict.Conflicts);
         Assert.Contains("c/existing", conflict.Message, StringComparison.Ordinal);
         await Assert.ThrowsAsync<InvalidDataException>(() => throwing);
-        await Assert.ThrowsAsync<ConcurrencyException>(() => dependsOnGood2); // good2 changed "existing" earlier in the group
+        // good2 changed "existing" earlier in the group
+        await Assert.ThrowsAsync<ConcurrencyException>(() => dependsOnGood2);
 
         var batches = fixture.ReadBatches();
         Assert.Equal(["existing", "first", "a", "existing", "new"], batches.Select(b => b.Commands[0].Key.Id));
@@ -238,14 +268,18 @@ public sealed class TransactionMergerTests
         CommitResult before = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
 
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
-        var pending = Enumerable.Range(0, 20).Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", Json("{}"))).AsTask()).ToList();
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var pending = Enumerable.Range(0, 20)
+            .Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", Json("{}"))).AsTask()).ToList();
         fixture.Files.Arm(fault);
         fixture.Files.SyncGate = null;
         gate.Set();
 
         await first!; // its sync was already under way before the fault was armed
-        var results = await Task.WhenAll(pending.Select(async t => (Task: t, Error: await Record.ExceptionAsync(() => t))));
+        var results = await Task.WhenAll(
+            pending.Select(async t => (Task: t, Error: await Record.ExceptionAsync(() => t))));
         Assert.All(results, r => Assert.IsType<StoreFaultedException>(r.Error));
         var error = (StoreFaultedException)results[0].Error!;
         Assert.IsType<IOException>(error.InnerException);
@@ -256,7 +290,8 @@ public sealed class TransactionMergerTests
 
         // Faulted: later commits fail fast; reads of what was committed keep working.
         Assert.True(fixture.Merger.IsFaulted);
-        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask());
+        await Assert.ThrowsAsync<StoreFaultedException>(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask());
         var committed = fixture.ReadBatches();
         Assert.Equal(["before", "first"], committed.Select(b => b.Commands[0].Key.Id));
         Assert.Equal(before.Sequence, fixture.State.GetVersion(new DocumentKey("c", "before")));
@@ -266,7 +301,8 @@ public sealed class TransactionMergerTests
     [Theory]
     [InlineData(false)]
     [InlineData(true)]
-    public async Task A_group_in_the_journal_that_the_state_fails_to_apply_faults_the_store_and_tells_its_waiters(bool merged)
+    public async Task A_group_in_the_journal_that_the_state_fails_to_apply_faults_the_store_and_tells_its_waiters(
+        bool merged)
     {
         var fixture = new MergerFixture(OneGroupInFlight);
         try
@@ -281,7 +317,8 @@ public sealed class TransactionMergerTests
 
     private static async Task ApplyFailureFaultsTheStore(MergerFixture fixture, bool merged)
     {
-        fixture.State.ApplyFault = static batch => batch.Commands[0].Key.Id == "boom" ? new InvalidOperationException("apply failed") : null;
+        fixture.State.ApplyFault = static batch => batch.Commands[0].Key.Id == "boom"
+            ? new InvalidOperationException("apply failed") : null;
         await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
 
         List<Task<CommitResult>> group;
@@ -289,15 +326,19 @@ public sealed class TransactionMergerTests
         {
             // Pool committer: "boom" and its neighbours queue behind a held fsync and commit as one group.
             Task<CommitResult>? first = null;
-            var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
-            group = new[] { "left", "boom", "right" }.Select(id => fixture.Merger.CommitAsync(new CommitBatch().Put("c", id, Json("{}"))).AsTask()).ToList();
+            var gate = fixture.HoldNextSync(()
+                => first = Task.Run(()
+                => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+            group = new[] { "left", "boom", "right" }.Select(id
+                => fixture.Merger.CommitAsync(new CommitBatch().Put("c", id, Json("{}"))).AsTask()).ToList();
             gate.Set();
             await first!.WaitAsync(TestDeadline.Hang);
         }
         else
         {
             // Idle merger: the caller commits inline, on its own thread.
-            group = [Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "boom", Json("{}"))).AsTask())];
+            group = [Task.Run(()
+                => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "boom", Json("{}"))).AsTask())];
         }
 
         foreach (Task<CommitResult> waiter in group)
@@ -311,7 +352,9 @@ public sealed class TransactionMergerTests
         // applied), but it is in the journal: reopening replays it.
         Assert.True(fixture.Merger.IsFaulted);
         Assert.IsType<InvalidOperationException>(fixture.Merger.Fault);
-        await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask().WaitAsync(TestDeadline.Hang));
+        await Assert.ThrowsAsync<StoreFaultedException>(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", Json("{}"))).AsTask()
+            .WaitAsync(TestDeadline.Hang));
         Assert.DoesNotContain("boom", fixture.ReadBatches().Select(b => b.Commands[0].Key.Id));
         Assert.Contains("boom", fixture.ReadBatchesAfterReopen().Select(b => b.Commands[0].Key.Id));
     }
@@ -321,10 +364,13 @@ public sealed class TransactionMergerTests
     {
         using var fixture = new MergerFixture(OneGroupInFlight);
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
 
         using var cancelWaiting = new CancellationTokenSource();
-        var waiting = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "cancelled", Json("{}")), cancelWaiting.Token).AsTask();
+        var waiting = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "cancelled", Json("{}")),
+            cancelWaiting.Token).AsTask();
         var kept = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "kept", Json("{}"))).AsTask();
         cancelWaiting.Cancel();
         await Assert.ThrowsAnyAsync<OperationCanceledException>(() => waiting);
@@ -337,7 +383,8 @@ public sealed class TransactionMergerTests
 
         using var already = new CancellationTokenSource();
         already.Cancel();
-        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "x", Json("{}")), already.Token).AsTask());
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "x", Json("{}")), already.Token).AsTask());
     }
 
     [Fact]
@@ -350,8 +397,12 @@ public sealed class TransactionMergerTests
             o.MaxGroupsInFlight = 1;
         });
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", new byte[100])).AsTask()));
-        var submitted = Enumerable.Range(0, 12).Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"b{i}", new byte[1000])).AsTask()).ToList();
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", new byte[100])).AsTask()));
+        var submitted = Enumerable.Range(0, 12)
+            .Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"b{i}", new byte[1000])).AsTask())
+            .ToList();
         await Task.Delay(100);
         Assert.All(submitted, t => Assert.False(t.IsCompleted));
         gate.Set();
@@ -362,7 +413,7 @@ public sealed class TransactionMergerTests
     }
 
     [Fact]
-    public async Task Buffered_commits_are_acknowledged_before_fsync_and_synced_within_the_interval_and_durable_batches_force_a_sync()
+    public async Task Buffered_commits_are_acknowledged_before_fsync_and_synced_within_the_interval()
     {
         using var fixture = new MergerFixture(o =>
         {
@@ -386,7 +437,7 @@ public sealed class TransactionMergerTests
     }
 
     [Fact]
-    public async Task In_a_durable_store_the_buffered_sync_timer_never_syncs_and_fsync_durations_are_the_committers_own()
+    public async Task In_a_durable_store_the_sync_timer_never_syncs_and_fsync_durations_are_the_committers_own()
     {
         using var fixture = new MergerFixture(o =>
         {
@@ -396,7 +447,9 @@ public sealed class TransactionMergerTests
 
         // A durable group is written and held inside its fsync: appended, not committed, for many timer periods.
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "held", Json("{}"))).AsTask()));
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "held", Json("{}"))).AsTask()));
         await Task.Delay(100);
         gate.Set();
         await first!;
@@ -417,7 +470,8 @@ public sealed class TransactionMergerTests
     {
         using var fixture = new MergerFixture(segmentSize: 64 * 1024);
         await Assert.ThrowsAsync<ArgumentException>(() => fixture.Merger.CommitAsync(new CommitBatch()).AsTask());
-        var tooLarge = await Assert.ThrowsAsync<DocumentTooLargeException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "big", new byte[70_000])).AsTask());
+        var tooLarge = await Assert.ThrowsAsync<DocumentTooLargeException>(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "big", new byte[70_000])).AsTask());
         Assert.Contains("one journal record, which holds at most", tooLarge.Message, StringComparison.Ordinal);
         Assert.Throws<ArgumentException>(() => new CommitBatch().Put("", "x", Json("{}")));
         Assert.Throws<ArgumentException>(() => new CommitBatch().Put("c", "", Json("{}")));
@@ -438,12 +492,16 @@ public sealed class TransactionMergerTests
 
         // A group of several batches: the first waits in fsync while three more queue behind it.
         Task<CommitResult>? first = null;
-        var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
-        var queued = Enumerable.Range(0, 3).Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"q{i}", Json("{}"))).AsTask()).ToList();
+        var gate = fixture.HoldNextSync(()
+            => first = Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+        var queued = Enumerable.Range(0, 3)
+            .Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"q{i}", Json("{}"))).AsTask()).ToList();
         gate.Set();
         await first!;
         await Task.WhenAll(queued);
-        Assert.Equal(1, fixture.ReadBatches().Select(b => b.Record).Distinct().Count(r => r > 2)); // q0..q2 merged into one record
+        // q0..q2 merged into one record
+        Assert.Equal(1, fixture.ReadBatches().Select(b => b.Record).Distinct().Count(r => r > 2));
 
         // Under concurrency the caller does not serve others: with the next fsync held, CommitAsync still returns
         // (pending) because the committer runs as a pool work item, not on the caller's thread.
@@ -453,15 +511,19 @@ public sealed class TransactionMergerTests
             CancellationToken.None,
             TaskCreationOptions.None,
             TaskScheduler.Default));
-        Task<CommitResult> handedOff = await submit!.WaitAsync(TestDeadline.Hang); // times out if the caller were held in fsync
+        // times out if the caller were held in fsync
+        Task<CommitResult> handedOff = await submit!.WaitAsync(TestDeadline.Hang);
         Assert.False(handedOff.IsCompleted, "the commit is held in the pool committer's fsync, not the caller's");
         held.Set();
         Assert.Equal(6, (await handedOff).Sequence);
 
         // Once groups hold one batch again, a lone writer is back on the inline path. The waiter is answered before
         // its committer records the group size and releases the role, so wait for the release first.
-        Assert.True(SpinWait.SpinUntil(() => !fixture.Merger.IsCommitterActive, TestDeadline.Hang), "the pool committer released its role");
-        Assert.True(fixture.Merger.CommitAsync(new CommitBatch().Put("c", "lone-again", Json("{}"))).AsTask().IsCompletedSuccessfully);
+        Assert.True(SpinWait.SpinUntil(() => !fixture.Merger.IsCommitterActive, TestDeadline.Hang),
+            "the pool committer released its role");
+        Assert.True(
+            fixture.Merger.CommitAsync(new CommitBatch().Put("c", "lone-again", Json("{}"))).AsTask()
+            .IsCompletedSuccessfully);
     }
 
     [Theory]
@@ -472,7 +534,9 @@ public sealed class TransactionMergerTests
     {
         using var dir = new TempDirectory();
         using var journal = Folio.Journal.WriteAheadJournal.Open(dir.Path);
-        var error = Assert.Throws<ArgumentOutOfRangeException>(() => new TransactionMerger(journal, new VersionTable(), new TransactionMergerOptions { GroupFillWait = fraction }));
+        var error = Assert.Throws<ArgumentOutOfRangeException>(()
+            => new TransactionMerger(journal, new VersionTable(),
+            new TransactionMergerOptions { GroupFillWait = fraction }));
         Assert.Equal(nameof(TransactionMergerOptions.GroupFillWait), error.ParamName);
     }
 
@@ -480,11 +544,15 @@ public sealed class TransactionMergerTests
     public async Task Dispose_commits_what_is_pending_and_later_commits_throw()
     {
         var fixture = new MergerFixture();
-        var tasks = Enumerable.Range(0, 50).Select(i => Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"k{i}", Json("{}"))).AsTask())).ToList();
+        var tasks = Enumerable.Range(0, 50)
+            .Select(i
+            => Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"k{i}", Json("{}"))).AsTask())).ToList();
         await Task.WhenAll(tasks);
         fixture.Merger.Dispose();
         fixture.Merger.Dispose();
-        await Assert.ThrowsAsync<ObjectDisposedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "late", Json("{}"))).AsTask());
+        await Assert.ThrowsAsync<ObjectDisposedException>(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "late", Json("{}"))).AsTask());
         Assert.Equal(50, fixture.ReadBatches().Count);
         fixture.Dispose();
     }

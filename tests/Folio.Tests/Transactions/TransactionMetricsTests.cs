@@ -13,14 +13,23 @@ public sealed class TransactionMetricsTests
         using var meters = new TestMeterFactory();
         var measurements = new ConcurrentDictionary<string, ConcurrentQueue<double>>();
         using MeterListener listener = meters.Listen();
-        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
-        listener.SetMeasurementEventCallback<int>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
-        listener.SetMeasurementEventCallback<double>((instrument, value, _, _) => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _)
+            => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
+        listener.SetMeasurementEventCallback<int>((instrument, value, _, _)
+            => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
+        listener.SetMeasurementEventCallback<double>((instrument, value, _, _)
+            => measurements.GetOrAdd(instrument.Name, _ => new()).Enqueue(value));
         listener.Start();
 
         using var fixture = new MergerFixture(o => o.MeterFactory = meters);
-        await Task.WhenAll(Enumerable.Range(0, 200).Select(i => Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"k{i}", "{}"u8.ToArray())).AsTask())));
-        await Assert.ThrowsAsync<ConcurrencyException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k1", "{}"u8.ToArray()).Expect("c", "k1", 0)).AsTask());
+        await Task.WhenAll(
+            Enumerable.Range(0, 200)
+            .Select(i
+            => Task.Run(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"k{i}", "{}"u8.ToArray())).AsTask())));
+        await Assert.ThrowsAsync<ConcurrencyException>(()
+            => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k1", "{}"u8.ToArray()).Expect("c", "k1", 0))
+            .AsTask());
         listener.RecordObservableInstruments();
 
         Assert.Equal("Folio", Assert.Single(meters.Meters).Name);
@@ -39,7 +48,8 @@ public sealed class TransactionMetricsTests
     [Theory]
     [InlineData("folio.commit.groups", true)] // recorded after the group was acknowledged
     [InlineData("folio.journal.fsync.duration", false)] // recorded between the fsync and the acknowledgements
-    public async Task A_metrics_listener_that_throws_faults_the_store_instead_of_leaving_it_hung(string instrumentName, bool acknowledged)
+    public async Task A_metrics_listener_that_throws_faults_the_store_instead_of_leaving_it_hung(string instrumentName,
+        bool acknowledged)
     {
         using var meters = new TestMeterFactory();
         using MeterListener listener = meters.Listen();
@@ -50,7 +60,8 @@ public sealed class TransactionMetricsTests
         var fixture = new MergerFixture(o => o.MeterFactory = meters);
         try
         {
-            Task<CommitResult> commit = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang);
+            Task<CommitResult> commit = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray()))
+                .AsTask().WaitAsync(TestDeadline.Hang);
             if (acknowledged)
             {
                 Assert.Equal(1, (await commit).Sequence);
@@ -64,7 +75,9 @@ public sealed class TransactionMetricsTests
             // The committer did not expect the failure: the store is faulted (not hung) and says why.
             Assert.True(fixture.Merger.IsFaulted);
             Assert.Equal("listener bug", fixture.Merger.Fault?.Message);
-            var error = await Assert.ThrowsAsync<StoreFaultedException>(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang));
+            var error = await Assert.ThrowsAsync<StoreFaultedException>(()
+                => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "later", "{}"u8.ToArray())).AsTask()
+                .WaitAsync(TestDeadline.Hang));
             Assert.IsType<InvalidOperationException>(error.InnerException);
         }
         finally
@@ -82,11 +95,13 @@ public sealed class TransactionMetricsTests
     }
 
     [Fact]
-    public async Task A_metrics_listener_that_throws_on_the_buffered_sync_timer_faults_the_store_instead_of_ending_the_process()
+    public async Task A_metrics_listener_that_throws_on_the_sync_timer_faults_the_store_instead_of_ending_the_process()
     {
         using var meters = new TestMeterFactory();
-        using MeterListener listener = meters.Listen(static instrument => instrument.Name == "folio.journal.fsync.duration");
-        listener.SetMeasurementEventCallback<double>((_, _, _, _) => throw new InvalidOperationException("listener bug"));
+        using MeterListener listener = meters.Listen(static instrument
+            => instrument.Name == "folio.journal.fsync.duration");
+        listener.SetMeasurementEventCallback<double>((_, _, _, _)
+            => throw new InvalidOperationException("listener bug"));
         listener.Start();
 
         var fixture = new MergerFixture(o =>
@@ -97,9 +112,13 @@ public sealed class TransactionMetricsTests
         });
         try
         {
-            // Buffered: acknowledged after the write; the timer's fsync then records its duration and the listener throws.
-            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang)).Sequence);
-            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TestDeadline.Hang), "the timer's failure faulted the store");
+            // Buffered: acknowledged after the write; the timer's fsync then records its duration and the listener
+            // throws.
+            Assert.Equal(1,
+                (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(
+                TestDeadline.Hang)).Sequence);
+            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TestDeadline.Hang),
+                "the timer's failure faulted the store");
             Assert.Equal("listener bug", fixture.Merger.Fault?.Message);
             Assert.Equal(1, fixture.Journal.CommittedSequence); // the fsync itself succeeded
         }
@@ -110,9 +129,10 @@ public sealed class TransactionMetricsTests
     }
 
     [Theory]
-    [InlineData("metrics listener")] // throws on folio.commits.failed, recorded for the group and for the pending batches
+    [InlineData("metrics listener")] // throws on folio.commits.failed, recorded for the group and the pending batches
     [InlineData("logger")] // throws on the "store is faulted" line, written before any waiter is answered
-    public async Task An_observer_that_throws_while_a_journal_failure_faults_the_store_leaves_no_waiter_unanswered(string observer)
+    public async Task An_observer_that_throws_while_a_journal_failure_faults_the_store_leaves_no_waiter_unanswered(
+        string observer)
     {
         using var meters = new TestMeterFactory();
         using MeterListener listener = meters.Listen(static instrument => instrument.Name == "folio.commits.failed");
@@ -133,9 +153,13 @@ public sealed class TransactionMetricsTests
         try
         {
             Task<CommitResult>? first = null;
-            var gate = fixture.HoldNextSync(() => first = Task.Run(() => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", "{}"u8.ToArray())).AsTask()));
+            var gate = fixture.HoldNextSync(()
+                => first = Task.Run(()
+                => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", "{}"u8.ToArray())).AsTask()));
             var pending = Enumerable.Range(0, 20)
-                .Select(i => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang))
+                .Select(i
+                    => fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"p{i}", "{}"u8.ToArray())).AsTask()
+                    .WaitAsync(TestDeadline.Hang))
                 .ToList();
             fixture.Files.Arm(FileFault.SyncFails);
             fixture.Files.SyncGate = null;
@@ -144,7 +168,8 @@ public sealed class TransactionMetricsTests
             Assert.Equal(1, (await first!).Sequence);
             foreach (Task<CommitResult> commit in pending)
             {
-                var error = await Assert.ThrowsAsync<StoreFaultedException>(() => commit); // not a TimeoutException: answered
+                // not a TimeoutException: answered
+                var error = await Assert.ThrowsAsync<StoreFaultedException>(() => commit);
                 Assert.IsType<IOException>(error.InnerException);
             }
 
@@ -170,8 +195,11 @@ public sealed class TransactionMetricsTests
         try
         {
             fixture.Files.Arm(FileFault.SyncFails);
-            Assert.Equal(1, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(TestDeadline.Hang)).Sequence);
-            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TestDeadline.Hang), "the timer's failed fsync faulted the store");
+            Assert.Equal(1,
+                (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "k", "{}"u8.ToArray())).AsTask().WaitAsync(
+                TestDeadline.Hang)).Sequence);
+            Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TestDeadline.Hang),
+                "the timer's failed fsync faulted the store");
             Assert.IsType<IOException>(fixture.Merger.Fault);
             Assert.Contains(logs.Lines, line => line.Id.Id == 2002);
         }
@@ -185,7 +213,8 @@ public sealed class TransactionMetricsTests
     {
         public ConcurrentBag<Meter> Meters { get; } = [];
 
-        /// <summary>A listener (not started yet) for the instruments of this factory's meters that <paramref name="include"/> selects (all by default).</summary>
+        /// <summary>A listener (not started yet) for the instruments of this factory's meters that
+        /// <paramref name="include"/> selects (all by default).</summary>
         public MeterListener Listen(Func<Instrument, bool>? include = null) => new()
         {
             InstrumentPublished = (instrument, listener) =>
