@@ -340,8 +340,7 @@ internal sealed class VersionedIndex : ICommitState
     /// of the copy and the sort run as three parallel actions. They touch disjoint state (each half its own slots and
     /// its own slabs, the sort only the id list), and no reader exists before the open returns. They are mostly page
     /// faults: the slabs are memory the process has not touched yet, which a virtual machine that backs memory lazily
-    /// charges per page (11-18 µs per 4 KiB page measured on the project's machine), and page faults on two cores
-    /// proceed in parallel. <see cref="Parallel.Invoke(Action[])"/> runs on the calling thread whatever the thread pool
+    /// charges per page (docs/measurements.md, "Recovery replay"), and page faults on two cores proceed in parallel. <see cref="Parallel.Invoke(Action[])"/> runs on the calling thread whatever the thread pool
     /// has not started, so a busy pool slows the open down but never blocks it.
     /// </remarks>
     internal void EndBulkLoad()

@@ -37,9 +37,9 @@ namespace Folio.Journal;
 /// <para>
 /// Durability. Segments are zero-filled when created (ahead of time, in the background) so an fdatasync on the
 /// commit path flushes data pages only; a segment is fdatasynced before its successor receives a record, so after a
-/// crash only the newest segment can have a torn tail. Measured on ext4 here: pwrite + fdatasync into a zero-filled
-/// file beat an O_DSYNC (write-through) handle with page-aligned writes, appends to a growing file, and fallocate'd
-/// files (docs/measurements.md).
+/// crash only the newest segment can have a torn tail. On ext4, pwrite + fdatasync into a zero-filled file beats an
+/// O_DSYNC (write-through) handle with page-aligned writes, appends to a growing file, and fallocate'd files
+/// (docs/measurements.md, "Durability technique").
 /// </para>
 /// </summary>
 public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable

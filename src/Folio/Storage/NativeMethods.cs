@@ -61,8 +61,8 @@ internal static partial class NativeMethods
     /// Faults in, with one system call, the whole pages of fresh memory inside <paramref name="memory"/> that the
     /// caller is about to fill, instead of one page fault per 4 KiB page as it writes them (Linux 5.14 and later,
     /// <c>madvise(MADV_POPULATE_WRITE)</c>; a no-op elsewhere and when the kernel refuses). The contents are unchanged.
-    /// On a virtual machine that backs guest memory lazily a page fault is expensive (11-14 µs per page measured on the
-    /// project's machine) and populating costs about a quarter of it.
+    /// On a virtual machine that backs guest memory lazily a page fault is expensive, and populating costs a fraction
+    /// of it (docs/measurements.md, "Recovery replay").
     /// </summary>
     public static unsafe void PopulateForWrite(Span<byte> memory)
     {
