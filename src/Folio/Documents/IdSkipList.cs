@@ -4,22 +4,22 @@ using System.Runtime.CompilerServices;
 namespace Folio.Documents;
 
 /// <summary>
-/// The ids of one collection added since the open, in ordinal order: a skip list with one writer and lock-free
-/// readers. An insert allocates one node (and, for one node in four, a small array of upper links), so the commit path
-/// does not copy a search path per new id as an immutable tree does.
+/// The ids of one collection added since the open, in ordinal order: a skip list with one writer at a time and
+/// lock-free readers. An insert allocates one node (and, for one node in four, a small array of upper links), not a
+/// copy of a search path as an immutable tree does.
 /// <para>
-/// Protocol. One writer, the committer applying a batch (<see cref="VersionedIndex"/>), calls <see cref="Add"/>;
-/// readers search and walk at the same time, without locks. Nodes are never unlinked (a deleted document's id stays,
-/// as a tombstone readers skip, until the next open). The writer fills a new node completely (its id, its forward
-/// links at every level, its backward link) before linking it, then links it into level 0 first and the upper levels
-/// after, each with a release store (<see cref="Volatile.Write{T}(ref T, T)"/>) into the predecessor's link, and last
-/// makes its successor's backward link point at it (release). Readers load every link with an acquire
+/// Protocol. One writer at a time calls <see cref="Add"/> (<see cref="AddedIds"/> merges under its lock, which orders
+/// successive writers); readers search and walk at the same time, without locks. Nodes are never unlinked (a deleted
+/// document's id stays, as a tombstone readers skip, until the next open). The writer fills a new node completely (its
+/// id, its forward links at every level, its backward link) before linking it, then links it into level 0 first and the
+/// upper levels after, each with a release store (<see cref="Volatile.Write{T}(ref T, T)"/>) into the predecessor's
+/// link, and last makes its successor's backward link point at it (release). Readers load every link with an acquire
 /// (<see cref="Volatile.Read{T}(ref readonly T)"/>), so a node a reader reaches is fully initialized. A reader racing
 /// an insert either sees the new node or not, at each level independently; a search that skips it at an upper level
 /// still finds its place at level 0, so every search and walk sees every node linked before it started, in order.
-/// The index publishes a commit's visible sequence (a full fence) after applying it, so a reader whose snapshot
-/// includes a commit sees every id that commit added, forward and backward; ids it may miss belong to commits its
-/// snapshot does not see, which the index skips anyway.
+/// <see cref="AddedIds"/> merges every id appended before a reader asks, so a reader whose snapshot includes a commit
+/// sees every id that commit added, forward and backward; ids it may miss belong to commits its snapshot does not
+/// see, which the index skips anyway.
 /// </para>
 /// </summary>
 internal sealed class IdSkipList

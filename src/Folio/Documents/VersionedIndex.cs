@@ -11,13 +11,13 @@ namespace Folio.Documents;
 /// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch
 /// by batch in commit order, then <see cref="Publish"/> once per group. For each command, Apply prepends a
 /// <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old in a concurrent dictionary: an
-/// atomic write of the value; the old head hangs off it) and adds a new key to its collection's sorted ids (an
-/// <see cref="IdSkipList"/>: one writer, lock-free readers). Publish then stores <see cref="VisibleSequence"/> = the
-/// group's last sequence (a full fence). The committer applies a group while its fsync runs and publishes it only once
-/// it is durable, so versions above <see cref="VisibleSequence"/> may sit at the head of chains: every read skips
-/// them. Readers take a snapshot S = <see cref="VisibleSequence"/> (acquire) through <see cref="SnapshotRegistry"/>,
-/// then read chains and key sets without locks: every version at or below S was written before S was published, and
-/// versions above S are skipped. Readers never wait for the writer.
+/// atomic write of the value; the old head hangs off it) and appends a new key to its collection's added ids
+/// (<see cref="AddedIds"/>: sorted off the commit path, when a range read first needs them). Publish then stores
+/// <see cref="VisibleSequence"/> = the group's last sequence (a full fence). The committer applies a group while its
+/// fsync runs and publishes it only once it is durable, so versions above <see cref="VisibleSequence"/> may sit at the
+/// head of chains: every read skips them. Readers take a snapshot S = <see cref="VisibleSequence"/> (acquire) through
+/// <see cref="SnapshotRegistry"/>, then read chains and key sets without locks: every version at or below S was written
+/// before S was published, and versions above S are skipped. Readers never wait for the writer.
 /// </para>
 /// <para>
 /// Replayed documents. The documents an open replays form each collection's base layer
@@ -233,7 +233,7 @@ internal sealed class VersionedIndex : ICommitState
                 }
                 else
                 {
-                    keys.Added.Add(command.Key.Id);
+                    keys.Added.Append(command.Key.Id);
                 }
             }
             else
@@ -340,8 +340,9 @@ internal sealed class VersionedIndex : ICommitState
     /// of the copy and the sort run as three parallel actions. They touch disjoint state (each half its own slots and
     /// its own slabs, the sort only the id list), and no reader exists before the open returns. They are mostly page
     /// faults: the slabs are memory the process has not touched yet, which a virtual machine that backs memory lazily
-    /// charges per page (docs/measurements.md, "Recovery replay"), and page faults on two cores proceed in parallel. <see cref="Parallel.Invoke(Action[])"/> runs on the calling thread whatever the thread pool
-    /// has not started, so a busy pool slows the open down but never blocks it.
+    /// charges per page (docs/measurements.md, "Recovery replay"), and page faults on two cores proceed in parallel.
+    /// <see cref="Parallel.Invoke(Action[])"/> runs on the calling thread whatever the thread pool has not started, so
+    /// a busy pool slows the open down but never blocks it.
     /// </remarks>
     internal void EndBulkLoad()
     {
@@ -412,8 +413,9 @@ internal sealed class VersionedIndex : ICommitState
         string[] replayed = keys.Replayed?.SortedIds ?? [];
         int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
         int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
-        return Iterate(collection, replayed, replayedStart, replayedEnd, keys.Added, fromInclusive, toExclusive,
-            descending, snapshot);
+        IdSkipList added = keys.Added.Sorted(); // after the caller's snapshot: holds every id the snapshot can see
+        return Iterate(collection, replayed, replayedStart, replayedEnd, added, fromInclusive, toExclusive, descending,
+            snapshot);
     }
 
     /// <summary>
@@ -487,7 +489,7 @@ internal sealed class VersionedIndex : ICommitState
 
         public ReplayedDocuments? Replayed { get; set; }
 
-        public IdSkipList Added { get; } = new();
+        public AddedIds Added { get; } = new();
     }
 
     /// <summary>The state of a bulk load: a builder per collection.</summary>

@@ -10,7 +10,7 @@ namespace Folio.Tests.Storage;
 /// </summary>
 public sealed unsafe partial class NativeMethodsTests
 {
-    private const int Pages = 2048; // 8 MiB: glibc maps an allocation this large fresh from the kernel
+    private const int Pages = 2048; // 8 MiB
 
     [Fact]
     public void Populating_fresh_memory_faults_its_pages_in_with_one_call()
@@ -42,8 +42,13 @@ public sealed unsafe partial class NativeMethodsTests
 
     private static long FaultsWhileWriting(bool populateFirst)
     {
+        // A fresh anonymous mapping: malloc may hand back memory freed earlier in the process (glibc raises its mmap
+        // threshold after a large free), whose pages are already faulted in, and the control below would fail.
         nuint length = Pages * 4096;
-        byte* memory = (byte*)NativeMemory.Alloc(length);
+        const int ReadWrite = 3; // PROT_READ | PROT_WRITE
+        const int PrivateAnonymous = 0x22; // MAP_PRIVATE | MAP_ANONYMOUS
+        byte* memory = (byte*)Map(0, length, ReadWrite, PrivateAnonymous, -1, 0);
+        Assert.True(memory != (byte*)-1, "mmap failed");
         try
         {
             long before = ThreadMinorFaults();
@@ -64,7 +69,7 @@ public sealed unsafe partial class NativeMethodsTests
         }
         finally
         {
-            NativeMemory.Free(memory);
+            Assert.Equal(0, Unmap(memory, length));
         }
     }
 
@@ -75,6 +80,12 @@ public sealed unsafe partial class NativeMethodsTests
         Assert.Equal(0, GetResourceUsage(1 /* RUSAGE_THREAD */, usage));
         return usage[8];
     }
+
+    [LibraryImport("libc", EntryPoint = "mmap", SetLastError = true)]
+    private static partial void* Map(nint address, nuint length, int protection, int flags, int fd, nint offset);
+
+    [LibraryImport("libc", EntryPoint = "munmap", SetLastError = true)]
+    private static partial int Unmap(void* address, nuint length);
 
     [LibraryImport("libc", EntryPoint = "getrusage", SetLastError = true)]
     private static partial int GetResourceUsage(int who, long* usage);

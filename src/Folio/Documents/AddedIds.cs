@@ -1,0 +1,137 @@
+namespace Folio.Documents;
+
+/// <summary>
+/// The ids of one collection added since the open: appended in commit order by the committer in O(1), and sorted
+/// into an <see cref="IdSkipList"/> later, off the commit path, by whoever needs the order first (a range or prefix
+/// read) or by a background merge once enough ids are waiting. A store that is written fast and read by key pays no
+/// ordered insert on its serial commit path.
+/// <para>
+/// Owners. The committer alone appends (<see cref="Append"/>): it stores the id in the tail chunk, then publishes the
+/// new count with a release store, so a thread that reads the count (acquire) sees every id below it. Merging, which
+/// inserts the ids between the merged count and the appended count into the skip list, runs under
+/// <see cref="_mergeLock"/>, so the skip list keeps one writer at a time (the lock orders successive writers); the
+/// merged count is published with a release store after the inserts. Readers call <see cref="Sorted"/>: it reads the
+/// appended count (acquire), merges up to it when the merged count is behind, and returns the skip list, which they
+/// walk without a lock (<see cref="IdSkipList"/>'s protocol). A reader's snapshot was taken before it reads the
+/// appended count, and the committer appends a commit's ids before it publishes the commit as visible, so every id of
+/// every commit the snapshot sees is in the list the reader walks.
+/// </para>
+/// <para>
+/// Chunks. Appended ids live in chunks of <see cref="ChunkSize"/> linked from the oldest not yet merged: the committer
+/// links a new tail chunk (release) before it publishes a count that reaches into it, and the merge drops a chunk once
+/// every id in it is merged (only the merge moves <see cref="_mergeHead"/>, under the lock). The committer keeps its
+/// own reference to the tail, so dropping merged chunks never races with appends.
+/// </para>
+/// </summary>
+internal sealed class AddedIds
+{
+    /// <summary>Ids per chunk of the append log.</summary>
+    internal const int ChunkSize = 1024;
+
+    /// <summary>Waiting ids at which the committer schedules a background merge (a reader merges whatever
+    /// waits).</summary>
+    internal const int BackgroundMergeThreshold = 4 * ChunkSize;
+
+    private readonly IdSkipList _sorted = new();
+    private readonly Lock _mergeLock = new();
+    private Chunk _tail; // committer only
+    private Chunk _mergeHead; // under _mergeLock: the chunk holding the first id not merged
+    private long _appended; // written by the committer (release), read by all (acquire)
+    private long _merged; // written under _mergeLock (release), read by all (acquire)
+    private int _mergeScheduled; // 1 while a background merge is queued or running
+
+    public AddedIds()
+    {
+        _tail = new Chunk(0);
+        _mergeHead = _tail;
+    }
+
+    /// <summary>Ids appended so far.</summary>
+    public long Count => Volatile.Read(ref _appended);
+
+    /// <summary>Ids sorted into the skip list so far (tests and diagnostics).</summary>
+    public long MergedCount => Volatile.Read(ref _merged);
+
+    /// <summary>Appends a new id (committer only): the id is not in the collection yet.</summary>
+    public void Append(string id)
+    {
+        long index = _appended;
+        int slot = (int)(index - _tail.First);
+        if (slot == ChunkSize)
+        {
+            var next = new Chunk(index);
+            Volatile.Write(ref _tail.Next, next);
+            _tail = next;
+            slot = 0;
+        }
+
+        _tail.Ids[slot] = id;
+        Volatile.Write(ref _appended, index + 1);
+        if (index + 1 - Volatile.Read(ref _merged) >= BackgroundMergeThreshold
+            && Volatile.Read(ref _mergeScheduled) == 0
+            && Interlocked.CompareExchange(ref _mergeScheduled, 1, 0) == 0)
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(static self => self.MergeInBackground(), this, preferLocal: false);
+        }
+    }
+
+    /// <summary>
+    /// The ids in ordinal order, with every id appended before this call merged in (ids appended meanwhile may be
+    /// walked too: a reader skips those its snapshot does not see).
+    /// </summary>
+    public IdSkipList Sorted()
+    {
+        if (Volatile.Read(ref _merged) < Volatile.Read(ref _appended))
+        {
+            Merge();
+        }
+
+        return _sorted;
+    }
+
+    private void MergeInBackground()
+    {
+        Merge();
+        Volatile.Write(ref _mergeScheduled, 0);
+    }
+
+    /// <summary>Inserts every id appended so far that is not merged yet, under the merge lock.</summary>
+    private void Merge()
+    {
+        lock (_mergeLock)
+        {
+            long appended = Volatile.Read(ref _appended);
+            long merged = _merged;
+            Chunk chunk = _mergeHead;
+            while (merged < appended)
+            {
+                int slot = (int)(merged - chunk.First);
+                if (slot == ChunkSize)
+                {
+                    chunk = Volatile.Read(ref chunk.Next)!; // linked before any count reaching into it was published
+                    _mergeHead = chunk;
+                    continue;
+                }
+
+                _sorted.Add(chunk.Ids[slot]);
+                chunk.Ids[slot] = null!; // merged: the log no longer holds it
+                merged++;
+                if ((merged & (ChunkSize - 1)) == 0)
+                {
+                    Volatile.Write(ref _merged, merged); // publish progress per chunk, so readers see it early
+                }
+            }
+
+            Volatile.Write(ref _merged, merged);
+        }
+    }
+
+    /// <summary>A block of the append log: ids [<see cref="First"/>, <see cref="First"/> +
+    /// <see cref="ChunkSize"/>).</summary>
+    private sealed class Chunk(long first)
+    {
+        public readonly long First = first;
+        public readonly string[] Ids = new string[ChunkSize];
+        public Chunk? Next;
+    }
+}
