@@ -5,7 +5,7 @@ namespace Folio.Documents;
 
 /// <summary>
 /// The ids of one collection added since the open, in ordinal order: a skip list with one writer at a time and
-/// lock-free readers. An insert allocates one node (and, for one node in four, a small array of upper links), not a
+/// lock-free readers. An insert allocates one node (and, for one node in 64, a small array of its higher links), not a
 /// copy of a search path as an immutable tree does.
 /// <para>
 /// Protocol. One writer at a time calls <see cref="Add"/> (<see cref="AddedIds"/> merges under its lock, which orders
@@ -145,15 +145,18 @@ internal sealed class IdSkipList
     /// <summary>An id in the list. Links are read with acquire loads (see the protocol).</summary>
     internal sealed class Node
     {
+        // The links of levels 0 to 2 are fields, so a search reads them from the node it is on; one node in 64 has
+        // higher levels, in an array.
         private Node? _next;
-        private readonly Node?[]? _upper;
-
+        private Node? _next1;
+        private Node? _next2;
+        private readonly Node?[]? _higher;
         private Node? _previous;
 
         public Node(string id, int levels)
         {
             Id = id;
-            _upper = levels > 1 ? new Node?[levels - 1] : null;
+            _higher = levels > 3 ? new Node?[levels - 3] : null;
         }
 
         public string Id { get; }
@@ -165,20 +168,10 @@ internal sealed class IdSkipList
         public Node? Previous => Volatile.Read(ref _previous);
 
         [MethodImpl(MethodImplOptions.AggressiveInlining)]
-        public Node? NextAt(int level) => level == 0 ? Volatile.Read(ref _next) : Volatile.Read(ref _upper![level - 1]);
+        public Node? NextAt(int level) => Volatile.Read(ref LinkAt(level));
 
         /// <summary>Sets a link of a node no reader can reach yet (writer only).</summary>
-        public void InitNext(int level, Node? next)
-        {
-            if (level == 0)
-            {
-                _next = next;
-            }
-            else
-            {
-                _upper![level - 1] = next;
-            }
-        }
+        public void InitNext(int level, Node? next) => LinkAt(level) = next;
 
         /// <summary>Sets the backward link of a node no reader can reach yet (writer only).</summary>
         public void InitPrevious(Node? previous) => _previous = previous;
@@ -188,15 +181,21 @@ internal sealed class IdSkipList
 
         /// <summary>Publishes <paramref name="next"/> as the link at <paramref name="level"/> (release; writer
         /// only).</summary>
-        public void Link(int level, Node next)
+        public void Link(int level, Node next) => Volatile.Write(ref LinkAt(level), next);
+
+        [MethodImpl(MethodImplOptions.AggressiveInlining)]
+        private ref Node? LinkAt(int level)
         {
-            if (level == 0)
+            switch (level)
             {
-                Volatile.Write(ref _next, next);
-            }
-            else
-            {
-                Volatile.Write(ref _upper![level - 1], next);
+                case 0:
+                    return ref _next;
+                case 1:
+                    return ref _next1;
+                case 2:
+                    return ref _next2;
+                default:
+                    return ref _higher![level - 3];
             }
         }
     }
