@@ -176,7 +176,7 @@ internal sealed class CommitPipeline : IDisposable
         {
             if (ShouldApplyDuringSync(group))
             {
-                SyncThread sync = _syncThread ??= new SyncThread(_journal);
+                SyncThread sync = _syncThread ?? CreateSyncThread();
                 sync.Start(group.SyncPoint);
                 ApplyDuringSync(group);
                 if (sync.Wait(out group.SyncElapsed) is { } failure)
@@ -246,7 +246,18 @@ internal sealed class CommitPipeline : IDisposable
     }
 
     /// <summary>Stops the sync thread; no group may be in flight.</summary>
-    public void Dispose() => _syncThread?.Dispose();
+    public void Dispose() => Volatile.Read(ref _syncThread)?.Dispose();
+
+    /// <summary>The first group applied during its sync starts the thread (stores that never see 4 concurrent
+    /// writers never do); published with a release store for <see cref="Dispose"/>, which may run on another
+    /// thread.</summary>
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private SyncThread CreateSyncThread()
+    {
+        var thread = new SyncThread(_journal);
+        Volatile.Write(ref _syncThread, thread);
+        return thread;
+    }
 
     private bool ShouldApplyDuringSync(InFlightGroup group) =>
         _options.MaxGroupsInFlight == 1 && group.Batches.Count >= MinBatchesToApplyDuringSync && !_fault.IsFaulted;
