@@ -170,21 +170,29 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// <exception cref="ConcurrencyException">The document is not at <paramref name="expectedVersion"/>.</exception>
     /// <exception cref="DocumentTooLargeException">The JSON is over the size limit.</exception>
     /// <exception cref="ArgumentException">Bad collection, id or JSON.</exception>
-    public async ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json,
+    public ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json,
         long? expectedVersion = null, CancellationToken cancellationToken = default)
     {
-        ThrowIfDisposed();
-        DocumentIds.ValidateCollection(collection);
-        DocumentIds.Validate(id);
-        CheckDocument(collection, id, json.Span, validateJson: true);
-        var batch = new CommitBatch(capacity: 1).Put(collection, id, json.ToArray());
-        if (expectedVersion is long expected)
+        // Not an async method: the merger's pending batch is what the caller awaits, so a put allocates no state
+        // machine; every exception still reaches the caller through the returned task, as from an async method.
+        try
         {
-            batch.Expect(collection, id, expected);
-        }
+            ThrowIfDisposed();
+            DocumentIds.ValidateCollection(collection);
+            DocumentIds.Validate(id);
+            CheckDocument(collection, id, json.Span, validateJson: true);
+            var batch = new CommitBatch(capacity: 1).Put(collection, id, json.ToArray());
+            if (expectedVersion is long expected)
+            {
+                batch.Expect(collection, id, expected);
+            }
 
-        CommitResult result = await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
-        return result.Sequence;
+            return _merger.CommitSequenceAsync(batch, cancellationToken);
+        }
+        catch (Exception e)
+        {
+            return ValueTask.FromException<long>(e);
+        }
     }
 
     /// <summary>
@@ -238,20 +246,26 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     /// version.</param>
     /// <param name="cancellationToken">Cancels while the delete waits for its group.</param>
     /// <returns>The sequence number of the commit.</returns>
-    public async ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null,
+    public ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null,
         CancellationToken cancellationToken = default)
     {
-        ThrowIfDisposed();
-        DocumentIds.ValidateCollection(collection);
-        DocumentIds.Validate(id);
-        var batch = new CommitBatch(capacity: 1).Delete(collection, id);
-        if (expectedVersion is long expected)
+        try
         {
-            batch.Expect(collection, id, expected);
-        }
+            ThrowIfDisposed();
+            DocumentIds.ValidateCollection(collection);
+            DocumentIds.Validate(id);
+            var batch = new CommitBatch(capacity: 1).Delete(collection, id);
+            if (expectedVersion is long expected)
+            {
+                batch.Expect(collection, id, expected);
+            }
 
-        CommitResult result = await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
-        return result.Sequence;
+            return _merger.CommitSequenceAsync(batch, cancellationToken);
+        }
+        catch (Exception e)
+        {
+            return ValueTask.FromException<long>(e);
+        }
     }
 
     /// <summary>The latest committed version of a document, or null. Lock-free; never waits for writers.</summary>

@@ -226,25 +226,6 @@ internal sealed class CommitPipeline : IDisposable
         }
     }
 
-    /// <summary>Adds the tasks not yet completed of the batches of the groups in flight to
-    /// <paramref name="waiting"/>.</summary>
-    public void CollectUnanswered(List<Task> waiting)
-    {
-        lock (_lock)
-        {
-            foreach (InFlightGroup group in _inFlight)
-            {
-                foreach (PendingBatch pending in group.Batches)
-                {
-                    if (!pending.Task.IsCompleted)
-                    {
-                        waiting.Add(pending.Task);
-                    }
-                }
-            }
-        }
-    }
-
     /// <summary>Stops the sync thread; no group may be in flight.</summary>
     public void Dispose() => Volatile.Read(ref _syncThread)?.Dispose();
 
@@ -352,9 +333,7 @@ internal sealed class CommitPipeline : IDisposable
             // Acknowledge in commit order, only now that the group is durable (or written, for a buffered group).
             for (int i = 0; i < count; i++)
             {
-                PendingBatch pending = group.Batches[i];
-                _pending.Release(pending);
-                pending.TrySetResult(new CommitResult(group.First + i, group.TimestampTicks));
+                _pending.TryAnswer(group.Batches[i], new CommitResult(group.First + i, group.TimestampTicks));
             }
 
             _metrics.Commits.Add(count);

@@ -236,8 +236,7 @@ internal sealed class GroupCommitter
             }
             catch (Exception e)
             {
-                _pending.Release(pending);
-                pending.TrySetException(e);
+                _pending.TryFail(pending, e);
                 _metrics.FailedCommits.Add(1);
                 continue;
             }

@@ -1,24 +1,34 @@
 using System.Buffers;
+using System.Threading.Tasks.Sources;
 
 namespace Folio.Transactions;
 
 /// <summary>
-/// A submitted batch waiting for its group. <see cref="_state"/> moves once, by CAS, from Waiting to either Taken
-/// (the committer put it in a group; it will complete with the group's outcome, whatever the caller's token does)
-/// or Cancelled (the caller's token fired first; the committer skips it).
+/// A submitted batch waiting for its group, and the source of the value task its caller awaits (no Task is allocated:
+/// a write through <see cref="DocumentStore.PutAsync"/> costs this one object).
+/// <para>
+/// Owners. <see cref="_state"/> moves once, by CAS, from Waiting to either Taken (the committer put it in a group; it
+/// will complete with the group's outcome, whatever the caller's token does) or Cancelled (the caller's token fired
+/// first; the committer skips it). <see cref="_answered"/> moves once, by CAS, from 0 to 1: the one thread that wins
+/// it (<see cref="PendingQueue.TryAnswer"/>, <see cref="PendingQueue.TryFail"/>) releases the batch and then sets the
+/// result or the exception. Continuations run asynchronously (on the pool), never on the answering thread, which may
+/// hold the committer role or the pipeline's lock. The value task may be awaited once, as any value task.
+/// </para>
 /// </summary>
-internal sealed class PendingBatch : TaskCompletionSource<CommitResult>
+internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskSource<long>
 {
     private const int Waiting = 0;
     private const int Taken = 1;
     private const int Cancelled = 2;
 
+    private ManualResetValueTaskSourceCore<CommitResult> _core;
     private int _state;
+    private int _answered;
     private byte[]? _encoded;
 
     public PendingBatch(CommitBatch batch, byte[] encoded, int length, bool durable)
-        : base(TaskCreationOptions.RunContinuationsAsynchronously)
     {
+        _core.RunContinuationsAsynchronously = true;
         Batch = batch;
         _encoded = encoded;
         Length = length;
@@ -38,11 +48,31 @@ internal sealed class PendingBatch : TaskCompletionSource<CommitResult>
 
     public ReadOnlyMemory<byte> Encoded => _encoded.AsMemory(0, Length);
 
+    /// <summary>Whether a thread has taken the answer (it is set, or about to be).</summary>
+    public bool IsAnswered => Volatile.Read(ref _answered) != 0;
+
+    /// <summary>The commit, as the caller awaits it.</summary>
+    public ValueTask<CommitResult> AsValueTask() => new(this, _core.Version);
+
+    /// <summary>The commit's sequence number, as the caller awaits it.</summary>
+    public ValueTask<long> AsSequenceTask() => new(this, _core.Version);
+
     /// <summary>The committer takes the batch into a group unless it was cancelled.</summary>
     public bool TryTake() => Interlocked.CompareExchange(ref _state, Taken, Waiting) == Waiting;
 
     /// <summary>The caller's token fired: cancel unless already taken.</summary>
     public bool TryCancel() => Interlocked.CompareExchange(ref _state, Cancelled, Waiting) == Waiting;
+
+    /// <summary>Takes the right to answer (once); the winner calls <see cref="SetResult"/> or
+    /// <see cref="SetException"/>.</summary>
+    public bool TryClaimAnswer() => Interlocked.CompareExchange(ref _answered, 1, 0) == 0;
+
+    /// <summary>Completes the caller's wait with <paramref name="result"/> (after
+    /// <see cref="TryClaimAnswer"/>).</summary>
+    public void SetResult(CommitResult result) => _core.SetResult(result);
+
+    /// <summary>Fails the caller's wait with <paramref name="error"/> (after <see cref="TryClaimAnswer"/>).</summary>
+    public void SetException(Exception error) => _core.SetException(error);
 
     /// <summary>Returns the encoded bytes to the pool. Called once, when the batch is done with.</summary>
     public void ReturnBuffer()
@@ -53,4 +83,20 @@ internal sealed class PendingBatch : TaskCompletionSource<CommitResult>
             ArrayPool<byte>.Shared.Return(encoded);
         }
     }
+
+    CommitResult IValueTaskSource<CommitResult>.GetResult(short token) => _core.GetResult(token);
+
+    ValueTaskSourceStatus IValueTaskSource<CommitResult>.GetStatus(short token) => _core.GetStatus(token);
+
+    void IValueTaskSource<CommitResult>.OnCompleted(Action<object?> continuation, object? state, short token,
+        ValueTaskSourceOnCompletedFlags flags) =>
+        _core.OnCompleted(continuation, state, token, flags);
+
+    long IValueTaskSource<long>.GetResult(short token) => _core.GetResult(token).Sequence;
+
+    ValueTaskSourceStatus IValueTaskSource<long>.GetStatus(short token) => _core.GetStatus(token);
+
+    void IValueTaskSource<long>.OnCompleted(Action<object?> continuation, object? state, short token,
+        ValueTaskSourceOnCompletedFlags flags) =>
+        _core.OnCompleted(continuation, state, token, flags);
 }

@@ -10,10 +10,16 @@ namespace Folio.Transactions;
 /// pending bytes holds exactly) and enqueue it (<see cref="Enqueue"/>: the depth is counted before the batch enters the
 /// lock-free queue, so it never undercounts a queued batch). The committer, the one thread holding the committer role,
 /// alone peeks and dequeues. Whoever answers a batch (the committer for a failed precondition, the thread completing
-/// its group, the caller's cancellation callback, a fault path) releases it first (<see cref="Release"/>: depth and
-/// bytes down, its buffer back to the pool, a waiting submitter woken) and then completes its task;
-/// <see cref="PendingBatch"/>'s one-way state CAS (taken, or cancelled) lets exactly one of them. So a batch counts in
-/// <see cref="Depth"/> from its submission until it is answered, queued or in a group.
+/// its group, the caller's cancellation callback, a fault path) does it here (<see cref="TryAnswer"/>,
+/// <see cref="TryFail"/>): the batch's one-way answer CAS picks one of them, which releases the batch (depth and bytes
+/// down, its buffer back to the pool, a waiting submitter woken), sets the caller's result, and then counts it
+/// answered. So a batch counts in <see cref="Depth"/> from its submission until it is about to be answered, queued or
+/// in a group, and in the unanswered count until its caller's wait is complete.
+/// </para>
+/// <para>
+/// Draining. <see cref="WhenAllAnsweredAsync"/> publishes a signal (an interlocked exchange, a full fence) and then
+/// reads the unanswered count; an answer decrements the count (interlocked, a full fence) and then reads the signal.
+/// Whichever runs second sees the other's write, so the last answer never misses a waiting disposer.
 /// </para>
 /// <para>
 /// <see cref="Depth"/> is a hint (a Volatile read): the group fill and the queue-depth metric use it, no correctness
@@ -28,7 +34,9 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     private readonly SemaphoreSlim _bytesReleased = new(0);
     private long _pendingBytes;
     private long _depth;
+    private long _unanswered;
     private int _bytesWaiters;
+    private TaskCompletionSource? _allAnswered;
 
     /// <summary>Batches submitted and not yet answered (queued or in a group).</summary>
     public long Depth => Volatile.Read(ref _depth);
@@ -73,6 +81,7 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     /// <summary>Queues a batch whose bytes are reserved.</summary>
     public void Enqueue(PendingBatch pending)
     {
+        Interlocked.Increment(ref _unanswered);
         Interlocked.Increment(ref _depth);
         _queue.Enqueue(pending);
     }
@@ -83,9 +92,62 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     /// <summary>Takes the oldest queued batch off the queue (committer only).</summary>
     public bool TryDequeue(out PendingBatch pending) => _queue.TryDequeue(out pending!);
 
+    /// <summary>
+    /// Completes the batch's wait with <paramref name="result"/> unless another thread answered it: releases it first,
+    /// then sets the result (continuations run on the pool, not on this thread).
+    /// </summary>
+    public bool TryAnswer(PendingBatch pending, CommitResult result)
+    {
+        if (!pending.TryClaimAnswer())
+        {
+            return false;
+        }
+
+        Release(pending);
+        pending.SetResult(result);
+        CountAnswered();
+        return true;
+    }
+
+    /// <summary>Fails the batch's wait with <paramref name="error"/> unless another thread answered it.</summary>
+    public bool TryFail(PendingBatch pending, Exception error)
+    {
+        if (!pending.TryClaimAnswer())
+        {
+            return false;
+        }
+
+        Release(pending);
+        pending.SetException(error);
+        CountAnswered();
+        return true;
+    }
+
+    /// <summary>Completes when every batch submitted so far is answered (a drain waits on it, then looks
+    /// again).</summary>
+    public Task WhenAllAnsweredAsync()
+    {
+        var signal = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        Interlocked.Exchange(ref _allAnswered, signal);
+        if (Volatile.Read(ref _unanswered) == 0)
+        {
+            signal.TrySetResult();
+        }
+
+        return signal.Task;
+    }
+
+    private void CountAnswered()
+    {
+        if (Interlocked.Decrement(ref _unanswered) == 0 && Volatile.Read(ref _allAnswered) is { } signal)
+        {
+            signal.TrySetResult();
+        }
+    }
+
     /// <summary>A batch leaves the pending set, just before it is answered: frees its bytes and wakes a waiting
     /// submitter.</summary>
-    public void Release(PendingBatch pending)
+    private void Release(PendingBatch pending)
     {
         Interlocked.Decrement(ref _depth);
         Interlocked.Add(ref _pendingBytes, -pending.Length);
@@ -108,11 +170,8 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
         for (int i = 0; i < batches.Count; i++)
         {
             PendingBatch pending = batches[i];
-            if (!pending.Task.IsCompleted)
+            if (!pending.IsAnswered && TryFail(pending, errorFor(i)))
             {
-                // every path that answers a batch releases it just before: unanswered means unreleased
-                Release(pending);
-                pending.TrySetException(errorFor(i));
                 failed++;
             }
         }
@@ -127,28 +186,13 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
         int failed = 0;
         while (_queue.TryDequeue(out PendingBatch? pending))
         {
-            if (pending.TryTake())
+            if (pending.TryTake() && TryFail(pending, CommitFault.NotDurable(cause)))
             {
-                Release(pending);
-                pending.TrySetException(CommitFault.NotDurable(cause));
                 failed++;
             }
         }
 
         RecordFailed(failed);
-    }
-
-    /// <summary>Adds the tasks not yet completed of the queued batches to <paramref name="waiting"/> (a
-    /// snapshot).</summary>
-    public void CollectUnanswered(List<Task> waiting)
-    {
-        foreach (PendingBatch pending in _queue)
-        {
-            if (!pending.Task.IsCompleted)
-            {
-                waiting.Add(pending.Task);
-            }
-        }
     }
 
     /// <summary>Adds <paramref name="failed"/> to the failed-commits metric from a failure path.</summary>

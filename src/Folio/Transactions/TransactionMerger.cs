@@ -117,6 +117,33 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     /// <exception cref="DocumentTooLargeException">The batch is larger than a journal record can hold.</exception>
     public ValueTask<CommitResult> CommitAsync(CommitBatch batch, CancellationToken cancellationToken = default)
     {
+        PendingBatch? pending = Submit(batch, cancellationToken, out ValueTask<CommitResult> otherwise);
+        return pending is null ? otherwise : pending.AsValueTask();
+    }
+
+    /// <summary>
+    /// <see cref="CommitAsync"/> for a caller that needs only the commit's sequence number: the batch itself is what
+    /// the caller awaits, so a commit allocates no task (the raw API's single writes).
+    /// </summary>
+    /// <param name="batch">The batch; not changed until the commit completes.</param>
+    /// <param name="cancellationToken">As for <see cref="CommitAsync"/>.</param>
+    /// <returns>The batch's commit sequence number.</returns>
+    public ValueTask<long> CommitSequenceAsync(CommitBatch batch, CancellationToken cancellationToken = default)
+    {
+        PendingBatch? pending = Submit(batch, cancellationToken, out ValueTask<CommitResult> otherwise);
+        return pending is not null ? pending.AsSequenceTask() : SequenceOf(otherwise);
+    }
+
+    private static async ValueTask<long> SequenceOf(ValueTask<CommitResult> commit) =>
+        (await commit.ConfigureAwait(false)).Sequence;
+
+    /// <summary>
+    /// Checks and encodes the batch and queues it: returns it, for the caller to await, or null with
+    /// <paramref name="otherwise"/> to await instead (cancelled already, or waiting for room under the byte bound).
+    /// </summary>
+    private PendingBatch? Submit(CommitBatch batch, CancellationToken cancellationToken,
+        out ValueTask<CommitResult> otherwise)
+    {
         ArgumentNullException.ThrowIfNull(batch);
         if (Volatile.Read(ref _disposed) != 0)
         {
@@ -131,7 +158,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
 
         if (cancellationToken.IsCancellationRequested)
         {
-            return ValueTask.FromCanceled<CommitResult>(cancellationToken);
+            otherwise = ValueTask.FromCanceled<CommitResult>(cancellationToken);
+            return null;
         }
 
         byte[] encoded = BatchEncoding.Encode(batch, out int length);
@@ -145,11 +173,13 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         var pending = new PendingBatch(batch, encoded, length, durable);
         if (!_pending.TryReserveBytes(length))
         {
-            return EnqueueAfterBackpressureAsync(pending, cancellationToken);
+            otherwise = EnqueueAfterBackpressureAsync(pending, cancellationToken);
+            return null;
         }
 
         Enqueue(pending, cancellationToken);
-        return new ValueTask<CommitResult>(pending.Task);
+        otherwise = default;
+        return pending;
     }
 
     /// <summary>
@@ -188,7 +218,7 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         }
 
         Enqueue(pending, cancellationToken);
-        return await pending.Task.ConfigureAwait(false);
+        return await pending.AsValueTask().ConfigureAwait(false);
     }
 
     private void Enqueue(PendingBatch pending, CancellationToken cancellationToken)
@@ -199,10 +229,9 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
                 static (state, token) =>
                 {
                     var (merger, batch) = ((TransactionMerger, PendingBatch))state!;
-                    if (batch.TryCancel())
+                    if (batch.TryCancel()
+                        && merger._pending.TryFail(batch, new TaskCanceledException(null, null, token)))
                     {
-                        merger._pending.Release(batch);
-                        batch.TrySetCanceled(token);
                         merger._metrics.FailedCommits.Add(1);
                     }
                 },
@@ -386,22 +415,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
             _bufferedSync.Dispose();
             while (true)
             {
-                Task[] waiting = UnansweredBatches();
-                if (waiting.Length > 0)
-                {
-                    try
-                    {
-                        Task.WaitAll(waiting);
-                    }
-                    catch (AggregateException)
-                    {
-                        // Answered with an exception (a conflict, a fault, a cancellation) is answered: WaitAll waited
-                        // for all.
-                    }
-
-                    continue;
-                }
-
+                // Every batch answered (the committers already running answer them), whatever the answer.
+                _pending.WhenAllAnsweredAsync().Wait();
                 if (!DrainStep())
                 {
                     break;
@@ -436,14 +451,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
             await _bufferedSync.DisposeAsync().ConfigureAwait(false);
             while (true)
             {
-                Task[] waiting = UnansweredBatches();
-                if (waiting.Length > 0)
-                {
-                    // Answered with an exception (a conflict, a fault, a cancellation) is answered: no throw here.
-                    await Task.WhenAll(waiting).ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
-                    continue;
-                }
-
+                // Every batch answered (the committers already running answer them), whatever the answer.
+                await _pending.WhenAllAnsweredAsync().ConfigureAwait(false);
                 if (!DrainStep())
                 {
                     break;
@@ -488,16 +497,6 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         }
 
         return !_pending.IsEmpty || Volatile.Read(ref _committerActive) != 0 || _pipeline.GroupsInFlight != 0;
-    }
-
-    /// <summary>The tasks not yet completed of the batches still queued and of the groups in flight (a
-    /// snapshot).</summary>
-    private Task[] UnansweredBatches()
-    {
-        var waiting = new List<Task>();
-        _pending.CollectUnanswered(waiting);
-        _pipeline.CollectUnanswered(waiting);
-        return [.. waiting];
     }
 
     /// <summary>After the drain: syncs (and so publishes) what was appended, and releases the sync thread, the metrics

@@ -69,6 +69,33 @@ public sealed class InputValidationTests
         Assert.Equal("fine", (await check.LoadAsync<User>("u/ok"))!.Name);
     }
 
+    /// <summary>
+    /// The raw writes are not async methods (the pending batch is what the caller awaits), yet every failure still
+    /// arrives through the returned task, as from an async method: a caller that starts several writes before
+    /// awaiting them sees no exception at the call.
+    /// </summary>
+    [Fact]
+    public async Task Raw_writes_report_every_failure_through_the_returned_task()
+    {
+        using var dir = new TempDirectory();
+        var store = DocumentStore.Open(dir.Path, new DocumentStoreOptions { MaxDocumentSize = 1024 });
+        ValueTask<long> badId = store.PutAsync("c", "", "{}"u8.ToArray());
+        ValueTask<long> badJson = store.PutAsync("c", "a", "{"u8.ToArray());
+        ValueTask<long> tooLarge = store.PutAsync("c", "a", Encoding.UTF8.GetBytes($"\"{new string('x', 2000)}\""));
+        ValueTask<long> badDelete = store.DeleteAsync("", "a");
+        ValueTask<long> cancelled = store.PutAsync("c", "a", "{}"u8.ToArray(),
+            cancellationToken: new CancellationToken(true));
+        await Assert.ThrowsAnyAsync<ArgumentException>(() => badId.AsTask());
+        await Assert.ThrowsAnyAsync<ArgumentException>(() => badJson.AsTask());
+        await Assert.ThrowsAsync<DocumentTooLargeException>(() => tooLarge.AsTask());
+        await Assert.ThrowsAnyAsync<ArgumentException>(() => badDelete.AsTask());
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => cancelled.AsTask());
+        Assert.Equal(1, await store.PutAsync("c", "a", "{}"u8.ToArray())); // still usable
+        await store.DisposeAsync();
+        ValueTask<long> afterDispose = store.PutAsync("c", "b", "{}"u8.ToArray());
+        await Assert.ThrowsAsync<ObjectDisposedException>(() => afterDispose.AsTask());
+    }
+
     [Fact]
     public async Task Two_ids_that_differ_only_in_a_lone_surrogate_cannot_merge_into_one_document()
     {
