@@ -249,8 +249,8 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             bool isDelete = command.Kind == ChangeKind.Delete;
-            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, isDelete
-                ? ReadOnlyMemory<byte>.Empty : command.Value, isDelete, head);
+            ReadOnlyMemory<byte> value = isDelete ? ReadOnlyMemory<byte>.Empty : command.Value;
+            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, value, isDelete, head);
             if (shadowedSlot >= 0)
             {
                 keys.Replayed!.Shadow(shadowedSlot);

@@ -142,10 +142,13 @@ internal static class BatchEncoding
         public string Collection(ReadOnlySpan<byte> utf8) => Encoding.UTF8.GetString(utf8);
 
         public void Add(ChangeKind kind, string collection, ReadOnlySpan<byte> id, ReadOnlySpan<byte> entry,
-            int valueStart, int valueLength) =>
-            Commands.Add(
-                new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), kind == ChangeKind.Put
-                ? entry.Slice(valueStart, valueLength).ToArray() : ReadOnlyMemory<byte>.Empty));
+            int valueStart, int valueLength)
+        {
+            ReadOnlyMemory<byte> value = kind == ChangeKind.Put
+                ? entry.Slice(valueStart, valueLength).ToArray()
+                : ReadOnlyMemory<byte>.Empty;
+            Commands.Add(new BatchCommand(kind, new DocumentKey(collection, Encoding.UTF8.GetString(id)), value));
+        }
     }
 
     private static int NameBytes(string name, string what)

@@ -49,8 +49,8 @@ internal sealed class CommitFault(ILogger logger, Func<long> pendingBatches)
 
     /// <summary>The I/O failure behind a journal exception: the journal wraps it in a
     /// <see cref="StoreFaultedException"/>.</summary>
-    public static Exception JournalFailureCause(Exception e) => e is StoreFaultedException { InnerException: { } inner }
-        ? inner : e;
+    public static Exception JournalFailureCause(Exception e) =>
+        e is StoreFaultedException { InnerException: { } inner } ? inner : e;
 
     /// <summary>What a commit that a journal write or fsync failed on is told (a full disk says so).</summary>
     public static StoreFaultedException NotDurable(Exception cause)

@@ -94,9 +94,9 @@ internal sealed class CommitPipeline : IDisposable
     /// <summary>Whether every slot is taken (a hint).</summary>
     public bool IsFull => Volatile.Read(ref _inFlightCount) >= _options.MaxGroupsInFlight;
 
-    /// <summary>Batches of the groups in flight (the pending queue's depth counts them until they are
-    /// answered).</summary>
-    public long BatchesInFlight => Volatile.Read(ref _batchesInFlight);
+    /// <summary>Batches submitted and not yet in a group: the queue's depth less the batches of the groups in flight,
+    /// which it counts until they are answered (a hint: the two counters are read one after the other).</summary>
+    public long QueuedBatches => _pending.Depth - Volatile.Read(ref _batchesInFlight);
 
     /// <summary>
     /// The batches that arrived after the last completed group was taken and waited through its fsync, counted when
@@ -317,7 +317,7 @@ internal sealed class CommitPipeline : IDisposable
         }
 
         // For the next fill: none of this group's writers is back yet, so what is pending now arrived during its sync.
-        Volatile.Write(ref _stragglers, (int)Math.Clamp(_pending.Depth - BatchesInFlight, 0, int.MaxValue));
+        Volatile.Write(ref _stragglers, (int)Math.Clamp(QueuedBatches, 0, int.MaxValue));
         try
         {
             if (group.NeedsSync)

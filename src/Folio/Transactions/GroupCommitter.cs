@@ -141,15 +141,11 @@ internal sealed class GroupCommitter
         _pending.FailAll(_fault.Cause!);
     }
 
-    /// <summary>Batches submitted and not yet in a group (a hint: the two counters are read one after the
-    /// other).</summary>
-    private long PendingBatches() => _pending.Depth - _pipeline.BatchesInFlight;
-
     /// <summary>Lets the writers acknowledged by the previous group come back before taking the next one
     /// (<see cref="GroupFillPolicy"/>); returns the fill target.</summary>
     private int WaitForGroupToFill()
     {
-        long pending = PendingBatches();
+        long pending = _pipeline.QueuedBatches;
         int target = GroupFillPolicy.Target(_options.MaxGroupsInFlight, LastGroupBatches, _pipeline.Stragglers,
             _writersSeen, _pending.Depth);
         if (!GroupFillPolicy.ShouldWait(pending, target, _options.GroupFillWait, _fault.IsFaulted))
@@ -165,7 +161,7 @@ internal sealed class GroupCommitter
         {
             spin.SpinOnce(sleep1Threshold: -1);
             now = Stopwatch.GetTimestamp();
-            pending = PendingBatches();
+            pending = _pipeline.QueuedBatches;
         }
 
         return target;

@@ -78,12 +78,7 @@ public sealed class AddedIdsTests
                     (from, to) = (to, from);
                 }
 
-                var seen = new List<string>();
-                for (IdSkipList.Node? node = sorted.First(from); node is not null
-                    && string.CompareOrdinal(node.Id, to) < 0; node = node.Next)
-                {
-                    seen.Add(node.Id);
-                }
+                List<string> seen = IdSkipListTests.Walk(sorted, from, to, descending: false);
 
                 for (int i = 1; i < seen.Count; i++)
                 {
@@ -116,14 +111,5 @@ public sealed class AddedIdsTests
         Assert.Equal(Volatile.Read(ref published), Walk(added.Sorted()).Count);
     }
 
-    private static List<string> Walk(IdSkipList list)
-    {
-        var ids = new List<string>();
-        for (IdSkipList.Node? node = list.First(null); node is not null; node = node.Next)
-        {
-            ids.Add(node.Id);
-        }
-
-        return ids;
-    }
+    private static List<string> Walk(IdSkipList list) => IdSkipListTests.Walk(list, null, null, descending: false);
 }

@@ -160,7 +160,9 @@ public sealed class IdSkipListTests
         return id;
     }
 
-    private static List<string> Walk(IdSkipList list, string? fromInclusive, string? toExclusive, bool descending)
+    /// <summary>The ids in [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) (null: unbounded), walked
+    /// with the list's links in the given direction.</summary>
+    internal static List<string> Walk(IdSkipList list, string? fromInclusive, string? toExclusive, bool descending)
     {
         var ids = new List<string>();
         for (IdSkipList.Node? node = descending ? list.Last(toExclusive)
