@@ -32,6 +32,11 @@ internal static class ThrowHelper
 
     [DoesNotReturn]
     [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ThrowStoreCorrupted(string filePath, long offset, string reason) =>
+        throw new StoreCorruptedException(filePath, offset, reason);
+
+    [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
     public static void ThrowPositionPurged(long requestedSequence, long firstAvailableSequence) =>
         throw new JournalPositionPurgedException(requestedSequence, firstAvailableSequence);
 }

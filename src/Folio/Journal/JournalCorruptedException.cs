@@ -6,13 +6,12 @@ namespace Folio.Journal;
 /// found by a reader. Folio never skips such data silently; restore the folder from a backup or remove the damaged
 /// segment by hand after inspection.
 /// </summary>
-public sealed class JournalCorruptedException : FolioException
+public sealed class JournalCorruptedException : StoreCorruptedException
 {
     /// <summary>Creates an exception with a default message.</summary>
     public JournalCorruptedException()
         : base("The journal is corrupted.")
     {
-        FilePath = string.Empty;
     }
 
     /// <summary>Creates an exception with the given message.</summary>
@@ -20,7 +19,6 @@ public sealed class JournalCorruptedException : FolioException
     public JournalCorruptedException(string message)
         : base(message)
     {
-        FilePath = string.Empty;
     }
 
     /// <summary>Creates an exception with the given message and cause.</summary>
@@ -29,19 +27,10 @@ public sealed class JournalCorruptedException : FolioException
     public JournalCorruptedException(string message, Exception? innerException)
         : base(message, innerException)
     {
-        FilePath = string.Empty;
     }
 
     internal JournalCorruptedException(string filePath, long offset, string reason)
-        : base($"Journal corrupted in '{filePath}' at offset {offset}: {reason}")
+        : base(filePath, offset, $"(journal) {reason}")
     {
-        FilePath = filePath;
-        Offset = offset;
     }
-
-    /// <summary>The segment file that holds the damage.</summary>
-    public string FilePath { get; }
-
-    /// <summary>The byte offset in <see cref="FilePath"/> where the damage starts.</summary>
-    public long Offset { get; }
 }

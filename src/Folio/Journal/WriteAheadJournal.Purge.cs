@@ -1,4 +1,5 @@
 using System.Buffers.Binary;
+using Folio.Storage;
 
 namespace Folio.Journal;
 

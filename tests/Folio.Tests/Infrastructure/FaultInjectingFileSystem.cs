@@ -50,12 +50,27 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     /// <summary>Signalled when a sync starts waiting on <see cref="SyncGate"/>.</summary>
     public ManualResetEventSlim SyncWaiting { get; } = new();
 
-    public void Arm(FileFault fault) => Volatile.Write(ref _fault, (int)fault);
+    private int _skip;
+
+    /// <summary>Arms <paramref name="fault"/> for the matching operation of its kind after the next
+    /// <paramref name="skip"/> ones.</summary>
+    public void Arm(FileFault fault, int skip = 0)
+    {
+        Volatile.Write(ref _skip, skip);
+        Volatile.Write(ref _fault, (int)fault);
+    }
 
     public FileFault Armed => (FileFault)Volatile.Read(ref _fault);
 
     internal bool TryTake(FileFault fault)
-        => Interlocked.CompareExchange(ref _fault, (int)FileFault.None, (int)fault) == (int)fault;
+    {
+        if (Volatile.Read(ref _fault) != (int)fault || Interlocked.Decrement(ref _skip) >= 0)
+        {
+            return false;
+        }
+
+        return Interlocked.CompareExchange(ref _fault, (int)FileFault.None, (int)fault) == (int)fault;
+    }
 
     public IStorageFile OpenFile(string path, FileMode mode)
     {

@@ -2,11 +2,12 @@ using System.Buffers.Binary;
 using System.Numerics;
 using System.Runtime.CompilerServices;
 
-namespace Folio.Journal;
+namespace Folio.Storage;
 
 /// <summary>
-/// CRC-32C (Castagnoli), the checksum of journal records, computed with the processor's CRC32 instruction through
-/// <see cref="BitOperations.Crc32C(uint, ulong)"/> (SSE4.2 on x64, CRC on Arm64; a table fallback elsewhere).
+/// CRC-32C (Castagnoli), the checksum of journal records and data-file pages, computed with the processor's CRC32
+/// instruction through <see cref="BitOperations.Crc32C(uint, ulong)"/> (SSE4.2 on x64, CRC on Arm64; a table fallback
+/// elsewhere).
 /// </summary>
 internal static class Crc32C
 {

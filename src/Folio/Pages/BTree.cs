@@ -1,0 +1,261 @@
+namespace Folio.Pages;
+
+/// <summary>
+/// The algorithms of the copy-on-write B+tree: lookups (any thread, from a published root) and changes (the
+/// checkpoint's <see cref="TreeEdit"/>, which copies each saved node on the path it changes, and changes its own
+/// nodes in place). A tree is a <see cref="PageReference"/> to its root, null when empty. Pages split when they
+/// outgrow <see cref="PageFormat.TargetPageSize"/> or their entry limit, a page emptied by removals leaves its
+/// parent, and a page that falls below a quarter of the target merges with a sibling when the two fit in one.
+/// </summary>
+internal static class BTree
+{
+    /// <summary>The value of <paramref name="key"/>, if present.</summary>
+    public static bool TryGet(PageReference? root, string key, IPageReader reader, out StoredValue value)
+    {
+        if (root is null)
+        {
+            value = default;
+            return false;
+        }
+
+        TreeNode node = root.GetNode(reader);
+        while (!node.IsLeaf)
+        {
+            node = node.ChildAt(node.ChildIndex(key)).GetNode(reader);
+        }
+
+        int index = node.Search(key);
+        if (index < 0)
+        {
+            value = default;
+            return false;
+        }
+
+        value = node.ValueAt(index);
+        return true;
+    }
+
+    /// <summary>Puts <paramref name="key"/>; returns true when it was added, false when it replaced a value.</summary>
+    public static bool Put(TreeEdit edit, ref PageReference? root, string key, StoredValue value)
+    {
+        if (root is null)
+        {
+            TreeNode leaf = TreeNode.NewLeaf(edit.Epoch);
+            leaf.InsertEntry(0, key, value);
+            root = new PageReference(leaf);
+            return true;
+        }
+
+        TreeNode node = edit.Writable(root, out root);
+        bool added = PutInto(edit, node, key, value);
+        if (node.IsOverfull)
+        {
+            TreeNode right = node.SplitUpperHalf(out string separator);
+            root = new PageReference(TreeNode.NewBranch(edit.Epoch, root, separator, new PageReference(right)));
+        }
+
+        return added;
+    }
+
+    /// <summary>Removes <paramref name="key"/>; returns false when it was absent (the tree is left as it
+    /// was).</summary>
+    public static bool Remove(TreeEdit edit, ref PageReference? root, string key)
+    {
+        if (!TryGet(root, key, edit.Reader, out _))
+        {
+            return false;
+        }
+
+        TreeNode node = edit.Writable(root!, out root);
+        RemoveFrom(edit, node, key);
+        while (true)
+        {
+            if (node.Count == 0)
+            {
+                root = null;
+                return true;
+            }
+
+            if (node.IsLeaf || node.Count > 1)
+            {
+                return true;
+            }
+
+            // A branch left with one child: the child becomes the root (the branch was this edit's copy).
+            root = node.ChildAt(0);
+            node = root.GetNode(edit.Reader);
+        }
+    }
+
+    private static bool PutInto(TreeEdit edit, TreeNode node, string key, StoredValue value)
+    {
+        if (node.IsLeaf)
+        {
+            int index = node.Search(key);
+            if (index >= 0)
+            {
+                SupersedeValue(edit, node.ValueAt(index));
+                node.SetValue(index, value);
+                return false;
+            }
+
+            node.InsertEntry(~index, key, value);
+            return true;
+        }
+
+        int child = node.ChildIndex(key);
+        TreeNode childNode = edit.Writable(node.ChildAt(child), out PageReference childReference);
+        node.SetChild(child, childReference);
+        bool added = PutInto(edit, childNode, key, value);
+        if (childNode.IsOverfull)
+        {
+            TreeNode right = childNode.SplitUpperHalf(out string separator);
+            node.InsertChild(child, separator, new PageReference(right));
+        }
+
+        return added;
+    }
+
+    private static void RemoveFrom(TreeEdit edit, TreeNode node, string key)
+    {
+        if (node.IsLeaf)
+        {
+            int index = node.Search(key);
+            SupersedeValue(edit, node.ValueAt(index));
+            node.RemoveEntry(index);
+            return;
+        }
+
+        int child = node.ChildIndex(key);
+        TreeNode childNode = edit.Writable(node.ChildAt(child), out PageReference childReference);
+        node.SetChild(child, childReference);
+        RemoveFrom(edit, childNode, key);
+        if (childNode.Count == 0)
+        {
+            node.RemoveChild(child);
+        }
+        else if (childNode.ByteSize < PageFormat.TargetPageSize / 4 && node.Count > 1)
+        {
+            MergeWithSibling(edit, node, child);
+        }
+    }
+
+    /// <summary>Merges child <paramref name="child"/> of <paramref name="parent"/> with a neighbour when both fit in
+    /// one page.</summary>
+    private static void MergeWithSibling(TreeEdit edit, TreeNode parent, int child)
+    {
+        int left = child > 0 ? child - 1 : child;
+        int right = left + 1;
+        TreeNode leftNode = parent.ChildAt(left).GetNode(edit.Reader);
+        TreeNode rightNode = parent.ChildAt(right).GetNode(edit.Reader);
+        string separator = parent.KeyAt(left);
+        int size = leftNode.ByteSize + rightNode.ByteSize - PageFormat.PageHeaderSize
+            + (leftNode.IsLeaf ? 0 : PageFormat.KeySize(separator));
+        int limit = leftNode.IsLeaf ? PageFormat.MaxLeafEntries : PageFormat.MaxChildren;
+        if (size > PageFormat.TargetPageSize || leftNode.Count + rightNode.Count > limit)
+        {
+            return;
+        }
+
+        TreeNode merged = edit.Writable(parent.ChildAt(left), out PageReference mergedReference);
+        if (rightNode.Epoch != edit.Epoch || rightNode.Position.IsSaved)
+        {
+            edit.Supersede(rightNode.Position);
+        }
+
+        merged.Append(rightNode, separator);
+        parent.SetChild(left, mergedReference);
+        parent.RemoveChild(right);
+    }
+
+    private static void SupersedeValue(TreeEdit edit, in StoredValue value)
+    {
+        if (value.IsOverflow)
+        {
+            edit.Supersede(value.Overflow);
+        }
+    }
+
+    /// <summary>
+    /// The entries with ids in [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) (null: unbounded),
+    /// in ascending or descending ordinal order, read lazily from a published (immutable) root.
+    /// </summary>
+    public static IEnumerable<KeyValuePair<string, StoredValue>> Range(PageReference? root, string? fromInclusive,
+        string? toExclusive, bool descending, IPageReader reader)
+    {
+        if (root is null)
+        {
+            yield break;
+        }
+
+        var path = new Stack<(TreeNode Node, int Index)>();
+        TreeNode node = root.GetNode(reader);
+        string? start = descending ? toExclusive : fromInclusive;
+        while (true)
+        {
+            // Descend to the leaf holding the start, then walk leaves, climbing when one is done.
+            while (!node.IsLeaf)
+            {
+                int index = start is null ? (descending ? node.Count - 1 : 0) : node.ChildIndex(start);
+                path.Push((node, index));
+                node = node.ChildAt(index).GetNode(reader);
+            }
+
+            int at;
+            if (start is null)
+            {
+                at = descending ? node.Count - 1 : 0;
+            }
+            else
+            {
+                int found = node.Search(start);
+                at = descending ? (found >= 0 ? found - 1 : ~found - 1) : (found >= 0 ? found : ~found);
+            }
+
+            start = null;
+            if (descending)
+            {
+                for (; at >= 0; at--)
+                {
+                    string key = node.KeyAt(at);
+                    if (fromInclusive is not null && string.CompareOrdinal(key, fromInclusive) < 0)
+                    {
+                        yield break;
+                    }
+
+                    yield return new KeyValuePair<string, StoredValue>(key, node.ValueAt(at));
+                }
+            }
+            else
+            {
+                for (; at < node.Count; at++)
+                {
+                    string key = node.KeyAt(at);
+                    if (toExclusive is not null && string.CompareOrdinal(key, toExclusive) >= 0)
+                    {
+                        yield break;
+                    }
+
+                    yield return new KeyValuePair<string, StoredValue>(key, node.ValueAt(at));
+                }
+            }
+
+            // Climb to the first ancestor with a next child, and descend from there.
+            while (true)
+            {
+                if (!path.TryPop(out (TreeNode Node, int Index) parent))
+                {
+                    yield break;
+                }
+
+                int next = descending ? parent.Index - 1 : parent.Index + 1;
+                if (next >= 0 && next < parent.Node.Count)
+                {
+                    path.Push((parent.Node, next));
+                    node = parent.Node.ChildAt(next).GetNode(reader);
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+using System.Buffers.Binary;
+using Folio.Storage;
+
+namespace Folio.Pages;
+
+/// <summary>
+/// The data file's bytes: reads pages for any thread (<see cref="IPageReader"/>), and writes chunks and header
+/// slots for the checkpoint's thread.
+/// <para>
+/// Protocol. The chunk map (chunk id to <see cref="ChunkInfo"/>) is an immutable dictionary replaced by the
+/// checkpoint's thread (a release store) and read by page readers (an acquire load); a chunk leaves the map only
+/// when no published root and no pinned checkpoint reaches it (<see cref="PageStore"/>), so a reader that reached a
+/// position through a pinned root always finds its chunk. Reads are positional (pread) and need no lock; every
+/// page read from disk is checked against its CRC-32C, which covers its position.
+/// </para>
+/// </summary>
+internal sealed class DataFile : IPageReader, IDisposable
+{
+    private readonly IStorageFile _file;
+    private Dictionary<uint, ChunkInfo> _chunks = [];
+
+    public DataFile(IStorageFile file) => _file = file;
+
+    public string Path => _file.Path;
+
+    public long Length => _file.Length;
+
+    /// <summary>The chunks readers can reach (acquire).</summary>
+    public IReadOnlyDictionary<uint, ChunkInfo> Chunks => Volatile.Read(ref _chunks);
+
+    /// <summary>Publishes a new chunk map (the checkpoint's thread).</summary>
+    public void PublishChunks(Dictionary<uint, ChunkInfo> chunks) => Volatile.Write(ref _chunks, chunks);
+
+    public TreeNode ReadNode(PagePosition position)
+    {
+        byte[] page = ReadPage(position, out long offset);
+        TreeNode? node = PageFormat.Decode(page, position, out string? problem);
+        if (node is null)
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position}: {problem}");
+        }
+
+        return node;
+    }
+
+    public ReadOnlyMemory<byte> ReadOverflow(PagePosition position, int length)
+    {
+        byte[] page = ReadPage(position, out long offset);
+        if (page[8] != PageFormat.OverflowType || page.Length != PageFormat.OverflowPageSize(length))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset,
+                $"{position} should be an overflow page of {length} bytes (type {page[8]}, {page.Length} bytes)");
+        }
+
+        return page.AsMemory(PageFormat.PageHeaderSize);
+    }
+
+    /// <summary>Reads exactly <paramref name="destination"/>.Length bytes at <paramref name="offset"/>; false when
+    /// the file ends first.</summary>
+    public bool TryReadExactly(Span<byte> destination, long offset)
+    {
+        while (destination.Length > 0)
+        {
+            int read = _file.Read(destination, offset);
+            if (read <= 0)
+            {
+                return false;
+            }
+
+            destination = destination[read..];
+            offset += read;
+        }
+
+        return true;
+    }
+
+    public void Write(ReadOnlySpan<byte> bytes, long offset) => _file.Write(bytes, offset);
+
+    public void Sync() => _file.Sync();
+
+    /// <summary>
+    /// Reads a chunk's header and metadata (table of contents and chunk table) and checks them; throws
+    /// <see cref="StoreCorruptedException"/> when they fail, or when the chunk is not the one expected.
+    /// </summary>
+    public (ChunkFormat.Header Header, byte[] Metadata) ReadChunkMetadata(uint expectedId, long offset,
+        long expectedLength)
+    {
+        Span<byte> headerBytes = stackalloc byte[ChunkFormat.HeaderSize];
+        if (offset < DataFileHeader.DataStart || offset + ChunkFormat.HeaderSize > Length
+            || !TryReadExactly(headerBytes, offset))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset,
+                $"chunk {expectedId} should start here, but the file is {Length} bytes long");
+        }
+
+        ChunkFormat.Header? decoded = ChunkFormat.Header.TryRead(headerBytes);
+        if (decoded is not { } header || header.ChunkId != expectedId
+            || (expectedLength >= 0 && header.Length != expectedLength) || header.PageCount < 0
+            || header.TableEntries < 0 || header.TocOffset < ChunkFormat.HeaderSize
+            || header.TocOffset + header.MetadataLength != header.Length)
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"no valid header of chunk {expectedId} here");
+            return default;
+        }
+
+        if (offset + header.Length > Length)
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset,
+                $"chunk {expectedId} of {header.Length} bytes runs past the end of the file ({Length} bytes)");
+        }
+
+        byte[] metadata = GC.AllocateUninitializedArray<byte>(checked((int)header.MetadataLength));
+        if (!TryReadExactly(metadata, offset + header.TocOffset)
+            || ChunkFormat.Checksum(headerBytes, metadata) != header.Checksum)
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"chunk {expectedId} fails its metadata checksum");
+        }
+
+        return (header, metadata);
+    }
+
+    public void Dispose() => _file.Dispose();
+
+    private byte[] ReadPage(PagePosition position, out long offset)
+    {
+        if (!Chunks.TryGetValue(position.ChunkId, out ChunkInfo? chunk))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, 0, $"{position} is in no chunk of the data file");
+        }
+
+        long[] toc = chunk.Toc ?? LoadToc(chunk);
+        if (position.PageNumber >= (uint)toc.Length)
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, chunk.FileOffset,
+                $"{position}: chunk {chunk.Id} holds {toc.Length} pages");
+        }
+
+        long entry = toc[position.PageNumber];
+        offset = chunk.FileOffset + (entry >>> 32);
+        int length = (int)(entry & 0xFFFF_FFFF);
+        byte[] page = GC.AllocateUninitializedArray<byte>(length);
+        if (length < PageFormat.PageHeaderSize || !TryReadExactly(page, offset)
+            || BinaryPrimitives.ReadInt32LittleEndian(page) != length
+            || BinaryPrimitives.ReadUInt32LittleEndian(page.AsSpan(4)) != PageFormat.Checksum(page, position))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position} ({length} bytes) fails its checksum");
+        }
+
+        return page;
+    }
+
+    private long[] LoadToc(ChunkInfo chunk)
+    {
+        (ChunkFormat.Header header, byte[] metadata) = ReadChunkMetadata(chunk.Id, chunk.FileOffset, chunk.Length);
+        long[] toc = ChunkInfo.DecodeToc(metadata, header.PageCount);
+        long pagesEnd = header.TocOffset;
+        foreach (long entry in toc)
+        {
+            if ((entry >>> 32) < ChunkFormat.HeaderSize || (entry >>> 32) + (entry & 0xFFFF_FFFF) > pagesEnd)
+            {
+                ThrowHelper.ThrowStoreCorrupted(Path, chunk.FileOffset,
+                    $"chunk {chunk.Id}'s table of contents points outside its pages");
+            }
+        }
+
+        return chunk.PublishToc(toc);
+    }
+}

@@ -1,0 +1,43 @@
+namespace Folio.Pages;
+
+/// <summary>
+/// The state a checkpoint made durable: its generation, the sequence C it covers (every commit at or below C is in
+/// its trees, none above), and its collections' trees. Immutable once published.
+/// <para>
+/// Protocol. Readers that may read pages from disk pin the checkpoint they read (<see cref="PageStore.Pin"/>): the
+/// pin is an interlocked increment followed by a re-read of the store's current checkpoint, and the checkpoint's
+/// thread publishes a new checkpoint with an interlocked exchange before it looks at older checkpoints' pins, so
+/// (both sides fenced) either the reader sees the new checkpoint and retries, or the checkpoint's thread sees the pin
+/// and keeps the chunks the pinned checkpoint reaches.
+/// </para>
+/// </summary>
+internal sealed class PageCheckpoint
+{
+    private static readonly Dictionary<string, CollectionTree> s_none = new(StringComparer.Ordinal);
+    private int _pins;
+
+    public PageCheckpoint(long generation, long sequence, IReadOnlyDictionary<string, CollectionTree> collections)
+    {
+        Generation = generation;
+        Sequence = sequence;
+        Collections = collections;
+    }
+
+    /// <summary>The state of a data file no checkpoint has written yet.</summary>
+    public static PageCheckpoint Empty { get; } = new(0, 0, s_none);
+
+    /// <summary>The checkpoint's number (0: none yet).</summary>
+    public long Generation { get; }
+
+    /// <summary>Every commit up to and including this sequence is in the trees.</summary>
+    public long Sequence { get; }
+
+    public IReadOnlyDictionary<string, CollectionTree> Collections { get; }
+
+    /// <summary>Readers holding the checkpoint.</summary>
+    public int Pins => Volatile.Read(ref _pins);
+
+    internal int AddPin() => Interlocked.Increment(ref _pins);
+
+    internal int RemovePin() => Interlocked.Decrement(ref _pins);
+}

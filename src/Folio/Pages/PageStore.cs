@@ -1,0 +1,593 @@
+using System.Buffers.Binary;
+using System.Diagnostics;
+using Folio.Storage;
+
+namespace Folio.Pages;
+
+/// <summary>
+/// The persistent page store: one copy-on-write B+tree per collection plus a catalog tree naming them, saved by
+/// checkpoints into append-only chunks of one data file (the design of H2 MVStore; docs/formats/pages.md).
+/// <para>
+/// Protocol. One checkpoint at a time (the checkpoint lock): it applies changes to the trees in a new edit epoch
+/// (unpublished nodes, changed in place), numbers the unsaved pages tree by tree, serializes the trees in parallel
+/// into buffers of their own, writes the chunk (header, pages, table of contents, chunk table) at a free extent,
+/// fsyncs, writes the header slot of its generation, fsyncs, and only then publishes the new
+/// <see cref="PageCheckpoint"/> (an interlocked exchange). A failure before the header leaves the previous
+/// checkpoint current and the store usable (the chunk's extent is free again); a failed header write is retried by
+/// the next checkpoint in the same slot, so the other slot, the previous checkpoint, is never overwritten while it
+/// is the newest durable one. Readers read any published checkpoint without locks; a reader that may go to disk pins
+/// its checkpoint (<see cref="Pin"/>). A chunk no current root reaches (every page superseded) is freed for reuse
+/// once no pinned checkpoint older than the one that dropped it remains.
+/// </para>
+/// </summary>
+internal sealed class PageStore : IDisposable
+{
+    private readonly DataFile _file;
+    private readonly Lock _checkpointLock = new();
+    private readonly List<PageCheckpoint> _retired = [];
+    private readonly List<(long Offset, long Extent)> _orphans = [];
+    private readonly ChunkSpace _space;
+    private PageCheckpoint _current;
+    private PageReference? _catalogRoot;
+    private long _generation;
+    private uint _lastChunkId;
+    private int _epoch;
+    private bool _disposed;
+
+    private PageStore(DataFile file, ChunkSpace space, PageCheckpoint current, PageReference? catalogRoot,
+        uint lastChunkId)
+    {
+        _file = file;
+        _space = space;
+        _current = current;
+        _catalogRoot = catalogRoot;
+        _generation = current.Generation;
+        _lastChunkId = lastChunkId;
+    }
+
+    /// <summary>The newest durable checkpoint (acquire).</summary>
+    public PageCheckpoint Current => Volatile.Read(ref _current);
+
+    /// <summary>Reads pages of this store's data file.</summary>
+    public IPageReader Reader => _file;
+
+    public string Path => _file.Path;
+
+    /// <summary>Chunks in the data file, live or waiting for their pins to go.</summary>
+    public int ChunkCount => _file.Chunks.Count;
+
+    /// <summary>Where the data file's used space ends.</summary>
+    public long UsedBytes
+    {
+        get
+        {
+            lock (_checkpointLock)
+            {
+                return _space.End;
+            }
+        }
+    }
+
+    /// <summary>Opens (or creates) the data file at <paramref name="path"/> and mounts its newest valid checkpoint:
+    /// the catalog is read, the collection trees stay on disk until read.</summary>
+    public static PageStore Open(IFileSystem fileSystem, string path)
+    {
+        bool existed = fileSystem.FileExists(path);
+        IStorageFile storage = fileSystem.OpenFile(path, existed ? FileMode.Open : FileMode.CreateNew);
+        if (!existed)
+        {
+            // The new file's name must survive a power cut before a checkpoint relies on it.
+            fileSystem.SyncDirectory(System.IO.Path.GetDirectoryName(System.IO.Path.GetFullPath(path))!);
+        }
+
+        var file = new DataFile(storage);
+        try
+        {
+            return Mount(file);
+        }
+        catch
+        {
+            file.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>Pins the current checkpoint: its pages stay readable until <see cref="Unpin"/>.</summary>
+    public PageCheckpoint Pin()
+    {
+        while (true)
+        {
+            PageCheckpoint checkpoint = Volatile.Read(ref _current);
+            checkpoint.AddPin();
+            // Interlocked increment, then this load: paired with the interlocked exchange that publishes a newer
+            // checkpoint before the checkpoint's thread reads older checkpoints' pins.
+            if (ReferenceEquals(checkpoint, Volatile.Read(ref _current)))
+            {
+                return checkpoint;
+            }
+
+            checkpoint.RemovePin();
+        }
+    }
+
+    public static void Unpin(PageCheckpoint checkpoint)
+    {
+        if (checkpoint.RemovePin() < 0)
+        {
+            ThrowHelper.ThrowInvalidOperation("A page checkpoint was unpinned more often than pinned.");
+        }
+    }
+
+    /// <summary>
+    /// Writes a checkpoint covering every commit up to <paramref name="sequence"/>: applies <paramref name="changes"/>
+    /// to the current trees, saves every changed page in one new chunk, makes it durable and current, and returns the
+    /// new checkpoint. With <paramref name="parallel"/>, collections are changed and serialized in parallel. Throws
+    /// (an <see cref="IOException"/>) when a write or fsync fails; the previous checkpoint then stays current.
+    /// </summary>
+    public PageCheckpoint Checkpoint(long sequence, IReadOnlyList<CollectionChanges> changes, bool parallel = true)
+    {
+        lock (_checkpointLock)
+        {
+            ObjectDisposedException.ThrowIf(_disposed, this);
+            PageCheckpoint current = _current;
+            if (sequence < current.Sequence)
+            {
+                ThrowHelper.ThrowArgumentOutOfRange(nameof(sequence), sequence,
+                    $"A checkpoint cannot go back before sequence {current.Sequence}.");
+            }
+
+            ReclaimChunks();
+            int epoch = ++_epoch;
+            var edits = new CollectionEdit[changes.Count];
+            for (int i = 0; i < edits.Length; i++)
+            {
+                current.Collections.TryGetValue(changes[i].Name, out CollectionTree? tree);
+                edits[i] = new CollectionEdit(changes[i], tree, new TreeEdit(epoch, _file));
+            }
+
+            if (parallel && edits.Length > 1)
+            {
+                Parallel.For(0, edits.Length, i => edits[i].Apply());
+            }
+            else
+            {
+                foreach (CollectionEdit edit in edits)
+                {
+                    edit.Apply();
+                }
+            }
+
+            return Save(current, sequence, edits, epoch, parallel);
+        }
+    }
+
+    public void Dispose()
+    {
+        lock (_checkpointLock)
+        {
+            if (_disposed)
+            {
+                return;
+            }
+
+            _disposed = true;
+            _file.Dispose();
+        }
+    }
+
+    private PageCheckpoint Save(PageCheckpoint current, long sequence, CollectionEdit[] edits, int epoch,
+        bool parallel)
+    {
+        uint chunkId = ++_lastChunkId;
+
+        // Phase 1a (sequential): number each changed tree's unsaved pages, so page numbers are unique.
+        var serializers = new List<(CollectionEdit Edit, TreeSerializer Serializer)>();
+        uint pageBase = 0;
+        foreach (CollectionEdit edit in edits)
+        {
+            int pages = TreeSerializer.CountUnsaved(edit.Root, out long bytes);
+            if (pages > 0)
+            {
+                serializers.Add((edit, new TreeSerializer(chunkId, pageBase, (int)Math.Min(bytes, int.MaxValue))));
+                pageBase = checked(pageBase + (uint)pages);
+            }
+        }
+
+        TreeSerializer? catalogSerializer = null;
+        try
+        {
+            // Phase 1b (parallel): each tree into its own buffer.
+            if (parallel && serializers.Count > 1)
+            {
+                Parallel.For(0, serializers.Count, i => serializers[i].Serializer.Serialize(serializers[i].Edit.Root!));
+            }
+            else
+            {
+                foreach ((CollectionEdit edit, TreeSerializer serializer) in serializers)
+                {
+                    serializer.Serialize(edit.Root!);
+                }
+            }
+
+            // Phase 2 (sequential): the catalog names every changed tree's root, now final.
+            var catalogEdit = new TreeEdit(epoch, _file);
+            var collections = new Dictionary<string, CollectionTree>(current.Collections, StringComparer.Ordinal);
+            PageReference? catalogRoot = _catalogRoot;
+            foreach (CollectionEdit edit in edits)
+            {
+                if (edit.Root is null)
+                {
+                    if (collections.Remove(edit.Name))
+                    {
+                        BTree.Remove(catalogEdit, ref catalogRoot, edit.Name);
+                    }
+
+                    continue;
+                }
+
+                if (collections.TryGetValue(edit.Name, out CollectionTree? before) && before.Root == edit.Root)
+                {
+                    continue;
+                }
+
+                collections[edit.Name] = new CollectionTree(edit.Name, edit.Root, edit.Count);
+                byte[] entry = new byte[16];
+                BinaryPrimitives.WriteUInt64LittleEndian(entry, edit.Root.Position.Value);
+                BinaryPrimitives.WriteInt64LittleEndian(entry.AsSpan(8), edit.Count);
+                BTree.Put(catalogEdit, ref catalogRoot, edit.Name, new StoredValue(0, 0, entry));
+            }
+
+            int catalogPages = TreeSerializer.CountUnsaved(catalogRoot, out long catalogBytes);
+            PagePosition catalogPosition = catalogRoot?.Position ?? default;
+            if (catalogPages > 0)
+            {
+                catalogSerializer = new TreeSerializer(chunkId, pageBase, (int)catalogBytes);
+                catalogPosition = catalogSerializer.Serialize(catalogRoot!);
+                pageBase = checked(pageBase + (uint)catalogPages);
+            }
+
+            // Pages this checkpoint supersedes leave their chunks' live counts once it is durable.
+            var superseded = new Dictionary<uint, int>();
+            foreach (CollectionEdit edit in edits)
+            {
+                CountSuperseded(edit.TreeEdit.Superseded, superseded);
+            }
+
+            CountSuperseded(catalogEdit.Superseded, superseded);
+
+            // Phase 3 (sequential): place the buffers, then the table of contents and the chunk table.
+            int pageCount = (int)pageBase;
+            IReadOnlyDictionary<uint, ChunkInfo> chunks = _file.Chunks;
+            var table = new List<ChunkInfo>();
+            foreach (ChunkInfo chunk in chunks.Values)
+            {
+                if (chunk.DeadAt == 0 && chunk.LivePages - superseded.GetValueOrDefault(chunk.Id) > 0)
+                {
+                    table.Add(chunk);
+                }
+            }
+
+            var parts = new List<TreeSerializer>(serializers.Count + 1);
+            foreach ((_, TreeSerializer serializer) in serializers)
+            {
+                parts.Add(serializer);
+            }
+
+            if (catalogSerializer is not null)
+            {
+                parts.Add(catalogSerializer);
+            }
+
+            long tocOffset = ChunkFormat.HeaderSize;
+            foreach (TreeSerializer part in parts)
+            {
+                tocOffset += part.Bytes.Length;
+            }
+
+            int tableEntries = table.Count + 1;
+            long metadataLength = (pageCount * (long)ChunkFormat.TocEntrySize)
+                + (tableEntries * (long)ChunkFormat.TableEntrySize);
+            long length = tocOffset + metadataLength;
+            if (tocOffset > uint.MaxValue)
+            {
+                ThrowHelper.ThrowInvalidOperation(
+                    $"A checkpoint of {tocOffset} bytes exceeds the chunk limit of 4 GiB; checkpoint more often.");
+            }
+
+            long offset = _space.Allocate(ChunkFormat.Align(length));
+            var newChunk = new ChunkInfo(chunkId, offset, length, pageCount, pageCount);
+            long[] toc = new long[pageCount];
+            byte[] metadata = new byte[metadataLength];
+            int page = 0;
+            long at = ChunkFormat.HeaderSize;
+            foreach (TreeSerializer part in parts)
+            {
+                foreach (long entry in part.Toc)
+                {
+                    long placed = (((entry >>> 32) + at) << 32) | (entry & 0xFFFF_FFFF);
+                    toc[page] = placed;
+                    BinaryPrimitives.WriteUInt32LittleEndian(metadata.AsSpan(page * ChunkFormat.TocEntrySize),
+                        (uint)(placed >>> 32));
+                    BinaryPrimitives.WriteUInt32LittleEndian(metadata.AsSpan((page * ChunkFormat.TocEntrySize) + 4),
+                        (uint)placed);
+                    page++;
+                }
+
+                at += part.Bytes.Length;
+            }
+
+            Debug.Assert(page == pageCount, "every numbered page was serialized");
+            int tableAt = pageCount * ChunkFormat.TocEntrySize;
+            foreach (ChunkInfo chunk in table)
+            {
+                var copy = new ChunkInfo(chunk.Id, chunk.FileOffset, chunk.Length, chunk.PageCount,
+                    chunk.LivePages - superseded.GetValueOrDefault(chunk.Id));
+                ChunkFormat.WriteTableEntry(metadata.AsSpan(tableAt), copy);
+                tableAt += ChunkFormat.TableEntrySize;
+            }
+
+            ChunkFormat.WriteTableEntry(metadata.AsSpan(tableAt), newChunk);
+            byte[] header = new byte[ChunkFormat.HeaderSize];
+            ChunkFormat.WriteHeader(header, chunkId, sequence, pageCount, tableEntries, length, catalogPosition,
+                tocOffset);
+            ChunkFormat.Seal(header, metadata);
+
+            try
+            {
+                WriteChunk(offset, header, parts, metadata, length);
+                _file.Sync();
+            }
+            catch
+            {
+                _space.Free(offset, ChunkFormat.Align(length));
+                throw;
+            }
+
+            long generation = _generation + 1;
+            try
+            {
+                byte[] slot = new byte[DataFileHeader.SlotSize];
+                new DataFileHeader(generation, chunkId, offset, length, sequence).Write(slot);
+                _file.Write(slot, DataFileHeader.SlotOffset(generation));
+                _file.Sync();
+            }
+            catch
+            {
+                // The slot may hold anything now; the next checkpoint writes the same generation into it again. The
+                // chunk may be what that slot names on disk, so its extent stays taken until a later header lands.
+                _orphans.Add((offset, ChunkFormat.Align(length)));
+                throw;
+            }
+
+            // Durable: publish.
+            _generation = generation;
+            newChunk.PublishToc(toc);
+            var map = new Dictionary<uint, ChunkInfo>(chunks) { [chunkId] = newChunk };
+            foreach ((uint id, int count) in superseded)
+            {
+                ChunkInfo chunk = map[id];
+                chunk.LivePages -= count;
+                if (chunk.LivePages <= 0 && chunk.DeadAt == 0)
+                {
+                    chunk.DeadAt = generation;
+                }
+            }
+
+            foreach ((long orphanOffset, long orphanExtent) in _orphans)
+            {
+                _space.Free(orphanOffset, orphanExtent);
+            }
+
+            _orphans.Clear();
+            _file.PublishChunks(map);
+            _catalogRoot = catalogRoot;
+            var checkpoint = new PageCheckpoint(generation, sequence, collections);
+            PageCheckpoint previous = Interlocked.Exchange(ref _current, checkpoint);
+            _retired.Add(previous);
+            return checkpoint;
+        }
+        finally
+        {
+            foreach ((_, TreeSerializer serializer) in serializers)
+            {
+                serializer.Dispose();
+            }
+
+            catalogSerializer?.Dispose();
+        }
+    }
+
+    private void WriteChunk(long offset, byte[] header, List<TreeSerializer> parts, byte[] metadata, long length)
+    {
+        const int OneWriteLimit = 8 * 1024 * 1024;
+        if (length <= OneWriteLimit)
+        {
+            byte[] buffer = new byte[length];
+            header.CopyTo(buffer, 0);
+            int at = ChunkFormat.HeaderSize;
+            foreach (TreeSerializer part in parts)
+            {
+                part.Bytes.CopyTo(buffer.AsSpan(at));
+                at += part.Bytes.Length;
+            }
+
+            metadata.CopyTo(buffer, at);
+            _file.Write(buffer, offset);
+            return;
+        }
+
+        // A large chunk goes out as consecutive writes of its parts, in file order.
+        _file.Write(header, offset);
+        long position = offset + ChunkFormat.HeaderSize;
+        foreach (TreeSerializer part in parts)
+        {
+            _file.Write(part.Bytes, position);
+            position += part.Bytes.Length;
+        }
+
+        _file.Write(metadata, position);
+    }
+
+    private static void CountSuperseded(List<PagePosition> positions, Dictionary<uint, int> counts)
+    {
+        foreach (PagePosition position in positions)
+        {
+            counts[position.ChunkId] = counts.GetValueOrDefault(position.ChunkId) + 1;
+        }
+    }
+
+    /// <summary>Frees the chunks no current root reaches once no checkpoint that could reach them is pinned.</summary>
+    private void ReclaimChunks()
+    {
+        _retired.RemoveAll(static checkpoint => checkpoint.Pins <= 0);
+        long oldestPinned = long.MaxValue;
+        foreach (PageCheckpoint checkpoint in _retired)
+        {
+            oldestPinned = Math.Min(oldestPinned, checkpoint.Generation);
+        }
+
+        Dictionary<uint, ChunkInfo>? map = null;
+        foreach (ChunkInfo chunk in _file.Chunks.Values)
+        {
+            if (chunk.DeadAt > 0 && oldestPinned >= chunk.DeadAt)
+            {
+                map ??= new Dictionary<uint, ChunkInfo>(_file.Chunks);
+                map.Remove(chunk.Id);
+                _space.Free(chunk.FileOffset, chunk.Extent);
+            }
+        }
+
+        if (map is not null)
+        {
+            _file.PublishChunks(map);
+        }
+    }
+
+    private static PageStore Mount(DataFile file)
+    {
+        DataFileHeader? newest = null;
+        long newestSlot = 0;
+        byte[] slot = new byte[DataFileHeader.SlotSize];
+        for (int i = 0; i < DataFileHeader.SlotCount; i++)
+        {
+            long slotOffset = i * (long)DataFileHeader.SlotSize;
+            if (file.TryReadExactly(slot, slotOffset)
+                && DataFileHeader.TryRead(slot, file.Path, slotOffset) is { } header
+                && (newest is null || header.Generation > newest.Value.Generation))
+            {
+                newest = header;
+                newestSlot = slotOffset;
+            }
+        }
+
+        if (newest is not { } current)
+        {
+            // No checkpoint became durable: whatever chunk bytes the file holds were never made current.
+            return new PageStore(file, new ChunkSpace(DataFileHeader.DataStart), PageCheckpoint.Empty, null, 0);
+        }
+
+        if (current.ChunkOffset < DataFileHeader.DataStart || current.ChunkOffset + current.ChunkLength > file.Length)
+        {
+            ThrowHelper.ThrowStoreCorrupted(file.Path, newestSlot,
+                $"the header of checkpoint {current.Generation} names chunk {current.ChunkId} at "
+                + $"{current.ChunkOffset} ({current.ChunkLength} bytes), past the end of the file "
+                + $"({file.Length} bytes)");
+        }
+
+        (ChunkFormat.Header chunkHeader, byte[] metadata) =
+            file.ReadChunkMetadata(current.ChunkId, current.ChunkOffset, current.ChunkLength);
+        if (chunkHeader.Sequence != current.CheckpointSequence)
+        {
+            ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
+                $"chunk {current.ChunkId} covers sequence {chunkHeader.Sequence}, its header says "
+                + $"{current.CheckpointSequence}");
+        }
+
+        var chunks = new Dictionary<uint, ChunkInfo>();
+        var used = new List<(long Offset, long Extent)>();
+        ReadOnlySpan<byte> table = metadata.AsSpan(chunkHeader.PageCount * ChunkFormat.TocEntrySize);
+        uint lastChunkId = 0;
+        for (int i = 0; i < chunkHeader.TableEntries; i++)
+        {
+            ReadOnlySpan<byte> entry = table.Slice(i * ChunkFormat.TableEntrySize, ChunkFormat.TableEntrySize);
+            var chunk = new ChunkInfo(
+                BinaryPrimitives.ReadUInt32LittleEndian(entry),
+                BinaryPrimitives.ReadInt64LittleEndian(entry[8..]),
+                BinaryPrimitives.ReadInt64LittleEndian(entry[16..]),
+                BinaryPrimitives.ReadInt32LittleEndian(entry[4..]),
+                BinaryPrimitives.ReadInt32LittleEndian(entry[24..]));
+            if (chunk.Id == 0 || chunk.FileOffset < DataFileHeader.DataStart
+                || chunk.FileOffset + chunk.Length > file.Length || !chunks.TryAdd(chunk.Id, chunk))
+            {
+                ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
+                    $"chunk {current.ChunkId}'s chunk table names chunk {chunk.Id} at {chunk.FileOffset} "
+                    + $"({chunk.Length} bytes): outside the file ({file.Length} bytes) or twice");
+            }
+
+            used.Add((chunk.FileOffset, chunk.Extent));
+            lastChunkId = Math.Max(lastChunkId, chunk.Id);
+        }
+
+        if (!chunks.TryGetValue(current.ChunkId, out ChunkInfo? newestChunk))
+        {
+            ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
+                $"chunk {current.ChunkId} does not list itself in its chunk table");
+        }
+
+        newestChunk.PublishToc(ChunkInfo.DecodeToc(metadata, chunkHeader.PageCount));
+        file.PublishChunks(chunks);
+
+        // The catalog: every collection's root and count (the trees themselves stay on disk until read).
+        var collections = new Dictionary<string, CollectionTree>(StringComparer.Ordinal);
+        PageReference? catalogRoot =
+            chunkHeader.CatalogRoot.IsSaved ? new PageReference(chunkHeader.CatalogRoot) : null;
+        foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(catalogRoot, null, null, false, file))
+        {
+            ReadOnlySpan<byte> value = entry.Value.Inline.Span;
+            var root = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(value));
+            if (value.Length != 16 || !root.IsSaved)
+            {
+                ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
+                    $"the catalog entry of collection '{entry.Key}' is damaged");
+            }
+
+            collections[entry.Key] = new CollectionTree(entry.Key, new PageReference(root),
+                BinaryPrimitives.ReadInt64LittleEndian(value[8..]));
+        }
+
+        var checkpoint = new PageCheckpoint(current.Generation, current.CheckpointSequence, collections);
+        return new PageStore(file, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId);
+    }
+
+    /// <summary>One collection's edit in a checkpoint (changed on one worker thread).</summary>
+    private sealed class CollectionEdit(CollectionChanges changes, CollectionTree? tree, TreeEdit edit)
+    {
+        public string Name => changes.Name;
+
+        public TreeEdit TreeEdit => edit;
+
+        public PageReference? Root { get; private set; } = tree?.Root;
+
+        public long Count { get; private set; } = tree?.Count ?? 0;
+
+        public void Apply()
+        {
+            PageReference? root = Root;
+            long count = Count;
+            foreach (TreeChange change in changes.Changes)
+            {
+                if (change.IsDelete)
+                {
+                    count -= BTree.Remove(edit, ref root, change.Id) ? 1 : 0;
+                }
+                else
+                {
+                    count += BTree.Put(edit, ref root, change.Id, change.Value) ? 1 : 0;
+                }
+            }
+
+            Root = root;
+            Count = count;
+        }
+    }
+}

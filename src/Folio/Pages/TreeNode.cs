@@ -1,0 +1,326 @@
+namespace Folio.Pages;
+
+/// <summary>
+/// One page of a copy-on-write B+tree in memory: a leaf (sorted ids and their <see cref="StoredValue"/>s) or a
+/// branch (children and the separator ids between them: child i holds the ids below separator i, child i + 1 those
+/// at or above it).
+/// <para>
+/// Protocol. A node belongs to the edit that created it (<see cref="Epoch"/>). Only that edit, on the checkpoint's
+/// thread, changes it in place, and only before the roots that reach it are published; a node of an older epoch is
+/// immutable and is copied to be changed (<see cref="TreeEdit.Writable"/>). So every node a reader can reach is
+/// immutable, and readers need no locks: they walk from a published root, reading children through
+/// <see cref="PageReference"/>. <see cref="Position"/> is set by the checkpoint that saves the node, also before
+/// publication.
+/// </para>
+/// </summary>
+internal sealed class TreeNode
+{
+    private string[] _keys;
+    private StoredValue[]? _values;
+    private PageReference[]? _children;
+    private int _count;
+    private int _byteSize;
+
+    private TreeNode(int epoch, string[] keys, StoredValue[]? values, PageReference[]? children, int count,
+        int byteSize, PagePosition position)
+    {
+        Epoch = epoch;
+        _keys = keys;
+        _values = values;
+        _children = children;
+        _count = count;
+        _byteSize = byteSize;
+        Position = position;
+    }
+
+    /// <summary>The edit that created the node; only it may change the node in place.</summary>
+    public int Epoch { get; }
+
+    /// <summary>Where the node is saved; unsaved until a checkpoint writes it.</summary>
+    public PagePosition Position { get; private set; }
+
+    public bool IsLeaf => _values is not null;
+
+    /// <summary>Entries of a leaf, children of a branch.</summary>
+    public int Count => _count;
+
+    /// <summary>The page's encoded size in bytes (header included).</summary>
+    public int ByteSize => _byteSize;
+
+    /// <summary>A leaf's ids, or a branch's separators (<see cref="Count"/> - 1 of them).</summary>
+    public ReadOnlySpan<string> Keys => _keys.AsSpan(0, IsLeaf ? _count : Math.Max(0, _count - 1));
+
+    public ReadOnlySpan<StoredValue> Values => _values.AsSpan(0, _count);
+
+    public ReadOnlySpan<PageReference> Children => _children.AsSpan(0, _count);
+
+    public string KeyAt(int index) => _keys[index];
+
+    public StoredValue ValueAt(int index) => _values![index];
+
+    public PageReference ChildAt(int index) => _children![index];
+
+    /// <summary>An empty leaf of <paramref name="epoch"/>.</summary>
+    public static TreeNode NewLeaf(int epoch) =>
+        new(epoch, new string[8], new StoredValue[8], null, 0, PageFormat.PageHeaderSize, default);
+
+    /// <summary>A branch of <paramref name="epoch"/> over two children split at <paramref name="separator"/>.</summary>
+    public static TreeNode NewBranch(int epoch, PageReference left, string separator, PageReference right)
+    {
+        var keys = new string[8];
+        var children = new PageReference[8];
+        children[0] = left;
+        children[1] = right;
+        keys[0] = separator;
+        int size = PageFormat.PageHeaderSize + (2 * PageFormat.ChildReferenceSize) + PageFormat.KeySize(separator);
+        return new TreeNode(epoch, keys, null, children, 2, size, default);
+    }
+
+    /// <summary>A saved leaf decoded from its page (arrays exactly sized).</summary>
+    public static TreeNode SavedLeaf(PagePosition position, string[] keys, StoredValue[] values, int byteSize) =>
+        new(0, keys, values, null, keys.Length, byteSize, position);
+
+    /// <summary>A saved branch decoded from its page.</summary>
+    public static TreeNode SavedBranch(PagePosition position, string[] separators, PageReference[] children,
+        int byteSize) => new(0, separators, null, children, children.Length, byteSize, position);
+
+    /// <summary>A copy of this node owned by <paramref name="epoch"/>, with room to grow.</summary>
+    public TreeNode CopyFor(int epoch)
+    {
+        int capacity = Math.Max(8, _count + 4);
+        var keys = new string[capacity];
+        _keys.AsSpan(0, IsLeaf ? _count : Math.Max(0, _count - 1)).CopyTo(keys);
+        if (IsLeaf)
+        {
+            var values = new StoredValue[capacity];
+            _values.AsSpan(0, _count).CopyTo(values);
+            return new TreeNode(epoch, keys, values, null, _count, _byteSize, default);
+        }
+
+        var children = new PageReference[capacity];
+        _children.AsSpan(0, _count).CopyTo(children);
+        return new TreeNode(epoch, keys, null, children, _count, _byteSize, default);
+    }
+
+    /// <summary>The index of <paramref name="key"/> in a leaf, or the complement of where it would go.</summary>
+    public int Search(string key)
+    {
+        int low = 0;
+        int high = _count - 1;
+        string[] keys = _keys;
+        while (low <= high)
+        {
+            int middle = (low + high) >>> 1;
+            int comparison = string.CompareOrdinal(keys[middle], key);
+            if (comparison == 0)
+            {
+                return middle;
+            }
+
+            if (comparison < 0)
+            {
+                low = middle + 1;
+            }
+            else
+            {
+                high = middle - 1;
+            }
+        }
+
+        return ~low;
+    }
+
+    /// <summary>The child of a branch whose range holds <paramref name="key"/>.</summary>
+    public int ChildIndex(string key)
+    {
+        // The number of separators at or below the key.
+        int low = 0;
+        int high = _count - 2;
+        string[] keys = _keys;
+        while (low <= high)
+        {
+            int middle = (low + high) >>> 1;
+            if (string.CompareOrdinal(keys[middle], key) <= 0)
+            {
+                low = middle + 1;
+            }
+            else
+            {
+                high = middle - 1;
+            }
+        }
+
+        return low;
+    }
+
+    /// <summary>Records the position the checkpoint gave this node (its writer, before publication).</summary>
+    public void Saved(PagePosition position) => Position = position;
+
+    // ---- In-place changes: the owning edit only (Epoch == edit's epoch), before publication. ----
+
+    public void InsertEntry(int index, string key, StoredValue value)
+    {
+        EnsureCapacity(_count + 1);
+        Array.Copy(_keys, index, _keys, index + 1, _count - index);
+        Array.Copy(_values!, index, _values!, index + 1, _count - index);
+        _keys[index] = key;
+        _values![index] = value;
+        _count++;
+        _byteSize += PageFormat.EntrySize(key, value);
+    }
+
+    public void SetValue(int index, StoredValue value)
+    {
+        _byteSize += PageFormat.ValueSize(value) - PageFormat.ValueSize(_values![index]);
+        _values[index] = value;
+    }
+
+    public void RemoveEntry(int index)
+    {
+        _byteSize -= PageFormat.EntrySize(_keys[index], _values![index]);
+        Array.Copy(_keys, index + 1, _keys, index, _count - index - 1);
+        Array.Copy(_values, index + 1, _values, index, _count - index - 1);
+        _count--;
+        _keys[_count] = null!;
+        _values[_count] = default;
+    }
+
+    public void SetChild(int index, PageReference child) => _children![index] = child;
+
+    /// <summary>Inserts <paramref name="right"/> after child <paramref name="index"/>, separated by
+    /// <paramref name="separator"/>.</summary>
+    public void InsertChild(int index, string separator, PageReference right)
+    {
+        EnsureCapacity(_count + 1);
+        Array.Copy(_children!, index + 1, _children!, index + 2, _count - index - 1);
+        Array.Copy(_keys, index, _keys, index + 1, _count - 1 - index);
+        _children![index + 1] = right;
+        _keys[index] = separator;
+        _count++;
+        _byteSize += PageFormat.ChildReferenceSize + PageFormat.KeySize(separator);
+    }
+
+    /// <summary>Removes child <paramref name="index"/> and the separator next to it.</summary>
+    public void RemoveChild(int index)
+    {
+        int separator = index == 0 ? 0 : index - 1;
+        if (_count > 1)
+        {
+            _byteSize -= PageFormat.ChildReferenceSize + PageFormat.KeySize(_keys[separator]);
+            Array.Copy(_keys, separator + 1, _keys, separator, _count - 2 - separator);
+            _keys[_count - 2] = null!;
+        }
+        else
+        {
+            _byteSize -= PageFormat.ChildReferenceSize;
+        }
+
+        Array.Copy(_children!, index + 1, _children!, index, _count - index - 1);
+        _count--;
+        _children![_count] = null!;
+    }
+
+    /// <summary>Moves the upper half of this node into a new node of the same epoch; returns it and the separator
+    /// (the first id of the new leaf, or the separator lifted out of a branch).</summary>
+    public TreeNode SplitUpperHalf(out string separator)
+    {
+        int keep = _count / 2;
+        int move = _count - keep;
+        var keys = new string[Math.Max(8, move + 4)];
+        if (IsLeaf)
+        {
+            var values = new StoredValue[keys.Length];
+            Array.Copy(_keys, keep, keys, 0, move);
+            Array.Copy(_values!, keep, values, 0, move);
+            Array.Clear(_keys, keep, move);
+            Array.Clear(_values!, keep, move);
+            _count = keep;
+            var right = new TreeNode(Epoch, keys, values, null, move, 0, default);
+            right.RecomputeSize();
+            RecomputeSize();
+            separator = keys[0];
+            return right;
+        }
+
+        // Branch: children [keep, count) move; separator keep - 1 is lifted to the parent.
+        var children = new PageReference[keys.Length];
+        Array.Copy(_children!, keep, children, 0, move);
+        Array.Copy(_keys, keep, keys, 0, move - 1);
+        separator = _keys[keep - 1];
+        Array.Clear(_children!, keep, move);
+        Array.Clear(_keys, keep - 1, move);
+        _count = keep;
+        var branch = new TreeNode(Epoch, keys, null, children, move, 0, default);
+        branch.RecomputeSize();
+        RecomputeSize();
+        return branch;
+    }
+
+    /// <summary>Appends every entry (or child) of <paramref name="right"/>, the next sibling, to this node; a branch
+    /// takes <paramref name="separator"/> (the parent's key between the two) between its children and the
+    /// right's.</summary>
+    public void Append(TreeNode right, string separator)
+    {
+        EnsureCapacity(_count + right._count);
+        if (IsLeaf)
+        {
+            Array.Copy(right._keys, 0, _keys, _count, right._count);
+            Array.Copy(right._values!, 0, _values!, _count, right._count);
+        }
+        else
+        {
+            _keys[_count - 1] = separator;
+            Array.Copy(right._keys, 0, _keys, _count, right._count - 1);
+            Array.Copy(right._children!, 0, _children!, _count, right._count);
+        }
+
+        _count += right._count;
+        RecomputeSize();
+    }
+
+    /// <summary>Whether the node has outgrown a page and must split.</summary>
+    public bool IsOverfull => _count > 2
+        && (_byteSize > PageFormat.TargetPageSize
+            || _count > (IsLeaf ? PageFormat.MaxLeafEntries : PageFormat.MaxChildren));
+
+    private void RecomputeSize()
+    {
+        int size = PageFormat.PageHeaderSize;
+        if (IsLeaf)
+        {
+            for (int i = 0; i < _count; i++)
+            {
+                size += PageFormat.EntrySize(_keys[i], _values![i]);
+            }
+        }
+        else
+        {
+            size += _count * PageFormat.ChildReferenceSize;
+            for (int i = 0; i < _count - 1; i++)
+            {
+                size += PageFormat.KeySize(_keys[i]);
+            }
+        }
+
+        _byteSize = size;
+    }
+
+    private void EnsureCapacity(int count)
+    {
+        if (count <= _keys.Length)
+        {
+            return;
+        }
+
+        int capacity = Math.Max(count, _keys.Length * 2);
+        Array.Resize(ref _keys, capacity);
+        if (_values is not null)
+        {
+            Array.Resize(ref _values, capacity);
+        }
+        else
+        {
+            Array.Resize(ref _children, capacity);
+        }
+    }
+}

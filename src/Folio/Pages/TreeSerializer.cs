@@ -1,0 +1,158 @@
+using System.Buffers;
+
+namespace Folio.Pages;
+
+/// <summary>
+/// Serializes the unsaved pages of one tree into a buffer of its own, so trees serialize in parallel (seed 004's
+/// phase 1b). Page numbers come from a base handed out sequentially beforehand (<see cref="CountUnsaved"/> for
+/// each tree), so every page's position, and the checksum that covers it, is final while it is written; placing
+/// the buffer into the chunk only adds the buffer's offset to its table-of-contents entries.
+/// <para>
+/// Owned by one worker thread for the duration of <see cref="Serialize"/>; it changes the tree's unsaved nodes
+/// (their positions, and overflow values' positions), which belong to the checkpoint's edit and are not published.
+/// </para>
+/// </summary>
+internal sealed class TreeSerializer : IDisposable
+{
+    private readonly uint _chunkId;
+    private readonly uint _pageBase;
+    private byte[] _buffer;
+    private int _length;
+    private readonly List<long> _toc = [];
+
+    public TreeSerializer(uint chunkId, uint pageBase, int expectedBytes)
+    {
+        _chunkId = chunkId;
+        _pageBase = pageBase;
+        _buffer = ArrayPool<byte>.Shared.Rent(Math.Max(4096, expectedBytes));
+    }
+
+    /// <summary>The serialized pages, back to back, in page-number order.</summary>
+    public ReadOnlySpan<byte> Bytes => _buffer.AsSpan(0, _length);
+
+    /// <summary>Per page: offset in <see cref="Bytes"/> (high 32 bits) and length (low 32).</summary>
+    public List<long> Toc => _toc;
+
+    public int PageCount => _toc.Count;
+
+    /// <summary>The pages <see cref="Serialize"/> will write for the tree at <paramref name="root"/>: its unsaved
+    /// nodes and the unsaved overflow values in its unsaved leaves; <paramref name="bytes"/> gets their size.</summary>
+    public static int CountUnsaved(PageReference? root, out long bytes)
+    {
+        bytes = 0;
+        return root?.Cached is { } node && !node.Position.IsSaved ? Count(node, ref bytes) : 0;
+    }
+
+    /// <summary>Writes every unsaved page of the tree, children before parents; returns the root's
+    /// position.</summary>
+    public PagePosition Serialize(PageReference root)
+    {
+        TreeNode node = root.Cached!;
+        PagePosition position = node.Position.IsSaved ? node.Position : Write(node);
+        root.Saved(position);
+        return position;
+    }
+
+    public void Dispose()
+    {
+        ArrayPool<byte>.Shared.Return(_buffer);
+        _buffer = [];
+    }
+
+    private static int Count(TreeNode node, ref long bytes)
+    {
+        int pages = 1;
+        bytes += node.ByteSize;
+        if (node.IsLeaf)
+        {
+            foreach (StoredValue value in node.Values)
+            {
+                if (value.IsOverflow && !value.Overflow.IsSaved)
+                {
+                    pages++;
+                    bytes += PageFormat.OverflowPageSize(value.Length);
+                }
+            }
+
+            return pages;
+        }
+
+        foreach (PageReference child in node.Children)
+        {
+            if (child.Cached is { } childNode && !childNode.Position.IsSaved)
+            {
+                pages += Count(childNode, ref bytes);
+            }
+        }
+
+        return pages;
+    }
+
+    private PagePosition Write(TreeNode node)
+    {
+        if (node.IsLeaf)
+        {
+            for (int i = 0; i < node.Count; i++)
+            {
+                StoredValue value = node.ValueAt(i);
+                if (value.IsOverflow && !value.Overflow.IsSaved)
+                {
+                    PagePosition overflow = NextPosition();
+                    Span<byte> page = Reserve(PageFormat.OverflowPageSize(value.Length));
+                    PageFormat.WriteOverflow(page, value.Inline.Span);
+                    PageFormat.Seal(page, overflow);
+                    node.SetValue(i, value.WithOverflow(overflow));
+                }
+            }
+
+            PagePosition position = NextPosition();
+            Span<byte> leaf = Reserve(node.ByteSize);
+            CheckSize(PageFormat.WriteLeaf(leaf, node), node);
+            PageFormat.Seal(leaf, position);
+            node.Saved(position);
+            return position;
+        }
+
+        for (int i = 0; i < node.Count; i++)
+        {
+            PageReference child = node.ChildAt(i);
+            if (child.Cached is { } childNode && !childNode.Position.IsSaved)
+            {
+                child.Saved(Write(childNode));
+            }
+        }
+
+        PagePosition branchPosition = NextPosition();
+        Span<byte> branch = Reserve(node.ByteSize);
+        CheckSize(PageFormat.WriteBranch(branch, node), node);
+        PageFormat.Seal(branch, branchPosition);
+        node.Saved(branchPosition);
+        return branchPosition;
+    }
+
+    private static void CheckSize(int written, TreeNode node)
+    {
+        if (written != node.ByteSize)
+        {
+            ThrowHelper.ThrowInvalidOperation($"A page encoded to {written} bytes but was sized {node.ByteSize}.");
+        }
+    }
+
+    private PagePosition NextPosition() => new(_chunkId, checked(_pageBase + (uint)_toc.Count));
+
+    private Span<byte> Reserve(int length)
+    {
+        if (_length + length > _buffer.Length)
+        {
+            byte[] larger = ArrayPool<byte>.Shared.Rent(Math.Max(_buffer.Length * 2, _length + length));
+            _buffer.AsSpan(0, _length).CopyTo(larger);
+            ArrayPool<byte>.Shared.Return(_buffer);
+            _buffer = larger;
+        }
+
+        _toc.Add(((long)_length << 32) | (uint)length);
+        Span<byte> page = _buffer.AsSpan(_length, length);
+        _length += length;
+        return page;
+    }
+}

@@ -1,0 +1,196 @@
+using Folio.Pages;
+
+namespace Folio.Tests.Pages;
+
+/// <summary>
+/// The simple model a page store is checked against: per collection, a sorted dictionary of id to (sequence, bytes),
+/// plus the changes not yet checkpointed. Helpers compare a store's checkpoint with it, and drop every cached page of
+/// a checkpoint so the next reads go to disk.
+/// </summary>
+internal sealed class PageStoreModel
+{
+    public Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> Durable { get; } =
+        new(StringComparer.Ordinal);
+
+    public Dictionary<string, Dictionary<string, (long Sequence, byte[]? Bytes)>> Pending { get; } =
+        new(StringComparer.Ordinal);
+
+    public long Sequence { get; private set; }
+
+    public void Put(string collection, string id, byte[] bytes) => PendingOf(collection)[id] = (++Sequence, bytes);
+
+    public void Delete(string collection, string id) => PendingOf(collection)[id] = (++Sequence, null);
+
+    /// <summary>The pending changes as a checkpoint's input.</summary>
+    public List<CollectionChanges> Changes()
+    {
+        var list = new List<CollectionChanges>();
+        foreach ((string collection, Dictionary<string, (long Sequence, byte[]? Bytes)> changes) in Pending)
+        {
+            var collectionChanges = new CollectionChanges(collection);
+            foreach ((string id, (long sequence, byte[]? bytes)) in changes)
+            {
+                collectionChanges.Changes.Add(bytes is null
+                    ? TreeChange.Delete(id)
+                    : TreeChange.Put(id, new StoredValue(sequence, sequence * 10, bytes)));
+            }
+
+            list.Add(collectionChanges);
+        }
+
+        return list;
+    }
+
+    /// <summary>The pending changes became durable.</summary>
+    public void Checkpointed()
+    {
+        foreach ((string collection, Dictionary<string, (long Sequence, byte[]? Bytes)> changes) in Pending)
+        {
+            if (!Durable.TryGetValue(collection, out SortedDictionary<string, (long, byte[])>? documents))
+            {
+                documents = new SortedDictionary<string, (long, byte[])>(StringComparer.Ordinal);
+                Durable[collection] = documents;
+            }
+
+            foreach ((string id, (long sequence, byte[]? bytes)) in changes)
+            {
+                if (bytes is null)
+                {
+                    documents.Remove(id);
+                }
+                else
+                {
+                    documents[id] = (sequence, bytes);
+                }
+            }
+
+            if (documents.Count == 0)
+            {
+                Durable.Remove(collection);
+            }
+        }
+
+        Pending.Clear();
+    }
+
+    /// <summary>The durable state as of <paramref name="checkpoint"/>: the model's, when the model has not moved past
+    /// it (tests that fail a checkpoint keep the model at the last durable one).</summary>
+    public Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> CopyDurableOf(
+        PageCheckpoint checkpoint)
+    {
+        Assert.True(checkpoint.Sequence <= Sequence);
+        return CopyDurable();
+    }
+
+    /// <summary>A deep copy of the durable state.</summary>
+    public Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> CopyDurable()
+    {
+        var copy = new Dictionary<string, SortedDictionary<string, (long, byte[])>>(StringComparer.Ordinal);
+        foreach ((string collection, SortedDictionary<string, (long, byte[])> documents) in Durable)
+        {
+            copy[collection] = new SortedDictionary<string, (long, byte[])>(documents, StringComparer.Ordinal);
+        }
+
+        return copy;
+    }
+
+    /// <summary>Asserts that <paramref name="checkpoint"/> holds exactly <paramref name="expected"/>: counts, every
+    /// document by point read, full scans both ways, and a few bounded ranges.</summary>
+    public static void AssertHolds(
+        Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> expected,
+        PageCheckpoint checkpoint, IPageReader reader, Random? random = null)
+    {
+        Assert.Equal(expected.Keys.Order(StringComparer.Ordinal),
+            checkpoint.Collections.Keys.Order(StringComparer.Ordinal));
+        foreach ((string collection, SortedDictionary<string, (long Sequence, byte[] Bytes)> documents) in expected)
+        {
+            CollectionTree tree = checkpoint.Collections[collection];
+            Assert.Equal(documents.Count, tree.Count);
+            var scanned = BTree.Range(tree.Root, null, null, false, reader).ToList();
+            Assert.Equal(documents.Keys, scanned.Select(entry => entry.Key));
+            int index = 0;
+            foreach ((string id, (long sequence, byte[] bytes)) in documents)
+            {
+                StoredValue value = scanned[index++].Value;
+                Assert.Equal(sequence, value.Sequence);
+                Assert.Equal(sequence * 10, value.TimestampTicks);
+                Assert.True(bytes.AsSpan().SequenceEqual(value.Read(reader).Span), $"{collection}/{id} bytes differ");
+                Assert.True(BTree.TryGet(tree.Root, id, reader, out StoredValue found), $"{collection}/{id} missing");
+                Assert.Equal(sequence, found.Sequence);
+            }
+
+            var descending = BTree.Range(tree.Root, null, null, true, reader).Select(entry => entry.Key).ToList();
+            Assert.Equal(documents.Keys.Reverse(), descending);
+            Assert.False(BTree.TryGet(tree.Root, "absent-id", reader, out _));
+
+            random ??= new Random(1);
+            string[] ids = [.. documents.Keys];
+            for (int i = 0; i < 3; i++)
+            {
+                string from = ids[random.Next(ids.Length)] + (random.Next(2) == 0 ? "" : "!");
+                string to = ids[random.Next(ids.Length)];
+                var inRange = ids.Where(id => string.CompareOrdinal(id, from) >= 0 && string.CompareOrdinal(id, to) < 0)
+                    .ToList();
+                Assert.Equal(inRange, BTree.Range(tree.Root, from, to, false, reader).Select(e => e.Key));
+                inRange.Reverse();
+                Assert.Equal(inRange, BTree.Range(tree.Root, from, to, true, reader).Select(e => e.Key));
+            }
+        }
+    }
+
+    /// <summary>Drops every cached page of every tree of <paramref name="checkpoint"/>, so reads go to the data
+    /// file (what the buffer pool's eviction will do).</summary>
+    public static int DropCachedPages(PageCheckpoint checkpoint)
+    {
+        int dropped = 0;
+        foreach (CollectionTree tree in checkpoint.Collections.Values)
+        {
+            dropped += Drop(tree.Root);
+        }
+
+        return dropped;
+
+        static int Drop(PageReference reference)
+        {
+            int count = 0;
+            if (reference.Cached is { IsLeaf: false } node)
+            {
+                foreach (PageReference child in node.Children)
+                {
+                    count += Drop(child);
+                }
+            }
+
+            if (reference.Cached is not null)
+            {
+                reference.DropCached();
+                count++;
+            }
+
+            return count;
+        }
+    }
+
+    public static byte[] Value(int seed, int length)
+    {
+        var bytes = new byte[length];
+        new Random(seed).NextBytes(bytes);
+        if (length > 0)
+        {
+            bytes[0] = (byte)'{';
+        }
+
+        return bytes;
+    }
+
+    private Dictionary<string, (long Sequence, byte[]? Bytes)> PendingOf(string collection)
+    {
+        if (!Pending.TryGetValue(collection, out Dictionary<string, (long, byte[]?)>? changes))
+        {
+            changes = new Dictionary<string, (long, byte[]?)>(StringComparer.Ordinal);
+            Pending[collection] = changes;
+        }
+
+        return changes;
+    }
+}

@@ -1,0 +1,287 @@
+using Folio.Pages;
+using Folio.Storage;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Pages;
+
+public sealed class PageStoreTests
+{
+    [Fact]
+    public void Eight_collections_checkpointed_in_parallel_write_the_same_file_as_a_sequential_checkpoint()
+    {
+        using var dir = new TempDirectory();
+        var model = new PageStoreModel();
+        using var parallel = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "parallel.folio"));
+        using var sequential = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "sequential.folio"));
+        for (int round = 0; round < 3; round++)
+        {
+            Fill(model, collections: 8, documents: 3_000, round);
+            List<CollectionChanges> changes = model.Changes();
+            parallel.Checkpoint(model.Sequence, changes, parallel: true);
+            sequential.Checkpoint(model.Sequence, changes, parallel: false);
+            model.Checkpointed();
+            PageStoreModel.AssertHolds(model.Durable, parallel.Current, parallel.Reader);
+            PageStoreModel.AssertHolds(model.Durable, sequential.Current, sequential.Reader);
+        }
+
+        Assert.Equal(File.ReadAllBytes(sequential.Path), File.ReadAllBytes(parallel.Path));
+    }
+
+    [Fact]
+    public void A_page_dropped_from_memory_after_a_parallel_checkpoint_reads_back_from_its_final_position()
+    {
+        // Seed 004's pitfall: serialized in per-tree buffers and then placed, every in-memory reference must carry
+        // the page's final position, or a dropped page is re-read from the wrong place. Positions are checked by
+        // each page's checksum, so a wrong one fails loudly.
+        using var dir = new TempDirectory();
+        var model = new PageStoreModel();
+        using var store = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "data.folio"));
+        for (int round = 0; round < 3; round++)
+        {
+            Fill(model, collections: 8, documents: 4_000, round);
+            store.Checkpoint(model.Sequence, model.Changes(), parallel: true);
+            model.Checkpointed();
+            Assert.True(PageStoreModel.DropCachedPages(store.Current) > 8 * 20, "multi-level trees were dropped");
+            PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+        }
+    }
+
+    [Fact]
+    public void A_pinned_checkpoint_reads_its_state_across_later_checkpoints_and_its_chunks_are_reused_after()
+    {
+        using var dir = new TempDirectory();
+        var model = new PageStoreModel();
+        using var store = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "data.folio"));
+        Fill(model, collections: 2, documents: 2_000, round: 0);
+        store.Checkpoint(model.Sequence, model.Changes());
+        model.Checkpointed();
+        var pinnedState = model.CopyDurable();
+        PageCheckpoint pinned = store.Pin();
+        PageStoreModel.DropCachedPages(pinned);
+        long firstChunks = store.ChunkCount;
+
+        for (int round = 1; round <= 5; round++)
+        {
+            Fill(model, collections: 2, documents: 2_000, round);
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+        }
+
+        // Every page of the first chunk was superseded, yet the pinned checkpoint still reads it from disk.
+        Assert.True(store.ChunkCount > firstChunks);
+        PageStoreModel.AssertHolds(pinnedState, pinned, store.Reader);
+        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+        long usedWhilePinned = store.UsedBytes;
+
+        PageStore.Unpin(pinned);
+        for (int round = 6; round <= 12; round++)
+        {
+            Fill(model, collections: 2, documents: 2_000, round);
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+        }
+
+        Assert.True(store.ChunkCount <= 3, $"dead chunks are freed once unpinned ({store.ChunkCount} remain)");
+        Assert.True(store.UsedBytes <= usedWhilePinned, $"{store.UsedBytes} > {usedWhilePinned}");
+        PageStoreModel.DropCachedPages(store.Current);
+        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+    }
+
+    [Fact]
+    public void Overwriting_the_same_documents_keeps_the_file_bounded()
+    {
+        using var dir = new TempDirectory();
+        var model = new PageStoreModel();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var store = PageStore.Open(PhysicalFileSystem.Instance, path);
+        long afterFirst = 0;
+        for (int round = 0; round < 60; round++)
+        {
+            Fill(model, collections: 1, documents: 1_000, round);
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+            afterFirst = round == 0 ? new FileInfo(path).Length : afterFirst;
+            if (round % 20 == 19)
+            {
+                store.Dispose();
+                store = PageStore.Open(PhysicalFileSystem.Instance, path);
+            }
+        }
+
+        long final = new FileInfo(path).Length;
+        Assert.True(final <= 3 * afterFirst + (64 * 1024), $"file grew to {final} bytes from {afterFirst}");
+        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+        store.Dispose();
+    }
+
+    [Fact]
+    public void A_torn_newest_header_falls_back_to_the_previous_checkpoint()
+    {
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var model = new PageStoreModel();
+        Dictionary<string, SortedDictionary<string, (long, byte[])>> first;
+        using (var store = PageStore.Open(PhysicalFileSystem.Instance, path))
+        {
+            Fill(model, collections: 3, documents: 500, round: 0);
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+            first = model.CopyDurable();
+            Fill(model, collections: 3, documents: 500, round: 1);
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+            Assert.Equal(2, store.Current.Generation);
+        }
+
+        // Generation 2 lives in slot 0: tear it.
+        FlipByte(path, 20);
+        using (var reopened = PageStore.Open(PhysicalFileSystem.Instance, path))
+        {
+            Assert.Equal(1, reopened.Current.Generation);
+            PageStoreModel.AssertHolds(first, reopened.Current, reopened.Reader);
+        }
+    }
+
+    [Fact]
+    public void A_flipped_bit_in_a_page_is_corruption_naming_the_file_and_offset()
+    {
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var model = new PageStoreModel();
+        using (var store = PageStore.Open(PhysicalFileSystem.Instance, path))
+        {
+            Fill(model, collections: 1, documents: 2_000, round: 0);
+            store.Checkpoint(model.Sequence, model.Changes());
+        }
+
+        // A byte inside the pages of the only chunk (which starts right after the two header slots).
+        FlipByte(path, DataFileHeader.DataStart + 5_000);
+        using var reopened = PageStore.Open(PhysicalFileSystem.Instance, path);
+        var error = Assert.Throws<StoreCorruptedException>(() =>
+            BTree.Range(reopened.Current.Collections["c0"].Root, null, null, false, reopened.Reader).ToList());
+        Assert.Equal(path, error.FilePath);
+        Assert.InRange(error.Offset, DataFileHeader.DataStart, DataFileHeader.DataStart + 5_000);
+        Assert.Contains("checksum", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void A_header_pointing_past_the_end_of_the_file_is_corruption()
+    {
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var model = new PageStoreModel();
+        using (var store = PageStore.Open(PhysicalFileSystem.Instance, path))
+        {
+            Fill(model, collections: 1, documents: 1_000, round: 0);
+            store.Checkpoint(model.Sequence, model.Changes());
+        }
+
+        using (var stream = new FileStream(path, FileMode.Open))
+        {
+            stream.SetLength(stream.Length - 4096);
+        }
+
+        var error = Assert.Throws<StoreCorruptedException>(() => PageStore.Open(PhysicalFileSystem.Instance, path));
+        Assert.Equal(path, error.FilePath);
+        Assert.Contains("past the end of the file", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void A_damaged_chunk_table_is_corruption_not_a_smaller_store()
+    {
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var model = new PageStoreModel();
+        using (var store = PageStore.Open(PhysicalFileSystem.Instance, path))
+        {
+            Fill(model, collections: 1, documents: 300, round: 0);
+            store.Checkpoint(model.Sequence, model.Changes());
+        }
+
+        long length = new FileInfo(path).Length;
+        FlipByte(path, length - 10);
+        var error = Assert.Throws<StoreCorruptedException>(() => PageStore.Open(PhysicalFileSystem.Instance, path));
+        Assert.Contains("metadata checksum", error.Message, StringComparison.Ordinal);
+    }
+
+    [Theory]
+    [InlineData(FileFault.WriteFails, 0)]
+    [InlineData(FileFault.WriteFails, 1)]
+    [InlineData(FileFault.ShortWrite, 0)]
+    [InlineData(FileFault.ShortWrite, 1)]
+    [InlineData(FileFault.DiskFull, 0)]
+    [InlineData(FileFault.DiskFull, 1)]
+    [InlineData(FileFault.SyncFails, 0)]
+    [InlineData(FileFault.SyncFails, 1)]
+    public void A_failed_write_or_fsync_of_a_checkpoint_leaves_the_previous_checkpoint_current(FileFault fault,
+        int skip)
+    {
+        // A checkpoint writes its chunk, fsyncs, writes its header slot, fsyncs: skip 0 hits the chunk, 1 the header.
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var fileSystem = new FaultInjectingFileSystem
+        {
+            Matches = static p => p.EndsWith(".folio", StringComparison.Ordinal),
+        };
+        var model = new PageStoreModel();
+        using (var store = PageStore.Open(fileSystem, path))
+        {
+            for (int round = 0; round < 4; round++)
+            {
+                Fill(model, collections: 3, documents: 800, round);
+                List<CollectionChanges> changes = model.Changes();
+                if (round is 1 or 2)
+                {
+                    PageCheckpoint before = store.Current;
+                    fileSystem.Arm(fault, skip);
+                    Assert.ThrowsAny<IOException>(() => store.Checkpoint(model.Sequence, changes));
+                    Assert.Equal(FileFault.None, fileSystem.Armed);
+                    Assert.Same(before, store.Current);
+                    PageStoreModel.AssertHolds(model.CopyDurableOf(before), store.Current, store.Reader);
+                }
+
+                // The same changes (and any since) go into the next checkpoint, which succeeds.
+                store.Checkpoint(model.Sequence, changes);
+                model.Checkpointed();
+                PageStoreModel.DropCachedPages(store.Current);
+                PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+            }
+        }
+
+        using var reopened = PageStore.Open(PhysicalFileSystem.Instance, path);
+        Assert.Equal(4, reopened.Current.Generation);
+        PageStoreModel.AssertHolds(model.Durable, reopened.Current, reopened.Reader);
+    }
+
+    internal static void Fill(PageStoreModel model, int collections, int documents, int round)
+    {
+        var random = new Random((round * 31) + documents);
+        for (int c = 0; c < collections; c++)
+        {
+            string collection = $"c{c}";
+            for (int i = 0; i < documents; i++)
+            {
+                int roll = random.Next(100);
+                string id = $"doc/{random.Next(documents * 2):D6}";
+                if (roll < 10 && round > 0)
+                {
+                    model.Delete(collection, id);
+                }
+                else
+                {
+                    int length = roll < 3 ? 3_000 + random.Next(20_000) : 30 + random.Next(300);
+                    model.Put(collection, id, PageStoreModel.Value(random.Next(), length));
+                }
+            }
+        }
+    }
+
+    private static void FlipByte(string path, long offset)
+    {
+        using var stream = new FileStream(path, FileMode.Open);
+        stream.Position = offset;
+        int value = stream.ReadByte();
+        stream.Position = offset;
+        stream.WriteByte((byte)(value ^ 0x5A));
+    }
+}
