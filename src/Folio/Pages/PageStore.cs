@@ -1,6 +1,8 @@
 using System.Buffers.Binary;
 using System.Diagnostics;
 using Folio.Storage;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Folio.Pages;
 
@@ -23,6 +25,7 @@ namespace Folio.Pages;
 internal sealed class PageStore : IDisposable
 {
     private readonly DataFile _file;
+    private readonly ILogger _logger;
     private readonly Lock _checkpointLock = new();
     private readonly List<PageCheckpoint> _retired = [];
     private readonly List<(long Offset, long Extent)> _orphans = [];
@@ -33,11 +36,13 @@ internal sealed class PageStore : IDisposable
     private uint _lastChunkId;
     private int _epoch;
     private bool _disposed;
+    private CheckpointStatistics _last;
 
     private PageStore(DataFile file, ChunkSpace space, PageCheckpoint current, PageReference? catalogRoot,
-        uint lastChunkId)
+        uint lastChunkId, ILogger logger)
     {
         _file = file;
+        _logger = logger;
         _space = space;
         _current = current;
         _catalogRoot = catalogRoot;
@@ -56,6 +61,18 @@ internal sealed class PageStore : IDisposable
     /// <summary>Chunks in the data file, live or waiting for their pins to go.</summary>
     public int ChunkCount => _file.Chunks.Count;
 
+    /// <summary>What the last successful checkpoint did.</summary>
+    public CheckpointStatistics LastCheckpoint
+    {
+        get
+        {
+            lock (_checkpointLock)
+            {
+                return _last;
+            }
+        }
+    }
+
     /// <summary>Where the data file's used space ends.</summary>
     public long UsedBytes
     {
@@ -70,8 +87,9 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>Opens (or creates) the data file at <paramref name="path"/> and mounts its newest valid checkpoint:
     /// the catalog is read, the collection trees stay on disk until read.</summary>
-    public static PageStore Open(IFileSystem fileSystem, string path)
+    public static PageStore Open(IFileSystem fileSystem, string path, ILogger? logger = null)
     {
+        logger ??= NullLogger.Instance;
         bool existed = fileSystem.FileExists(path);
         IStorageFile storage = fileSystem.OpenFile(path, existed ? FileMode.Open : FileMode.CreateNew);
         if (!existed)
@@ -83,7 +101,10 @@ internal sealed class PageStore : IDisposable
         var file = new DataFile(storage);
         try
         {
-            return Mount(file);
+            PageStore store = Mount(file, logger);
+            PageStoreLog.Mounted(logger, path, store._generation, store.Current.Sequence, file.Chunks.Count,
+                store.Current.Collections.Count);
+            return store;
         }
         catch
         {
@@ -136,7 +157,8 @@ internal sealed class PageStore : IDisposable
                     $"A checkpoint cannot go back before sequence {current.Sequence}.");
             }
 
-            ReclaimChunks();
+            long started = Stopwatch.GetTimestamp();
+            int freed = ReclaimChunks();
             int epoch = ++_epoch;
             var edits = new CollectionEdit[changes.Count];
             for (int i = 0; i < edits.Length; i++)
@@ -157,7 +179,15 @@ internal sealed class PageStore : IDisposable
                 }
             }
 
-            return Save(current, sequence, edits, epoch, parallel);
+            try
+            {
+                return Save(current, sequence, edits, epoch, parallel, started, freed);
+            }
+            catch (Exception error) when (error is not ObjectDisposedException)
+            {
+                PageStoreLog.CheckpointFailed(_logger, error, sequence, current.Generation);
+                throw;
+            }
         }
     }
 
@@ -176,7 +206,7 @@ internal sealed class PageStore : IDisposable
     }
 
     private PageCheckpoint Save(PageCheckpoint current, long sequence, CollectionEdit[] edits, int epoch,
-        bool parallel)
+        bool parallel, long started, int freed)
     {
         uint chunkId = ++_lastChunkId;
 
@@ -384,6 +414,28 @@ internal sealed class PageStore : IDisposable
             var checkpoint = new PageCheckpoint(generation, sequence, collections);
             PageCheckpoint previous = Interlocked.Exchange(ref _current, checkpoint);
             _retired.Add(previous);
+            int supersededPages = 0;
+            foreach (int count in superseded.Values)
+            {
+                supersededPages += count;
+            }
+
+            long live = 0;
+            long total = 0;
+            foreach (ChunkInfo chunk in map.Values)
+            {
+                if (chunk.DeadAt == 0)
+                {
+                    live += chunk.LivePages;
+                    total += chunk.PageCount;
+                }
+            }
+
+            _last = new CheckpointStatistics(generation, sequence, chunkId, pageCount, length,
+                Stopwatch.GetElapsedTime(started), map.Count, total == 0 ? 1 : (double)live / total, freed,
+                supersededPages);
+            PageStoreLog.Checkpointed(_logger, generation, sequence, chunkId, pageCount, length,
+                _last.Elapsed.TotalMilliseconds, map.Count, _last.FillRate, freed);
             return checkpoint;
         }
         finally
@@ -437,7 +489,7 @@ internal sealed class PageStore : IDisposable
     }
 
     /// <summary>Frees the chunks no current root reaches once no checkpoint that could reach them is pinned.</summary>
-    private void ReclaimChunks()
+    private int ReclaimChunks()
     {
         _retired.RemoveAll(static checkpoint => checkpoint.Pins <= 0);
         long oldestPinned = long.MaxValue;
@@ -447,10 +499,12 @@ internal sealed class PageStore : IDisposable
         }
 
         Dictionary<uint, ChunkInfo>? map = null;
+        int freed = 0;
         foreach (ChunkInfo chunk in _file.Chunks.Values)
         {
             if (chunk.DeadAt > 0 && oldestPinned >= chunk.DeadAt)
             {
+                freed++;
                 map ??= new Dictionary<uint, ChunkInfo>(_file.Chunks);
                 map.Remove(chunk.Id);
                 _space.Free(chunk.FileOffset, chunk.Extent);
@@ -461,9 +515,11 @@ internal sealed class PageStore : IDisposable
         {
             _file.PublishChunks(map);
         }
+
+        return freed;
     }
 
-    private static PageStore Mount(DataFile file)
+    private static PageStore Mount(DataFile file, ILogger logger)
     {
         DataFileHeader? newest = null;
         long newestSlot = 0;
@@ -483,7 +539,7 @@ internal sealed class PageStore : IDisposable
         if (newest is not { } current)
         {
             // No checkpoint became durable: whatever chunk bytes the file holds were never made current.
-            return new PageStore(file, new ChunkSpace(DataFileHeader.DataStart), PageCheckpoint.Empty, null, 0);
+            return new PageStore(file, new ChunkSpace(DataFileHeader.DataStart), PageCheckpoint.Empty, null, 0, logger);
         }
 
         if (current.ChunkOffset < DataFileHeader.DataStart || current.ChunkOffset + current.ChunkLength > file.Length)
@@ -556,7 +612,7 @@ internal sealed class PageStore : IDisposable
         }
 
         var checkpoint = new PageCheckpoint(current.Generation, current.CheckpointSequence, collections);
-        return new PageStore(file, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId);
+        return new PageStore(file, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger);
     }
 
     /// <summary>One collection's edit in a checkpoint (changed on one worker thread).</summary>

@@ -253,6 +253,45 @@ public sealed class PageStoreTests
         PageStoreModel.AssertHolds(model.Durable, reopened.Current, reopened.Reader);
     }
 
+    [Fact]
+    public void A_checkpoint_reports_its_pages_bytes_fill_rate_and_freed_chunks_and_logs_them()
+    {
+        using var dir = new TempDirectory();
+        using var logs = new CapturingLoggerFactory();
+        var fileSystem = new FaultInjectingFileSystem
+        {
+            Matches = static p => p.EndsWith(".folio", StringComparison.Ordinal),
+        };
+        var model = new PageStoreModel();
+        string path = Path.Combine(dir.Path, "data.folio");
+        using var store = PageStore.Open(fileSystem, path, logs.CreateLogger("pages"));
+        int freed = 0;
+        for (int round = 0; round < 6; round++)
+        {
+            Fill(model, collections: 2, documents: 1_000, round);
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+            CheckpointStatistics statistics = store.LastCheckpoint;
+            Assert.Equal(round + 1, statistics.Generation);
+            Assert.Equal(model.Sequence, statistics.Sequence);
+            Assert.True(statistics.Pages > 2 * 8, $"{statistics.Pages} pages");
+            Assert.InRange(statistics.Bytes, 100_000, new FileInfo(path).Length);
+            Assert.InRange(statistics.FillRate, 0.01, 1);
+            Assert.Equal(round > 0, statistics.SupersededPages > 0);
+            freed += statistics.FreedChunks;
+        }
+
+        Assert.True(freed > 0, "overwritten chunks were freed");
+        Assert.Contains(logs.Lines, line => line.Id.Id == 4002 && line.Message.Contains("Checkpoint 6 (sequence",
+            StringComparison.Ordinal));
+
+        fileSystem.Arm(FileFault.SyncFails);
+        Fill(model, collections: 2, documents: 100, round: 7);
+        Assert.ThrowsAny<IOException>(() => store.Checkpoint(model.Sequence, model.Changes()));
+        Assert.Contains(logs.Lines, line => line.Level == Microsoft.Extensions.Logging.LogLevel.Warning
+            && line.Id.Id == 4003 && line.Message.Contains("checkpoint 6 stays current", StringComparison.Ordinal));
+    }
+
     internal static void Fill(PageStoreModel model, int collections, int documents, int round)
     {
         var random = new Random((round * 31) + documents);

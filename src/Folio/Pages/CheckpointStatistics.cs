@@ -1,0 +1,15 @@
+namespace Folio.Pages;
+
+/// <summary>What one checkpoint did (its log line and metrics; tests).</summary>
+/// <param name="Generation">The checkpoint's generation.</param>
+/// <param name="Sequence">The sequence it covers.</param>
+/// <param name="ChunkId">The chunk it wrote (0 when nothing changed and no chunk was written).</param>
+/// <param name="Pages">Pages written.</param>
+/// <param name="Bytes">Bytes written to the chunk.</param>
+/// <param name="Elapsed">From the start of the tree changes to the durable header.</param>
+/// <param name="Chunks">Chunks in the data file afterwards (live, or dead and waiting for their pins).</param>
+/// <param name="FillRate">Live pages over all pages of the live chunks (1 when the file has none).</param>
+/// <param name="FreedChunks">Dead chunks whose extents were freed for reuse.</param>
+/// <param name="SupersededPages">Saved pages this checkpoint no longer reaches.</param>
+internal readonly record struct CheckpointStatistics(long Generation, long Sequence, uint ChunkId, int Pages,
+    long Bytes, TimeSpan Elapsed, int Chunks, double FillRate, int FreedChunks, int SupersededPages);
