@@ -47,10 +47,10 @@ internal static class BTree
         }
 
         TreeNode node = edit.Writable(root, out root);
-        bool added = PutInto(edit, node, key, value);
+        bool added = PutInto(edit, node, key, value, out bool atEnd);
         if (node.IsOverfull)
         {
-            TreeNode right = node.SplitUpperHalf(out string separator);
+            TreeNode right = node.SplitUpperHalf(out string separator, atEnd);
             root = new PageReference(TreeNode.NewBranch(edit.Epoch, root, separator, new PageReference(right)));
         }
 
@@ -87,18 +87,22 @@ internal static class BTree
         }
     }
 
-    private static bool PutInto(TreeEdit edit, TreeNode node, string key, StoredValue value)
+    /// <summary>Puts into the subtree of <paramref name="node"/>; <paramref name="atEnd"/> says the key went after
+    /// every other key of the subtree (a split then leaves the lower page full).</summary>
+    private static bool PutInto(TreeEdit edit, TreeNode node, string key, StoredValue value, out bool atEnd)
     {
         if (node.IsLeaf)
         {
             int index = node.Search(key);
             if (index >= 0)
             {
+                atEnd = false;
                 SupersedeValue(edit, node.ValueAt(index));
                 node.SetValue(index, value);
                 return false;
             }
 
+            atEnd = ~index == node.Count;
             node.InsertEntry(~index, key, value);
             return true;
         }
@@ -106,10 +110,11 @@ internal static class BTree
         int child = node.ChildIndex(key);
         TreeNode childNode = edit.Writable(node.ChildAt(child), out PageReference childReference);
         node.SetChild(child, childReference);
-        bool added = PutInto(edit, childNode, key, value);
+        bool added = PutInto(edit, childNode, key, value, out bool childAtEnd);
+        atEnd = childAtEnd && child == node.Count - 1;
         if (childNode.IsOverfull)
         {
-            TreeNode right = childNode.SplitUpperHalf(out string separator);
+            TreeNode right = childNode.SplitUpperHalf(out string separator, childAtEnd);
             node.InsertChild(child, separator, new PageReference(right));
         }
 

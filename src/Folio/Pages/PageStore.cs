@@ -73,6 +73,21 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    /// <summary>Chunks no current root reaches, kept while an older pinned checkpoint may read them.</summary>
+    public int WaitingChunks
+    {
+        get
+        {
+            int waiting = 0;
+            foreach (ChunkInfo chunk in _file.Chunks.Values)
+            {
+                waiting += chunk.DeadAt > 0 ? 1 : 0;
+            }
+
+            return waiting;
+        }
+    }
+
     /// <summary>Where the data file's used space ends.</summary>
     public long UsedBytes
     {

@@ -220,11 +220,12 @@ internal sealed class TreeNode
         _children![_count] = null!;
     }
 
-    /// <summary>Moves the upper half of this node into a new node of the same epoch; returns it and the separator
-    /// (the first id of the new leaf, or the separator lifted out of a branch).</summary>
-    public TreeNode SplitUpperHalf(out string separator)
+    /// <summary>Moves the upper half of this node (only its last entry or child when <paramref name="atEnd"/>: ids
+    /// arriving in ascending order then leave full pages behind) into a new node of the same epoch; returns it and
+    /// the separator (the first id of the new leaf, or the separator lifted out of a branch).</summary>
+    public TreeNode SplitUpperHalf(out string separator, bool atEnd = false)
     {
-        int keep = _count / 2;
+        int keep = atEnd ? _count - 1 : _count / 2;
         int move = _count - keep;
         var keys = new string[Math.Max(8, move + 4)];
         if (IsLeaf)
