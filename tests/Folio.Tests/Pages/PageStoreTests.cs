@@ -315,7 +315,8 @@ public sealed class PageStoreTests
         }
 
         PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
-        (int leaves, int entries) = CountLeaves(store.Current.Collections["c"].Root.GetNode(store.Reader), store.Reader);
+        TreeNode root = store.Current.Collections["c"].Root.GetNode(store.Reader);
+        (int leaves, int entries) = CountLeaves(root, store.Reader);
         Assert.Equal(20_000, entries);
         Assert.True(entries / (double)leaves > 0.9 * PageFormat.MaxLeafEntries,
             $"{leaves} leaves for {entries} entries");
