@@ -3,6 +3,7 @@ using System.Runtime.CompilerServices;
 using System.Text.Json;
 using Folio.Documents;
 using Folio.Journal;
+using Folio.Pages;
 using Folio.Transactions;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -20,18 +21,24 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private readonly WriteAheadJournal _journal;
     private readonly VersionedIndex _index;
     private readonly TransactionMerger _merger;
+    private readonly PageStore _pages;
+    private readonly PageCheckpoint _mounted;
+    private readonly StoreCheckpointer _checkpointer;
     private int _disposed;
     private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index,
-        ILogger logger)
+        PageStore pages, PageCheckpoint mounted, ILogger logger)
     {
         Path = path;
         Options = options;
         Logger = logger;
         _journal = journal;
         _index = index;
+        _pages = pages;
+        _mounted = mounted;
         _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
+        _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger);
         Changes = new DocumentChanges(this);
     }
 
@@ -59,6 +66,11 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
 
     internal WriteAheadJournal Journal => _journal;
 
+    internal PageStore Pages => _pages;
+
+    /// <summary>The name of the data file (the page store) in the store's folder.</summary>
+    internal const string DataFileName = "data.folio";
+
     /// <summary>
     /// Opens (or creates) the store in <paramref name="path"/>: takes the folder's lock, recovers the journal and
     /// replays it into memory.
@@ -80,22 +92,24 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         path = System.IO.Path.GetFullPath(path);
         ILogger logger = options.LoggerFactory?.CreateLogger<DocumentStore>() ?? NullLogger<DocumentStore>.Instance;
         WriteAheadJournal journal = OpenJournal(path, options);
+        PageStore? pages = null;
         try
         {
             long started = Stopwatch.GetTimestamp();
+            // The journal holds the folder's lock, so the data file is opened by this store alone.
+            pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger);
+            PageCheckpoint mounted = pages.Pin();
             var index = new VersionedIndex(options.MaxSnapshotAge);
-            (long batches, long bytes) = JournalReplay.Run(journal, index);
-            var store = new DocumentStore(path, options, journal, index, logger);
-            if (logger.IsEnabled(LogLevel.Information))
-            {
-                long documents = index.LiveDocuments();
-                long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-                StoreLog.Opened(logger, path, batches, bytes, documents, elapsedMs);
-            }
+            index.AttachCheckpoint(mounted, pages.Reader);
+            (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
+            var store = new DocumentStore(path, options, journal, index, pages, mounted, logger);
+            long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+            StoreLog.Opened(logger, path, mounted.Sequence, index.CheckpointedDocuments, batches, bytes, elapsedMs);
             return store;
         }
         catch
         {
+            pages?.Dispose();
             journal.Dispose();
             throw;
         }
@@ -315,7 +329,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             try
             {
                 _merger.Dispose();
-                CloseJournal();
+                _checkpointer.StopAsync(final: !_merger.IsFaulted).AsTask().GetAwaiter().GetResult();
+                CloseFiles();
             }
             finally
             {
@@ -341,7 +356,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         try
         {
             await _merger.DisposeAsync().ConfigureAwait(false);
-            CloseJournal();
+            await _checkpointer.StopAsync(final: !_merger.IsFaulted).ConfigureAwait(false);
+            CloseFiles();
         }
         finally
         {
@@ -349,11 +365,29 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         }
     }
 
-    private void CloseJournal()
+    private void CloseFiles()
     {
         long sequence = _journal.CommittedSequence;
+        PageStore.Unpin(_mounted);
+        _pages.Dispose();
         _journal.Dispose();
         StoreLog.Closed(Logger, Path, sequence);
+    }
+
+    /// <summary>
+    /// Writes a checkpoint now: every commit visible and durable so far goes into the data file, and the journal
+    /// segments it covers are purged, so the next open replays only what follows. The store also checkpoints in the
+    /// background (<see cref="DocumentStoreOptions.CheckpointThreshold"/>, <see cref="DocumentStoreOptions
+    /// .CheckpointInterval"/>) and at a clean close; commits and reads continue while a checkpoint runs.
+    /// </summary>
+    /// <param name="cancellationToken">Cancels while the call waits for a checkpoint already running.</param>
+    /// <returns>The sequence the data file covers afterwards.</returns>
+    /// <exception cref="IOException">A write or fsync of the data file failed; the previous checkpoint stays current
+    /// and the journal keeps every commit.</exception>
+    public async ValueTask<long> CheckpointAsync(CancellationToken cancellationToken = default)
+    {
+        ThrowIfDisposed();
+        return await _checkpointer.CheckpointAsync(cancellationToken).ConfigureAwait(false);
     }
 
     internal void ThrowIfDisposed()

@@ -57,6 +57,28 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public TimeSpan MaxSnapshotAge { get; set; } = DefaultMaxSnapshotAge;
 
+    /// <summary>The default <see cref="CheckpointThreshold"/>: 64 MiB.</summary>
+    public const long DefaultCheckpointThreshold = 64L << 20;
+
+    /// <summary>
+    /// How much journal may accumulate after the last checkpoint before a background checkpoint writes the state to
+    /// the data file and purges the journal segments it covers, in bytes. Default 64 MiB; at least 4 KiB. Measured in
+    /// whole journal segments (the checkpoint starts once segments holding only later commits reach this size), so
+    /// the journal on disk stays within about twice this plus two segments. Commits continue while a checkpoint
+    /// runs.
+    /// </summary>
+    public long CheckpointThreshold { get; set; } = DefaultCheckpointThreshold;
+
+    /// <summary>The default <see cref="CheckpointInterval"/>: 10 minutes.</summary>
+    public static readonly TimeSpan DefaultCheckpointInterval = TimeSpan.FromMinutes(10);
+
+    /// <summary>
+    /// The longest time between checkpoints while commits arrive, so a store that writes little still bounds what
+    /// an open must replay. Default 10 minutes; positive, or <see cref="Timeout.InfiniteTimeSpan"/> to checkpoint only
+    /// by <see cref="CheckpointThreshold"/>, at <see cref="DocumentStore.CheckpointAsync"/> and at a clean close.
+    /// </summary>
+    public TimeSpan CheckpointInterval { get; set; } = DefaultCheckpointInterval;
+
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;
 
@@ -131,6 +153,18 @@ public sealed class DocumentStoreOptions
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(SlowSyncThreshold), SlowSyncThreshold,
                 "SlowSyncThreshold must be positive.");
+        }
+
+        if (CheckpointThreshold < 4096)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CheckpointThreshold), CheckpointThreshold,
+                "CheckpointThreshold must be at least 4 KiB.");
+        }
+
+        if (CheckpointInterval <= TimeSpan.Zero && CheckpointInterval != Timeout.InfiniteTimeSpan)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CheckpointInterval), CheckpointInterval,
+                "CheckpointInterval must be positive, or Timeout.InfiniteTimeSpan for none.");
         }
 
         ArgumentNullException.ThrowIfNull(JsonSerializerOptions, nameof(JsonSerializerOptions));

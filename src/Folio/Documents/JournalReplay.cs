@@ -14,24 +14,37 @@ namespace Folio.Documents;
 /// </summary>
 internal static class JournalReplay
 {
-    /// <summary>Replays every entry of <paramref name="journal"/> into <paramref name="index"/>.</summary>
+    /// <summary>Replays the entries of <paramref name="journal"/> after <paramref name="checkpointSequence"/> (the
+    /// sequence the data file's checkpoint covers; 0 without one) into <paramref name="index"/>.</summary>
     /// <returns>The batches replayed and their bytes.</returns>
-    /// <exception cref="FolioException">The journal does not start at sequence 1 (entries were purged).</exception>
+    /// <exception cref="StoreCorruptedException">The journal does not reach back to the checkpoint (entries after it
+    /// were purged) or ends before it.</exception>
     /// <exception cref="FormatException">An entry is not a well-formed batch.</exception>
-    public static (long Batches, long Bytes) Run(WriteAheadJournal journal, VersionedIndex index)
+    public static (long Batches, long Bytes) Run(WriteAheadJournal journal, VersionedIndex index,
+        long checkpointSequence = 0)
     {
-        if (journal.FirstSequence != 1)
+        long from = checkpointSequence + 1;
+        if (journal.FirstSequence > from)
         {
-            throw new FolioException(
-                $"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}: entries were " +
-                $"purged, so the documents cannot be rebuilt from it.");
+            throw new StoreCorruptedException(
+                $"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}, but the data " +
+                $"file's checkpoint covers only up to {checkpointSequence}: entries in between were purged, so the " +
+                $"documents cannot be rebuilt.");
+        }
+
+        if (journal.LastAppendedSequence < checkpointSequence)
+        {
+            throw new StoreCorruptedException(
+                $"The journal of '{journal.Directory}' ends at sequence {journal.LastAppendedSequence}, before the " +
+                $"data file's checkpoint at {checkpointSequence}: the journal lost entries the checkpoint relies on " +
+                $"(the journal folder was replaced or truncated).");
         }
 
         long batches = 0;
         long bytes = 0;
         var names = new CollectionNameCache();
         var putsPerCollection = new Dictionary<string, int>(StringComparer.Ordinal);
-        using (JournalReader reader = journal.OpenReader(1))
+        using (JournalReader reader = journal.OpenReader(from))
         {
             while (reader.TryRead(out JournalEntry entry))
             {
@@ -41,7 +54,7 @@ internal static class JournalReplay
 
         var commands = new List<ReplayedCommand>();
         index.BeginBulkLoad(putsPerCollection);
-        using (JournalReader reader = journal.OpenReader(1))
+        using (JournalReader reader = journal.OpenReader(from))
         {
             while (reader.TryRead(out JournalEntry entry))
             {

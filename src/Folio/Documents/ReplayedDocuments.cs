@@ -42,11 +42,13 @@ internal sealed class ReplayedDocuments
     private readonly ReadOnlyMemory<byte>[] _values;
     private readonly DocumentVersion?[] _versions;
     private readonly int[] _shadowed;
+    private readonly bool[]? _deleted;
     private int _shadowedCount; // written by the writer only (Shadow), read by diagnostics
 
     private ReplayedDocuments(Dictionary<string, int> slots, long[] sequences, long[] timestamps,
-        ReadOnlyMemory<byte>[] values, string[] sortedIds)
+        ReadOnlyMemory<byte>[] values, string[] sortedIds, bool[]? deleted)
     {
+        _deleted = deleted;
         _slots = slots;
         _sequences = sequences;
         _timestamps = timestamps;
@@ -56,7 +58,8 @@ internal sealed class ReplayedDocuments
         SortedIds = sortedIds;
     }
 
-    /// <summary>The ids of the replayed documents, in ordinal order (never changed).</summary>
+    /// <summary>The ids of the replayed documents, in ordinal order (never changed); deleted ones included when the
+    /// collection keeps tombstones (it has a checkpointed tree whose document a replayed delete hides).</summary>
     public string[] SortedIds { get; }
 
     /// <summary>The slot of replayed document <paramref name="id"/>, if there is one.</summary>
@@ -65,7 +68,8 @@ internal sealed class ReplayedDocuments
     /// <summary>Whether the heads hold a newer version of the document in <paramref name="slot"/> (acquire).</summary>
     public bool IsShadowed(int slot) => Volatile.Read(ref _shadowed[slot]) != 0;
 
-    /// <summary>Replayed documents not shadowed yet: those still read from here rather than from the heads.</summary>
+    /// <summary>Replayed documents (tombstones included) not shadowed yet: those still read from here rather than
+    /// from the heads.</summary>
     public int UnshadowedCount => SortedIds.Length - Volatile.Read(ref _shadowedCount);
 
     /// <summary>
@@ -78,14 +82,17 @@ internal sealed class ReplayedDocuments
         Volatile.Write(ref _shadowedCount, _shadowedCount + 1);
     }
 
+    /// <summary>The sequence of the replayed version in <paramref name="slot"/>.</summary>
+    public long SequenceAt(int slot) => _sequences[slot];
+
     /// <summary>The replayed version of the document in <paramref name="slot"/>, created on first use.</summary>
     public DocumentVersion VersionAt(int slot) => Volatile.Read(ref _versions[slot]) ?? CreateVersion(slot);
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     private DocumentVersion CreateVersion(int slot)
     {
-        var version = new DocumentVersion(_sequences[slot], _timestamps[slot], _values[slot], isDeleted: false,
-            older: null);
+        var version = new DocumentVersion(_sequences[slot], _timestamps[slot], _values[slot],
+            isDeleted: _deleted is not null && _deleted[slot], older: null);
         return Interlocked.CompareExchange(ref _versions[slot], version, null) ?? version;
     }
 
@@ -100,6 +107,8 @@ internal sealed class ReplayedDocuments
     {
         // A value's place in the journal: the segment's number in _segments (high 24 bits) and the offset in it.
         private const int OffsetBits = 40;
+        private const int Dead = -1;
+        private const int Tombstone = -2;
 
         private readonly Dictionary<string, int> _slots;
         private readonly List<JournalDataLocation> _segments = []; // the start of each segment values lie in
@@ -108,7 +117,8 @@ internal sealed class ReplayedDocuments
         private long[] _sequences;
         private long[] _timestamps;
         private long[] _locations;
-        private int[] _lengths; // -1: the slot's id was deleted
+        private int[] _lengths; // Dead: the slot's id was deleted (slot freed); Tombstone: deleted, slot kept
+        private readonly bool _keepTombstones;
         private int _count;
         private bool _anyDeleted;
         private ReadOnlyMemory<byte>[] _values = [];
@@ -116,8 +126,11 @@ internal sealed class ReplayedDocuments
 
         /// <param name="capacity">The expected number of distinct ids (the puts counted for the collection,
         /// capped).</param>
-        public Builder(int capacity)
+        /// <param name="keepTombstones">Whether a delete keeps its id as a deleted version (the collection has a
+        /// checkpointed tree whose document the delete must hide) rather than freeing it.</param>
+        public Builder(int capacity, bool keepTombstones = false)
         {
+            _keepTombstones = keepTombstones;
             capacity = Math.Max(capacity, 16);
             _slots = new Dictionary<string, int>(capacity, StringComparer.Ordinal);
             _ids = new string[capacity];
@@ -158,12 +171,34 @@ internal sealed class ReplayedDocuments
             _lengths[slot] = length;
         }
 
-        /// <summary>Records a delete of <paramref name="id"/> (nothing when it is not live).</summary>
-        public void Delete(string id)
+        /// <summary>Records a delete of <paramref name="id"/>: frees its slot (nothing when it is not live), or, when
+        /// tombstones are kept, records the delete's sequence and time in its slot.</summary>
+        public void Delete(string id, long sequence, long timestampTicks)
         {
+            if (_keepTombstones)
+            {
+                ref int kept = ref CollectionsMarshal.GetValueRefOrAddDefault(_slots, id, out bool exists);
+                if (!exists)
+                {
+                    if (_count == _ids.Length)
+                    {
+                        Grow();
+                    }
+
+                    kept = _count++;
+                    _ids[kept] = id;
+                }
+
+                _sequences[kept] = sequence;
+                _timestamps[kept] = timestampTicks;
+                _lengths[kept] = Tombstone;
+                _anyDeleted = true;
+                return;
+            }
+
             if (_slots.Remove(id, out int slot))
             {
-                _lengths[slot] = -1;
+                _lengths[slot] = Dead;
                 _anyDeleted = true;
             }
         }
@@ -202,7 +237,17 @@ internal sealed class ReplayedDocuments
                 Array.Resize(ref _timestamps, _count);
             }
 
-            return new(_slots, _sequences, _timestamps, _values, _sortedIds);
+            bool[]? deleted = null;
+            if (_keepTombstones && _anyDeleted)
+            {
+                deleted = new bool[_count];
+                for (int slot = 0; slot < _count; slot++)
+                {
+                    deleted[slot] = _lengths[slot] == Tombstone;
+                }
+            }
+
+            return new(_slots, _sequences, _timestamps, _values, _sortedIds, deleted);
         }
 
         /// <summary>Copies the values of the live slots in [<paramref name="from"/>, <paramref name="to"/>) out of the
@@ -240,14 +285,14 @@ internal sealed class ReplayedDocuments
             string? previous = null;
             for (int slot = 0; slot < _count && sorted; slot++)
             {
-                if (_lengths[slot] >= 0)
+                if (_lengths[slot] != Dead)
                 {
                     sorted = previous is null || string.CompareOrdinal(previous, _ids[slot]) < 0;
                     previous = _ids[slot];
                 }
             }
 
-            if (sorted && !_anyDeleted && _count == _ids.Length)
+            if (sorted && (!_anyDeleted || _keepTombstones) && _count == _ids.Length)
             {
                 _sortedIds = _ids; // every slot live, in order, and the array exactly full: it is the sorted list
                 return;
@@ -257,7 +302,7 @@ internal sealed class ReplayedDocuments
             int n = 0;
             for (int slot = 0; slot < _count; slot++)
             {
-                if (_lengths[slot] >= 0)
+                if (_lengths[slot] != Dead)
                 {
                     ids[n++] = _ids[slot];
                 }

@@ -6,12 +6,16 @@ namespace Folio.Documents;
 internal static partial class StoreLog
 {
     [LoggerMessage(EventId = 3001, Level = LogLevel.Information,
-        Message = "Document store '{Path}' opened: replayed {Batches} commits ({Bytes} bytes) into {Documents} live " +
-        "documents in {ElapsedMs} ms")]
-    public static partial void Opened(ILogger logger, string path, long batches, long bytes, long documents,
-        long elapsedMs);
+        Message = "Document store '{Path}' opened: checkpoint at sequence {CheckpointSequence} ({Documents} " +
+        "documents) mounted, {Batches} later commits ({Bytes} bytes) replayed, in {ElapsedMs} ms")]
+    public static partial void Opened(ILogger logger, string path, long checkpointSequence, long documents,
+        long batches, long bytes, long elapsedMs);
 
     [LoggerMessage(EventId = 3002, Level = LogLevel.Information,
         Message = "Document store '{Path}' closed; journal durable up to sequence {Sequence}")]
     public static partial void Closed(ILogger logger, string path, long sequence);
+
+    [LoggerMessage(EventId = 3003, Level = LogLevel.Warning,
+        Message = "A checkpoint failed; the journal keeps every commit and the next checkpoint retries")]
+    public static partial void CheckpointFailed(ILogger logger, Exception exception);
 }

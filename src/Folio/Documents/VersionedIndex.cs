@@ -1,5 +1,6 @@
 using System.Collections.Concurrent;
 using Folio.Journal;
+using Folio.Pages;
 using Folio.Transactions;
 
 namespace Folio.Documents;
@@ -47,6 +48,7 @@ internal sealed class VersionedIndex : ICommitState
     private readonly SnapshotRegistry _snapshots;
     private long _visible;
     private BulkLoad? _bulkLoad;
+    private IPageReader? _pages;
 
     /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning
     /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
@@ -140,12 +142,25 @@ internal sealed class VersionedIndex : ICommitState
 
         if (!keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
         {
-            return null;
+            // Not written since the open: the checkpointed tree's version, visible to every snapshot.
+            return keys.Checkpointed is null ? null : FromCheckpoint(keys, key.Id);
         }
 
         DocumentVersion? version = At(head, snapshot);
         ranOffChain = version is null;
         return version;
+    }
+
+    /// <summary>The version of <paramref name="id"/> in the collection's checkpointed tree, or null.</summary>
+    private DocumentVersion? FromCheckpoint(SortedKeys keys, string id)
+    {
+        if (!BTree.TryGet(keys.Checkpointed, id, _pages!, out StoredValue stored))
+        {
+            return null;
+        }
+
+        return new DocumentVersion(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false,
+            older: null);
     }
 
     /// <summary>
@@ -231,6 +246,12 @@ internal sealed class VersionedIndex : ICommitState
                     head = replayed.VersionAt(slot);
                     shadowedSlot = slot;
                 }
+                else if (keys.Checkpointed is not null && FromCheckpoint(keys, command.Key.Id) is { } checkpointed)
+                {
+                    // First write of a checkpointed document since the open: its tree version becomes the oldest of
+                    // the chain (the heads are read before the tree, so readers move to the chain at once).
+                    head = checkpointed;
+                }
                 else
                 {
                     keys.Added.Append(command.Key.Id);
@@ -280,15 +301,37 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>
+    /// Makes <paramref name="checkpoint"/>'s trees the bottom layer of their collections (before the bulk load, before
+    /// any reader): a document no later layer holds is read from its tree through <paramref name="reader"/>. The
+    /// caller keeps the checkpoint pinned for the index's life. The visible sequence starts at the checkpoint's.
+    /// </summary>
+    internal void AttachCheckpoint(PageCheckpoint checkpoint, IPageReader reader)
+    {
+        if (!_collections.IsEmpty || _bulkLoad is not null)
+        {
+            ThrowHelper.ThrowInvalidOperation("A checkpoint is attached to an empty index.");
+        }
+
+        _pages = reader;
+        foreach (CollectionTree tree in checkpoint.Collections.Values)
+        {
+            _collections[tree.Name] = new SortedKeys { Checkpointed = tree.Root };
+            CheckpointedDocuments += tree.Count;
+        }
+
+        Volatile.Write(ref _visible, checkpoint.Sequence);
+    }
+
+    /// <summary>
     /// Starts a bulk load: recovery replay into this empty index, before any reader exists. Until
     /// <see cref="EndBulkLoad"/>, batches go through <see cref="ApplyReplayed"/>. <paramref name="putsPerCollection"/>
     /// (puts in the journal per collection, an upper bound on its ids) sizes each collection's arrays once.
     /// </summary>
     internal void BeginBulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)
     {
-        if (!_collections.IsEmpty || _bulkLoad is not null)
+        if (_bulkLoad is not null || HasVersions())
         {
-            ThrowHelper.ThrowInvalidOperation("A bulk load needs an empty index.");
+            ThrowHelper.ThrowInvalidOperation("A bulk load needs an index with no versions yet.");
         }
 
         _bulkLoad = new BulkLoad(putsPerCollection);
@@ -314,7 +357,7 @@ internal sealed class VersionedIndex : ICommitState
             ReplayedDocuments.Builder collection = bulk.CollectionOf(command.Key.Collection, this);
             if (command.Kind == ChangeKind.Delete)
             {
-                collection.Delete(command.Key.Id);
+                collection.Delete(command.Key.Id, sequence, timestampTicks);
             }
             else
             {
@@ -360,10 +403,90 @@ internal sealed class VersionedIndex : ICommitState
         _bulkLoad = null;
     }
 
-    /// <summary>Live documents across all collections at the visible sequence (diagnostics; walks every
-    /// chain).</summary>
+    /// <summary>
+    /// What a checkpoint at <paramref name="sequence"/> writes on top of the one at <paramref name="since"/>: per
+    /// collection, the version visible at <paramref name="sequence"/> of every document whose version there is newer
+    /// than <paramref name="since"/> (a put, or a delete for a tombstone). The caller holds a snapshot at or below
+    /// <paramref name="sequence"/> (registered before this call), so no version it needs is pruned
+    /// meanwhile; commits after it continue and are skipped. Every id with a version at or below the sequence was in
+    /// the heads before the sequence was published, so the enumeration of the heads (weakly consistent) sees it.
+    /// </summary>
+    internal List<CollectionChanges> CollectChanges(long sequence, long since)
+    {
+        var result = new List<CollectionChanges>();
+        foreach ((string name, SortedKeys keys) in _collections)
+        {
+            var changes = new Dictionary<string, TreeChange>(StringComparer.Ordinal);
+            if (keys.Replayed is { } replayed)
+            {
+                foreach (string id in replayed.SortedIds)
+                {
+                    replayed.TryGetSlot(id, out int slot);
+                    long replayedSequence = replayed.SequenceAt(slot);
+                    if (replayedSequence > since && replayedSequence <= sequence)
+                    {
+                        changes[id] = ToChange(id, replayed.VersionAt(slot));
+                    }
+                }
+            }
+
+            // A written id's version at the sequence replaces its replayed one (which is older, in its chain).
+            foreach (KeyValuePair<string, DocumentVersion> pair in keys.Heads)
+            {
+                if (At(pair.Value, sequence) is { } version && version.Sequence > since)
+                {
+                    changes[pair.Key] = ToChange(pair.Key, version);
+                }
+            }
+
+            if (changes.Count > 0)
+            {
+                var collection = new CollectionChanges(name);
+                collection.Changes.AddRange(changes.Values);
+                result.Add(collection);
+            }
+        }
+
+        return result;
+
+        static TreeChange ToChange(string id, DocumentVersion version) => version.IsDeleted
+            ? TreeChange.Delete(id)
+            : TreeChange.Put(id, new StoredValue(version.Sequence, version.TimestampTicks, version.Json));
+    }
+
+    /// <summary>Whether any version was applied or replayed (a checkpoint's trees aside).</summary>
+    private bool HasVersions()
+    {
+        foreach (SortedKeys keys in _collections.Values)
+        {
+            if (!keys.Heads.IsEmpty || keys.Replayed is not null)
+            {
+                return true;
+            }
+        }
+
+        return false;
+    }
+
+    /// <summary>Documents in the checkpointed trees the open mounted (the open's log line: exact without reading
+    /// the trees).</summary>
+    internal long CheckpointedDocuments { get; private set; }
+
+    /// <summary>Live documents across all collections at the visible sequence (diagnostics and tests; walks every
+    /// chain, and the ids of every collection with a checkpointed tree).</summary>
     internal long LiveDocuments()
     {
+        if (_pages is not null)
+        {
+            long live = 0;
+            foreach (string name in _collections.Keys)
+            {
+                live += Count(name, VisibleSequence);
+            }
+
+            return live;
+        }
+
         long snapshot = VisibleSequence;
         long count = 0;
         foreach (SortedKeys keys in _collections.Values)
@@ -414,19 +537,39 @@ internal sealed class VersionedIndex : ICommitState
         int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
         int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
         IdSkipList added = keys.Added.Sorted(); // after the caller's snapshot: holds every id the snapshot can see
-        return Iterate(collection, replayed, replayedStart, replayedEnd, added, fromInclusive, toExclusive, descending,
-            snapshot);
+        IEnumerable<string> ids = MergeSinceOpen(replayed, replayedStart, replayedEnd, added, fromInclusive,
+            toExclusive, descending);
+        if (keys.Checkpointed is not null)
+        {
+            ids = MergeWithCheckpoint(ids, BTree.Range(keys.Checkpointed, fromInclusive, toExclusive, descending,
+                _pages!), descending);
+        }
+
+        return Versions(collection, ids, snapshot);
+    }
+
+    /// <summary>The ids that have a live version at <paramref name="snapshot"/>, with it.</summary>
+    private IEnumerable<(string Id, DocumentVersion Version)> Versions(string collection, IEnumerable<string> ids,
+        long snapshot)
+    {
+        foreach (string id in ids)
+        {
+            DocumentVersion? version = Get(new DocumentKey(collection, id), snapshot);
+            if (version is not null)
+            {
+                yield return (id, version);
+            }
+        }
     }
 
     /// <summary>
     /// Yields, in order, the ids at positions [replayedStart, replayedEnd) of the replayed ids and the ids in
     /// [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) of those added since the open (two disjoint
-    /// sorted sets, merged) that have a live version at the snapshot. Ids added after the snapshot may or may not be
-    /// walked (see <see cref="IdSkipList"/>); they have no version at it, so they are skipped either way.
+    /// sorted sets, merged). Ids added after the caller's snapshot may or may not be walked (see
+    /// <see cref="IdSkipList"/>); they have no version at it, so they are skipped either way.
     /// </summary>
-    private IEnumerable<(string Id, DocumentVersion Version)> Iterate(string collection, string[] replayed,
-        int replayedStart, int replayedEnd, IdSkipList added, string? fromInclusive, string? toExclusive,
-        bool descending, long snapshot)
+    private static IEnumerable<string> MergeSinceOpen(string[] replayed, int replayedStart, int replayedEnd,
+        IdSkipList added, string? fromInclusive, string? toExclusive, bool descending)
     {
         int r = 0;
         int replayedCount = Math.Max(0, replayedEnd - replayedStart);
@@ -446,23 +589,63 @@ internal sealed class VersionedIndex : ICommitState
                 yield break;
             }
 
-            string id;
             if (fromAdded is null
                 || (fromReplayed is not null && (string.CompareOrdinal(fromReplayed, fromAdded) < 0) != descending))
             {
-                id = fromReplayed!;
                 r++;
+                yield return fromReplayed!;
             }
             else
             {
-                id = fromAdded;
                 node = descending ? node!.Previous : node!.Next;
+                yield return fromAdded;
+            }
+        }
+    }
+
+    /// <summary>
+    /// Merges the ids since the open with the checkpointed tree's ids (in the same order); an id in both (a
+    /// checkpointed document replayed or rewritten since) comes once.
+    /// </summary>
+    private static IEnumerable<string> MergeWithCheckpoint(IEnumerable<string> sinceOpen,
+        IEnumerable<KeyValuePair<string, StoredValue>> checkpointed, bool descending)
+    {
+        using IEnumerator<string> left = sinceOpen.GetEnumerator();
+        using IEnumerator<KeyValuePair<string, StoredValue>> right = checkpointed.GetEnumerator();
+        bool hasLeft = left.MoveNext();
+        bool hasRight = right.MoveNext();
+        while (hasLeft || hasRight)
+        {
+            if (!hasRight)
+            {
+                yield return left.Current;
+                hasLeft = left.MoveNext();
+                continue;
             }
 
-            DocumentVersion? version = Get(new DocumentKey(collection, id), snapshot);
-            if (version is not null)
+            if (!hasLeft)
             {
-                yield return (id, version);
+                yield return right.Current.Key;
+                hasRight = right.MoveNext();
+                continue;
+            }
+
+            int comparison = string.CompareOrdinal(left.Current, right.Current.Key);
+            if (comparison == 0)
+            {
+                yield return left.Current;
+                hasLeft = left.MoveNext();
+                hasRight = right.MoveNext();
+            }
+            else if ((comparison < 0) != descending)
+            {
+                yield return left.Current;
+                hasLeft = left.MoveNext();
+            }
+            else
+            {
+                yield return right.Current.Key;
+                hasRight = right.MoveNext();
             }
         }
     }
@@ -486,6 +669,9 @@ internal sealed class VersionedIndex : ICommitState
     private sealed class SortedKeys
     {
         public ConcurrentDictionary<string, DocumentVersion> Heads { get; } = new(StringComparer.Ordinal);
+
+        /// <summary>The collection's tree in the checkpoint the open mounted (never changed after the open).</summary>
+        public PageReference? Checkpointed { get; init; }
 
         public ReplayedDocuments? Replayed { get; set; }
 
@@ -514,8 +700,9 @@ internal sealed class VersionedIndex : ICommitState
                 {
                     int capacity = putsPerCollection.TryGetValue(name, out int puts)
                         ? Math.Min(puts, MaxInitialCapacity) : 0;
-                    index._collections[name] = new SortedKeys();
-                    Collections[name] = _last = new ReplayedDocuments.Builder(capacity);
+                    SortedKeys keys = index._collections.GetOrAdd(name, static _ => new SortedKeys());
+                    Collections[name] = _last = new ReplayedDocuments.Builder(capacity,
+                        keepTombstones: keys.Checkpointed is not null);
                 }
 
                 _lastName = name;

@@ -191,6 +191,25 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
 
     internal long SegmentsVersion => Volatile.Read(ref _segmentsVersion);
 
+    /// <summary>
+    /// The bytes written to segments that hold only entries after <paramref name="sequence"/> (a checkpoint's
+    /// trigger: what a purge up to the sequence could not remove). Approximate while appends run: the active
+    /// segment's written length is read without the write lock.
+    /// </summary>
+    internal long BytesInSegmentsAfter(long sequence)
+    {
+        long bytes = 0;
+        foreach (JournalSegment segment in Volatile.Read(ref _segmentSet).Segments)
+        {
+            if (segment.FirstSequence > sequence)
+            {
+                bytes += segment.WrittenLength;
+            }
+        }
+
+        return bytes;
+    }
+
     internal SegmentSet Segments => Volatile.Read(ref _segmentSet);
 
     /// <summary>Completes at the next commit (or at dispose). Read it before checking

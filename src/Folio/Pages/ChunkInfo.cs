@@ -40,6 +40,10 @@ internal sealed class ChunkInfo
     /// <summary>Pages still reachable from the newest checkpoint's roots.</summary>
     public int LivePages { get; set; }
 
+    /// <summary>The generation of the checkpoint that wrote the chunk (0 for a chunk found at the open: older than
+    /// any checkpoint a reader can still pin).</summary>
+    public long BornAt { get; init; }
+
     /// <summary>The generation of the checkpoint after which no current root reaches the chunk; 0 while live.</summary>
     public long DeadAt { get; set; }
 

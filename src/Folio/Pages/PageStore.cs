@@ -340,7 +340,7 @@ internal sealed class PageStore : IDisposable
             }
 
             long offset = _space.Allocate(ChunkFormat.Align(length));
-            var newChunk = new ChunkInfo(chunkId, offset, length, pageCount, pageCount);
+            var newChunk = new ChunkInfo(chunkId, offset, length, pageCount, pageCount) { BornAt = _generation + 1 };
             long[] toc = new long[pageCount];
             byte[] metadata = new byte[metadataLength];
             int page = 0;
@@ -464,6 +464,19 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    private bool ReachedByPinned(ChunkInfo chunk)
+    {
+        foreach (PageCheckpoint checkpoint in _retired)
+        {
+            if (chunk.BornAt <= checkpoint.Generation && checkpoint.Generation < chunk.DeadAt)
+            {
+                return true;
+            }
+        }
+
+        return false;
+    }
+
     private void WriteChunk(long offset, byte[] header, List<TreeSerializer> parts, byte[] metadata, long length)
     {
         const int OneWriteLimit = 8 * 1024 * 1024;
@@ -503,21 +516,16 @@ internal sealed class PageStore : IDisposable
         }
     }
 
-    /// <summary>Frees the chunks no current root reaches once no checkpoint that could reach them is pinned.</summary>
+    /// <summary>Frees the chunks no current root reaches once no checkpoint that could reach them is pinned: a
+    /// checkpoint of generation g reaches only chunks written at or before g and dead after it.</summary>
     private int ReclaimChunks()
     {
         _retired.RemoveAll(static checkpoint => checkpoint.Pins <= 0);
-        long oldestPinned = long.MaxValue;
-        foreach (PageCheckpoint checkpoint in _retired)
-        {
-            oldestPinned = Math.Min(oldestPinned, checkpoint.Generation);
-        }
-
         Dictionary<uint, ChunkInfo>? map = null;
         int freed = 0;
         foreach (ChunkInfo chunk in _file.Chunks.Values)
         {
-            if (chunk.DeadAt > 0 && oldestPinned >= chunk.DeadAt)
+            if (chunk.DeadAt > 0 && !ReachedByPinned(chunk))
             {
                 freed++;
                 map ??= new Dictionary<uint, ChunkInfo>(_file.Chunks);

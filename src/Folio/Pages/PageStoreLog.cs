@@ -5,19 +5,19 @@ namespace Folio.Pages;
 /// <summary>The page store's log lines (source-generated, allocation-free when the level is off).</summary>
 internal static partial class PageStoreLog
 {
-    [LoggerMessage(EventId = 4001, Level = LogLevel.Information,
+    [LoggerMessage(EventId = 5001, Level = LogLevel.Information,
         Message = "Data file '{File}' mounted checkpoint {Generation} (sequence {Sequence}): {Chunks} chunks, " +
         "{Collections} collections")]
     public static partial void Mounted(ILogger logger, string file, long generation, long sequence, int chunks,
         int collections);
 
-    [LoggerMessage(EventId = 4002, Level = LogLevel.Information,
+    [LoggerMessage(EventId = 5002, Level = LogLevel.Information,
         Message = "Checkpoint {Generation} (sequence {Sequence}) wrote chunk {ChunkId}: {Pages} pages, {Bytes} bytes " +
         "in {ElapsedMs} ms; {Chunks} chunks, fill rate {FillRate:P0}, {FreedChunks} chunks freed")]
     public static partial void Checkpointed(ILogger logger, long generation, long sequence, uint chunkId, int pages,
         long bytes, double elapsedMs, int chunks, double fillRate, int freedChunks);
 
-    [LoggerMessage(EventId = 4003, Level = LogLevel.Warning,
+    [LoggerMessage(EventId = 5003, Level = LogLevel.Warning,
         Message = "Checkpoint to sequence {Sequence} failed; checkpoint {Generation} stays current")]
     public static partial void CheckpointFailed(ILogger logger, Exception exception, long sequence, long generation);
 }

@@ -172,10 +172,13 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             $"batches acknowledged " +
             $"({stats.AcknowledgedDurable} durable), {stats.DurableChecked} durable acknowledgements checked after a " +
                 $"cut, " +
-            $"{stats.BufferedLost} buffered acknowledgements lost as allowed, {stats.MaxSegments} segments at most");
+            $"{stats.BufferedLost} buffered acknowledgements lost as allowed, {stats.MaxSegments} segments at most, " +
+            $"{stats.OpensFromCheckpoint} opens from a checkpoint, {stats.OpensOfPurgedJournal} of a purged journal");
         Assert.Equal(cuts, stats.Cuts);
         Assert.True(stats.DurableChecked > 0 && stats.MaxSegments > 2,
             $"the workload must acknowledge durable commits and rotate: {stats.DurableChecked}, {stats.MaxSegments}");
+        Assert.True(stats.OpensFromCheckpoint > 0 && stats.OpensOfPurgedJournal > 0,
+            $"checkpoints and purges must run: {stats.OpensFromCheckpoint}, {stats.OpensOfPurgedJournal}");
     }
 
     [Fact]
@@ -306,11 +309,16 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         Durability = random.Next(2) == 0 ? DurabilityMode.Durable : DurabilityMode.Buffered,
         MaxGroupsInFlight = random.Next(2) == 0 ? 1 : 2,
         BufferedSyncInterval = TimeSpan.FromMilliseconds(random.Next(1, 10)),
+        // Checkpoints (and the purges after them) run beside the writers: after each rotation, or every few ms.
+        CheckpointThreshold = random.Next(2) == 0 ? 16 * 1024 : DocumentStoreOptions.DefaultCheckpointThreshold,
+        CheckpointInterval = random.Next(2) == 0 ? TimeSpan.FromMilliseconds(random.Next(5, 40))
+            : DocumentStoreOptions.DefaultCheckpointInterval,
     };
 
     private static string Describe(DocumentStoreOptions options) =>
         $"{options.Durability}, {options.MaxGroupsInFlight} groups in flight, buffered sync every " +
-            $"{options.BufferedSyncInterval.TotalMilliseconds} ms";
+            $"{options.BufferedSyncInterval.TotalMilliseconds} ms, checkpoint threshold {options.CheckpointThreshold}" +
+            $" bytes, checkpoint interval {options.CheckpointInterval.TotalMilliseconds} ms";
 
     /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
     private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer,
@@ -348,6 +356,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
     {
         long last = store.LastCommittedSequence;
         stats.MaxSegments = Math.Max(stats.MaxSegments, store.Journal.SegmentCount);
+        stats.OpensFromCheckpoint += store.Pages.Current.Sequence > 0 ? 1 : 0;
+        stats.OpensOfPurgedJournal += store.Journal.FirstSequence > 1 ? 1 : 0;
         foreach (WriterModel writer in writers)
         {
             (long a, long aVersion) = Read(store, $"{writer.Id}-a", writer, context);
@@ -448,6 +458,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         public long DurableChecked;
         public long BufferedLost;
         public int MaxSegments;
+        public int OpensFromCheckpoint;
+        public int OpensOfPurgedJournal;
     }
 
     /// <summary>Disposes a storage file at the end of a using block.</summary>

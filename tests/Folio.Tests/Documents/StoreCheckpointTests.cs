@@ -1,0 +1,346 @@
+using System.Text;
+using FsCheck;
+using FsCheck.Fluent;
+using FsCheck.Xunit;
+using Folio.Documents;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// The document store over its page store: checkpoints, reopens from a checkpoint plus the journal after it, crash
+/// images taken between checkpoints, snapshots held across checkpoints, and the checks of a journal that does not
+/// match its data file.
+/// </summary>
+public sealed class StoreCheckpointTests
+{
+    private static readonly string[] s_collections = ["orders", "people"];
+
+    [Property(MaxTest = 40, EndSize = 150, Arbitrary = [typeof(StoreCheckpointTests)])]
+    public void A_store_with_checkpoints_reopens_and_crash_recovers_to_its_model(int[] program)
+    {
+        using var dir = new TempDirectory();
+        string folder = Path.Combine(dir.Path, "store");
+        DocumentStoreOptions options = Options();
+        var store = DocumentStore.Open(folder, options);
+        var model = s_collections.ToDictionary(c => c,
+            _ => new SortedDictionary<string, string>(StringComparer.Ordinal));
+        var held = new List<(DocumentStore Store, DocumentSession Session, Dictionary<string, string> State)>();
+        int images = 0;
+        try
+        {
+            foreach (int op in program)
+            {
+                int argument = (op >>> 4) & 0xFFFFF;
+                string collection = s_collections[argument % 2];
+                string id = Id((argument / 2) % 300);
+                switch (op & 0xF)
+                {
+                    case 0 or 1 or 2 or 3:
+                        Put(store, model, collection, id, argument);
+                        break;
+                    case 4:
+                        for (int i = 0; i < 40; i++)
+                        {
+                            Put(store, model, collection, Id(((argument / 2) + (i * 3)) % 300), argument + i);
+                        }
+
+                        break;
+                    case 5 or 6:
+                        store.DeleteAsync(collection, id).AsTask().GetAwaiter().GetResult();
+                        model[collection].Remove(id);
+                        break;
+                    case 7 or 8:
+                        store.CheckpointAsync().AsTask().GetAwaiter().GetResult();
+                        Assert.Equal(store.LastCommittedSequence, store.Pages.Current.Sequence);
+                        break;
+                    case 9:
+                        store.Dispose();
+                        store = DocumentStore.Open(folder, options);
+                        break;
+                    case 10:
+                        {
+                            // A crash image: the files as they are on disk now, without the close's checkpoint. The
+                            // program goes on with the store recovered from it (its journal after the checkpoint
+                            // replayed, to be checkpointed later).
+                            string image = Path.Combine(dir.Path, $"image{images++}");
+                            CopyFolder(folder, image);
+                            store.Dispose();
+                            folder = image;
+                            store = DocumentStore.Open(folder, options);
+                            AssertHolds(store, model, new Random(argument));
+                            break;
+                        }
+
+                    case 11:
+                        {
+                            DocumentSession session = store.OpenSession();
+                            _ = session.LoadAsync<Doc>("none").AsTask().GetAwaiter().GetResult(); // takes the snapshot
+                            held.Add((store, session,
+                                new Dictionary<string, string>(model["people"], StringComparer.Ordinal)));
+                            break;
+                        }
+
+                    default:
+                        AssertHolds(store, model, new Random(argument));
+                        break;
+                }
+            }
+
+            foreach ((DocumentStore owner, DocumentSession session, Dictionary<string, string> state) in held)
+            {
+                // A session of this store instance still reads the state it first read, whatever was checkpointed
+                // since (its snapshot is registered, so nothing it can see is pruned).
+                if (ReferenceEquals(owner, store) && session.SnapshotSequence is long snapshot)
+                {
+                    var seen = store.Index.Range("people", null, null, false, snapshot)
+                        .ToDictionary(e => e.Id, e => Encoding.UTF8.GetString(e.Version.Json.Span));
+                    Assert.Equal(state.OrderBy(p => p.Key, StringComparer.Ordinal),
+                        seen.OrderBy(p => p.Key, StringComparer.Ordinal));
+                }
+
+                session.Dispose();
+            }
+
+            held.Clear();
+            AssertHolds(store, model, new Random(program.Length));
+            store.Dispose();
+            store = DocumentStore.Open(folder, options);
+            AssertHolds(store, model, new Random(program.Length + 1));
+        }
+        finally
+        {
+            foreach ((_, DocumentSession session, _) in held)
+            {
+                session.Dispose();
+            }
+
+            store.Dispose();
+        }
+    }
+
+    [Fact]
+    public async Task A_session_reads_its_snapshot_across_checkpoints_and_queries_merge_every_layer()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 300; i += 2)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, "v1"));
+            }
+
+            await store.CheckpointAsync();
+        }
+
+        // Reopened: the even ids are in the checkpointed tree. Replayed and written layers go on top.
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 1; i < 300; i += 4)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, "v1"));
+            }
+
+            await using DocumentSession before = store.OpenSession();
+            Assert.Equal(225, await before.CountAsync<Doc>());
+            for (int round = 0; round < 3; round++)
+            {
+                for (int i = 0; i < 300; i += 3)
+                {
+                    await store.PutAsync("Doc", Id(i), Json(i, $"r{round}"));
+                }
+
+                await store.DeleteAsync("Doc", Id(round * 2));
+                await store.CheckpointAsync();
+            }
+
+            // The session's snapshot predates all of it.
+            List<Doc> seen = await ToListAsync(before.QueryByRangeAsync<Doc>(Id(0), Id(20)));
+            Assert.Equal([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18], seen.Select(d => d.N));
+            Assert.All(seen, d => Assert.Equal("v1", d.Tag));
+
+            await using DocumentSession after = store.OpenSession();
+            List<Doc> now = await ToListAsync(after.QueryByRangeAsync<Doc>(Id(0), Id(20), descending: true));
+            Assert.Equal([18, 17, 16, 15, 14, 13, 12, 10, 9, 8, 6, 5, 3, 1, 0], now.Select(d => d.N));
+            Assert.Equal("r2", now.Single(d => d.N == 18).Tag);
+            Assert.Equal("v1", now.Single(d => d.N == 16).Tag);
+            Assert.Null(await after.LoadAsync<Doc>(Id(4)));
+        }
+    }
+
+    [Fact]
+    public async Task Background_checkpoints_purge_the_journal_and_the_next_open_replays_only_what_follows()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.SegmentSize = 64 * 1024;
+        options.MaxGroupBytes = 16 * 1024;
+        options.MaxDocumentSize = 8 * 1024;
+        options.CheckpointThreshold = 64 * 1024;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 20_000; i++)
+            {
+                await store.PutAsync("Doc", Id(i % 500), Json(i, "x"));
+            }
+
+            // The loop checks once a second.
+            DateTime until = DateTime.UtcNow.AddSeconds(10);
+            while (store.Journal.SegmentCount > 4 && DateTime.UtcNow < until)
+            {
+                await Task.Delay(50);
+            }
+
+            Assert.InRange(store.Journal.SegmentCount, 1, 4);
+            Assert.True(store.Journal.FirstSequence > 1, "segments below the checkpoint were purged");
+            Assert.True(store.Pages.Current.Generation >= 1);
+        }
+
+        await using var reopened = DocumentStore.Open(dir.Path, options);
+        Assert.Equal(500, reopened.Index.LiveDocuments());
+        StoredDocument? last = reopened.Get("Doc", Id(19_999 % 500));
+        Assert.NotNull(last);
+        Assert.Contains("19999", Encoding.UTF8.GetString(last.Value.Json.Span), StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_journal_purged_past_a_missing_data_file_is_corruption_not_an_empty_store()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        options.SegmentSize = 64 * 1024;
+        options.MaxGroupBytes = 16 * 1024;
+        options.MaxDocumentSize = 8 * 1024;
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 3_000; i++)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, "x"));
+            }
+
+            await store.CheckpointAsync();
+            Assert.True(store.Journal.FirstSequence > 1);
+        }
+
+        File.Delete(Path.Combine(dir.Path, DocumentStore.DataFileName));
+        var error = Assert.Throws<StoreCorruptedException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Contains("purged", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_data_file_ahead_of_its_journal_is_corruption()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 100; i++)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, "x"));
+            }
+
+            await store.CheckpointAsync();
+        }
+
+        Directory.Delete(Path.Combine(dir.Path, "journal"), recursive: true);
+        var error = Assert.Throws<StoreCorruptedException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Contains("before the data file's checkpoint", error.Message, StringComparison.Ordinal);
+    }
+
+    public static Arbitrary<int[]> Programs() =>
+        Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(ops => ops.Length > 150 ? ops[..150] : ops).ToArbitrary();
+
+    private static DocumentStoreOptions Options()
+    {
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan; // checkpoints only where the test asks
+        options.CheckpointThreshold = 1L << 40;
+        return options;
+    }
+
+    private static void Put(DocumentStore store, Dictionary<string, SortedDictionary<string, string>> model,
+        string collection, string id, int n)
+    {
+        string tag = n % 13 == 0 ? new string('L', 3000) : "t" + n; // some values go to overflow pages
+        byte[] json = Json(n, tag);
+        store.PutAsync(collection, id, json).AsTask().GetAwaiter().GetResult();
+        model[collection][id] = Encoding.UTF8.GetString(json);
+    }
+
+    private static void AssertHolds(DocumentStore store, Dictionary<string, SortedDictionary<string, string>> model,
+        Random random)
+    {
+        long snapshot = store.LastCommittedSequence;
+        foreach ((string collection, SortedDictionary<string, string> documents) in model)
+        {
+            var ascending = store.Index.Range(collection, null, null, false, snapshot).ToList();
+            Assert.Equal(documents.Keys, ascending.Select(e => e.Id));
+            Assert.Equal(documents.Values, ascending.Select(e => Encoding.UTF8.GetString(e.Version.Json.Span)));
+            Assert.Equal(documents.Keys.Reverse(),
+                store.Index.Range(collection, null, null, true, snapshot).Select(e => e.Id));
+            Assert.Equal(documents.Count, store.Index.Count(collection, snapshot));
+            for (int i = 0; i < 5; i++)
+            {
+                string from = Id(random.Next(300));
+                string to = Id(random.Next(300));
+                if (string.CompareOrdinal(from, to) > 0)
+                {
+                    (from, to) = (to, from);
+                }
+
+                var expected = documents.Keys.Where(k => string.CompareOrdinal(k, from) >= 0
+                    && string.CompareOrdinal(k, to) < 0).ToList();
+                Assert.Equal(expected, store.Index.Range(collection, from, to, false, snapshot).Select(e => e.Id));
+                string id = Id(random.Next(300));
+                StoredDocument? found = store.Get(collection, id);
+                Assert.Equal(documents.TryGetValue(id, out string? json) ? json : null,
+                    found is { } document ? Encoding.UTF8.GetString(document.Json.Span) : null);
+            }
+
+            Assert.Equal(documents.Keys.Where(k => k.StartsWith("ids/0001", StringComparison.Ordinal)),
+                store.Index.Prefix(collection, "ids/0001", false, snapshot).Select(e => e.Id));
+        }
+    }
+
+    private static void CopyFolder(string source, string destination)
+    {
+        Directory.CreateDirectory(destination);
+        foreach (string file in Directory.GetFiles(source, "*", SearchOption.AllDirectories))
+        {
+            if (file.EndsWith(".lock", StringComparison.Ordinal))
+            {
+                continue; // held by the open store; an open creates it
+            }
+
+            string target = Path.Combine(destination, Path.GetRelativePath(source, file));
+            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
+            File.Copy(file, target);
+        }
+    }
+
+    private static async Task<List<T>> ToListAsync<T>(IAsyncEnumerable<T> items)
+    {
+        var list = new List<T>();
+        await foreach (T item in items)
+        {
+            list.Add(item);
+        }
+
+        return list;
+    }
+
+    private static string Id(int n) => $"ids/{n:D5}";
+
+    private static byte[] Json(int n, string tag) => Encoding.UTF8.GetBytes($"{{\"N\":{n},\"Tag\":\"{tag}\"}}");
+
+    public sealed class Doc
+    {
+        public string Id { get; set; } = "";
+
+        public int N { get; set; }
+
+        public string Tag { get; set; } = "";
+    }
+}
