@@ -8,11 +8,13 @@ using Folio.Transactions;
 // line per acknowledged batch only after its commit returned. The parent kills it with SIGKILL at a random moment,
 // reopens the folder and checks every acknowledged batch. Two workloads: the journal and merger alone (one document
 // per batch, "ACK <sequence> <id>"), and with a fourth argument "store" a document store, whose reopen replays the
-// journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>"). For the journal workload a
-// number as the fourth argument sets the merger's MaxGroupsInFlight (default 1).
+// journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>"); a fifth argument
+// "checkpoints" makes that store checkpoint and purge its journal every few milliseconds while it commits. For the
+// journal workload a number as the fourth argument sets the merger's MaxGroupsInFlight (default 1).
 if (args.Length < 2)
 {
-    Console.Error.WriteLine("usage: Folio.CrashHost <folder> <run-tag> [writers] [store | groups-in-flight]");
+    Console.Error.WriteLine(
+        "usage: Folio.CrashHost <folder> <run-tag> [writers] [store [checkpoints] | groups-in-flight]");
     return 2;
 }
 
@@ -21,7 +23,7 @@ string tag = args[1];
 int writers = args.Length > 2 ? int.Parse(args[2], System.Globalization.CultureInfo.InvariantCulture) : 8;
 if (args.Length > 3 && args[3] == "store")
 {
-    return await RunStoreAsync(folder, tag, writers);
+    return await RunStoreAsync(folder, tag, writers, args.Length > 4 && args[4] == "checkpoints");
 }
 
 using var journal = WriteAheadJournal.Open(folder, new JournalOptions { SegmentSize = 256 * 1024 });
@@ -46,9 +48,16 @@ var tasks = Enumerable.Range(0, writers).Select(w => Task.Run(async () =>
 await Task.WhenAll(tasks);
 return 0;
 
-static async Task<int> RunStoreAsync(string folder, string tag, int writers)
+static async Task<int> RunStoreAsync(string folder, string tag, int writers, bool checkpoints)
 {
-    using var store = DocumentStore.Open(folder, StoreCrashWorkload.Options());
+    DocumentStoreOptions options = StoreCrashWorkload.Options();
+    if (checkpoints)
+    {
+        options.CheckpointInterval = TimeSpan.FromMilliseconds(20);
+        options.CheckpointThreshold = 256 * 1024;
+    }
+
+    using var store = DocumentStore.Open(folder, options);
     var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
     object gate = new();
     Console.Error.WriteLine($"READY {store.LastCommittedSequence}");
