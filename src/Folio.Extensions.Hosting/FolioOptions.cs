@@ -9,7 +9,7 @@ namespace Folio.Extensions.Hosting;
 /// </summary>
 /// <example>
 /// <code>
-/// "Folio": { "Path": "data/folio", "Durability": "Durable", "SegmentSize": 67108864 }
+/// "Folio": { "Path": "data/folio", "Durability": "Durable", "SegmentSize": 33554432 }
 /// </code>
 /// </example>
 public sealed class FolioOptions
@@ -26,7 +26,7 @@ public sealed class FolioOptions
     /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>
     public DurabilityMode Durability { get; set; } = s_storeDefaults.Durability;
 
-    /// <summary>Size of one journal segment file in bytes. Default 64 MiB.</summary>
+    /// <summary>Size of one journal segment file in bytes. Default 32 MiB.</summary>
     public long SegmentSize { get; set; } = s_storeDefaults.SegmentSize;
 
     /// <summary>The most commands one commit group holds. Default 1024.</summary>
@@ -52,6 +52,14 @@ public sealed class FolioOptions
     /// <summary>How long a session's snapshot may hold back the pruning of old versions. Default 10 minutes; see
     /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>.</summary>
     public TimeSpan MaxSnapshotAge { get; set; } = s_storeDefaults.MaxSnapshotAge;
+
+    /// <summary>Journal bytes after the last checkpoint that start a background checkpoint. Default 64 MiB; see
+    /// <see cref="DocumentStoreOptions.CheckpointThreshold"/>.</summary>
+    public long CheckpointThreshold { get; set; } = s_storeDefaults.CheckpointThreshold;
+
+    /// <summary>The longest time between checkpoints while commits arrive. Default 10 minutes; see
+    /// <see cref="DocumentStoreOptions.CheckpointInterval"/>.</summary>
+    public TimeSpan CheckpointInterval { get; set; } = s_storeDefaults.CheckpointInterval;
 
     /// <summary>The health check reports <c>Degraded</c> when the average fsync duration exceeds this. Default
     /// 100 ms; positive.</summary>
@@ -79,6 +87,8 @@ public sealed class FolioOptions
             BufferedSyncInterval = BufferedSyncInterval,
             SlowSyncThreshold = SlowSyncThreshold,
             MaxSnapshotAge = MaxSnapshotAge,
+            CheckpointThreshold = CheckpointThreshold,
+            CheckpointInterval = CheckpointInterval,
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
         };

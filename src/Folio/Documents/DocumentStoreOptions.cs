@@ -15,12 +15,17 @@ public sealed class DocumentStoreOptions
     /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>
     public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
 
-    /// <summary>Size of one journal segment file in bytes. Default 64 MiB; between 1 KiB and 1 GiB, and larger than
+    /// <summary>The default <see cref="SegmentSize"/>: 32 MiB. With the default <see cref="CheckpointThreshold"/> the
+    /// journal on disk stays within about 160 MiB (the segment a checkpoint ends in, the threshold's worth after it,
+    /// the active segment and the next one, prepared ahead).</summary>
+    public const long DefaultSegmentSize = 32L << 20;
+
+    /// <summary>Size of one journal segment file in bytes. Default 32 MiB; between 1 KiB and 1 GiB, and larger than
     /// <see cref="MaxDocumentSize"/> plus 1 KiB so that any document fits one record. It also bounds one save: a
     /// <see cref="DocumentSession.SaveChangesAsync"/> is atomic and written as one journal record, so the documents it
     /// writes must together fit in this size less about 1 KiB of headers (else
     /// <see cref="DocumentTooLargeException"/>, and nothing is written).</summary>
-    public long SegmentSize { get; set; } = JournalOptions.DefaultSegmentSize;
+    public long SegmentSize { get; set; } = DefaultSegmentSize;
 
     /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>
     public int MaxGroupCommands { get; set; } = TransactionMergerOptions.DefaultMaxGroupCommands;
@@ -63,9 +68,9 @@ public sealed class DocumentStoreOptions
     /// <summary>
     /// How much journal may accumulate after the last checkpoint before a background checkpoint writes the state to
     /// the data file and purges the journal segments it covers, in bytes. Default 64 MiB; at least 4 KiB. Measured in
-    /// whole journal segments (the checkpoint starts once segments holding only later commits reach this size), so
-    /// the journal on disk stays within about twice this plus two segments. Commits continue while a checkpoint
-    /// runs.
+    /// whole journal segments (the checkpoint starts once segments holding only later commits reach this size; checked
+    /// every 100 ms), so the journal on disk stays within about this plus three segments. Commits continue while a
+    /// checkpoint runs.
     /// </summary>
     public long CheckpointThreshold { get; set; } = DefaultCheckpointThreshold;
 

@@ -98,8 +98,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private async Task RunLoopAsync()
     {
         TimeSpan tick = _options.CheckpointInterval == Timeout.InfiniteTimeSpan
-            ? TimeSpan.FromSeconds(1)
-            : TimeSpan.FromMilliseconds(Math.Clamp(_options.CheckpointInterval.TotalMilliseconds / 4, 10, 1000));
+            ? TimeSpan.FromMilliseconds(100)
+            : TimeSpan.FromMilliseconds(Math.Clamp(_options.CheckpointInterval.TotalMilliseconds / 4, 10, 100));
         using var timer = new PeriodicTimer(tick);
         try
         {
