@@ -171,8 +171,18 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
         if (sequence > _lastSequence)
         {
-            List<CollectionChanges> changes = _index.CollectChanges(sequence, _lastSequence);
-            _pages.Checkpoint(sequence, changes);
+            CheckpointChanges changes = _index.CollectChanges(sequence, _lastSequence);
+            try
+            {
+                _pages.Checkpoint(sequence, changes.Collections);
+            }
+            catch
+            {
+                _index.ChangesFailed(changes);
+                throw;
+            }
+
+            _index.ChangesCheckpointed(changes);
             Interlocked.Exchange(ref _lastSequence, sequence);
         }
 

@@ -50,6 +50,12 @@ internal sealed class VersionedIndex : ICommitState
     private BulkLoad? _bulkLoad;
     private IPageReader? _pages;
 
+    // The keys written since the last checkpoint took them (CollectChanges): the committer appends each batch's keys
+    // under the lock, the checkpoint swaps the list out under it. Replayed documents are covered by _replayedPending.
+    private readonly Lock _changedLock = new();
+    private List<DocumentKey> _changed = [];
+    private bool _replayedPending = true;
+
     /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning
     /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
     public VersionedIndex(TimeSpan maxSnapshotAge) => _snapshots = new SnapshotRegistry(maxSnapshotAge);
@@ -231,6 +237,14 @@ internal sealed class VersionedIndex : ICommitState
     /// <inheritdoc/>
     public void Apply(CommitBatch batch, long sequence, long timestampTicks)
     {
+        lock (_changedLock)
+        {
+            foreach (BatchCommand command in batch.Commands)
+            {
+                _changed.Add(command.Key);
+            }
+        }
+
         long oldest = _snapshots.Oldest(VisibleSequence);
         foreach (BatchCommand command in batch.Commands)
         {
@@ -406,52 +420,115 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// What a checkpoint at <paramref name="sequence"/> writes on top of the one at <paramref name="since"/>: per
     /// collection, the version visible at <paramref name="sequence"/> of every document whose version there is newer
-    /// than <paramref name="since"/> (a put, or a delete for a tombstone). The caller holds a snapshot at or below
-    /// <paramref name="sequence"/> (registered before this call), so no version it needs is pruned
-    /// meanwhile; commits after it continue and are skipped. Every id with a version at or below the sequence was in
-    /// the heads before the sequence was published, so the enumeration of the heads (weakly consistent) sees it.
+    /// than <paramref name="since"/> (a put, or a delete for a tombstone). The candidates are the keys written since
+    /// the last call (swapped out of the change log; every write at or below the sequence was applied, and logged,
+    /// before the sequence was published) and, until a checkpoint covers them, the documents the open replayed. The
+    /// caller holds a snapshot at <paramref name="sequence"/> (registered before this call), so no version it needs
+    /// is pruned meanwhile; commits after it continue. Keys whose newest version is above the sequence go back into
+    /// the log for the next checkpoint; if this checkpoint fails, <see cref="ChangesFailed"/> puts them all back.
     /// </summary>
-    internal List<CollectionChanges> CollectChanges(long sequence, long since)
+    internal CheckpointChanges CollectChanges(long sequence, long since)
     {
-        var result = new List<CollectionChanges>();
-        foreach ((string name, SortedKeys keys) in _collections)
+        List<DocumentKey> changed;
+        lock (_changedLock)
         {
-            var changes = new Dictionary<string, TreeChange>(StringComparer.Ordinal);
-            if (keys.Replayed is { } replayed)
+            changed = _changed;
+            _changed = [];
+        }
+
+        var byCollection = new Dictionary<string, Dictionary<string, TreeChange>>(StringComparer.Ordinal);
+        if (_replayedPending)
+        {
+            foreach ((string name, SortedKeys keys) in _collections)
             {
+                if (keys.Replayed is not { } replayed)
+                {
+                    continue;
+                }
+
                 foreach (string id in replayed.SortedIds)
                 {
                     replayed.TryGetSlot(id, out int slot);
                     long replayedSequence = replayed.SequenceAt(slot);
-                    if (replayedSequence > since && replayedSequence <= sequence)
+                    if (replayedSequence > since && replayedSequence <= sequence && !replayed.IsShadowed(slot))
                     {
-                        changes[id] = ToChange(id, replayed.VersionAt(slot));
+                        ChangesOf(byCollection, name)[id] = ToChange(id, replayed.VersionAt(slot));
                     }
                 }
             }
+        }
 
-            // A written id's version at the sequence replaces its replayed one (which is older, in its chain).
-            foreach (KeyValuePair<string, DocumentVersion> pair in keys.Heads)
+        var carried = new List<DocumentKey>();
+        foreach (DocumentKey key in changed)
+        {
+            if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
+                || !keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
             {
-                if (At(pair.Value, sequence) is { } version && version.Sequence > since)
-                {
-                    changes[pair.Key] = ToChange(pair.Key, version);
-                }
+                continue;
             }
 
-            if (changes.Count > 0)
+            if (head.Sequence > sequence)
             {
-                var collection = new CollectionChanges(name);
-                collection.Changes.AddRange(changes.Values);
-                result.Add(collection);
+                carried.Add(key); // written again after the checkpoint's sequence: the next one takes it
+            }
+
+            if (At(head, sequence) is { } version && version.Sequence > since)
+            {
+                ChangesOf(byCollection, key.Collection)[key.Id] = ToChange(key.Id, version);
             }
         }
 
-        return result;
+        if (carried.Count > 0)
+        {
+            lock (_changedLock)
+            {
+                _changed.AddRange(carried);
+            }
+        }
+
+        var result = new List<CollectionChanges>(byCollection.Count);
+        foreach ((string name, Dictionary<string, TreeChange> changes) in byCollection)
+        {
+            var collection = new CollectionChanges(name);
+            collection.Changes.AddRange(changes.Values);
+            result.Add(collection);
+        }
+
+        return new CheckpointChanges(result, changed, _replayedPending);
 
         static TreeChange ToChange(string id, DocumentVersion version) => version.IsDeleted
             ? TreeChange.Delete(id)
             : TreeChange.Put(id, new StoredValue(version.Sequence, version.TimestampTicks, version.Json));
+    }
+
+    /// <summary>The checkpoint of <paramref name="changes"/> is durable: the replayed documents are covered.</summary>
+    internal void ChangesCheckpointed(CheckpointChanges changes)
+    {
+        if (changes.CoveredReplayed)
+        {
+            _replayedPending = false;
+        }
+    }
+
+    /// <summary>The checkpoint of <paramref name="changes"/> failed: its keys go back into the log.</summary>
+    internal void ChangesFailed(CheckpointChanges changes)
+    {
+        lock (_changedLock)
+        {
+            _changed.AddRange(changes.Keys);
+        }
+    }
+
+    private static Dictionary<string, TreeChange> ChangesOf(
+        Dictionary<string, Dictionary<string, TreeChange>> byCollection, string collection)
+    {
+        if (!byCollection.TryGetValue(collection, out Dictionary<string, TreeChange>? changes))
+        {
+            changes = new Dictionary<string, TreeChange>(StringComparer.Ordinal);
+            byCollection[collection] = changes;
+        }
+
+        return changes;
     }
 
     /// <summary>Whether any version was applied or replayed (a checkpoint's trees aside).</summary>
