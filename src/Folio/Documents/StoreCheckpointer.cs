@@ -1,3 +1,4 @@
+using Folio.Diagnostics;
 using Folio.Journal;
 using Folio.Pages;
 using Microsoft.Extensions.Logging;
@@ -30,8 +31,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private readonly SemaphoreSlim _gate = new(1, 1);
     private readonly CancellationTokenSource _stop = new();
     private readonly Task _loop;
+    private readonly CheckpointMetrics _metrics;
     private long _lastSequence;
     private long _lastTimestamp;
+    private int _stopped;
 
     public StoreCheckpointer(PageStore pages, WriteAheadJournal journal, VersionedIndex index,
         DocumentStoreOptions options, ILogger logger)
@@ -43,6 +46,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _logger = logger;
         _lastSequence = pages.Current.Sequence;
         _lastTimestamp = Environment.TickCount64;
+        _metrics = new CheckpointMetrics(options.MeterFactory,
+            () => _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence),
+            () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate);
         _loop = Task.Run(RunLoopAsync);
     }
 
@@ -69,6 +75,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// still holds everything.</summary>
     public async ValueTask StopAsync(bool final)
     {
+        if (Interlocked.Exchange(ref _stopped, 1) != 0)
+        {
+            return;
+        }
+
         await _stop.CancelAsync().ConfigureAwait(false);
         await _loop.ConfigureAwait(false);
         await _gate.WaitAsync().ConfigureAwait(false);
@@ -86,14 +97,12 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         finally
         {
             _gate.Release();
+            _metrics.Dispose();
+            _stop.Dispose();
         }
     }
 
-    public async ValueTask DisposeAsync()
-    {
-        await StopAsync(final: false).ConfigureAwait(false);
-        _stop.Dispose();
-    }
+    public ValueTask DisposeAsync() => StopAsync(final: false);
 
     private async Task RunLoopAsync()
     {
@@ -172,6 +181,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         if (sequence > _lastSequence)
         {
             CheckpointChanges changes = _index.CollectChanges(sequence, _lastSequence);
+            long started = System.Diagnostics.Stopwatch.GetTimestamp();
             try
             {
                 _pages.Checkpoint(sequence, changes.Collections);
@@ -179,10 +189,14 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             catch
             {
                 _index.ChangesFailed(changes);
+                _metrics.Failed();
                 throw;
             }
 
             _index.ChangesCheckpointed(changes);
+            CheckpointStatistics statistics = _pages.LastCheckpoint;
+            _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
+                statistics.Pages);
             Interlocked.Exchange(ref _lastSequence, sequence);
         }
 

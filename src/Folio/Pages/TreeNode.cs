@@ -20,6 +20,7 @@ internal sealed class TreeNode
     private PageReference[]? _children;
     private int _count;
     private int _byteSize;
+    private SearchHints? _hints; // saved nodes only, built on their first search
 
     private TreeNode(int epoch, string[] keys, StoredValue[]? values, PageReference[]? children, int count,
         int byteSize, PagePosition position)
@@ -108,6 +109,39 @@ internal sealed class TreeNode
         int low = 0;
         int high = _count - 1;
         string[] keys = _keys;
+        if (HintsFor(high + 1) is { } hints)
+        {
+            int outside = Outside(hints, key);
+            if (outside != 0)
+            {
+                return outside < 0 ? ~0 : ~(high + 1);
+            }
+
+            ulong packed = SearchHints.Pack(key, hints.Prefix.Length);
+            ulong[] values = hints.Values;
+            while (low <= high)
+            {
+                int middle = (low + high) >>> 1;
+                int comparison = values[middle] == packed ? string.CompareOrdinal(keys[middle], key)
+                    : values[middle] < packed ? -1 : 1;
+                if (comparison == 0)
+                {
+                    return middle;
+                }
+
+                if (comparison < 0)
+                {
+                    low = middle + 1;
+                }
+                else
+                {
+                    high = middle - 1;
+                }
+            }
+
+            return ~low;
+        }
+
         while (low <= high)
         {
             int middle = (low + high) >>> 1;
@@ -137,6 +171,34 @@ internal sealed class TreeNode
         int low = 0;
         int high = _count - 2;
         string[] keys = _keys;
+        if (HintsFor(high + 1) is { } hints)
+        {
+            int outside = Outside(hints, key);
+            if (outside != 0)
+            {
+                return outside < 0 ? 0 : high + 1;
+            }
+
+            ulong packed = SearchHints.Pack(key, hints.Prefix.Length);
+            ulong[] values = hints.Values;
+            while (low <= high)
+            {
+                int middle = (low + high) >>> 1;
+                bool atOrBelow = values[middle] == packed ? string.CompareOrdinal(keys[middle], key) <= 0
+                    : values[middle] < packed;
+                if (atOrBelow)
+                {
+                    low = middle + 1;
+                }
+                else
+                {
+                    high = middle - 1;
+                }
+            }
+
+            return low;
+        }
+
         while (low <= high)
         {
             int middle = (low + high) >>> 1;
@@ -152,6 +214,30 @@ internal sealed class TreeNode
 
         return low;
     }
+
+    /// <summary>The search hints of a saved node with at least 8 keys (<paramref name="keyCount"/>), built on first
+    /// use; null for an unsaved node, whose keys may still change.</summary>
+    private SearchHints? HintsFor(int keyCount)
+    {
+        if (keyCount < 8 || !Position.IsSaved)
+        {
+            return null;
+        }
+
+        return Volatile.Read(ref _hints) ?? BuildHints(keyCount);
+    }
+
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private SearchHints BuildHints(int keyCount)
+    {
+        SearchHints hints = SearchHints.Build(_keys.AsSpan(0, keyCount));
+        return Interlocked.CompareExchange(ref _hints, hints, null) ?? hints;
+    }
+
+    /// <summary>Negative when <paramref name="key"/> sorts before every key sharing the hints' prefix, positive when
+    /// after, zero when it shares the prefix.</summary>
+    private static int Outside(SearchHints hints, string key) =>
+        string.CompareOrdinal(key, 0, hints.Prefix, 0, hints.Prefix.Length);
 
     /// <summary>Records the position the checkpoint gave this node (its writer, before publication).</summary>
     public void Saved(PagePosition position) => Position = position;

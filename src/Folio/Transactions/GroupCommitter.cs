@@ -232,8 +232,9 @@ internal sealed class GroupCommitter
             }
             catch (Exception e)
             {
-                _pending.TryFail(pending, e);
+                // Counted before the caller is answered, so a caller that reads the counter after its failure sees it.
                 _metrics.FailedCommits.Add(1);
+                _pending.TryFail(pending, e);
                 continue;
             }
 

@@ -206,6 +206,37 @@ public sealed class StoreCheckpointTests
     }
 
     [Fact]
+    public async Task A_checkpoint_records_its_duration_bytes_and_pages_on_the_Folio_meter()
+    {
+        using var dir = new TempDirectory();
+        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, double>();
+        using var meters = new TestMeterFactory();
+        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
+        listener.SetMeasurementEventCallback<double>((instrument, value, _, _) =>
+            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
+            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.SetMeasurementEventCallback<int>((instrument, value, _, _) =>
+            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.Start();
+        DocumentStoreOptions options = Options();
+        options.MeterFactory = meters;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int i = 0; i < 200; i++)
+        {
+            await store.PutAsync("Doc", Id(i), Json(i, "x"));
+        }
+
+        await store.CheckpointAsync();
+        listener.RecordObservableInstruments();
+        Assert.True(recorded.GetValueOrDefault("folio.checkpoint.duration") > 0);
+        Assert.Equal(store.Pages.LastCheckpoint.Bytes, recorded.GetValueOrDefault("folio.checkpoint.bytes"));
+        Assert.Equal(store.Pages.LastCheckpoint.Pages, recorded.GetValueOrDefault("folio.checkpoint.pages"));
+        Assert.Equal(store.Pages.ChunkCount, recorded.GetValueOrDefault("folio.datafile.chunks"));
+        Assert.True(recorded.ContainsKey("folio.journal.bytes_since_checkpoint"));
+    }
+
+    [Fact]
     public async Task A_journal_purged_past_a_missing_data_file_is_corruption_not_an_empty_store()
     {
         using var dir = new TempDirectory();

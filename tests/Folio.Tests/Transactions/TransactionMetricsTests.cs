@@ -208,37 +208,4 @@ public sealed class TransactionMetricsTests
             Assert.True(fixture.DisposeWithin(TestDeadline.Hang), "Dispose completes");
         }
     }
-
-    private sealed class TestMeterFactory : IMeterFactory
-    {
-        public ConcurrentBag<Meter> Meters { get; } = [];
-
-        /// <summary>A listener (not started yet) for the instruments of this factory's meters that
-        /// <paramref name="include"/> selects (all by default).</summary>
-        public MeterListener Listen(Func<Instrument, bool>? include = null) => new()
-        {
-            InstrumentPublished = (instrument, listener) =>
-            {
-                if (Meters.Contains(instrument.Meter) && (include is null || include(instrument)))
-                {
-                    listener.EnableMeasurementEvents(instrument);
-                }
-            },
-        };
-
-        public Meter Create(MeterOptions options)
-        {
-            var meter = new Meter(options);
-            Meters.Add(meter);
-            return meter;
-        }
-
-        public void Dispose()
-        {
-            foreach (Meter meter in Meters)
-            {
-                meter.Dispose();
-            }
-        }
-    }
 }

@@ -1,0 +1,54 @@
+using System.Diagnostics.Metrics;
+
+namespace Folio.Diagnostics;
+
+/// <summary>
+/// The checkpoint instruments on <c>Meter("Folio")</c> (created through <see cref="IMeterFactory"/> when the host
+/// gives one, which hands back the meter the commit instruments use; else a private meter of the same name). The
+/// observable gauges read the store when a collector asks; the recorders run on the checkpoint's thread.
+/// </summary>
+internal sealed class CheckpointMetrics : IDisposable
+{
+    private readonly Meter _meter;
+    private readonly bool _ownsMeter;
+    private readonly Histogram<double> _duration;
+    private readonly Counter<long> _bytes;
+    private readonly Counter<long> _pages;
+    private readonly Counter<long> _failures;
+
+    public CheckpointMetrics(IMeterFactory? meterFactory, Func<long> journalBytesSinceCheckpoint,
+        Func<int> chunks, Func<double> fillRate)
+    {
+        _ownsMeter = meterFactory is null;
+        _meter = meterFactory?.Create(FolioMetrics.MeterName) ?? new Meter(FolioMetrics.MeterName);
+        _duration = _meter.CreateHistogram<double>("folio.checkpoint.duration", "ms",
+            "Duration of one checkpoint, from collecting its changes to its durable header.");
+        _bytes = _meter.CreateCounter<long>("folio.checkpoint.bytes", "By",
+            "Bytes written to the data file by checkpoints.");
+        _pages = _meter.CreateCounter<long>("folio.checkpoint.pages", "{page}", "Pages written by checkpoints.");
+        _failures = _meter.CreateCounter<long>("folio.checkpoint.failures", "{checkpoint}",
+            "Checkpoints that failed (the journal keeps every commit; the next one retries).");
+        _meter.CreateObservableGauge("folio.journal.bytes_since_checkpoint", journalBytesSinceCheckpoint, "By",
+            "Journal bytes in segments after the last checkpoint (what the next open replays, at most).");
+        _meter.CreateObservableGauge("folio.datafile.chunks", chunks, "{chunk}", "Chunks in the data file.");
+        _meter.CreateObservableGauge("folio.datafile.fill_rate", fillRate, "1",
+            "Live pages over all pages of the data file's live chunks, at the last checkpoint.");
+    }
+
+    public void Checkpointed(TimeSpan duration, long bytes, int pages)
+    {
+        _duration.Record(duration.TotalMilliseconds);
+        _bytes.Add(bytes);
+        _pages.Add(pages);
+    }
+
+    public void Failed() => _failures.Add(1);
+
+    public void Dispose()
+    {
+        if (_ownsMeter)
+        {
+            _meter.Dispose();
+        }
+    }
+}
