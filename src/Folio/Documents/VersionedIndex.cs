@@ -51,7 +51,8 @@ internal sealed class VersionedIndex : ICommitState
     private IPageReader? _pages;
 
     // The keys written since the last checkpoint took them (CollectChanges): the committer appends each batch's keys
-    // under the lock, the checkpoint swaps the list out under it. Replayed documents are covered by _replayedPending.
+    // under the lock once the batch's versions are in the heads, the checkpoint swaps the list out under it. Replayed
+    // documents are covered by _replayedPending.
     private readonly Lock _changedLock = new();
     private List<DocumentKey> _changed = [];
     private bool _replayedPending = true;
@@ -237,14 +238,6 @@ internal sealed class VersionedIndex : ICommitState
     /// <inheritdoc/>
     public void Apply(CommitBatch batch, long sequence, long timestampTicks)
     {
-        lock (_changedLock)
-        {
-            foreach (BatchCommand command in batch.Commands)
-            {
-                _changed.Add(command.Key);
-            }
-        }
-
         long oldest = _snapshots.Oldest(VisibleSequence);
         foreach (BatchCommand command in batch.Commands)
         {
@@ -292,6 +285,15 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
+        // Logged after the heads hold the batch's versions: a checkpoint that swaps the log out meanwhile finds each
+        // logged key's new head (and carries it to the next checkpoint, the head being above its sequence).
+        lock (_changedLock)
+        {
+            foreach (BatchCommand command in batch.Commands)
+            {
+                _changed.Add(command.Key);
+            }
+        }
     }
 
     /// <inheritdoc/>
@@ -464,6 +466,7 @@ internal sealed class VersionedIndex : ICommitState
             if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
                 || !keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
             {
+                carried.Add(key); // not applied yet (cannot happen while keys are logged after their heads)
                 continue;
             }
 
