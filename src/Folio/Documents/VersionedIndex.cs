@@ -158,16 +158,24 @@ internal sealed class VersionedIndex : ICommitState
         return version;
     }
 
-    /// <summary>The version of <paramref name="id"/> in the collection's checkpointed tree, or null.</summary>
+    /// <summary>The version of <paramref name="id"/> in the collection's checkpointed tree, or null. The version
+    /// object is created on the first read and attached to the leaf entry (the open's tree never changes).</summary>
     private DocumentVersion? FromCheckpoint(SortedKeys keys, string id)
     {
-        if (!BTree.TryGet(keys.Checkpointed, id, _pages!, out StoredValue stored))
+        if (!BTree.TryFind(keys.Checkpointed, id, _pages!, out TreeNode? leaf, out int index))
         {
             return null;
         }
 
-        return new DocumentVersion(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false,
-            older: null);
+        if (leaf.AttachmentAt(index) is DocumentVersion cached)
+        {
+            return cached;
+        }
+
+        StoredValue stored = leaf.ValueAt(index);
+        var version = new DocumentVersion(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!),
+            isDeleted: false, older: null);
+        return (DocumentVersion)leaf.Attach(index, version);
     }
 
     /// <summary>

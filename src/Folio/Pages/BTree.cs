@@ -12,9 +12,24 @@ internal static class BTree
     /// <summary>The value of <paramref name="key"/>, if present.</summary>
     public static bool TryGet(PageReference? root, string key, IPageReader reader, out StoredValue value)
     {
-        if (root is null)
+        if (!TryFind(root, key, reader, out TreeNode? leaf, out int index))
         {
             value = default;
+            return false;
+        }
+
+        value = leaf.ValueAt(index);
+        return true;
+    }
+
+    /// <summary>The leaf and the index in it of <paramref name="key"/>, if present.</summary>
+    public static bool TryFind(PageReference? root, string key, IPageReader reader,
+        [System.Diagnostics.CodeAnalysis.NotNullWhen(true)] out TreeNode? leaf, out int index)
+    {
+        leaf = null;
+        index = -1;
+        if (root is null)
+        {
             return false;
         }
 
@@ -24,14 +39,13 @@ internal static class BTree
             node = node.ChildAt(node.ChildIndex(key)).GetNode(reader);
         }
 
-        int index = node.Search(key);
+        index = node.Search(key);
         if (index < 0)
         {
-            value = default;
             return false;
         }
 
-        value = node.ValueAt(index);
+        leaf = node;
         return true;
     }
 

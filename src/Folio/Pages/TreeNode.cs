@@ -21,6 +21,7 @@ internal sealed class TreeNode
     private int _count;
     private int _byteSize;
     private SearchHints? _hints; // saved nodes only, built on their first search
+    private object?[]? _attachments; // saved leaves only: what readers decoded per entry (the documents layer's)
 
     private TreeNode(int epoch, string[] keys, StoredValue[]? values, PageReference[]? children, int count,
         int byteSize, PagePosition position)
@@ -238,6 +239,27 @@ internal sealed class TreeNode
     /// after, zero when it shares the prefix.</summary>
     private static int Outside(SearchHints hints, string key) =>
         string.CompareOrdinal(key, 0, hints.Prefix, 0, hints.Prefix.Length);
+
+    /// <summary>What a reader attached to entry <paramref name="index"/> of a saved leaf (acquire), or null.</summary>
+    public object? AttachmentAt(int index) =>
+        Volatile.Read(ref _attachments) is { } attachments ? Volatile.Read(ref attachments[index]) : null;
+
+    /// <summary>
+    /// Attaches <paramref name="value"/> to entry <paramref name="index"/> of a saved (immutable) leaf, unless a racing
+    /// reader attached one first; returns the attached value. Readers keep what they derived from an entry here (the
+    /// document store: its version object), so repeated reads do not derive it again.
+    /// </summary>
+    public object Attach(int index, object value)
+    {
+        if (!Position.IsSaved || !IsLeaf)
+        {
+            ThrowHelper.ThrowInvalidOperation("Only the entries of a saved leaf take attachments.");
+        }
+
+        object?[] attachments = Volatile.Read(ref _attachments)
+            ?? Interlocked.CompareExchange(ref _attachments, new object?[_count], null) ?? _attachments!;
+        return Interlocked.CompareExchange(ref attachments[index], value, null) ?? value;
+    }
 
     /// <summary>Records the position the checkpoint gave this node (its writer, before publication).</summary>
     public void Saved(PagePosition position) => Position = position;
