@@ -27,6 +27,9 @@ internal static class Charts
         ["TailFollow"] = Colors.Gold,
         ["RawRead"] = Colors.Gray,
         ["ShortRangeQueriesSustained"] = Colors.Salmon,
+        ["Replay"] = Colors.SteelBlue,
+        ["Checkpointed"] = Colors.DarkOrange,
+        ["FolioRawCheckpointed"] = Colors.Chocolate,
     };
 
     /// <summary>Commits per second against the number of concurrent writers, one line per engine (log-scaled
@@ -88,6 +91,23 @@ internal static class Charts
         Grouped(results, type, "Workload", ["Folio", "Sqlite", "LiteDb"], r => 1e9 / r.MeanNs, file,
             "YCSB-style mixed workloads, 16 sessions, durable writes (higher is better)", "operations/s (log scale)",
             w => w switch { "A" => "A: 50% read, 50% update", "B" => "B: 95% read, 5% update", _ => w });
+    }
+
+    /// <summary>Open time (µs, log scale) against the history behind the store: full replay and the checkpointed
+    /// open side by side.</summary>
+    public static void OpenTime(BenchmarkResults results, string file)
+    {
+        const string type = "OpenBenchmarks";
+        Grouped(results, type, "History", ["Replay", "Checkpointed"], r => r.MeanNs / 1e3, file,
+            "Open time against history: full replay vs checkpoint + journal tail (lower is better)",
+            "µs per open (log scale)", h => h switch
+            {
+                "1000x0" => "1,000 docs",
+                "1000x1M" => "1,000 docs, 1M overwrites",
+                "1000x10M" => "1,000 docs, 10M overwrites",
+                "1Mx1KiB" => "1M docs of 1 KiB",
+                _ => h,
+            });
     }
 
     /// <summary>Journal read costs: nanoseconds of wall time per entry (or per iterator) with 8 readers.</summary>

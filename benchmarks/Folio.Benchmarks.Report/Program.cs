@@ -6,7 +6,7 @@ using Folio.Benchmarks.Report;
 // Options: --skip-run (regenerate from docs/benchmark-results), --only <Class> (run one class, keep the others'
 // results).
 string[] headline = ["GroupCommitBenchmarks", "PointReadBenchmarks", "JournalReadBenchmarks", "MixedWorkloadBenchmarks",
-    "RecoveryBenchmarks"];
+    "RecoveryBenchmarks", "OpenBenchmarks", "CheckpointBenchmarks"];
 
 // The statistics file a class appends its own figures to (in FOLIO_BENCH_DIR), cleared before it runs and kept with its
 // results.
@@ -14,6 +14,8 @@ var statsFiles = new Dictionary<string, string>(StringComparer.Ordinal)
 {
     ["GroupCommitBenchmarks"] = "group-commit-stats.csv",
     ["RecoveryBenchmarks"] = "recovery-stats.csv",
+    ["OpenBenchmarks"] = "open-stats.csv",
+    ["CheckpointBenchmarks"] = "checkpoint-stats.csv",
 };
 bool skipRun = false;
 var only = new List<string>();
@@ -102,6 +104,7 @@ Charts.CommitsPerWriters(loaded, Path.Combine(images, "commits-per-writers.png")
 Charts.PointReads(loaded, Path.Combine(images, "point-reads.png"));
 Charts.JournalReads(loaded, Path.Combine(images, "journal-reads.png"));
 Charts.Mixed(loaded, Path.Combine(images, "mixed-workloads.png"));
+Charts.OpenTime(loaded, Path.Combine(images, "open-time.png"));
 
 string report = Path.Combine(repo, "docs", "benchmarks.md");
 string section = ReportWriter.Write(loaded, groupStats, recoveryStats, "images/", results);
@@ -119,7 +122,7 @@ else
 }
 
 File.WriteAllText(report, text);
-Console.WriteLine($"Wrote {report} and 4 charts in {images} from {loaded.All.Count} results.");
+Console.WriteLine($"Wrote {report} and 5 charts in {images} from {loaded.All.Count} results.");
 return 0;
 
 static string FindRepository()

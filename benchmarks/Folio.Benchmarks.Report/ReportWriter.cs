@@ -41,6 +41,8 @@ internal static class ReportWriter
         JournalReads(results, md, imagesPrefix, results.Machine?.LogicalCores ?? Environment.ProcessorCount);
         Mixed(results, md, imagesPrefix);
         Recovery(results, recovery, md);
+        Open(results, OpenStats.Load(Path.Combine(resultsFolder, "open-stats.csv")), md, imagesPrefix);
+        Checkpoints(results, CheckpointStats.Load(Path.Combine(resultsFolder, "checkpoint-stats.csv")), md);
         BenchmarkDotNetTables(resultsFolder, md);
         md.AppendLine(End);
         return md.ToString();
@@ -184,8 +186,9 @@ internal static class ReportWriter
             return;
         }
 
-        string[] methods = ["Folio", "FolioSourceGenerated", "FolioRaw", "FolioRawDeserialized", "Sqlite",
-            "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
+        string[] methods = ["Folio", "FolioSourceGenerated", "FolioRaw", "FolioRawCheckpointed",
+            "FolioRawDeserialized", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb",
+            "ConcurrentDictionary"];
         md.AppendLine("### Point reads: `PointReadBenchmarks`" + When(results, type));
         md.AppendLine();
         md.AppendLine(
@@ -203,8 +206,11 @@ internal static class ReportWriter
             "`JsonSerializerContext` (set as the store's `JsonSerializerOptions`) instead of reflection. " +
             "`FolioRawDeserialized` is");
         md.AppendLine(
-            "`FolioRaw` plus System.Text.Json deserialization, no session: the floor of any typed read. Mean per " +
-            "read of one thread.");
+            "`FolioRaw` plus System.Text.Json deserialization, no session: the floor of any typed read. " +
+            "`FolioRawCheckpointed` is");
+        md.AppendLine(
+            "`FolioRaw` on a store closed and reopened after its writes: every read goes through the open " +
+            "checkpoint's B+tree. Mean per read of one thread.");
         md.AppendLine();
         md.AppendLine($"![Point reads per second per thread]({images}point-reads.png)");
         md.AppendLine();
@@ -257,6 +263,15 @@ internal static class ReportWriter
                         Invariant($"{sqliteTyped.MeanNs / floor.MeanNs:N1}x; the session adds ") +
                         Invariant($"{(typed.MeanNs - floor.MeanNs) / floor.MeanNs * 100:N0}% to it."));
                 }
+            }
+
+            if (results.Find(type, "FolioRawCheckpointed", "Threads", t) is { } tree && sqlite is not null)
+            {
+                md.AppendLine(
+                    Invariant($"- {t} thread(s): `FolioRawCheckpointed` (through the checkpoint's tree) within 2x ") +
+                    Invariant($"of `FolioRaw`: {Verdict(tree.MeanNs <= 2 * raw.MeanNs)} ") +
+                    Invariant($"({tree.MeanNs / raw.MeanNs:N1}x); at least 10x `Sqlite`: ") +
+                    Invariant($"{Verdict(sqlite.MeanNs / tree.MeanNs >= 10)} ({sqlite.MeanNs / tree.MeanNs:N1}x)."));
             }
 
             BenchmarkResult? typedGenerated = results.Find(type, "FolioSourceGenerated", "Threads", t);
@@ -450,6 +465,135 @@ internal static class ReportWriter
             md.AppendLine();
         }
     }
+
+    private static void Open(BenchmarkResults results,
+        IReadOnlyDictionary<string, (long Checkpointed, long Replay)> disk, StringBuilder md, string images)
+    {
+        const string type = "OpenBenchmarks";
+        if (!results.Has(type))
+        {
+            return;
+        }
+
+        md.AppendLine("### Opening a store: `OpenBenchmarks`" + When(results, type));
+        md.AppendLine();
+        md.AppendLine(
+            "Open time by history, written through the public API in commits of 1,000 puts: `Checkpointed` opens the " +
+            "store as written");
+        md.AppendLine(
+            "with default options (mount the newest checkpoint, replay the journal after it); `Replay` opens the " +
+            "same history kept as");
+        md.AppendLine(
+            "one whole journal with no data file, which is what every open did before the page store. Disk: each " +
+            "folder's files after");
+        md.AppendLine("the writes and a clean close.");
+        md.AppendLine();
+        md.AppendLine($"![Open time against history]({images}open-time.png)");
+        md.AppendLine();
+        md.AppendLine("| History | Replay | Checkpointed | Checkpointed on disk | Journal-only on disk |");
+        md.AppendLine("| --- | ---: | ---: | ---: | ---: |");
+        foreach (string history in results.Values(type, "History"))
+        {
+            BenchmarkResult? replay = results.Find(type, "Replay", "History", history);
+            BenchmarkResult? checkpointed = results.Find(type, "Checkpointed", "History", history);
+            string onDisk = disk.TryGetValue(history, out var bytes) ? Invariant($"{bytes.Checkpointed / 1e6:N1} MB")
+                : "n/a";
+            string journalOnly = disk.TryGetValue(history, out var b2) ? Invariant($"{b2.Replay / 1e6:N1} MB") : "n/a";
+            md.AppendLine(Invariant($"| {history} | {Ms(replay)} | {Ms(checkpointed)} | {onDisk} | {journalOnly} |"));
+        }
+
+        md.AppendLine();
+        md.AppendLine("Targets:");
+        md.AppendLine();
+        BenchmarkResult? none = results.Find(type, "Checkpointed", "History", "1000x0");
+        BenchmarkResult? many = results.Find(type, "Checkpointed", "History", "1000x10M");
+        if (none is not null && many is not null)
+        {
+            md.AppendLine(
+                Invariant($"- the 10M-overwrite store opens within 1.5x of the 0-overwrite one: ") +
+                Invariant($"{Verdict(many.MeanNs <= 1.5 * none.MeanNs)} ({many.MeanNs / none.MeanNs:N1}x; the ") +
+                Invariant($"remainder is the journal kept after the last checkpoint, scanned at open)."));
+        }
+
+        BenchmarkResult? distinct = results.Find(type, "Checkpointed", "History", "1Mx1KiB");
+        BenchmarkResult? distinctReplay = results.Find(type, "Replay", "History", "1Mx1KiB");
+        if (distinct is not null && distinctReplay is not null)
+        {
+            double share = distinct.MeanNs / distinctReplay.MeanNs;
+            md.AppendLine(
+                Invariant($"- 1M distinct documents open in under 10% of their replay and under 300 ms: ") +
+                Invariant($"{Verdict(share < 0.10 && distinct.MeanNs < 300e6)} ({share * 100:N1}%, ") +
+                Invariant($"{distinct.MeanNs / 1e6:N1} ms)."));
+        }
+
+        if (disk.TryGetValue("1000x10M", out var tenMillion) && disk.TryGetValue("1000x1M", out var oneMillion))
+        {
+            md.AppendLine(
+                Invariant($"- disk after 10M overwrites at most 200 MB and 1.25x the disk after 1M: ") +
+                Invariant($"{Verdict(tenMillion.Checkpointed <= 200e6
+                    && tenMillion.Checkpointed <= 1.25 * oneMillion.Checkpointed)} ") +
+                Invariant($"({tenMillion.Checkpointed / 1e6:N1} MB, ") +
+                Invariant($"{(double)tenMillion.Checkpointed / oneMillion.Checkpointed:N2}x)."));
+        }
+
+        md.AppendLine();
+    }
+
+    private static void Checkpoints(BenchmarkResults results, long? chunkBytes, StringBuilder md)
+    {
+        const string type = "CheckpointBenchmarks";
+        if (!results.Has(type))
+        {
+            return;
+        }
+
+        md.AppendLine("### Checkpoints: `CheckpointBenchmarks`" + When(results, type));
+        md.AppendLine();
+        md.AppendLine(
+            "One checkpoint of 160,000 new documents of 300-500 bytes spread over 1 or 8 collections into an empty " +
+            "data file (changes,");
+        md.AppendLine(
+            "serialization, one chunk written and fsynced with its header). `Sequential` changes and serializes the " +
+            "trees one after");
+        md.AppendLine("another, `Parallel` per collection in parallel.");
+        md.AppendLine();
+        md.AppendLine(
+            "| Collections | Sequential | Parallel | Parallel speed-up | Dirty pages per second (parallel) |");
+        md.AppendLine("| ---: | ---: | ---: | ---: | ---: |");
+        foreach (string collections in results.Values(type, "Collections"))
+        {
+            BenchmarkResult? sequential = results.Find(type, "Sequential", "Collections", collections);
+            BenchmarkResult? parallel = results.Find(type, "Parallel", "Collections", collections);
+            string rate = chunkBytes is { } bytes && parallel is not null
+                ? Invariant($"{bytes / 1e6 / (parallel.MeanNs / 1e9):N0} MB/s") : "n/a";
+            string speedUp = sequential is not null && parallel is not null
+                ? Invariant($"{sequential.MeanNs / parallel.MeanNs:N2}x") : "n/a";
+            md.AppendLine(Invariant($"| {collections} | {Ms(sequential)} | {Ms(parallel)} | {speedUp} | {rate} |"));
+        }
+
+        md.AppendLine();
+        BenchmarkResult? seq8 = results.Find(type, "Sequential", "Collections", "8");
+        BenchmarkResult? par8 = results.Find(type, "Parallel", "Collections", "8");
+        if (seq8 is not null && par8 is not null)
+        {
+            md.AppendLine("Targets:");
+            md.AppendLine();
+            md.AppendLine(
+                Invariant($"- 8 collections, parallel at least 1.6x sequential on 2 cores: ") +
+                Invariant($"{Verdict(seq8.MeanNs / par8.MeanNs >= 1.6)} ({seq8.MeanNs / par8.MeanNs:N2}x; the ") +
+                Invariant($"write and fdatasync of the chunk are sequential in both)."));
+            if (chunkBytes is { } bytes)
+            {
+                double rate = bytes / 1e6 / (par8.MeanNs / 1e9);
+                md.AppendLine(
+                    Invariant($"- at least 300 MB/s of dirty pages: {Verdict(rate >= 300)} ({rate:N0} MB/s)."));
+            }
+
+            md.AppendLine();
+        }
+    }
+
+    private static string Ms(BenchmarkResult? r) => r is null ? "n/a" : Invariant($"{r.MeanNs / 1e6:N1} ms");
 
     /// <summary>BenchmarkDotNet's own GitHub-Markdown tables of the same runs (every column: error, StdDev, P50/P95,
     /// allocations), folded so the report stays readable.</summary>

@@ -46,7 +46,9 @@ public class CheckpointBenchmarks : BenchmarkDirectory
 
         using PageStore probe = Open();
         probe.Checkpoint(Documents, _changes, parallel: false);
-        Console.WriteLine($"// chunk bytes per checkpoint: {new FileInfo(_path).Length / 1e6:F1} MB");
+        long chunkBytes = probe.LastCheckpoint.Bytes;
+        Console.WriteLine($"// chunk bytes per checkpoint: {chunkBytes / 1e6:F1} MB");
+        File.AppendAllText(StatsFile("checkpoint-stats.csv"), $"{DateTime.UtcNow:O},{chunkBytes}{Environment.NewLine}");
     }
 
     [IterationSetup]
