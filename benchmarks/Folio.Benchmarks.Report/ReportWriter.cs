@@ -157,6 +157,28 @@ internal static class ReportWriter
             }
         }
 
+        foreach (string w in new[] { "64", "256" })
+        {
+            // FolioPut runs with the defaults, which checkpoint in the background while the writers commit.
+            BenchmarkResult? put = results.Find(type, "FolioPut", "Writers", w);
+            BenchmarkResult? without = results.Find(type, "FolioPutWithoutCheckpoints", "Writers", w);
+            GroupCommitStats? withStats = stats.FirstOrDefault(x =>
+                x.Writers.ToString(CultureInfo.InvariantCulture) == w && x.Method == "FolioPut");
+            GroupCommitStats? withoutStats = stats.FirstOrDefault(x =>
+                x.Writers.ToString(CultureInfo.InvariantCulture) == w && x.Method == "FolioPutWithoutCheckpoints");
+            if (put is not null && without is not null)
+            {
+                md.AppendLine(
+                    Invariant($"- `FolioPut`, {w} writers, while checkpoints run, at least 80% of the commits/s ") +
+                    Invariant($"without them (`FolioPutWithoutCheckpoints`): ") +
+                    Invariant($"{Verdict(without.MeanNs / put.MeanNs >= 0.80)} ") +
+                    Invariant($"({100 * without.MeanNs / put.MeanNs:N0}%)") +
+                    (withStats is null || withoutStats is null ? "." : Invariant($"; p99 at most 2x: ") +
+                        Invariant($"{Verdict(withStats.P99Us <= 2 * withoutStats.P99Us)} ") +
+                        Invariant($"({withStats.P99Us:N0} vs {withoutStats.P99Us:N0} µs).")));
+            }
+        }
+
         if (f64 is not null)
         {
             GroupCommitStats? s64Stats = stats.FirstOrDefault(x => x.Writers == 64 && x.Method == "FolioPut");

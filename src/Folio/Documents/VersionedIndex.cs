@@ -30,6 +30,14 @@ namespace Folio.Documents;
 /// merge the two.
 /// </para>
 /// <para>
+/// Checkpointed documents. Below the replayed documents lies the checkpoint the open mounted
+/// (<see cref="AttachCheckpoint"/>): one immutable B+tree per collection, pinned for the index's life, read when
+/// neither the replayed documents nor the heads hold an id (so a version there is visible to every snapshot). The
+/// first write of such an id starts its chain at the tree's version; range reads merge the tree's ids with the
+/// others. A replayed delete of a checkpointed document is a tombstone slot, which hides the tree's version.
+/// Checkpoints (<see cref="CollectChanges"/>) read the keys the committer logs after each batch.
+/// </para>
+/// <para>
 /// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
 /// is older); on each chain it touches, it cuts the versions older than the one visible at that snapshot, since no
 /// open or future snapshot can reach them. Memory of chains that are never written again is kept until their next
@@ -51,11 +59,16 @@ internal sealed class VersionedIndex : ICommitState
     private IPageReader? _pages;
 
     // The keys written since the last checkpoint took them (CollectChanges): the committer appends each batch's keys
-    // under the lock once the batch's versions are in the heads, the checkpoint swaps the list out under it. Replayed
-    // documents are covered by _replayedPending.
+    // under the lock once the batch's versions are in the heads, the checkpoint swaps the list out under it (and sets
+    // _swapSequence to its sequence). Invariant: every key with a version above _swapSequence is in _changed, so the
+    // committer logs a key only when its previous head was at or below _swapSequence (its first write since the
+    // swap): the log holds each key about once however often it is written. Replayed documents are covered by
+    // _replayedPending. _toLog is the committer's own scratch list.
     private readonly Lock _changedLock = new();
     private List<DocumentKey> _changed = [];
+    private long _swapSequence;
     private bool _replayedPending = true;
+    private readonly List<(DocumentKey Key, long Previous)> _toLog = [];
 
     /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning
     /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
@@ -246,11 +259,13 @@ internal sealed class VersionedIndex : ICommitState
     /// <inheritdoc/>
     public void Apply(CommitBatch batch, long sequence, long timestampTicks)
     {
+        _toLog.Clear();
         long oldest = _snapshots.Oldest(VisibleSequence);
         foreach (BatchCommand command in batch.Commands)
         {
             SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
             keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
+            _toLog.Add((command.Key, head?.Sequence ?? -1));
             int shadowedSlot = -1;
             if (head is null)
             {
@@ -297,11 +312,16 @@ internal sealed class VersionedIndex : ICommitState
         // logged key's new head (and carries it to the next checkpoint, the head being above its sequence).
         lock (_changedLock)
         {
-            foreach (BatchCommand command in batch.Commands)
+            foreach ((DocumentKey key, long previous) in _toLog)
             {
-                _changed.Add(command.Key);
+                if (previous <= _swapSequence)
+                {
+                    _changed.Add(key);
+                }
             }
         }
+
+        _toLog.Clear();
     }
 
     /// <inheritdoc/>
@@ -444,6 +464,7 @@ internal sealed class VersionedIndex : ICommitState
         {
             changed = _changed;
             _changed = [];
+            _swapSequence = sequence;
         }
 
         var byCollection = new Dictionary<string, Dictionary<string, TreeChange>>(StringComparer.Ordinal);
@@ -469,8 +490,14 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         var carried = new List<DocumentKey>();
+        var seen = new HashSet<DocumentKey>();
         foreach (DocumentKey key in changed)
         {
+            if (!seen.Add(key))
+            {
+                continue;
+            }
+
             if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
                 || !keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
             {
