@@ -184,6 +184,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             long started = System.Diagnostics.Stopwatch.GetTimestamp();
             try
             {
+                // The chains were read under the snapshot; had it outlived MaxSnapshotAge meanwhile, a prune may have
+                // cut what the reads needed: then this checkpoint is abandoned (its keys go back) and retried.
+                snapshot.ThrowIfExpired();
                 _pages.Checkpoint(sequence, changes.Collections);
             }
             catch
