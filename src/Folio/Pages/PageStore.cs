@@ -410,9 +410,14 @@ internal sealed class PageStore : IDisposable
             var map = new Dictionary<uint, ChunkInfo>(chunks) { [chunkId] = newChunk };
             foreach ((uint id, int count) in superseded)
             {
-                ChunkInfo chunk = map[id];
-                chunk.LivePages -= count;
-                if (chunk.LivePages <= 0 && chunk.DeadAt == 0)
+                map[id].LivePages -= count;
+            }
+
+            // A chunk with no live page is dead from this generation on, this checkpoint's own excepted (its header
+            // names it even when it holds no page: it dies at the next checkpoint).
+            foreach (ChunkInfo chunk in map.Values)
+            {
+                if (chunk.LivePages <= 0 && chunk.DeadAt == 0 && chunk.Id != chunkId)
                 {
                     chunk.DeadAt = generation;
                 }

@@ -87,6 +87,30 @@ public sealed class PageStoreTests
     }
 
     [Fact]
+    public void Checkpoints_that_change_no_page_do_not_leak_their_chunks()
+    {
+        using var dir = new TempDirectory();
+        var model = new PageStoreModel();
+        using var store = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "data.folio"));
+        Fill(model, collections: 1, documents: 500, round: 0);
+        store.Checkpoint(model.Sequence, model.Changes());
+        model.Checkpointed();
+        long used = store.UsedBytes;
+        for (int i = 0; i < 50; i++)
+        {
+            // A delete of an id that is not there: the checkpoint writes a chunk holding no page.
+            model.Delete("c0", $"absent/{i}");
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+            Assert.Equal(0, store.LastCheckpoint.Pages);
+        }
+
+        Assert.InRange(store.ChunkCount, 1, 3);
+        Assert.InRange(store.UsedBytes, used, used + (2 * ChunkFormat.Alignment));
+        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+    }
+
+    [Fact]
     public void Overwriting_the_same_documents_keeps_the_file_bounded()
     {
         using var dir = new TempDirectory();
