@@ -147,18 +147,7 @@ internal sealed class ReplayedDocuments
         /// <paramref name="value"/>.</summary>
         public void Put(string id, long sequence, long timestampTicks, JournalDataLocation value, int length)
         {
-            ref int slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_slots, id, out bool exists);
-            if (!exists)
-            {
-                if (_count == _ids.Length)
-                {
-                    Grow();
-                }
-
-                slot = _count++;
-                _ids[slot] = id;
-            }
-
+            int slot = SlotOf(id);
             if (_segments.Count == 0 || !value.IsInSegmentOf(_lastSegment))
             {
                 _lastSegment = value.SegmentStart;
@@ -177,18 +166,7 @@ internal sealed class ReplayedDocuments
         {
             if (_keepTombstones)
             {
-                ref int kept = ref CollectionsMarshal.GetValueRefOrAddDefault(_slots, id, out bool exists);
-                if (!exists)
-                {
-                    if (_count == _ids.Length)
-                    {
-                        Grow();
-                    }
-
-                    kept = _count++;
-                    _ids[kept] = id;
-                }
-
+                int kept = SlotOf(id);
                 _sequences[kept] = sequence;
                 _timestamps[kept] = timestampTicks;
                 _lengths[kept] = Tombstone;
@@ -201,6 +179,25 @@ internal sealed class ReplayedDocuments
                 _lengths[slot] = Dead;
                 _anyDeleted = true;
             }
+        }
+
+        /// <summary>The slot of <paramref name="id"/>, a new one (the arrays grown when full) when it has
+        /// none.</summary>
+        private int SlotOf(string id)
+        {
+            ref int slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_slots, id, out bool exists);
+            if (!exists)
+            {
+                if (_count == _ids.Length)
+                {
+                    Grow();
+                }
+
+                slot = _count++;
+                _ids[slot] = id;
+            }
+
+            return slot;
         }
 
         /// <summary>

@@ -1,6 +1,7 @@
 namespace Folio.Pages;
 
-/// <summary>What one checkpoint did (its log line and metrics; tests).</summary>
+/// <summary>What one checkpoint did (its log line and metrics; tests). Immutable: published by reference, so a
+/// reader never waits for the checkpoint running.</summary>
 /// <param name="Generation">The checkpoint's generation.</param>
 /// <param name="Sequence">The sequence it covers.</param>
 /// <param name="ChunkId">The chunk it wrote (0 when nothing changed and no chunk was written).</param>
@@ -11,5 +12,5 @@ namespace Folio.Pages;
 /// <param name="FillRate">Live pages over all pages of the live chunks (1 when the file has none).</param>
 /// <param name="FreedChunks">Dead chunks whose extents were freed for reuse.</param>
 /// <param name="SupersededPages">Saved pages this checkpoint no longer reaches.</param>
-internal readonly record struct CheckpointStatistics(long Generation, long Sequence, uint ChunkId, int Pages,
+internal sealed record CheckpointStatistics(long Generation, long Sequence, uint ChunkId, int Pages,
     long Bytes, TimeSpan Elapsed, int Chunks, double FillRate, int FreedChunks, int SupersededPages);

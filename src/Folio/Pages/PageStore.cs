@@ -36,7 +36,7 @@ internal sealed class PageStore : IDisposable
     private uint _lastChunkId;
     private int _epoch;
     private bool _disposed;
-    private CheckpointStatistics _last;
+    private CheckpointStatistics _last; // replaced by the checkpoint's thread (release), read by anyone (acquire)
 
     private PageStore(DataFile file, ChunkSpace space, PageCheckpoint current, PageReference? catalogRoot,
         uint lastChunkId, ILogger logger)
@@ -48,6 +48,9 @@ internal sealed class PageStore : IDisposable
         _catalogRoot = catalogRoot;
         _generation = current.Generation;
         _lastChunkId = lastChunkId;
+        // Until this process checkpoints: the mounted checkpoint, as its chunk table describes it.
+        _last = new CheckpointStatistics(current.Generation, current.Sequence, 0, 0, 0, TimeSpan.Zero,
+            file.Chunks.Count, FillRate(file.Chunks.Values), 0, 0);
     }
 
     /// <summary>The newest durable checkpoint (acquire).</summary>
@@ -61,17 +64,9 @@ internal sealed class PageStore : IDisposable
     /// <summary>Chunks in the data file, live or waiting for their pins to go.</summary>
     public int ChunkCount => _file.Chunks.Count;
 
-    /// <summary>What the last successful checkpoint did.</summary>
-    public CheckpointStatistics LastCheckpoint
-    {
-        get
-        {
-            lock (_checkpointLock)
-            {
-                return _last;
-            }
-        }
-    }
+    /// <summary>What the last successful checkpoint did (before any: the mounted checkpoint, nothing written).
+    /// Lock-free, so a metrics collector never waits for a checkpoint in progress.</summary>
+    public CheckpointStatistics LastCheckpoint => Volatile.Read(ref _last);
 
     /// <summary>Chunks no current root reaches, kept while an older pinned checkpoint may read them.</summary>
     public int WaitingChunks
@@ -440,22 +435,11 @@ internal sealed class PageStore : IDisposable
                 supersededPages += count;
             }
 
-            long live = 0;
-            long total = 0;
-            foreach (ChunkInfo chunk in map.Values)
-            {
-                if (chunk.DeadAt == 0)
-                {
-                    live += chunk.LivePages;
-                    total += chunk.PageCount;
-                }
-            }
-
-            _last = new CheckpointStatistics(generation, sequence, chunkId, pageCount, length,
-                Stopwatch.GetElapsedTime(started), map.Count, total == 0 ? 1 : (double)live / total, freed,
-                supersededPages);
+            var statistics = new CheckpointStatistics(generation, sequence, chunkId, pageCount, length,
+                Stopwatch.GetElapsedTime(started), map.Count, FillRate(map.Values), freed, supersededPages);
+            Volatile.Write(ref _last, statistics);
             PageStoreLog.Checkpointed(_logger, generation, sequence, chunkId, pageCount, length,
-                _last.Elapsed.TotalMilliseconds, map.Count, _last.FillRate, freed);
+                statistics.Elapsed.TotalMilliseconds, map.Count, statistics.FillRate, freed);
             return checkpoint;
         }
         finally
@@ -467,6 +451,23 @@ internal sealed class PageStore : IDisposable
 
             catalogSerializer?.Dispose();
         }
+    }
+
+    /// <summary>Live pages over all pages of the live chunks; 1 when there are none.</summary>
+    private static double FillRate(IEnumerable<ChunkInfo> chunks)
+    {
+        long live = 0;
+        long total = 0;
+        foreach (ChunkInfo chunk in chunks)
+        {
+            if (chunk.DeadAt == 0)
+            {
+                live += chunk.LivePages;
+                total += chunk.PageCount;
+            }
+        }
+
+        return total == 0 ? 1 : (double)live / total;
     }
 
     private bool ReachedByPinned(ChunkInfo chunk)

@@ -107,46 +107,18 @@ internal sealed class TreeNode
     /// <summary>The index of <paramref name="key"/> in a leaf, or the complement of where it would go.</summary>
     public int Search(string key)
     {
-        int low = 0;
-        int high = _count - 1;
-        string[] keys = _keys;
-        if (HintsFor(high + 1) is { } hints)
+        int outside = PrepareSearch(key, _count, out ulong[]? packedKeys, out ulong packed);
+        if (outside != 0)
         {
-            int outside = Outside(hints, key);
-            if (outside != 0)
-            {
-                return outside < 0 ? ~0 : ~(high + 1);
-            }
-
-            ulong packed = SearchHints.Pack(key, hints.Prefix.Length);
-            ulong[] values = hints.Values;
-            while (low <= high)
-            {
-                int middle = (low + high) >>> 1;
-                int comparison = values[middle] == packed ? string.CompareOrdinal(keys[middle], key)
-                    : values[middle] < packed ? -1 : 1;
-                if (comparison == 0)
-                {
-                    return middle;
-                }
-
-                if (comparison < 0)
-                {
-                    low = middle + 1;
-                }
-                else
-                {
-                    high = middle - 1;
-                }
-            }
-
-            return ~low;
+            return outside < 0 ? ~0 : ~_count;
         }
 
+        int low = 0;
+        int high = _count - 1;
         while (low <= high)
         {
             int middle = (low + high) >>> 1;
-            int comparison = string.CompareOrdinal(keys[middle], key);
+            int comparison = CompareAt(middle, key, packedKeys, packed);
             if (comparison == 0)
             {
                 return middle;
@@ -169,41 +141,19 @@ internal sealed class TreeNode
     public int ChildIndex(string key)
     {
         // The number of separators at or below the key.
-        int low = 0;
-        int high = _count - 2;
-        string[] keys = _keys;
-        if (HintsFor(high + 1) is { } hints)
+        int separators = _count - 1;
+        int outside = PrepareSearch(key, separators, out ulong[]? packedKeys, out ulong packed);
+        if (outside != 0)
         {
-            int outside = Outside(hints, key);
-            if (outside != 0)
-            {
-                return outside < 0 ? 0 : high + 1;
-            }
-
-            ulong packed = SearchHints.Pack(key, hints.Prefix.Length);
-            ulong[] values = hints.Values;
-            while (low <= high)
-            {
-                int middle = (low + high) >>> 1;
-                bool atOrBelow = values[middle] == packed ? string.CompareOrdinal(keys[middle], key) <= 0
-                    : values[middle] < packed;
-                if (atOrBelow)
-                {
-                    low = middle + 1;
-                }
-                else
-                {
-                    high = middle - 1;
-                }
-            }
-
-            return low;
+            return outside < 0 ? 0 : separators;
         }
 
+        int low = 0;
+        int high = separators - 1;
         while (low <= high)
         {
             int middle = (low + high) >>> 1;
-            if (string.CompareOrdinal(keys[middle], key) <= 0)
+            if (CompareAt(middle, key, packedKeys, packed) <= 0)
             {
                 low = middle + 1;
             }
@@ -214,6 +164,43 @@ internal sealed class TreeNode
         }
 
         return low;
+    }
+
+    /// <summary>
+    /// Prepares a search of the first <paramref name="keyCount"/> keys: with hints (a saved node), the packed keys and
+    /// the search key packed the same way, and the sign of the search key against the keys' shared prefix (nonzero:
+    /// it sorts before or after every key, no search needed); without, null and zero.
+    /// </summary>
+    private int PrepareSearch(string key, int keyCount, out ulong[]? packedKeys, out ulong packed)
+    {
+        packedKeys = null;
+        packed = 0;
+        if (HintsFor(keyCount) is not { } hints)
+        {
+            return 0;
+        }
+
+        int outside = Outside(hints, key);
+        if (outside == 0)
+        {
+            packedKeys = hints.Values;
+            packed = SearchHints.Pack(key, hints.Prefix.Length);
+        }
+
+        return outside;
+    }
+
+    /// <summary>The ordinal order of key <paramref name="index"/> against <paramref name="key"/>, from the packed
+    /// values when they differ, else from the strings.</summary>
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.AggressiveInlining)]
+    private int CompareAt(int index, string key, ulong[]? packedKeys, ulong packed)
+    {
+        if (packedKeys is null || packedKeys[index] == packed)
+        {
+            return string.CompareOrdinal(_keys[index], key);
+        }
+
+        return packedKeys[index] < packed ? -1 : 1;
     }
 
     /// <summary>The search hints of a saved node with at least 8 keys (<paramref name="keyCount"/>), built on first

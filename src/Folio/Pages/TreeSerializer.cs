@@ -98,36 +98,32 @@ internal sealed class TreeSerializer : IDisposable
                 if (value.IsOverflow && !value.Overflow.IsSaved)
                 {
                     PagePosition overflow = NextPosition();
-                    Span<byte> page = Reserve(PageFormat.OverflowPageSize(value.Length));
-                    PageFormat.WriteOverflow(page, value.Inline.Span);
-                    PageFormat.Seal(page, overflow);
+                    Span<byte> overflowPage = Reserve(PageFormat.OverflowPageSize(value.Length));
+                    PageFormat.WriteOverflow(overflowPage, value.Inline.Span);
+                    PageFormat.Seal(overflowPage, overflow);
                     node.SetValue(i, value.WithOverflow(overflow));
                 }
             }
-
-            PagePosition position = NextPosition();
-            Span<byte> leaf = Reserve(node.ByteSize);
-            CheckSize(PageFormat.WriteLeaf(leaf, node), node);
-            PageFormat.Seal(leaf, position);
-            node.Saved(position);
-            return position;
         }
-
-        for (int i = 0; i < node.Count; i++)
+        else
         {
-            PageReference child = node.ChildAt(i);
-            if (child.Cached is { } childNode && !childNode.Position.IsSaved)
+            for (int i = 0; i < node.Count; i++)
             {
-                child.Saved(Write(childNode));
+                PageReference child = node.ChildAt(i);
+                if (child.Cached is { } childNode && !childNode.Position.IsSaved)
+                {
+                    child.Saved(Write(childNode));
+                }
             }
         }
 
-        PagePosition branchPosition = NextPosition();
-        Span<byte> branch = Reserve(node.ByteSize);
-        CheckSize(PageFormat.WriteBranch(branch, node), node);
-        PageFormat.Seal(branch, branchPosition);
-        node.Saved(branchPosition);
-        return branchPosition;
+        // The node's own page, after every page it refers to has its position.
+        PagePosition position = NextPosition();
+        Span<byte> page = Reserve(node.ByteSize);
+        CheckSize(node.IsLeaf ? PageFormat.WriteLeaf(page, node) : PageFormat.WriteBranch(page, node), node);
+        PageFormat.Seal(page, position);
+        node.Saved(position);
+        return position;
     }
 
     private static void CheckSize(int written, TreeNode node)

@@ -173,10 +173,7 @@ public sealed class StoreCheckpointTests
     public async Task Background_checkpoints_purge_the_journal_and_the_next_open_replays_only_what_follows()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.SegmentSize = 64 * 1024;
-        options.MaxGroupBytes = 16 * 1024;
-        options.MaxDocumentSize = 8 * 1024;
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
         options.CheckpointThreshold = 64 * 1024;
         options.CheckpointInterval = Timeout.InfiniteTimeSpan;
         await using (var store = DocumentStore.Open(dir.Path, options))
@@ -297,10 +294,7 @@ public sealed class StoreCheckpointTests
     public async Task A_journal_purged_past_a_missing_data_file_is_corruption_not_an_empty_store()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = Options();
-        options.SegmentSize = 64 * 1024;
-        options.MaxGroupBytes = 16 * 1024;
-        options.MaxDocumentSize = 8 * 1024;
+        DocumentStoreOptions options = Options(TestStoreOptions.TinySegments());
         await using (var store = DocumentStore.Open(dir.Path, options))
         {
             for (int i = 0; i < 3_000; i++)
@@ -340,9 +334,10 @@ public sealed class StoreCheckpointTests
     public static Arbitrary<int[]> Programs() =>
         Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(ops => ops.Length > 150 ? ops[..150] : ops).ToArbitrary();
 
-    private static DocumentStoreOptions Options()
+    /// <summary><paramref name="options"/> (default: small segments) checkpointing only where the test asks.</summary>
+    private static DocumentStoreOptions Options(DocumentStoreOptions? options = null)
     {
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options ??= TestStoreOptions.SmallSegments();
         options.CheckpointInterval = Timeout.InfiniteTimeSpan; // checkpoints only where the test asks
         options.CheckpointThreshold = 1L << 40;
         return options;

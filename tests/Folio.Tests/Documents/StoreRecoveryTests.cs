@@ -115,10 +115,7 @@ public sealed class StoreRecoveryTests
     public async Task A_deleted_newest_segment_file_is_detected_at_open()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.SegmentSize = 64 * 1024;
-        options.MaxDocumentSize = 8 * 1024;
-        options.MaxGroupBytes = 16 * 1024;
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
         await using (var store = DocumentStore.Open(dir.Path, options))
         {
             for (int i = 0; i < 2000; i++)
