@@ -539,6 +539,19 @@ internal sealed class VersionedIndex : ICommitState
             : TreeChange.Put(id, new StoredValue(version.Sequence, version.TimestampTicks, version.Json));
     }
 
+    /// <summary>Keys logged for the next checkpoint (tests: each written key about once, however often
+    /// written).</summary>
+    internal int PendingChangeKeys
+    {
+        get
+        {
+            lock (_changedLock)
+            {
+                return _changed.Count;
+            }
+        }
+    }
+
     /// <summary>The checkpoint of <paramref name="changes"/> is durable: the replayed documents are covered.</summary>
     internal void ChangesCheckpointed(CheckpointChanges changes)
     {

@@ -32,6 +32,38 @@ public sealed class VersionedIndexTests
     public void Every_open_snapshot_over_replayed_documents_keeps_seeing_exactly_its_state(int[] program) =>
         RunProgram(program, replayedCommits: program.Count(op => (op & 7) <= 2) / 2);
 
+    [Fact]
+    public void The_change_log_holds_each_rewritten_key_once_across_checkpoints()
+    {
+        // Ten keys rewritten again and again, and checkpoints taken at sequences behind the newest writes (as a
+        // checkpoint's snapshot is behind the commits that continue during it): every key is carried to the next
+        // checkpoint, once, not once per write.
+        var index = new VersionedIndex();
+        long sequence = 0;
+        long checkpointed = 0;
+        for (int round = 1; round <= 20; round++)
+        {
+            Write(50);
+            using IndexSnapshot snapshot = index.OpenSnapshot(); // the checkpoint's snapshot, as the checkpointer holds
+            Write(50);
+            CheckpointChanges changes = index.CollectChanges(snapshot.Sequence, checkpointed);
+            Assert.Equal(10, Assert.Single(changes.Collections).Changes.Count);
+            index.ChangesCheckpointed(changes);
+            checkpointed = snapshot.Sequence;
+            Assert.Equal(10, index.PendingChangeKeys);
+        }
+
+        void Write(int writes)
+        {
+            for (int write = 0; write < writes; write++)
+            {
+                var batch = new CommitBatch().Put("c", $"k{write % 10}", Encoding.UTF8.GetBytes($"{{\"n\":{write}}}"));
+                index.Apply(batch, ++sequence, 0);
+                index.Publish(sequence);
+            }
+        }
+    }
+
     private static void RunProgram(int[] program, int replayedCommits)
     {
         var index = new VersionedIndex();
