@@ -57,6 +57,11 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.CheckpointThreshold"/>.</summary>
     public long CheckpointThreshold { get; set; } = s_storeDefaults.CheckpointThreshold;
 
+    /// <summary>Journal bytes after the last checkpoint at which new commits wait for a checkpoint (backpressure).
+    /// Default 0: four times <see cref="CheckpointThreshold"/>; see
+    /// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>.</summary>
+    public long CheckpointBackpressureThreshold { get; set; } = s_storeDefaults.CheckpointBackpressureThreshold;
+
     /// <summary>The longest time between checkpoints while commits arrive. Default 10 minutes; see
     /// <see cref="DocumentStoreOptions.CheckpointInterval"/>.</summary>
     public TimeSpan CheckpointInterval { get; set; } = s_storeDefaults.CheckpointInterval;
@@ -89,6 +94,7 @@ public sealed class FolioOptions
             MaxSnapshotAge = MaxSnapshotAge,
             CheckpointThreshold = CheckpointThreshold,
             CheckpointInterval = CheckpointInterval,
+            CheckpointBackpressureThreshold = CheckpointBackpressureThreshold,
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
         };

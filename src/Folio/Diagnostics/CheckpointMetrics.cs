@@ -15,6 +15,7 @@ internal sealed class CheckpointMetrics : IDisposable
     private readonly Counter<long> _bytes;
     private readonly Counter<long> _pages;
     private readonly Counter<long> _failures;
+    private readonly Counter<long> _backpressure;
 
     public CheckpointMetrics(IMeterFactory? meterFactory, Func<long> journalBytesSinceCheckpoint,
         Func<int> chunks, Func<double> fillRate)
@@ -28,6 +29,8 @@ internal sealed class CheckpointMetrics : IDisposable
         _pages = _meter.CreateCounter<long>("folio.checkpoint.pages", "{page}", "Pages written by checkpoints.");
         _failures = _meter.CreateCounter<long>("folio.checkpoint.failures", "{checkpoint}",
             "Checkpoints that failed (the journal keeps every commit; the next one retries).");
+        _backpressure = _meter.CreateCounter<long>("folio.checkpoint.backpressure", "{event}",
+            "Times checkpoints fell behind the writers far enough that new commits waited for one.");
         _meter.CreateObservableGauge("folio.journal.bytes_since_checkpoint", journalBytesSinceCheckpoint, "By",
             "Journal bytes in segments after the last checkpoint (what the next open replays, at most).");
         _meter.CreateObservableGauge("folio.datafile.chunks", chunks, "{chunk}", "Chunks in the data file.");
@@ -43,6 +46,8 @@ internal sealed class CheckpointMetrics : IDisposable
     }
 
     public void Failed() => _failures.Add(1);
+
+    public void BackpressureStarted() => _backpressure.Add(1);
 
     public void Dispose()
     {

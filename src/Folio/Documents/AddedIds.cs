@@ -52,7 +52,7 @@ internal sealed class AddedIds
     /// <summary>Ids sorted into the skip list so far (tests and diagnostics).</summary>
     public long MergedCount => Volatile.Read(ref _merged);
 
-    /// <summary>Appends a new id (committer only): the id is not in the collection yet.</summary>
+    /// <summary>Appends an id (committer only); one the list holds already is merged once.</summary>
     public void Append(string id)
     {
         long index = _appended;

@@ -314,7 +314,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             }
 
             _store.ThrowIfDisposed();
-            CommitResult result = await _store.Merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
+            CommitResult result = await _store.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
             foreach ((DocumentKey key, Tracked tracked, byte[]? json) in written)
             {
                 if (json is null)

@@ -22,13 +22,12 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private readonly VersionedIndex _index;
     private readonly TransactionMerger _merger;
     private readonly PageStore _pages;
-    private readonly PageCheckpoint _mounted;
     private readonly StoreCheckpointer _checkpointer;
     private int _disposed;
     private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index,
-        PageStore pages, PageCheckpoint mounted, ILogger logger)
+        PageStore pages, ILogger logger)
     {
         Path = path;
         Options = options;
@@ -36,9 +35,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         _journal = journal;
         _index = index;
         _pages = pages;
-        _mounted = mounted;
         _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
-        _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger);
+        _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger, () => _merger.IsFaulted);
         Changes = new DocumentChanges(this);
     }
 
@@ -67,6 +65,9 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     internal WriteAheadJournal Journal => _journal;
 
     internal PageStore Pages => _pages;
+
+    /// <summary>Whether new commits wait for a checkpoint (tests and diagnostics).</summary>
+    internal bool IsCheckpointBehind => _checkpointer.IsBehind;
 
     /// <summary>The name of the data file (the page store) in the store's folder.</summary>
     internal const string DataFileName = "data.folio";
@@ -98,11 +99,11 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             long started = Stopwatch.GetTimestamp();
             // The journal holds the folder's lock, so the data file is opened by this store alone.
             pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger);
-            PageCheckpoint mounted = pages.Pin();
+            PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
             var index = new VersionedIndex(options.MaxSnapshotAge);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
-            var store = new DocumentStore(path, options, journal, index, pages, mounted, logger);
+            var store = new DocumentStore(path, options, journal, index, pages, logger);
             long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
             StoreLog.Opened(logger, path, mounted.Sequence, index.CheckpointedDocuments, batches, bytes, elapsedMs);
             return store;
@@ -201,7 +202,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
                 batch.Expect(collection, id, expected);
             }
 
-            return _merger.CommitSequenceAsync(batch, cancellationToken);
+            return CommitSequenceAsync(batch, cancellationToken);
         }
         catch (Exception e)
         {
@@ -250,6 +251,38 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             DocumentIds.Validate(key.Id);
         }
 
+        return await CommitAsync(batch, cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>Commits <paramref name="batch"/> (validated) once checkpoints keep up with the writers
+    /// (<see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>); returns its sequence.</summary>
+    private ValueTask<long> CommitSequenceAsync(CommitBatch batch, CancellationToken cancellationToken)
+    {
+        _checkpointer.NoteCommit();
+        return _checkpointer.IsBehind ? CommitSequenceWhenCaughtUpAsync(batch, cancellationToken)
+            : _merger.CommitSequenceAsync(batch, cancellationToken);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private async ValueTask<long> CommitSequenceWhenCaughtUpAsync(CommitBatch batch,
+        CancellationToken cancellationToken)
+    {
+        await _checkpointer.WaitUntilCaughtUpAsync(cancellationToken).ConfigureAwait(false);
+        ThrowIfDisposed();
+        return await _merger.CommitSequenceAsync(batch, cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>Commits <paramref name="batch"/> (validated) once checkpoints keep up with the writers; the sessions'
+    /// and <see cref="WriteAsync"/>'s way in.</summary>
+    internal async ValueTask<CommitResult> CommitAsync(CommitBatch batch, CancellationToken cancellationToken)
+    {
+        _checkpointer.NoteCommit();
+        if (_checkpointer.IsBehind)
+        {
+            await _checkpointer.WaitUntilCaughtUpAsync(cancellationToken).ConfigureAwait(false);
+            ThrowIfDisposed();
+        }
+
         return await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 
@@ -274,7 +307,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
                 batch.Expect(collection, id, expected);
             }
 
-            return _merger.CommitSequenceAsync(batch, cancellationToken);
+            return CommitSequenceAsync(batch, cancellationToken);
         }
         catch (Exception e)
         {
@@ -368,7 +401,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private void CloseFiles()
     {
         long sequence = _journal.CommittedSequence;
-        PageStore.Unpin(_mounted);
+        _index.ReleaseCheckpoint();
         _pages.Dispose();
         _journal.Dispose();
         StoreLog.Closed(Logger, Path, sequence);

@@ -74,6 +74,18 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public long CheckpointThreshold { get; set; } = DefaultCheckpointThreshold;
 
+    /// <summary>
+    /// How much journal may accumulate after the last checkpoint before new commits wait for a checkpoint to finish
+    /// (backpressure), in bytes: the documents written since the last checkpoint are held in memory until a checkpoint
+    /// writes them to the data file, so when checkpoints fall behind the writers (a slow disk, a held snapshot), this
+    /// bounds that memory instead of letting it grow. Commits then wait (they never fail for it) until a checkpoint
+    /// brings the journal after it below this size, or a checkpoint fails (the journal still holds everything, so
+    /// writers are not stopped by a data file that cannot be written). Default 0: four times
+    /// <see cref="CheckpointThreshold"/> (256 MiB); otherwise at least <see cref="CheckpointThreshold"/>. Measured in
+    /// whole journal segments, checked every 100 ms.
+    /// </summary>
+    public long CheckpointBackpressureThreshold { get; set; }
+
     /// <summary>The default <see cref="CheckpointInterval"/>: 10 minutes.</summary>
     public static readonly TimeSpan DefaultCheckpointInterval = TimeSpan.FromMinutes(10);
 
@@ -166,6 +178,14 @@ public sealed class DocumentStoreOptions
                 "CheckpointThreshold must be at least 4 KiB.");
         }
 
+        if (CheckpointBackpressureThreshold != 0 && CheckpointBackpressureThreshold < CheckpointThreshold)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CheckpointBackpressureThreshold),
+                CheckpointBackpressureThreshold,
+                $"CheckpointBackpressureThreshold must be 0 (four times CheckpointThreshold) or at least " +
+                $"CheckpointThreshold ({CheckpointThreshold}).");
+        }
+
         if (CheckpointInterval <= TimeSpan.Zero && CheckpointInterval != Timeout.InfiniteTimeSpan)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(CheckpointInterval), CheckpointInterval,
@@ -178,6 +198,11 @@ public sealed class DocumentStoreOptions
 
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
     internal Storage.IFileSystem FileSystem { get; set; } = Storage.PhysicalFileSystem.Instance;
+
+    /// <summary><see cref="CheckpointBackpressureThreshold"/> with its default resolved.</summary>
+    internal long EffectiveBackpressureThreshold => CheckpointBackpressureThreshold != 0
+        ? CheckpointBackpressureThreshold
+        : CheckpointThreshold > long.MaxValue / 4 ? long.MaxValue : CheckpointThreshold * 4;
 
     internal JournalOptions ToJournalOptions()
         => new() { SegmentSize = SegmentSize, LoggerFactory = LoggerFactory, FileSystem = FileSystem };

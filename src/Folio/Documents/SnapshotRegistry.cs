@@ -130,6 +130,37 @@ internal sealed class SnapshotRegistry
         return oldest;
     }
 
+    /// <summary>
+    /// Any thread: a sequence no open snapshot is older than (at most <paramref name="visible"/>), by a full scan
+    /// that neither expires entries nor touches the committer's cached result (the checkpoint's eviction of covered
+    /// versions). The caller reads <paramref name="visible"/> (acquire) before the call; the fence here orders that
+    /// load before the loads of the count and the slots, so a reader still registering at an older sequence either
+    /// is seen or re-reads a newer visible sequence and starts over (the registration protocol, with this scan in
+    /// the committer's place: both sides fence between their store and their load).
+    /// </summary>
+    public long OldestOpen(long visible)
+    {
+        Interlocked.MemoryBarrier();
+        if (Volatile.Read(ref _registered) == 0)
+        {
+            return visible;
+        }
+
+        long oldest = visible;
+        int slots = Volatile.Read(ref _slotCount);
+        Entry?[][] chunks = Volatile.Read(ref _chunks);
+        for (int i = 0; i < slots; i++)
+        {
+            if (Volatile.Read(ref chunks[i / ChunkSize][i % ChunkSize]) is { IsOpen: true } entry
+                && entry.Sequence < oldest)
+            {
+                oldest = entry.Sequence;
+            }
+        }
+
+        return oldest;
+    }
+
     /// <summary>The number of open snapshots (tests and diagnostics; not a snapshot of the registry).</summary>
     public int OpenCount
     {

@@ -20,6 +20,19 @@ namespace Folio.Documents;
 /// close's checkpoint does not purge: the journal keeps its segments (for change-feed readers that resume after a
 /// restart) until a checkpoint of a running store covers them.
 /// </para>
+/// <para>
+/// Backpressure. The documents written since the last checkpoint stay in memory until a checkpoint moves them to the
+/// data file (<see cref="VersionedIndex.AdvanceCheckpoint"/>), so when checkpoints fall behind the writers, commits
+/// wait. Every 32nd commit (<see cref="NoteCommit"/>) and every checkpoint attempt (under
+/// <see cref="_backpressureLock"/>) compare the journal after the last checkpoint with
+/// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>: past it, <see cref="_behind"/> is set (a
+/// release store) and the loop checkpoints at once; once a checkpoint brings it below, or a checkpoint fails (the
+/// journal still holds everything: a data file that cannot be written must not stop the writers), or the store
+/// faults or closes (the loop re-checks on every tick while it is set, and its commits then fail fast), it is cleared
+/// (a release store) and then the current signal is swapped for a new one and completed. A writer
+/// (<see cref="WaitUntilCaughtUpAsync"/>) reads the signal, then the flag (both acquire): a flag it sees set belongs
+/// to that signal or a later one, so the clearing's completion of that signal wakes it; it re-checks after waking.
+/// </para>
 /// </summary>
 internal sealed class StoreCheckpointer : IAsyncDisposable
 {
@@ -30,15 +43,27 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private readonly ILogger _logger;
     private readonly SemaphoreSlim _gate = new(1, 1);
     private readonly CancellationTokenSource _stop = new();
-    private readonly Task _loop;
+    private readonly Thread _thread;
+    private readonly TaskCompletionSource _loopExited = NewSignal();
+    private int _commitsSinceCheck;
     private readonly CheckpointMetrics _metrics;
+    private readonly long _backpressureThreshold;
+    private readonly Func<bool> _isFaulted;
+    private readonly Lock _backpressureLock = new();
+    private TaskCompletionSource _caughtUp = NewSignal();
+    private long _behindSince;
+    private int _behind;
     private long _lastSequence;
     private long _lastTimestamp;
     private int _stopped;
 
+    /// <summary>Starts the checkpoint thread; <paramref name="isFaulted"/> says whether the store's journal failed
+    /// (writers waiting for a checkpoint are then let go, to fail fast as every commit of a faulted store
+    /// does).</summary>
     public StoreCheckpointer(PageStore pages, WriteAheadJournal journal, VersionedIndex index,
-        DocumentStoreOptions options, ILogger logger)
+        DocumentStoreOptions options, ILogger logger, Func<bool> isFaulted)
     {
+        _isFaulted = isFaulted;
         _pages = pages;
         _journal = journal;
         _index = index;
@@ -46,14 +71,34 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _logger = logger;
         _lastSequence = pages.Current.Sequence;
         _lastTimestamp = Environment.TickCount64;
+        _backpressureThreshold = options.EffectiveBackpressureThreshold;
         _metrics = new CheckpointMetrics(options.MeterFactory,
             () => _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence),
             () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate);
-        _loop = Task.Run(RunLoopAsync);
+        _thread = new Thread(RunLoop) { IsBackground = true, Name = "Folio checkpoints" };
+        _thread.Start();
     }
 
     /// <summary>The sequence the newest checkpoint covers.</summary>
     public long LastSequence => Interlocked.Read(ref _lastSequence);
+
+    /// <summary>Whether new commits wait for a checkpoint (acquire): checkpoints fell behind the writers.</summary>
+    public bool IsBehind => Volatile.Read(ref _behind) != 0;
+
+    /// <summary>Waits while <see cref="IsBehind"/> (see the protocol).</summary>
+    public async ValueTask WaitUntilCaughtUpAsync(CancellationToken cancellationToken)
+    {
+        while (true)
+        {
+            Task signal = Volatile.Read(ref _caughtUp).Task;
+            if (Volatile.Read(ref _behind) == 0)
+            {
+                return;
+            }
+
+            await signal.WaitAsync(cancellationToken).ConfigureAwait(false);
+        }
+    }
 
     /// <summary>Checkpoints everything durable and visible now; returns the sequence the data file covers.</summary>
     public async Task<long> CheckpointAsync(CancellationToken cancellationToken)
@@ -61,7 +106,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         await _gate.WaitAsync(cancellationToken).ConfigureAwait(false);
         try
         {
-            return await Task.Run(() => CheckpointNow(purge: true, waitForSync: true), CancellationToken.None)
+            return await Task.Run(() => CheckpointAndUpdateBackpressure(), CancellationToken.None)
                 .ConfigureAwait(false);
         }
         finally
@@ -81,7 +126,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
 
         await _stop.CancelAsync().ConfigureAwait(false);
-        await _loop.ConfigureAwait(false);
+        await _loopExited.Task.ConfigureAwait(false);
+        ReleaseWaiters(); // writers waiting now meet the closed store
         await _gate.WaitAsync().ConfigureAwait(false);
         try
         {
@@ -104,27 +150,45 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
     public ValueTask DisposeAsync() => StopAsync(final: false);
 
-    private async Task RunLoopAsync()
+    /// <summary>
+    /// The checkpoint thread's loop. A thread of its own, not the thread pool's: a checkpoint blocks in its writes and
+    /// fsyncs for as long as they take, and writers that commit in a synchronous loop can keep the pool from running a
+    /// timer's work (it injects no thread while the processors are busy), which would starve checkpoints and leave
+    /// the journal and the memory behind them to grow.
+    /// </summary>
+    private void RunLoop()
     {
         TimeSpan tick = _options.CheckpointInterval == Timeout.InfiniteTimeSpan
             ? TimeSpan.FromMilliseconds(100)
             : TimeSpan.FromMilliseconds(Math.Clamp(_options.CheckpointInterval.TotalMilliseconds / 4, 10, 100));
-        using var timer = new PeriodicTimer(tick);
         try
         {
-            while (await timer.WaitForNextTickAsync(_stop.Token).ConfigureAwait(false))
+            while (!_stop.Token.WaitHandle.WaitOne(tick))
             {
-                if (!IsDue())
+                if (IsBehind)
+                {
+                    UpdateBackpressure(failed: false); // a store that faulted meanwhile lets its writers go
+                }
+
+                bool due = IsDue();
+                if (!due && !_index.HasDeferredEvictions)
                 {
                     continue;
                 }
 
-                await _gate.WaitAsync(_stop.Token).ConfigureAwait(false);
+                _gate.Wait(_stop.Token);
                 try
                 {
-                    CheckpointNow(purge: true, waitForSync: true);
+                    if (due)
+                    {
+                        CheckpointAndUpdateBackpressure();
+                    }
+                    else
+                    {
+                        _index.EvictCheckpointed(); // keys a snapshot held back, once it is gone
+                    }
                 }
-                catch (Exception error) when (error is IOException or FolioException or UnauthorizedAccessException)
+                catch (Exception error) when (error is not OperationCanceledException)
                 {
                     // The journal still holds everything; the next tick tries again.
                     StoreLog.CheckpointFailed(_logger, error);
@@ -138,7 +202,90 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         catch (OperationCanceledException) when (_stop.IsCancellationRequested)
         {
         }
+        finally
+        {
+            _loopExited.TrySetResult();
+        }
     }
+
+    /// <summary>
+    /// Every commit calls this before it is submitted: every 32nd re-checks the backpressure from the journal after the
+    /// last checkpoint, on the writer's thread (the writers are the ones that grow it, so no timer is needed; a check
+    /// another thread is running is skipped).
+    /// </summary>
+    public void NoteCommit()
+    {
+        if ((Interlocked.Increment(ref _commitsSinceCheck) & 31) == 0 && _backpressureLock.TryEnter())
+        {
+            try
+            {
+                UpdateBackpressureLocked(failed: false);
+            }
+            finally
+            {
+                _backpressureLock.Exit();
+            }
+        }
+    }
+
+    /// <summary>A checkpoint that purges, then the backpressure state for what it left (under the gate).</summary>
+    private long CheckpointAndUpdateBackpressure()
+    {
+        long sequence;
+        try
+        {
+            sequence = CheckpointNow(purge: true, waitForSync: true);
+        }
+        catch
+        {
+            UpdateBackpressure(failed: true);
+            throw;
+        }
+
+        UpdateBackpressure(failed: false);
+        return sequence;
+    }
+
+    /// <summary>Sets or clears the backpressure from the journal after the last checkpoint (see the protocol);
+    /// <paramref name="failed"/>: a checkpoint attempt just failed, so waiting writers are let go.</summary>
+    private void UpdateBackpressure(bool failed)
+    {
+        lock (_backpressureLock)
+        {
+            UpdateBackpressureLocked(failed);
+        }
+    }
+
+    private void UpdateBackpressureLocked(bool failed)
+    {
+        {
+            long bytes = _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence);
+            if (bytes >= _backpressureThreshold && !failed && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
+            {
+                if (_behind == 0)
+                {
+                    _behindSince = Environment.TickCount64;
+                    Volatile.Write(ref _behind, 1);
+                    _metrics.BackpressureStarted();
+                    StoreLog.BackpressureStarted(_logger, bytes, _backpressureThreshold);
+                }
+            }
+            else if (_behind != 0)
+            {
+                ReleaseWaiters();
+                StoreLog.BackpressureEnded(_logger, bytes, Environment.TickCount64 - _behindSince);
+            }
+        }
+    }
+
+    /// <summary>Clears the flag, then completes the signal writers wait on (see the protocol).</summary>
+    private void ReleaseWaiters()
+    {
+        Volatile.Write(ref _behind, 0);
+        Interlocked.Exchange(ref _caughtUp, NewSignal()).TrySetResult();
+    }
+
+    private static TaskCompletionSource NewSignal() => new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private bool IsDue()
     {
@@ -197,10 +344,17 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             }
 
             _index.ChangesCheckpointed(changes);
+            // Reads move to the new trees and the heads they cover leave memory (the index owns this pin).
+            _index.AdvanceCheckpoint(_pages.Pin(), changes);
             CheckpointStatistics statistics = _pages.LastCheckpoint;
             _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
                 statistics.Pages);
             Interlocked.Exchange(ref _lastSequence, sequence);
+        }
+
+        else
+        {
+            _index.EvictCheckpointed(); // keys a snapshot held back at the last checkpoint
         }
 
         if (purge)

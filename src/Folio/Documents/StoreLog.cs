@@ -18,4 +18,14 @@ internal static partial class StoreLog
     [LoggerMessage(EventId = 3003, Level = LogLevel.Warning,
         Message = "A checkpoint failed; the journal keeps every commit and the next checkpoint retries")]
     public static partial void CheckpointFailed(ILogger logger, Exception exception);
+
+    [LoggerMessage(EventId = 3004, Level = LogLevel.Warning,
+        Message = "Checkpoints fell behind: {Bytes} bytes of journal after the last checkpoint (limit {Limit}); " +
+        "new commits wait for the checkpoint")]
+    public static partial void BackpressureStarted(ILogger logger, long bytes, long limit);
+
+    [LoggerMessage(EventId = 3005, Level = LogLevel.Information,
+        Message = "Checkpoints caught up ({Bytes} bytes of journal after the last checkpoint); commits resume after " +
+        "waiting {WaitedMs} ms")]
+    public static partial void BackpressureEnded(ILogger logger, long bytes, long waitedMs);
 }

@@ -30,12 +30,36 @@ namespace Folio.Documents;
 /// merge the two.
 /// </para>
 /// <para>
-/// Checkpointed documents. Below the replayed documents lies the checkpoint the open mounted
-/// (<see cref="AttachCheckpoint"/>): one immutable B+tree per collection, pinned for the index's life, read when
-/// neither the replayed documents nor the heads hold an id (so a version there is visible to every snapshot). The
-/// first write of such an id starts its chain at the tree's version; range reads merge the tree's ids with the
-/// others. A replayed delete of a checkpointed document is a tombstone slot, which hides the tree's version.
-/// Checkpoints (<see cref="CollectChanges"/>) read the keys the committer logs after each batch.
+/// Checkpointed documents. Below the replayed documents lies the newest checkpoint (<see cref="AttachCheckpoint"/> at
+/// the open, <see cref="AdvanceCheckpoint"/> after each checkpoint): one immutable B+tree per collection, read when
+/// neither the replayed documents nor the heads hold an id (so a version there is visible to every snapshot that can
+/// miss the heads, see below). The first write of such an id starts its chain at the tree's version; range reads
+/// merge the tree's ids with the others. A replayed delete of a checkpointed document is a tombstone slot, which
+/// hides the tree's version. Checkpoints (<see cref="CollectChanges"/>) read the keys the committer logs after each
+/// batch.
+/// </para>
+/// <para>
+/// Moving to a newer checkpoint (the checkpoint's thread, one at a time; the committer keeps committing). Once a
+/// checkpoint at C is durable and pinned, <see cref="AdvanceCheckpoint"/> publishes each collection's new
+/// <see cref="TreeLayer"/> (a release store), then drops the replayed documents if C covers them, then releases the
+/// index's pin of the previous checkpoint, and then evicts from the heads every key the checkpoint took whose head is
+/// at or below C and at or below the oldest open snapshot (a conditional remove: a head the committer replaced
+/// meanwhile stays). Such a head is the newest version and the tree at C holds exactly it, and every snapshot that
+/// can read is at least its sequence, so the tree answers every reader as the head did. A reader that misses an
+/// evicted head saw the removal (the dictionary's acquire), so it then loads the new layer (published before), never
+/// an older tree lacking the version. Keys a snapshot held back are evicted by a later call
+/// (<see cref="EvictCheckpointed"/>). So the heads hold what was written since the last checkpoint, plus what open
+/// snapshots need: the in-memory layer stays bounded by the journal between checkpoints.
+/// </para>
+/// <para>
+/// Reading a tree that is no longer the newest. A point read loads its collection's layer without pinning it; if a
+/// later checkpoint frees a chunk the old tree reaches, a read of that page fails its checks (the chunk has left the
+/// chunk map, or its space holds other pages, whose checksums cover their positions and chunk ids, which are never
+/// reused), and the read retries with the newer layer when the collection's layer has changed (a failure through the
+/// current layer is real damage and is thrown). A read that succeeds through an older tree is right: the older tree
+/// holds every version a snapshot can need that is not in the heads (versions are evicted only after the newer
+/// layer is published). Range reads, which walk a tree for as long as their caller enumerates, pin the layer's
+/// checkpoint instead (<see cref="PinTree"/>).
 /// </para>
 /// <para>
 /// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
@@ -57,6 +81,12 @@ internal sealed class VersionedIndex : ICommitState
     private long _visible;
     private BulkLoad? _bulkLoad;
     private IPageReader? _pages;
+
+    // The checkpoint every collection's tree layer comes from, pinned by the index until the next one replaces it
+    // (AttachCheckpoint, AdvanceCheckpoint, ReleaseCheckpoint: the open, then the checkpoint's thread). _evictLater:
+    // keys a checkpoint covered whose eviction an open snapshot held back (the checkpoint's thread only).
+    private PageCheckpoint? _layer;
+    private List<DocumentKey> _evictLater = [];
 
     // The keys written since the last checkpoint took them (CollectChanges): the committer appends each batch's keys
     // under the lock once the batch's versions are in the heads, the checkpoint swaps the list out under it (and sets
@@ -162,8 +192,8 @@ internal sealed class VersionedIndex : ICommitState
 
         if (!keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
         {
-            // Not written since the open: the checkpointed tree's version, visible to every snapshot.
-            return keys.Checkpointed is null ? null : FromCheckpoint(keys, key.Id);
+            // Not in memory: the checkpointed tree's version (loaded after the miss: see the protocol).
+            return FromCheckpoint(keys, key.Id);
         }
 
         DocumentVersion? version = At(head, snapshot);
@@ -171,11 +201,35 @@ internal sealed class VersionedIndex : ICommitState
         return version;
     }
 
-    /// <summary>The version of <paramref name="id"/> in the collection's checkpointed tree, or null. The version
-    /// object is created on the first read and attached to the leaf entry (the open's tree never changes).</summary>
+    /// <summary>The version of <paramref name="id"/> in the collection's newest checkpointed tree, or null; a read
+    /// through a layer a newer checkpoint replaced meanwhile that fails its page checks retries with the new layer
+    /// (see the protocol).</summary>
     private DocumentVersion? FromCheckpoint(SortedKeys keys, string id)
     {
-        if (!BTree.TryFind(keys.Checkpointed, id, _pages!, out TreeNode? leaf, out int index))
+        TreeLayer? layer = keys.Tree;
+        while (true)
+        {
+            if (layer?.Root is null)
+            {
+                return null;
+            }
+
+            try
+            {
+                return FromTree(layer.Root, id);
+            }
+            catch (StoreCorruptedException) when (!ReferenceEquals(layer, keys.Tree))
+            {
+                layer = keys.Tree;
+            }
+        }
+    }
+
+    /// <summary>The version of <paramref name="id"/> in the tree at <paramref name="root"/>, or null. The version
+    /// object is created on the first read and attached to the leaf entry (a saved tree never changes).</summary>
+    private DocumentVersion? FromTree(PageReference root, string id)
+    {
+        if (!BTree.TryFind(root, id, _pages!, out TreeNode? leaf, out int index))
         {
             return null;
         }
@@ -267,24 +321,27 @@ internal sealed class VersionedIndex : ICommitState
             keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
             _toLog.Add((command.Key, head?.Sequence ?? -1));
             int shadowedSlot = -1;
+            bool isDelete = command.Kind == ChangeKind.Delete;
+            bool absent = false;
             if (head is null)
             {
-                if (keys.Replayed is { } replayed && replayed.TryGetSlot(command.Key.Id, out int slot))
+                if (keys.Replayed is { } replayed && replayed.TryGetSlot(command.Key.Id, out int slot)
+                    && !replayed.IsShadowed(slot))
                 {
                     // First write of a replayed document since the open: its replayed version becomes the oldest of the
                     // chain, and the slot is marked shadowed once the heads hold the new version (ReplayedDocuments).
                     head = replayed.VersionAt(slot);
                     shadowedSlot = slot;
                 }
-                else if (keys.Checkpointed is not null && FromCheckpoint(keys, command.Key.Id) is { } checkpointed)
+                else if (FromCheckpoint(keys, command.Key.Id) is { } checkpointed)
                 {
-                    // First write of a checkpointed document since the open: its tree version becomes the oldest of
-                    // the chain (the heads are read before the tree, so readers move to the chain at once).
+                    // First write of a checkpointed document since it was last in memory: its tree version becomes the
+                    // oldest of the chain (the heads are read before the tree, so readers move to the chain at once).
                     head = checkpointed;
                 }
                 else
                 {
-                    keys.Added.Append(command.Key.Id);
+                    absent = true;
                 }
             }
             else
@@ -299,7 +356,14 @@ internal sealed class VersionedIndex : ICommitState
                 visibleToOldest?.Prune();
             }
 
-            bool isDelete = command.Kind == ChangeKind.Delete;
+            // The added ids hold every id that a newer tree may lack while a snapshot still sees it: those written
+            // when absent, and those deleted or written over a delete (a checkpoint drops a deleted id from its tree,
+            // and an older snapshot may still see the id alive). Ids the skip list holds already are not added twice.
+            if (absent || (isDelete != (head?.IsDeleted ?? false)))
+            {
+                keys.Added.Append(command.Key.Id);
+            }
+
             ReadOnlyMemory<byte> value = isDelete ? ReadOnlyMemory<byte>.Empty : command.Value;
             keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, value, isDelete, head);
             if (shadowedSlot >= 0)
@@ -347,23 +411,141 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// Makes <paramref name="checkpoint"/>'s trees the bottom layer of their collections (before the bulk load, before
     /// any reader): a document no later layer holds is read from its tree through <paramref name="reader"/>. The
-    /// caller keeps the checkpoint pinned for the index's life. The visible sequence starts at the checkpoint's.
+    /// caller pinned the checkpoint; the index now owns that pin (released by <see cref="AdvanceCheckpoint"/> or
+    /// <see cref="ReleaseCheckpoint"/>). The visible sequence starts at the checkpoint's.
     /// </summary>
     internal void AttachCheckpoint(PageCheckpoint checkpoint, IPageReader reader)
     {
-        if (!_collections.IsEmpty || _bulkLoad is not null)
+        if (!_collections.IsEmpty || _bulkLoad is not null || _layer is not null)
         {
             ThrowHelper.ThrowInvalidOperation("A checkpoint is attached to an empty index.");
         }
 
         _pages = reader;
+        _layer = checkpoint;
         foreach (CollectionTree tree in checkpoint.Collections.Values)
         {
-            _collections[tree.Name] = new SortedKeys { Checkpointed = tree.Root };
+            var keys = new SortedKeys();
+            keys.PublishTree(new TreeLayer(checkpoint, tree.Root));
+            _collections[tree.Name] = keys;
             CheckpointedDocuments += tree.Count;
         }
 
         Volatile.Write(ref _visible, checkpoint.Sequence);
+    }
+
+    /// <summary>
+    /// The checkpoint's thread, after <paramref name="checkpoint"/> (which took <paramref name="changes"/>) became
+    /// durable and current, pinned by the caller (the index now owns the pin): reads move to its trees, the replayed
+    /// documents go if it covers them, the previous checkpoint's pin is released, and the heads it covers are
+    /// evicted (see the protocol).
+    /// </summary>
+    internal void AdvanceCheckpoint(PageCheckpoint checkpoint, CheckpointChanges changes)
+    {
+        PageCheckpoint? previous = _layer;
+        if (previous is not null && checkpoint.Generation <= previous.Generation)
+        {
+            ThrowHelper.ThrowInvalidOperation("The index moves to newer checkpoints only.");
+        }
+
+        foreach (CollectionTree tree in checkpoint.Collections.Values)
+        {
+            _collections.GetOrAdd(tree.Name, static _ => new SortedKeys())
+                .PublishTree(new TreeLayer(checkpoint, tree.Root));
+        }
+
+        // Collections the checkpoint has no tree for (every document deleted, or none checkpointed yet); one the
+        // committer creates after this loop has no layer, which reads the same.
+        var empty = new TreeLayer(checkpoint, null);
+        foreach ((string name, SortedKeys keys) in _collections)
+        {
+            if (!checkpoint.Collections.ContainsKey(name))
+            {
+                keys.PublishTree(empty);
+            }
+        }
+
+        if (changes.CoveredReplayed)
+        {
+            foreach (SortedKeys keys in _collections.Values)
+            {
+                keys.Replayed = null;
+            }
+        }
+
+        _layer = checkpoint;
+        if (previous is not null)
+        {
+            PageStore.Unpin(previous);
+        }
+
+        _evictLater.AddRange(changes.Keys);
+        EvictCheckpointed();
+    }
+
+    /// <summary>Whether keys wait for eviction because a snapshot held them back (the checkpoint's thread).</summary>
+    internal bool HasDeferredEvictions => _evictLater.Count > 0;
+
+    /// <summary>
+    /// The checkpoint's thread: evicts from the heads every waiting key whose head the current layer's checkpoint
+    /// holds and no open snapshot is older than; keeps the keys an open snapshot still holds back. Returns the number
+    /// evicted.
+    /// </summary>
+    internal int EvictCheckpointed()
+    {
+        if (_evictLater.Count == 0 || _layer is not { } layer)
+        {
+            return 0;
+        }
+
+        List<DocumentKey> waiting = _evictLater;
+        _evictLater = [];
+        long oldest = _snapshots.OldestOpen(VisibleSequence);
+        int evicted = 0;
+        var seen = new HashSet<DocumentKey>();
+        foreach (DocumentKey key in waiting)
+        {
+            if (!seen.Add(key) || !_collections.TryGetValue(key.Collection, out SortedKeys? keys)
+                || !keys.Heads.TryGetValue(key.Id, out DocumentVersion? head) || head.Sequence > layer.Sequence)
+            {
+                continue; // gone already, or written after the checkpoint (logged again for the next one)
+            }
+
+            if (head.Sequence > oldest)
+            {
+                _evictLater.Add(key);
+            }
+            else if (keys.Heads.TryRemove(new KeyValuePair<string, DocumentVersion>(key.Id, head)))
+            {
+                evicted++;
+            }
+        }
+
+        return evicted;
+    }
+
+    /// <summary>Releases the index's pin of its checkpoint (the store's close, after the last reader).</summary>
+    internal void ReleaseCheckpoint()
+    {
+        if (Interlocked.Exchange(ref _layer, null) is { } layer)
+        {
+            PageStore.Unpin(layer);
+        }
+    }
+
+    /// <summary>Versions held in the heads across all collections (tests and diagnostics).</summary>
+    internal int HeadCount
+    {
+        get
+        {
+            int count = 0;
+            foreach (SortedKeys keys in _collections.Values)
+            {
+                count += keys.Heads.Count;
+            }
+
+            return count;
+        }
     }
 
     /// <summary>
@@ -658,22 +840,65 @@ internal sealed class VersionedIndex : ICommitState
     {
         if (!_collections.TryGetValue(collection, out SortedKeys? keys))
         {
-            return [];
+            yield break;
         }
 
+        // The replayed ids before the tree layer: once the replayed documents are dropped, the layer that covers
+        // them is the one loaded after.
         string[] replayed = keys.Replayed?.SortedIds ?? [];
         int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
         int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
         IdSkipList added = keys.Added.Sorted(); // after the caller's snapshot: holds every id the snapshot can see
         IEnumerable<string> ids = MergeSinceOpen(replayed, replayedStart, replayedEnd, added, fromInclusive,
             toExclusive, descending);
-        if (keys.Checkpointed is not null)
+        TreeLayer? layer = PinTree(keys);
+        try
         {
-            ids = MergeWithCheckpoint(ids, BTree.Range(keys.Checkpointed, fromInclusive, toExclusive, descending,
-                _pages!), descending);
-        }
+            if (layer?.Root is not null)
+            {
+                ids = MergeWithCheckpoint(ids, BTree.Range(layer.Root, fromInclusive, toExclusive, descending,
+                    _pages!), descending);
+            }
 
-        return Versions(collection, ids, snapshot);
+            foreach ((string Id, DocumentVersion Version) entry in Versions(collection, ids, snapshot))
+            {
+                yield return entry;
+            }
+        }
+        finally
+        {
+            if (layer is not null)
+            {
+                PageStore.Unpin(layer.Checkpoint);
+            }
+        }
+    }
+
+    /// <summary>
+    /// Pins the checkpoint of the collection's current tree layer for a range read, or returns null when it has
+    /// none. The pin (an interlocked increment, a full fence) comes before the re-read of the layer, and the index
+    /// releases its own pin of a checkpoint only after replacing every layer that names it, so a layer read again
+    /// unchanged is one whose checkpoint was still pinned when this pin was added (the store-buffering litmus of
+    /// <see cref="PageStore.Pin"/>).
+    /// </summary>
+    private static TreeLayer? PinTree(SortedKeys keys)
+    {
+        while (true)
+        {
+            TreeLayer? layer = keys.Tree;
+            if (layer is null)
+            {
+                return null;
+            }
+
+            layer.Checkpoint.AddPin();
+            if (ReferenceEquals(layer, keys.Tree))
+            {
+                return layer;
+            }
+
+            PageStore.Unpin(layer.Checkpoint);
+        }
     }
 
     /// <summary>The ids that have a live version at <paramref name="snapshot"/>, with it.</summary>
@@ -717,7 +942,15 @@ internal sealed class VersionedIndex : ICommitState
                 yield break;
             }
 
-            if (fromAdded is null
+            if (fromReplayed is not null && fromAdded is not null
+                && string.Equals(fromReplayed, fromAdded, StringComparison.Ordinal))
+            {
+                // An id in both: written again after an eviction while a reader still holds the replayed ids.
+                r++;
+                node = descending ? node!.Previous : node!.Next;
+                yield return fromReplayed;
+            }
+            else if (fromAdded is null
                 || (fromReplayed is not null && (string.CompareOrdinal(fromReplayed, fromAdded) < 0) != descending))
             {
                 r++;
@@ -796,15 +1029,31 @@ internal sealed class VersionedIndex : ICommitState
     /// </summary>
     private sealed class SortedKeys
     {
+        private TreeLayer? _tree;
+        private ReplayedDocuments? _replayed;
+
         public ConcurrentDictionary<string, DocumentVersion> Heads { get; } = new(StringComparer.Ordinal);
 
-        /// <summary>The collection's tree in the checkpoint the open mounted (never changed after the open).</summary>
-        public PageReference? Checkpointed { get; init; }
+        /// <summary>The collection's tree in the newest checkpoint the index moved to, or null (acquire).</summary>
+        public TreeLayer? Tree => Volatile.Read(ref _tree);
 
-        public ReplayedDocuments? Replayed { get; set; }
+        /// <summary>The replayed documents until a checkpoint covers them (acquire; set to null with a release, after
+        /// the layer that covers them is published).</summary>
+        public ReplayedDocuments? Replayed
+        {
+            get => Volatile.Read(ref _replayed);
+            set => Volatile.Write(ref _replayed, value);
+        }
 
         public AddedIds Added { get; } = new();
+
+        /// <summary>Publishes a newer tree layer (release): the open, then the checkpoint's thread.</summary>
+        public void PublishTree(TreeLayer layer) => Volatile.Write(ref _tree, layer);
     }
+
+    /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
+    /// current.</summary>
+    private sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
 
     /// <summary>The state of a bulk load: a builder per collection.</summary>
     private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)
@@ -830,7 +1079,7 @@ internal sealed class VersionedIndex : ICommitState
                         ? Math.Min(puts, MaxInitialCapacity) : 0;
                     SortedKeys keys = index._collections.GetOrAdd(name, static _ => new SortedKeys());
                     Collections[name] = _last = new ReplayedDocuments.Builder(capacity,
-                        keepTombstones: keys.Checkpointed is not null);
+                        keepTombstones: keys.Tree?.Root is not null);
                 }
 
                 _lastName = name;

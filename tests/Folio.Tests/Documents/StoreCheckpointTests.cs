@@ -170,6 +170,86 @@ public sealed class StoreCheckpointTests
     }
 
     [Fact]
+    public async Task A_checkpoint_moves_what_it_covers_out_of_memory_unless_an_open_session_still_needs_it()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 400; i++)
+            {
+                await store.PutAsync(i % 2 == 0 ? "Doc" : "Other", Id(i), Json(i, "v1"));
+            }
+
+            for (int i = 0; i < 400; i += 10)
+            {
+                await store.DeleteAsync(i % 2 == 0 ? "Doc" : "Other", Id(i));
+            }
+
+            Assert.Equal(400, store.Index.HeadCount);
+            await store.CheckpointAsync();
+            Assert.Equal(0, store.Index.HeadCount); // deletes included: the tree no longer has them
+            await AssertDocsAsync(store, "v1", "v1");
+
+            // A session whose snapshot predates the overwrites keeps them in memory across checkpoints.
+            DocumentSession before = store.OpenSession();
+            Assert.Equal(160, await before.CountAsync<Doc>());
+            for (int i = 4; i < 400; i += 4)
+            {
+                if (i % 10 != 0)
+                {
+                    await store.PutAsync("Doc", Id(i), Json(i, "v2"));
+                }
+            }
+
+            await store.CheckpointAsync();
+            Assert.Equal(80, store.Index.HeadCount);
+            await store.CheckpointAsync(); // nothing new to write: the held keys stay while the session is open
+            Assert.Equal(80, store.Index.HeadCount);
+            List<Doc> old = await ToListAsync(before.QueryByPrefixAsync<Doc>("ids/"));
+            Assert.Equal(160, old.Count);
+            Assert.All(old, d => Assert.Equal("v1", d.Tag));
+            Assert.Equal("v1", (await before.LoadAsync<Doc>(Id(4)))!.Tag);
+            before.Dispose();
+
+            await store.CheckpointAsync(); // no commit since: evicts what the session held back
+            Assert.Equal(0, store.Index.HeadCount);
+            await AssertDocsAsync(store, "v1", "v2");
+
+            // Documents read back from the tree and written again start a chain again, and leave after the next one.
+            await store.PutAsync("Doc", Id(2), Json(2, "v3"));
+            Assert.Equal(1, store.Index.HeadCount);
+            await store.CheckpointAsync();
+            Assert.Equal(0, store.Index.HeadCount);
+            Assert.Contains("v3", Encoding.UTF8.GetString(store.Get("Doc", Id(2))!.Value.Json.Span),
+                StringComparison.Ordinal);
+        }
+
+        await using var reopened = DocumentStore.Open(dir.Path, options);
+        Assert.Equal(0, reopened.Index.HeadCount);
+        Assert.Equal(360, reopened.Index.LiveDocuments());
+
+        static async Task AssertDocsAsync(DocumentStore store, string tag, string overwrittenTag)
+        {
+            await using DocumentSession session = store.OpenSession();
+            List<Doc> docs = await ToListAsync(session.QueryByPrefixAsync<Doc>("ids/"));
+            Assert.Equal(Enumerable.Range(0, 400).Where(i => i % 2 == 0 && i % 10 != 0), docs.Select(d => d.N));
+            foreach (Doc doc in docs)
+            {
+                Assert.Equal(doc.N % 4 == 0 ? overwrittenTag : tag, doc.Tag);
+                Doc loaded = (await session.LoadAsync<Doc>(Id(doc.N)))!;
+                Assert.Equal(doc.Tag, loaded.Tag);
+                Assert.Equal(session.GetVersion(loaded), store.Get("Doc", Id(doc.N))!.Value.Version);
+            }
+
+            Assert.Null(store.Get("Doc", Id(10)));
+            Assert.Null(await session.LoadAsync<Doc>(Id(20)));
+            Assert.Equal(160, await session.CountAsync<Doc>());
+        }
+    }
+
+    [Fact]
     public async Task Background_checkpoints_purge_the_journal_and_the_next_open_replays_only_what_follows()
     {
         using var dir = new TempDirectory();
@@ -200,6 +280,140 @@ public sealed class StoreCheckpointTests
         StoredDocument? last = reopened.Get("Doc", Id(19_999 % 500));
         Assert.NotNull(last);
         Assert.Contains("19999", Encoding.UTF8.GetString(last.Value.Json.Span), StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Commits_wait_while_checkpoints_fall_behind_and_resume_when_one_finishes_losing_nothing()
+    {
+        using var dir = new TempDirectory();
+        using var gate = new ManualResetEventSlim(false);
+        var files = new FaultInjectingFileSystem
+        {
+            Matches = static path => path.EndsWith(DocumentStore.DataFileName, StringComparison.Ordinal),
+            SyncGate = gate, // every checkpoint's fsync waits here: checkpoints cannot finish
+        };
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.FileSystem = files;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 64 * 1024;
+        options.CheckpointBackpressureThreshold = 256 * 1024;
+        var acknowledged = new System.Collections.Concurrent.ConcurrentDictionary<string, string>();
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            using var stop = new CancellationTokenSource();
+            using var release = new Releaser(gate, stop); // on a failed assertion too, so the close can finish
+            Task writer = Task.Run(async () =>
+            {
+                for (int i = 0; !stop.IsCancellationRequested; i++)
+                {
+                    byte[] json = Json(i, new string('x', 500));
+                    await store.PutAsync("Doc", Id(i % 2000), json);
+                    acknowledged[Id(i % 2000)] = Encoding.UTF8.GetString(json);
+                    if (i % 64 == 0)
+                    {
+                        // A put that needs no hand-off completes on this thread; yield now and then so that the
+                        // test's own timers run should the backpressure fail to stop this loop.
+                        await Task.Yield();
+                    }
+                }
+            });
+
+            DateTime until = DateTime.UtcNow.AddSeconds(30);
+            while (!store.IsCheckpointBehind && DateTime.UtcNow < until && !writer.IsCompleted)
+            {
+                await Task.Delay(10);
+            }
+
+            Assert.True(store.IsCheckpointBehind, "the journal after the held checkpoint passed the limit");
+            await Task.Delay(300); // commits in flight when the flag rose finish
+            long held = store.LastCommittedSequence;
+            await Task.Delay(500);
+            Assert.Equal(held, store.LastCommittedSequence); // nobody commits past the limit
+            Assert.False(store.IsFaulted);
+
+            // A commit waiting for the checkpoint can be cancelled, and the store stays usable.
+            using (var cancel = new CancellationTokenSource(50))
+            {
+                await Assert.ThrowsAnyAsync<OperationCanceledException>(async () =>
+                    await store.PutAsync("Doc", "cancelled", Json(0, "c"), cancellationToken: cancel.Token));
+            }
+
+            gate.Set(); // the checkpoint finishes: the journal behind it drops and the writers resume
+            until = DateTime.UtcNow.AddSeconds(30);
+            while (store.LastCommittedSequence < held + 200 && DateTime.UtcNow < until)
+            {
+                await Task.Delay(10);
+            }
+
+            Assert.True(store.LastCommittedSequence >= held + 200, "commits resumed after the checkpoint");
+            await stop.CancelAsync();
+            await writer;
+            Assert.Null(store.Get("Doc", "cancelled"));
+        }
+
+        await using var reopened = DocumentStore.Open(dir.Path, Options());
+        foreach ((string id, string json) in acknowledged)
+        {
+            Assert.Equal(json, Encoding.UTF8.GetString(reopened.Get("Doc", id)!.Value.Json.Span));
+        }
+    }
+
+    /// <summary>Opens the held checkpoint's gate and stops the writer when disposed.</summary>
+    private sealed class Releaser(ManualResetEventSlim gate, CancellationTokenSource stop) : IDisposable
+    {
+        public void Dispose()
+        {
+            gate.Set();
+            stop.Cancel();
+        }
+    }
+
+    [Fact]
+    public async Task A_failing_checkpoint_does_not_hold_commits_back()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem
+        {
+            Matches = static path => path.EndsWith(DocumentStore.DataFileName, StringComparison.Ordinal),
+        };
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.FileSystem = files;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 64 * 1024;
+        options.CheckpointBackpressureThreshold = 128 * 1024;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        using var done = new CancellationTokenSource();
+        var failer = new Thread(() =>
+        {
+            while (!done.IsCancellationRequested)
+            {
+                files.Arm(FileFault.DiskFull); // every checkpoint of the run fails
+                Thread.Sleep(2);
+            }
+        });
+        failer.Start();
+        Task writes = Task.Run(async () =>
+        {
+            for (int i = 0; i < 3000; i++)
+            {
+                await store.PutAsync("Doc", Id(i % 1000), Json(i, new string('y', 200)));
+            }
+        });
+
+        try
+        {
+            await writes.WaitAsync(TimeSpan.FromSeconds(60)); // throws TimeoutException if the writers were held
+        }
+        finally
+        {
+            await done.CancelAsync();
+            failer.Join();
+        }
+
+        Assert.True(store.Pages.Current.Generation == 0, "no checkpoint succeeded");
+        Assert.False(store.IsFaulted);
+        Assert.Contains("2999", Encoding.UTF8.GetString(store.Get("Doc", Id(999))!.Value.Json.Span),
+            StringComparison.Ordinal);
     }
 
     [Theory]
