@@ -267,9 +267,15 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     private async ValueTask<long> CommitSequenceWhenCaughtUpAsync(CommitBatch batch,
         CancellationToken cancellationToken)
     {
+        await WaitForCheckpointsAsync(cancellationToken).ConfigureAwait(false);
+        return await _merger.CommitSequenceAsync(batch, cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>Waits until checkpoints keep up with the writers again; the store may have closed meanwhile.</summary>
+    private async ValueTask WaitForCheckpointsAsync(CancellationToken cancellationToken)
+    {
         await _checkpointer.WaitUntilCaughtUpAsync(cancellationToken).ConfigureAwait(false);
         ThrowIfDisposed();
-        return await _merger.CommitSequenceAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 
     /// <summary>Commits <paramref name="batch"/> (validated) once checkpoints keep up with the writers; the sessions'
@@ -279,8 +285,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         _checkpointer.NoteCommit();
         if (_checkpointer.IsBehind)
         {
-            await _checkpointer.WaitUntilCaughtUpAsync(cancellationToken).ConfigureAwait(false);
-            ThrowIfDisposed();
+            await WaitForCheckpointsAsync(cancellationToken).ConfigureAwait(false);
         }
 
         return await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);

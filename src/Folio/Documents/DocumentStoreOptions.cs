@@ -82,7 +82,7 @@ public sealed class DocumentStoreOptions
     /// brings the journal after it below this size, or a checkpoint fails (the journal still holds everything, so
     /// writers are not stopped by a data file that cannot be written). Default 0: four times
     /// <see cref="CheckpointThreshold"/> (256 MiB); otherwise at least <see cref="CheckpointThreshold"/>. Measured in
-    /// whole journal segments, checked every 100 ms.
+    /// whole journal segments, checked every 32 commits and after every checkpoint.
     /// </summary>
     public long CheckpointBackpressureThreshold { get; set; }
 

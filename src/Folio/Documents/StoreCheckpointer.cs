@@ -43,7 +43,6 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private readonly ILogger _logger;
     private readonly SemaphoreSlim _gate = new(1, 1);
     private readonly CancellationTokenSource _stop = new();
-    private readonly Thread _thread;
     private readonly TaskCompletionSource _loopExited = NewSignal();
     private int _commitsSinceCheck;
     private readonly CheckpointMetrics _metrics;
@@ -75,8 +74,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _metrics = new CheckpointMetrics(options.MeterFactory,
             () => _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence),
             () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate);
-        _thread = new Thread(RunLoop) { IsBackground = true, Name = "Folio checkpoints" };
-        _thread.Start();
+        new Thread(RunLoop) { IsBackground = true, Name = "Folio checkpoints" }.Start();
     }
 
     /// <summary>The sequence the newest checkpoint covers.</summary>
@@ -258,23 +256,21 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
     private void UpdateBackpressureLocked(bool failed)
     {
+        long bytes = _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence);
+        if (bytes >= _backpressureThreshold && !failed && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
         {
-            long bytes = _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence);
-            if (bytes >= _backpressureThreshold && !failed && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
+            if (_behind == 0)
             {
-                if (_behind == 0)
-                {
-                    _behindSince = Environment.TickCount64;
-                    Volatile.Write(ref _behind, 1);
-                    _metrics.BackpressureStarted();
-                    StoreLog.BackpressureStarted(_logger, bytes, _backpressureThreshold);
-                }
+                _behindSince = Environment.TickCount64;
+                Volatile.Write(ref _behind, 1);
+                _metrics.BackpressureStarted();
+                StoreLog.BackpressureStarted(_logger, bytes, _backpressureThreshold);
             }
-            else if (_behind != 0)
-            {
-                ReleaseWaiters();
-                StoreLog.BackpressureEnded(_logger, bytes, Environment.TickCount64 - _behindSince);
-            }
+        }
+        else if (_behind != 0)
+        {
+            ReleaseWaiters();
+            StoreLog.BackpressureEnded(_logger, bytes, Environment.TickCount64 - _behindSince);
         }
     }
 
@@ -351,7 +347,6 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 statistics.Pages);
             Interlocked.Exchange(ref _lastSequence, sequence);
         }
-
         else
         {
             _index.EvictCheckpointed(); // keys a snapshot held back at the last checkpoint

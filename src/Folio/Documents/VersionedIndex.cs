@@ -86,7 +86,7 @@ internal sealed class VersionedIndex : ICommitState
     // (AttachCheckpoint, AdvanceCheckpoint, ReleaseCheckpoint: the open, then the checkpoint's thread). _evictLater:
     // keys a checkpoint covered whose eviction an open snapshot held back (the checkpoint's thread only).
     private PageCheckpoint? _layer;
-    private List<DocumentKey> _evictLater = [];
+    private HashSet<DocumentKey> _evictLater = [];
 
     // The keys written since the last checkpoint took them (CollectChanges): the committer appends each batch's keys
     // under the lock once the batch's versions are in the heads, the checkpoint swaps the list out under it (and sets
@@ -479,7 +479,7 @@ internal sealed class VersionedIndex : ICommitState
             PageStore.Unpin(previous);
         }
 
-        _evictLater.AddRange(changes.Keys);
+        _evictLater.UnionWith(changes.Keys);
         EvictCheckpointed();
     }
 
@@ -498,14 +498,13 @@ internal sealed class VersionedIndex : ICommitState
             return 0;
         }
 
-        List<DocumentKey> waiting = _evictLater;
+        HashSet<DocumentKey> waiting = _evictLater;
         _evictLater = [];
         long oldest = _snapshots.OldestOpen(VisibleSequence);
         int evicted = 0;
-        var seen = new HashSet<DocumentKey>();
         foreach (DocumentKey key in waiting)
         {
-            if (!seen.Add(key) || !_collections.TryGetValue(key.Collection, out SortedKeys? keys)
+            if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
                 || !keys.Heads.TryGetValue(key.Id, out DocumentVersion? head) || head.Sequence > layer.Sequence)
             {
                 continue; // gone already, or written after the checkpoint (logged again for the next one)
