@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
+using System.Runtime.ExceptionServices;
 using System.Text.Json;
 using Folio.Documents;
 using Folio.Journal;
@@ -92,14 +93,39 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         options.Validate();
         path = System.IO.Path.GetFullPath(path);
         ILogger logger = options.LoggerFactory?.CreateLogger<DocumentStore>() ?? NullLogger<DocumentStore>.Instance;
-        WriteAheadJournal journal = OpenJournal(path, options);
+        long started = Stopwatch.GetTimestamp();
         PageStore? pages = null;
+        ExceptionDispatchInfo? pagesFailed = null;
+        WriteAheadJournal journal;
         try
         {
-            long started = Stopwatch.GetTimestamp();
-            // The journal holds the folder's lock, so the data file is opened by this store alone.
-            pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger);
-            PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
+            // Called once the journal holds the folder's lock, so the data file is opened by this store alone; the
+            // journal then leaves the records the checkpoint holds unchecked. A data file that cannot be opened fails
+            // the open as itself, after the journal's own checks.
+            journal = OpenJournal(path, options, () =>
+            {
+                try
+                {
+                    pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger);
+                    return pages.Current.Sequence;
+                }
+                catch (Exception e)
+                {
+                    pagesFailed = ExceptionDispatchInfo.Capture(e);
+                    return 0;
+                }
+            });
+        }
+        catch
+        {
+            pages?.Dispose();
+            throw;
+        }
+
+        try
+        {
+            pagesFailed?.Throw();
+            PageCheckpoint mounted = pages!.Pin(); // the index owns the pin from here
             var index = new VersionedIndex(options.MaxSnapshotAge);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
@@ -117,7 +143,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
     }
 
     /// <summary>Opens the journal in the store's folder, turning failures into messages about the store.</summary>
-    private static WriteAheadJournal OpenJournal(string path, DocumentStoreOptions options)
+    private static WriteAheadJournal OpenJournal(string path, DocumentStoreOptions options,
+        Func<long> checkpointSequence)
     {
         if (File.Exists(path))
         {
@@ -127,7 +154,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         string journalPath = System.IO.Path.Combine(path, "journal");
         try
         {
-            return WriteAheadJournal.Open(journalPath, options.ToJournalOptions());
+            return WriteAheadJournal.Open(journalPath, options.ToJournalOptions(), checkpointSequence);
         }
         catch (StoreLockedException e)
         {

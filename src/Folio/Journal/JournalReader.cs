@@ -297,7 +297,7 @@ public sealed class JournalReader : IDisposable
                 $"the record starts at sequence {header.FirstSequence}, {expectedFirstSequence} was expected");
         }
 
-        if (!segment.Index.IsVerified(offset + header.Length))
+        if (!segment.Index.IsVerified(offset, offset + header.Length))
         {
             if (!JournalFormat.ChecksumMatches(available[..header.Length]))
             {

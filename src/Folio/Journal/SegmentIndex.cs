@@ -24,8 +24,16 @@ namespace Folio.Journal;
 /// </para>
 /// <para>
 /// The index also keeps the verified prefix of the segment: the offset below which every record passed its
-/// checksum in this process (recovery verifies all it scans; the extender verifies what it indexes; readers
+/// checksum in this process (recovery verifies what it checks; the extender verifies what it indexes; readers
 /// verify what they read past it). It only grows, by CAS, so each record is checksummed about once per process.
+/// </para>
+/// <para>
+/// Unchecked records. Recovery walks the records a checkpoint already holds without checksumming them
+/// (<see cref="MarkRecovered"/>): they lie below <see cref="_verifiedFrom"/>, which is written before the segment is
+/// published (the segment list's release store) and never changes. The extender does not checksum them either, so
+/// opening a store costs no pass over its history; a reader checks each one it reads. Their verified prefix is kept
+/// apart (<see cref="_uncheckedVerifiedUpTo"/>, from the segment's first record, grown by CAS like the other), so a
+/// reader that reads them in order from the start checks each once per process.
 /// </para>
 /// </summary>
 internal sealed class SegmentIndex
@@ -45,6 +53,8 @@ internal sealed class SegmentIndex
     private long _lastIndexedOffset = -Stride;
     private long _lastIndexedEnd = -1;
     private long _verifiedUpTo = JournalFormat.SegmentHeaderSize;
+    private long _verifiedFrom = JournalFormat.SegmentHeaderSize;
+    private long _uncheckedVerifiedUpTo = JournalFormat.SegmentHeaderSize;
 
     public SegmentIndex(JournalSegment segment)
     {
@@ -93,19 +103,32 @@ internal sealed class SegmentIndex
     }
 
     /// <summary>
-    /// Whether the record ending at <paramref name="recordEnd"/> had its checksum verified in this process already
-    /// (by recovery or by an earlier reader). Records are immutable once committed, so each is checked once per open.
+    /// Whether the record <c>[start, end)</c> had its checksum verified in this process already (by recovery or by an
+    /// earlier reader). Records are immutable once committed, so each is checked about once per open.
     /// </summary>
-    public bool IsVerified(long recordEnd) => recordEnd <= Volatile.Read(ref _verifiedUpTo);
+    public bool IsVerified(long start, long end) => start >= _verifiedFrom
+        ? end <= Volatile.Read(ref _verifiedUpTo)
+        : end <= Volatile.Read(ref _uncheckedVerifiedUpTo);
 
-    /// <summary>Records that the record <c>[start, end)</c> passed its checksum; advances the verified prefix when
-    /// contiguous.</summary>
+    /// <summary>
+    /// Set by recovery before the segment is published: the records below <paramref name="verifiedFrom"/> were walked
+    /// without checksums (a checkpoint holds their entries), those in <c>[verifiedFrom, verifiedUpTo)</c> passed them.
+    /// </summary>
+    public void MarkRecovered(long verifiedFrom, long verifiedUpTo)
+    {
+        _verifiedFrom = verifiedFrom;
+        Volatile.Write(ref _verifiedUpTo, verifiedUpTo);
+    }
+
+    /// <summary>Records that the record <c>[start, end)</c> passed its checksum; advances the verified prefix of its
+    /// part of the segment when contiguous.</summary>
     public void MarkVerified(long start, long end)
     {
-        long current = Volatile.Read(ref _verifiedUpTo);
+        ref long upTo = ref start >= _verifiedFrom ? ref _verifiedUpTo : ref _uncheckedVerifiedUpTo;
+        long current = Volatile.Read(ref upTo);
         while (start <= current && end > current)
         {
-            long seen = Interlocked.CompareExchange(ref _verifiedUpTo, end, current);
+            long seen = Interlocked.CompareExchange(ref upTo, end, current);
             if (seen == current)
             {
                 return;
@@ -227,9 +250,11 @@ internal sealed class SegmentIndex
                 }
 
                 // Verify checksums while scanning sequentially, so random lookups later find their records verified.
-                // A damaged record stays unverified: the reader that reaches it reports it, exactly there.
+                // A damaged record stays unverified: the reader that reaches it reports it, exactly there. Records
+                // recovery left unchecked stay so: the readers that need them check them.
                 long end = offset + header.Length;
-                if (!IsVerified(end) && JournalFormat.ChecksumMatches(bytes.Slice((int)offset, header.Length)))
+                if (offset >= _verifiedFrom && !IsVerified(offset, end)
+                    && JournalFormat.ChecksumMatches(bytes.Slice((int)offset, header.Length)))
                 {
                     MarkVerified(offset, end);
                 }

@@ -12,8 +12,15 @@ public sealed partial class WriteAheadJournal
     /// torn tail (zeroed and logged) unless something on disk proves them durable: a later valid record whose synced
     /// length reaches past the damage, or the durable mark (<see cref="JournalDurableMark"/>). Then the damage is
     /// corruption. The journal must also reach the mark's sequence and hold the segment it names.
+    /// <para>
+    /// Records whose entries all lie at or below <paramref name="coveredThrough"/> (a checkpoint holds them, so an open
+    /// replays none of them) are walked, not checksummed: their headers must still chain (shape, sequence, time),
+    /// and their checksums are checked by the readers that read them. They were durable before the checkpoint was
+    /// written, so damage where one is expected is corruption, never a torn tail. This keeps an open's cost to the
+    /// journal after the checkpoint, however much history the journal still holds for the change feed.
+    /// </para>
     /// </summary>
-    private void Recover()
+    private void Recover(long coveredThrough)
     {
         long started = Stopwatch.GetTimestamp();
         foreach (string leftover in _fileSystem.GetFiles(Directory, JournalFormat.TemporarySearchPattern))
@@ -108,9 +115,9 @@ public sealed partial class WriteAheadJournal
                     DeleteSegmentFile, OpenSyncHandle);
                 long markedLength = marked && mark.SegmentFirstSequence == found[i].First ? mark.SyncedLength : 0;
                 ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, markedLength,
-                    ref lastTimestamp);
+                    coveredThrough, ref lastTimestamp);
                 segments[i].WrittenLength = scan.DataLength;
-                segments[i].Index.MarkVerified(JournalFormat.SegmentHeaderSize, scan.DataLength);
+                segments[i].Index.MarkRecovered(scan.VerifiedFrom, scan.DataLength);
                 segments[i].PublishCommittedLength(scan.DataLength);
                 segments[i].LastSequence = scan.NextSequence - 1;
                 segments[i].LastTimestamp = scan.LastTimestamp;
@@ -198,7 +205,7 @@ public sealed partial class WriteAheadJournal
     }
 
     private readonly record struct ScanResult(long DataLength, long NextSequence, long Records, long FirstTimestamp,
-        long LastTimestamp, long TruncatedBytes);
+        long LastTimestamp, long TruncatedBytes, long VerifiedFrom);
 
     /// <summary>
     /// An empty newest segment created with another segment size (the journal was reopened with a new
@@ -245,7 +252,8 @@ public sealed partial class WriteAheadJournal
         }
     }
 
-    private ScanResult ScanSegment(JournalSegment segment, bool isNewest, long markedLength, ref long lastTimestamp)
+    private ScanResult ScanSegment(JournalSegment segment, bool isNewest, long markedLength, long coveredThrough,
+        ref long lastTimestamp)
     {
         ReadOnlySpan<byte> bytes = segment.Span(0, segment.Capacity);
         string? headerError = JournalFormat.ValidateSegmentHeader(bytes, segment.FirstSequence);
@@ -259,14 +267,23 @@ public sealed partial class WriteAheadJournal
         long records = 0;
         long firstTimestamp = long.MaxValue;
         long segmentLastTimestamp = long.MinValue;
+        long verifiedFrom = -1;
         while (JournalFormat.TryReadRecordHeader(bytes[(int)offset..], out JournalFormat.RecordHeader header)
             && header.FirstSequence == sequence
             && header.TimestampTicks >= lastTimestamp)
         {
-            ReadOnlySpan<byte> record = bytes.Slice((int)offset, header.Length);
-            if (!JournalFormat.ChecksumMatches(record) || !JournalFormat.EntriesFillPayload(record, header))
+            if (sequence + header.EntryCount - 1 > coveredThrough)
             {
-                break;
+                ReadOnlySpan<byte> record = bytes.Slice((int)offset, header.Length);
+                if (!JournalFormat.ChecksumMatches(record) || !JournalFormat.EntriesFillPayload(record, header))
+                {
+                    break;
+                }
+
+                if (verifiedFrom < 0)
+                {
+                    verifiedFrom = offset;
+                }
             }
 
             if (records == 0)
@@ -291,6 +308,13 @@ public sealed partial class WriteAheadJournal
                     "a sealed segment holds a damaged record or bytes after its last record");
             }
 
+            if (sequence <= coveredThrough)
+            {
+                ThrowHelper.ThrowJournalCorrupted(segment.Path, offset,
+                    $"the record of sequence {sequence} is damaged, but it was durable: the data file's checkpoint " +
+                    $"covers it (up to {coveredThrough})");
+            }
+
             if (offset < markedLength)
             {
                 ThrowHelper.ThrowJournalCorrupted(segment.Path, offset,
@@ -310,7 +334,8 @@ public sealed partial class WriteAheadJournal
             JournalLog.TornTailTruncated(_logger, segment.Path, offset, truncatedBytes);
         }
 
-        return new ScanResult(offset, sequence, records, firstTimestamp, segmentLastTimestamp, truncatedBytes);
+        return new ScanResult(offset, sequence, records, firstTimestamp, segmentLastTimestamp, truncatedBytes,
+            verifiedFrom < 0 ? offset : verifiedFrom);
     }
 
     /// <summary>

@@ -103,6 +103,15 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// <exception cref="StoreLockedException">The folder is already open, in this or another process.</exception>
     /// <exception cref="JournalCorruptedException">The journal holds damage a torn tail cannot explain.</exception>
     public static WriteAheadJournal Open(string directory, JournalOptions? options = null)
+        => Open(directory, options, coveredThrough: null);
+
+    /// <summary>
+    /// Opens the journal of a store whose data file holds its entries up to a checkpoint: once the folder is locked,
+    /// <paramref name="coveredThrough"/> returns that checkpoint's sequence, and recovery walks the records whose
+    /// entries all lie at or below it without checksumming them (readers check them when they read them). Null: every
+    /// record is checked.
+    /// </summary>
+    internal static WriteAheadJournal Open(string directory, JournalOptions? options, Func<long>? coveredThrough)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(directory);
         options ??= new JournalOptions();
@@ -123,7 +132,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         var journal = new WriteAheadJournal(directory, options, directoryLock);
         try
         {
-            journal.Recover();
+            journal.Recover(coveredThrough?.Invoke() ?? 0);
             return journal;
         }
         catch

@@ -26,24 +26,8 @@ public sealed class StoreRecoveryTests
         DurabilityMode mode, int groupsInFlight)
     {
         using var dir = new TempDirectory();
-        var options = new DocumentStoreOptions
-        {
-            SegmentSize = 64 * 1024,
-            MaxDocumentSize = 8 * 1024,
-            MaxGroupBytes = 16 * 1024,
-            Durability = mode,
-            MaxGroupsInFlight = groupsInFlight,
-        };
-        await using (var store = DocumentStore.Open(dir.Path, options))
-        {
-            await Task.WhenAll(Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
-            {
-                for (int i = 0; i < 400; i++)
-                {
-                    await store.PutAsync("C", $"{w}-{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
-                }
-            })));
-        }
+        DocumentStoreOptions options = DamageOptions(mode, groupsInFlight);
+        await WriteFourWritersAsync(dir.Path, options);
 
         string journal = Path.Combine(dir.Path, "journal");
         string newest = Directory.GetFiles(journal, "*.journal").Max()!;
@@ -51,15 +35,13 @@ public sealed class StoreRecoveryTests
         List<long> records = RecordOffsets(original);
         Assert.True(records.Count >= 3, $"{records.Count} records in the newest segment");
 
-        // Every record, the last one included: the clean close marked them all durable.
+        // Without the data file, every record is one the open replays. Every record, the last one included: the
+        // clean close marked them all durable.
+        File.Delete(Path.Combine(dir.Path, DocumentStore.DataFileName));
         var random = new Random(14);
         foreach (long record in records)
         {
-            byte[] damaged = (byte[])original.Clone();
-            int length = (int)BinaryPrimitives.ReadUInt32LittleEndian(damaged.AsSpan((int)record + 8));
-            damaged[record + JournalFormat.RecordHeaderSize + random.Next(length - JournalFormat.RecordHeaderSize)] ^= (
-                byte)(1 << random.Next(8));
-            File.WriteAllBytes(newest, damaged);
+            File.WriteAllBytes(newest, FlipPayloadBit(original, record, random));
             var error = Assert.Throws<JournalCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
             Assert.Equal(newest, error.FilePath);
             Assert.Equal(record, error.Offset);
@@ -70,6 +52,77 @@ public sealed class StoreRecoveryTests
         {
             Assert.Equal(1600, store.LastCommittedSequence);
         }
+    }
+
+    [Theory]
+    [MemberData(nameof(Modes))]
+    public async Task Damage_in_a_record_the_checkpoint_holds_leaves_the_store_whole_and_fails_the_change_feed_there(
+        DurabilityMode mode, int groupsInFlight)
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = DamageOptions(mode, groupsInFlight);
+        await WriteFourWritersAsync(dir.Path, options); // the close's checkpoint holds all 1,600 entries
+
+        string newest = Directory.GetFiles(Path.Combine(dir.Path, "journal"), "*.journal").Max()!;
+        byte[] original = File.ReadAllBytes(newest);
+        List<long> records = RecordOffsets(original);
+        Assert.True(records.Count >= 3, $"{records.Count} records in the newest segment");
+        var random = new Random(15);
+        foreach (long record in records)
+        {
+            File.WriteAllBytes(newest, FlipPayloadBit(original, record, random));
+            await using var store = DocumentStore.Open(dir.Path, options); // the open replays none of them
+            Assert.Equal(1600, store.LastCommittedSequence);
+            for (int w = 0; w < 4; w++)
+            {
+                Assert.Equal("{\"n\":399}", Encoding.UTF8.GetString(store.Get("C", $"{w}-399")!.Value.Json.Span));
+            }
+
+            // A reader of the history checks what the open did not, and names the damaged record.
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+            var error = await Assert.ThrowsAsync<JournalCorruptedException>(async () =>
+            {
+                await foreach (DocumentChange change in store.Changes.ReadAsync(1, timeout.Token))
+                {
+                    if (change.Sequence == 1600)
+                    {
+                        break;
+                    }
+                }
+            });
+            Assert.Equal(newest, error.FilePath);
+            Assert.Equal(record, error.Offset);
+        }
+    }
+
+    private static DocumentStoreOptions DamageOptions(DurabilityMode mode, int groupsInFlight) => new()
+    {
+        SegmentSize = 64 * 1024,
+        MaxDocumentSize = 8 * 1024,
+        MaxGroupBytes = 16 * 1024,
+        Durability = mode,
+        MaxGroupsInFlight = groupsInFlight,
+    };
+
+    private static async Task WriteFourWritersAsync(string path, DocumentStoreOptions options)
+    {
+        await using var store = DocumentStore.Open(path, options);
+        await Task.WhenAll(Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        {
+            for (int i = 0; i < 400; i++)
+            {
+                await store.PutAsync("C", $"{w}-{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
+            }
+        })));
+    }
+
+    private static byte[] FlipPayloadBit(byte[] segment, long record, Random random)
+    {
+        byte[] damaged = (byte[])segment.Clone();
+        int length = (int)BinaryPrimitives.ReadUInt32LittleEndian(damaged.AsSpan((int)record + 8));
+        damaged[record + JournalFormat.RecordHeaderSize + random.Next(length - JournalFormat.RecordHeaderSize)] ^=
+            (byte)(1 << random.Next(8));
+        return damaged;
     }
 
     [Fact]

@@ -246,6 +246,71 @@ public sealed class JournalRecoveryTests
     }
 
     [Fact]
+    public void Records_a_checkpoint_holds_are_walked_at_recovery_and_checked_by_each_reader_that_reads_them()
+    {
+        using var dir = new TempDirectory();
+        WriteRecords(dir.Path, records: 10, out long entries, out _);
+        string segment = NewestSegment(dir.Path);
+        byte[] original = File.ReadAllBytes(segment);
+        var starts = new List<long>();
+        long dataEnd = DataEnd(original);
+        for (long offset = JournalFormat.SegmentHeaderSize; offset < dataEnd; offset = RecordEnd(original, offset))
+        {
+            starts.Add(offset);
+        }
+
+        // The checkpoint holds the first five records' entries; the second record's payload is damaged.
+        long covered = BinaryPrimitives.ReadInt64LittleEndian(original.AsSpan((int)starts[5] + 16)) - 1;
+        byte[] damaged = (byte[])original.Clone();
+        damaged[starts[1] + JournalFormat.RecordHeaderSize + 3] ^= 0x10;
+        File.WriteAllBytes(segment, damaged);
+        var unguarded = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        Assert.Equal(starts[1], unguarded.Offset);
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize), () => covered))
+        {
+            Assert.Equal(entries, journal.LastAppendedSequence);
+            using (JournalReader after = journal.OpenReader(covered + 1))
+            {
+                long read = 0;
+                while (after.TryRead(out JournalEntry entry))
+                {
+                    Assert.True(entry.Data.SequenceEqual(
+                        JournalTestExtensions.Payload(Seed, entry.Sequence, 20 + (int)(entry.Sequence % 17))));
+                    read++;
+                }
+
+                Assert.Equal(entries - covered, read);
+            }
+
+            for (int pass = 0; pass < 2; pass++)
+            {
+                using JournalReader reader = journal.OpenReader(1);
+                var error = Assert.Throws<JournalCorruptedException>(() =>
+                {
+                    while (reader.TryRead(out _))
+                    {
+                    }
+                });
+                Assert.Equal(starts[1], error.Offset);
+            }
+
+            Assert.Equal(entries + 1, journal.Append([new byte[] { 1, 2, 3 }]));
+        }
+
+        // A record the checkpoint holds was durable: a damaged header there is corruption, never a torn tail.
+        damaged = (byte[])original.Clone();
+        damaged[starts[3] + 16] ^= 0x01;
+        File.WriteAllBytes(segment, damaged);
+        File.Delete(Path.Combine(dir.Path, JournalDurableMark.FileName)); // no durable mark to say so
+        var header = Assert.Throws<JournalCorruptedException>(()
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize), () => covered));
+        Assert.Equal(starts[3], header.Offset);
+        Assert.Contains("checkpoint covers it", header.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public void Damage_in_a_sealed_segment_is_corruption_even_at_its_tail()
     {
         using var dir = new TempDirectory();
