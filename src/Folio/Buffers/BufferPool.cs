@@ -1,0 +1,525 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Diagnostics.CodeAnalysis;
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using Folio.Diagnostics;
+
+namespace Folio.Buffers;
+
+/// <summary>Reads page <paramref name="page"/> into <paramref name="frame"/> (the whole frame is the loader's); throws
+/// when the page cannot be read or fails its checks.</summary>
+internal delegate void PageLoader(long page, Span<byte> frame);
+
+/// <summary>
+/// A bounded cache of pages in fixed-size frames of native, page-aligned memory that the garbage collector neither
+/// scans nor moves, with a page table from page number to frame. A reader pins a page (<see cref="Pin"/>), reads its
+/// bytes in place, and unpins it (<see cref="PageHandle.Dispose"/>); a page is loaded by the first pin that misses
+/// and evicted only while nobody pins it, by the CLOCK of <see cref="FrameClock"/>.
+/// <para>
+/// Protocol. Each frame has one 64-bit word (<see cref="FrameWord"/>: readers, state, generation), on a cache line
+/// of its own, changed only by compare-and-swap or by the frame's owner, and a page number
+/// (<see cref="_pages"/>). States: Free, Loading (owned by the pin that claimed it), Loaded, Evicting (owned by the
+/// clock).
+/// <list type="bullet">
+/// <item>Pin fast path (lock-free, the design of seed 002): look the page up in the table; read the word (acquire);
+/// if the frame is Loaded with readers above zero and still names the page, add a reader by compare-and-swap of the
+/// whole word. Readers above zero keep the clock off the frame, and the generation in the word makes the swap fail
+/// if the frame was evicted and reloaded after the word was read (DuckDB #15893: a frame evicted between the check
+/// and the pin), so a successful swap pins the page that was checked. The page number is read after the word: a
+/// claimer writes it before the word that publishes its generation (release), so a page number read while the
+/// generation the swap proves held is that generation's.</item>
+/// <item>Pin slow path: the same swap from zero readers (eviction's swap needs zero readers too, so exactly one of the
+/// two wins); a frame that is Loading for the page is waited for on its gate (a monitor: the loader publishes the
+/// outcome under it and pulses); a miss claims a frame from the clock (under <see cref="_clockLock"/>: a Free frame,
+/// or a Loaded one with zero readers swapped to Evicting, its table entry removed), writes the page number, publishes
+/// Loading with the next generation, enters the table (a racing pin of the same page that entered first wins: the
+/// frame goes back to Free), loads the bytes with no lock held, and publishes Loaded with one reader (release, under
+/// the gate). A failed load removes the entry and publishes Free. No lock is held while a loader runs and the clock
+/// lock never waits for a frame, so loads and evictions cannot deadlock (DuckDB #12391).</item>
+/// <item>Unpin: an atomic decrement; above zero it returns at once. The last unpin (slow path) updates the
+/// pinned-frames count, wakes pins waiting for a frame when every frame was pinned, and with
+/// <see cref="BufferPoolOptions.EvictOnLastUnpin"/> evicts the page at once.</item>
+/// </list>
+/// With <see cref="BufferPoolOptions.Scribble"/> (Debug builds), an evicted frame is filled with
+/// <see cref="ScribbleByte"/> so a span used after its unpin reads garbage (DuckDB #5263).
+/// </para>
+/// </summary>
+internal sealed unsafe class BufferPool : IDisposable
+{
+    /// <summary>What a scribbled frame holds.</summary>
+    public const byte ScribbleByte = 0xDD;
+
+    private const int WordStride = 8; // longs between two frames' words: one 64-byte cache line each
+
+    private readonly byte* _memory;
+    private readonly int _frameSize;
+    private readonly int _frameCount;
+    private readonly long[] _words;
+    private readonly long[] _pages;
+    private readonly object[] _gates;
+    private readonly ConcurrentDictionary<long, int> _table;
+    private readonly FrameClock _clock;
+    private readonly Lock _clockLock = new();
+    private readonly object _unpinned = new();
+    private readonly BufferPoolOptions _options;
+    private readonly BufferPoolMetrics _metrics;
+    private int _pinnedFrames;
+    private int _exhaustedWaiters;
+    private long _misses;
+    private long _evictions;
+    private int _disposed;
+
+    /// <summary>A pool of <paramref name="frameCount"/> frames of <paramref name="frameSize"/> bytes (a multiple of
+    /// 4 KiB).</summary>
+    public BufferPool(int frameCount, int frameSize, BufferPoolOptions? options = null)
+    {
+        if (frameCount < 1)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(frameCount), frameCount, "A pool needs at least one frame.");
+        }
+
+        if (frameSize < 4096 || frameSize % 4096 != 0)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(frameSize), frameSize,
+                "A frame is a positive multiple of 4 KiB.");
+        }
+
+        _options = options ?? new BufferPoolOptions();
+        _frameSize = frameSize;
+        _frameCount = frameCount;
+        _memory = (byte*)NativeMemory.AlignedAlloc((nuint)frameCount * (nuint)frameSize, 4096);
+        _words = new long[frameCount * WordStride];
+        _pages = new long[frameCount];
+        _gates = new object[frameCount];
+        for (int i = 0; i < frameCount; i++)
+        {
+            _pages[i] = -1;
+            _gates[i] = new object();
+        }
+
+        _table = new ConcurrentDictionary<long, int>(Environment.ProcessorCount, frameCount);
+        _clock = new FrameClock(frameCount, _options.ScanResistant);
+        _metrics = new BufferPoolMetrics(_options.MeterFactory, () => Volatile.Read(ref _pinnedFrames),
+            () => (long)_table.Count * _frameSize);
+    }
+
+    /// <summary>The bytes of one frame.</summary>
+    public int FrameSize => _frameSize;
+
+    /// <summary>The number of frames.</summary>
+    public int FrameCount => _frameCount;
+
+    /// <summary>Frames pinned now.</summary>
+    public int PinnedFrames => Volatile.Read(ref _pinnedFrames);
+
+    /// <summary>Pins that loaded their page.</summary>
+    public long Misses => Interlocked.Read(ref _misses);
+
+    /// <summary>Pages evicted to make room.</summary>
+    public long Evictions => Interlocked.Read(ref _evictions);
+
+    /// <summary>Hot frames of the clock (tests).</summary>
+    internal int HotFrames => _clock.HotCount;
+
+    /// <summary>Called by a fast-path pin between reading a frame's word and swapping it (tests only: it lets a test
+    /// evict and reload the frame at exactly that point).</summary>
+    internal Action<int>? BeforeFastPathSwap { get; set; }
+
+    /// <summary>Whether <paramref name="page"/> is loaded in a frame now (tests and diagnostics; a racy
+    /// answer).</summary>
+    public bool IsCached(long page) => _table.TryGetValue(page, out int frame)
+        && FrameWord.State(Volatile.Read(ref Word(frame))) == FrameWord.Loaded
+        && Volatile.Read(ref _pages[frame]) == page;
+
+    /// <summary>
+    /// Pins <paramref name="page"/> (a non-negative number), loading it with <paramref name="loader"/> when it is not
+    /// cached. Waits, up to <see cref="BufferPoolOptions.ExhaustedWait"/>, while every frame is pinned.
+    /// </summary>
+    /// <returns>The pin; dispose it once.</returns>
+    /// <exception cref="InvalidOperationException">Every frame stayed pinned for the whole wait.</exception>
+    /// <exception cref="ObjectDisposedException">The pool was disposed.</exception>
+    public PageHandle Pin(long page, PageLoader loader)
+    {
+        if (_options.FastPath && _table.TryGetValue(page, out int frame) && TryPinShared(frame, page))
+        {
+            _metrics.Hit();
+            return new PageHandle(this, frame);
+        }
+
+        return PinSlow(page, loader);
+    }
+
+    /// <summary>Releases one pin of <paramref name="frame"/> (<see cref="PageHandle.Dispose"/>).</summary>
+    public void Unpin(int frame)
+    {
+        if (!_options.FastPath)
+        {
+            UnpinLocked(frame);
+            return;
+        }
+
+        long after = Interlocked.Decrement(ref Word(frame));
+        int readers = FrameWord.Readers(after);
+        if (readers == 0)
+        {
+            LastUnpin(frame);
+        }
+        else if (readers == FrameWord.MaxReaders)
+        {
+            ThrowUnbalanced(frame);
+        }
+    }
+
+    /// <summary>The bytes of <paramref name="frame"/>.</summary>
+    public Span<byte> FrameBytes(int frame) => new(_memory + ((long)frame * _frameSize), _frameSize);
+
+    /// <summary>Frees the frames' memory, unless a page is still pinned: then the memory is left to the process
+    /// (a pinned span must never point into freed memory). Idempotent.</summary>
+    public void Dispose()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            return;
+        }
+
+        _metrics.Dispose();
+        if (Volatile.Read(ref _pinnedFrames) == 0)
+        {
+            NativeMemory.AlignedFree(_memory);
+        }
+    }
+
+    private ref long Word(int frame) => ref _words[frame * WordStride];
+
+    /// <summary>The fast path: a reader more for a frame that is Loaded with readers and holds
+    /// <paramref name="page"/>.</summary>
+    private bool TryPinShared(int frame, long page)
+    {
+        ref long word = ref Word(frame);
+        long seen = Volatile.Read(ref word);
+        while (FrameWord.State(seen) == FrameWord.Loaded && FrameWord.Readers(seen) is > 0 and < FrameWord.MaxReaders
+            && Volatile.Read(ref _pages[frame]) == page)
+        {
+            BeforeFastPathSwap?.Invoke(frame);
+            long found = Interlocked.CompareExchange(ref word, seen + 1, seen);
+            if (found == seen)
+            {
+                _clock.Touch(frame);
+                return true;
+            }
+
+            seen = found;
+        }
+
+        return false;
+    }
+
+    private enum CachedPin
+    {
+        Pinned,
+        Loading,
+        Moved,
+    }
+
+    /// <summary>A reader more for a frame that holds <paramref name="page"/>, from any reader count; says when the
+    /// page is still loading, or the frame moved on.</summary>
+    private CachedPin TryPinCached(int frame, long page)
+    {
+        ref long word = ref Word(frame);
+        long seen = Volatile.Read(ref word);
+        while (true)
+        {
+            if (Volatile.Read(ref _pages[frame]) != page)
+            {
+                return CachedPin.Moved;
+            }
+
+            int state = FrameWord.State(seen);
+            if (state == FrameWord.Loading)
+            {
+                return CachedPin.Loading;
+            }
+
+            if (state != FrameWord.Loaded)
+            {
+                return CachedPin.Moved;
+            }
+
+            if (FrameWord.Readers(seen) == FrameWord.MaxReaders - 1)
+            {
+                ThrowHelper.ThrowInvalidOperation($"Page {page} has {FrameWord.MaxReaders - 1} pins already.");
+            }
+
+            long found = Interlocked.CompareExchange(ref word, seen + 1, seen);
+            if (found == seen)
+            {
+                if (FrameWord.Readers(seen) == 0)
+                {
+                    Interlocked.Increment(ref _pinnedFrames);
+                }
+
+                _clock.Touch(frame);
+                return CachedPin.Pinned;
+            }
+
+            seen = found;
+        }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private PageHandle PinSlow(long page, PageLoader loader)
+    {
+        ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
+        ArgumentOutOfRangeException.ThrowIfNegative(page);
+        long deadline = 0; // set when a pin first has to wait for a frame
+        while (true)
+        {
+            if (_table.TryGetValue(page, out int frame))
+            {
+                CachedPin outcome = _options.FastPath ? TryPinCached(frame, page) : PinLocked(frame, page);
+                if (outcome == CachedPin.Pinned)
+                {
+                    _metrics.Hit();
+                    return new PageHandle(this, frame);
+                }
+
+                if (outcome == CachedPin.Loading)
+                {
+                    WaitWhileLoading(frame, page);
+                }
+
+                continue; // loaded, failed or moved on meanwhile: look again
+            }
+
+            int claimed = Claim(page, ref deadline);
+            if (!_table.TryAdd(page, claimed))
+            {
+                Volatile.Write(ref _pages[claimed], -1);
+                Publish(claimed, FrameWord.Free, readers: 0); // a racing pin of the page entered first
+                continue;
+            }
+
+            try
+            {
+                loader(page, FrameBytes(claimed));
+            }
+            catch
+            {
+                _table.TryRemove(KeyValuePair.Create(page, claimed));
+                Volatile.Write(ref _pages[claimed], -1);
+                Publish(claimed, FrameWord.Free, readers: 0);
+                throw;
+            }
+
+            _clock.Loaded(claimed);
+            Interlocked.Increment(ref _pinnedFrames);
+            Interlocked.Increment(ref _misses);
+            _metrics.Miss();
+            Publish(claimed, FrameWord.Loaded, readers: 1);
+            return new PageHandle(this, claimed);
+        }
+    }
+
+    /// <summary>The locked baseline of a pin of a cached page: the same swap, under the frame's gate.</summary>
+    private CachedPin PinLocked(int frame, long page)
+    {
+        lock (_gates[frame])
+        {
+            return TryPinCached(frame, page);
+        }
+    }
+
+    private void UnpinLocked(int frame)
+    {
+        long after;
+        lock (_gates[frame])
+        {
+            after = Interlocked.Decrement(ref Word(frame));
+        }
+
+        if (FrameWord.Readers(after) == 0)
+        {
+            LastUnpin(frame);
+        }
+    }
+
+    /// <summary>Waits on the frame's gate while it is loading <paramref name="page"/>.</summary>
+    private void WaitWhileLoading(int frame, long page)
+    {
+        object gate = _gates[frame];
+        lock (gate)
+        {
+            while (FrameWord.State(Volatile.Read(ref Word(frame))) == FrameWord.Loading
+                && Volatile.Read(ref _pages[frame]) == page)
+            {
+                Monitor.Wait(gate);
+            }
+        }
+    }
+
+    /// <summary>The owner of a Loading frame publishes its outcome (release) and wakes the pins waiting for
+    /// it.</summary>
+    private void Publish(int frame, int state, int readers)
+    {
+        object gate = _gates[frame];
+        lock (gate)
+        {
+            long generation = FrameWord.Generation(Volatile.Read(ref Word(frame)));
+            Volatile.Write(ref Word(frame), FrameWord.Make(state, generation, readers));
+            Monitor.PulseAll(gate);
+        }
+    }
+
+    /// <summary>
+    /// A frame for <paramref name="page"/>, Loading with the next generation and owned by the caller: a Free frame or
+    /// the clock's victim. Waits for an unpin while every frame is pinned, until <paramref name="deadline"/> (a
+    /// timestamp; 0: set it from <see cref="BufferPoolOptions.ExhaustedWait"/> when the first wait starts).
+    /// </summary>
+    private int Claim(long page, ref long deadline)
+    {
+        while (true)
+        {
+            lock (_clockLock)
+            {
+                // A normal search first (the hand passes each frame about twice), then one pass that takes any
+                // unpinned page: the policy must never leave a pin without a frame while one is free to take.
+                for (int pass = 0; pass < 2; pass++)
+                {
+                    bool force = pass == 1;
+                    int steps = force ? _frameCount : (2 * _frameCount) + 1;
+                    for (int step = 0; step < steps; step++)
+                    {
+                        int frame = _clock.Advance();
+                        ref long word = ref Word(frame);
+                        long seen = Volatile.Read(ref word);
+                        int state = FrameWord.State(seen);
+                        bool loaded = state == FrameWord.Loaded;
+                        if (!(state == FrameWord.Free || (loaded && FrameWord.Readers(seen) == 0
+                            && _clock.ShouldEvict(frame, force))))
+                        {
+                            continue;
+                        }
+
+                        long evicting = FrameWord.Make(FrameWord.Evicting, FrameWord.Generation(seen), 0);
+                        if (Interlocked.CompareExchange(ref word, evicting, seen) != seen)
+                        {
+                            continue; // pinned (or claimed) meanwhile
+                        }
+
+                        if (loaded)
+                        {
+                            Evicted(frame);
+                        }
+
+                        Volatile.Write(ref _pages[frame], page);
+                        Volatile.Write(ref word,
+                            FrameWord.Make(FrameWord.Loading, FrameWord.Generation(seen) + 1, 0));
+                        return frame;
+                    }
+                }
+            }
+
+            if (deadline == 0)
+            {
+                deadline = Stopwatch.GetTimestamp()
+                    + (long)(_options.ExhaustedWait.TotalSeconds * Stopwatch.Frequency);
+            }
+
+            WaitForUnpin(deadline);
+        }
+    }
+
+    /// <summary>The clock took a Loaded frame (now Evicting, owned by the clock): its page leaves the table.</summary>
+    private void Evicted(int frame)
+    {
+        _table.TryRemove(KeyValuePair.Create(Volatile.Read(ref _pages[frame]), frame));
+        _clock.Evicted(frame);
+        if (_options.Scribble)
+        {
+            FrameBytes(frame).Fill(ScribbleByte);
+        }
+
+        Interlocked.Increment(ref _evictions);
+        _metrics.Evicted();
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void WaitForUnpin(long deadline)
+    {
+        if (Stopwatch.GetTimestamp() > deadline)
+        {
+            ThrowHelper.ThrowInvalidOperation(
+                $"All {_frameCount} cache frames stayed pinned for " +
+                $"{_options.ExhaustedWait.TotalMilliseconds:F0} ms: the cache is too small for the pages read at " +
+                $"once.");
+        }
+
+        Interlocked.Increment(ref _exhaustedWaiters);
+        try
+        {
+            lock (_unpinned)
+            {
+                if (Volatile.Read(ref _pinnedFrames) >= _frameCount)
+                {
+                    Monitor.Wait(_unpinned, 10);
+                }
+            }
+        }
+        finally
+        {
+            Interlocked.Decrement(ref _exhaustedWaiters);
+        }
+    }
+
+    /// <summary>The slow path of an unpin that took the readers to zero.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void LastUnpin(int frame)
+    {
+        Interlocked.Decrement(ref _pinnedFrames);
+        if (_options.EvictOnLastUnpin)
+        {
+            EvictIfUnpinned(frame);
+        }
+
+        if (Volatile.Read(ref _exhaustedWaiters) > 0)
+        {
+            lock (_unpinned)
+            {
+                Monitor.PulseAll(_unpinned);
+            }
+        }
+    }
+
+    /// <summary>Evicts the page of <paramref name="frame"/> unless it was pinned again meanwhile.</summary>
+    private void EvictIfUnpinned(int frame)
+    {
+        lock (_clockLock)
+        {
+            ref long word = ref Word(frame);
+            long seen = Volatile.Read(ref word);
+            if (FrameWord.State(seen) != FrameWord.Loaded || FrameWord.Readers(seen) != 0)
+            {
+                return;
+            }
+
+            long evicting = FrameWord.Make(FrameWord.Evicting, FrameWord.Generation(seen), 0);
+            if (Interlocked.CompareExchange(ref word, evicting, seen) != seen)
+            {
+                return;
+            }
+
+            Evicted(frame);
+            Volatile.Write(ref _pages[frame], -1);
+            Volatile.Write(ref word, FrameWord.Make(FrameWord.Free, FrameWord.Generation(seen) + 1, 0));
+        }
+    }
+
+    [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void ThrowUnbalanced(int frame)
+    {
+        Interlocked.Increment(ref Word(frame));
+        throw new InvalidOperationException($"Frame {frame} was unpinned more often than it was pinned.");
+    }
+}

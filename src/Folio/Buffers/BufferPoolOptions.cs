@@ -1,0 +1,35 @@
+using System.Diagnostics.Metrics;
+
+namespace Folio.Buffers;
+
+/// <summary>How a <see cref="BufferPool"/> behaves beyond its size; the defaults are what a store uses.</summary>
+internal sealed class BufferPoolOptions
+{
+    /// <summary>Pins of a page that already has readers take the lock-free fast path (default true); false takes the
+    /// frame's lock for every pin and unpin (the baseline <c>PinBenchmarks</c> compares against).</summary>
+    public bool FastPath { get; init; } = true;
+
+    /// <summary>The two-queue CLOCK that keeps hot pages through long scans (default true); false is plain CLOCK
+    /// (<see cref="FrameClock"/>).</summary>
+    public bool ScanResistant { get; init; } = true;
+
+    /// <summary>
+    /// Fill a frame with <see cref="BufferPool.ScribbleByte"/> when its page leaves it, so a span used after its
+    /// unpin reads garbage that fails loudly instead of a stale page (default: on in Debug builds, off in Release).
+    /// </summary>
+    public bool Scribble { get; init; }
+#if DEBUG
+        = true;
+#endif
+
+    /// <summary>Evict (and scribble) a page as soon as its last pin goes, instead of keeping it cached (default
+    /// false; tests that hunt uses after unpin turn it on).</summary>
+    public bool EvictOnLastUnpin { get; init; }
+
+    /// <summary>How long a pin waits for a frame to free up when every frame is pinned before it throws (default
+    /// 10 seconds).</summary>
+    public TimeSpan ExhaustedWait { get; init; } = TimeSpan.FromSeconds(10);
+
+    /// <summary>Where the pool's instruments go (<c>Meter("Folio")</c>); null: a private meter.</summary>
+    public IMeterFactory? MeterFactory { get; init; }
+}

@@ -1,0 +1,46 @@
+using System.Diagnostics.Metrics;
+
+namespace Folio.Diagnostics;
+
+/// <summary>
+/// The buffer pool's instruments on <c>Meter("Folio")</c> (through <see cref="IMeterFactory"/> when the host gives
+/// one; else a private meter of the same name). Hits are recorded on the pin fast path by any thread (an instrument
+/// with no listener costs one flag check); misses and evictions on the slow path; the gauges read the pool when a
+/// collector asks.
+/// </summary>
+internal sealed class BufferPoolMetrics : IDisposable
+{
+    private readonly Meter _meter;
+    private readonly bool _ownsMeter;
+    private readonly Counter<long> _hits;
+    private readonly Counter<long> _misses;
+    private readonly Counter<long> _evictions;
+
+    public BufferPoolMetrics(IMeterFactory? meterFactory, Func<int> pinnedFrames, Func<long> cachedBytes)
+    {
+        _ownsMeter = meterFactory is null;
+        _meter = meterFactory?.Create(FolioMetrics.MeterName) ?? new Meter(FolioMetrics.MeterName);
+        _hits = _meter.CreateCounter<long>("folio.cache.hits", "{pin}", "Pins of a page already in the cache.");
+        _misses = _meter.CreateCounter<long>("folio.cache.misses", "{pin}",
+            "Pins that read their page from the data file.");
+        _evictions = _meter.CreateCounter<long>("folio.cache.evictions", "{page}",
+            "Pages that left the cache to make room for others.");
+        _meter.CreateObservableGauge("folio.cache.pinned_frames", pinnedFrames, "{frame}",
+            "Cache frames pinned by a reader now.");
+        _meter.CreateObservableGauge("folio.cache.bytes", cachedBytes, "By", "Bytes of pages held in the cache.");
+    }
+
+    public void Hit() => _hits.Add(1);
+
+    public void Miss() => _misses.Add(1);
+
+    public void Evicted() => _evictions.Add(1);
+
+    public void Dispose()
+    {
+        if (_ownsMeter)
+        {
+            _meter.Dispose();
+        }
+    }
+}

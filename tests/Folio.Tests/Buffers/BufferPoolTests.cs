@@ -1,0 +1,269 @@
+using System.Buffers.Binary;
+using Folio.Buffers;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Buffers;
+
+/// <summary>
+/// The buffer pool's pins, loads and evictions, and the three DuckDB buffer-manager bugs its protocol is built against:
+/// a frame evicted between the check and the pin (#15893), eviction and loading deadlocking (#12391), and a page used
+/// after its unpin (#5263).
+/// </summary>
+public sealed class BufferPoolTests
+{
+    private const int FrameSize = 4096;
+
+    /// <summary>Fills a frame with page <paramref name="page"/>'s pattern: every 8 bytes hold the page number mixed
+    /// with their offset.</summary>
+    internal static void Fill(long page, Span<byte> frame)
+    {
+        for (int offset = 0; offset < frame.Length; offset += 8)
+        {
+            BinaryPrimitives.WriteInt64LittleEndian(frame[offset..], Expected(page, offset));
+        }
+    }
+
+    /// <summary>The offset at which <paramref name="frame"/> differs from page <paramref name="page"/>'s pattern, or
+    /// -1.</summary>
+    internal static int Mismatch(long page, ReadOnlySpan<byte> frame)
+    {
+        for (int offset = 0; offset < frame.Length; offset += 8)
+        {
+            if (BinaryPrimitives.ReadInt64LittleEndian(frame[offset..]) != Expected(page, offset))
+            {
+                return offset;
+            }
+        }
+
+        return -1;
+    }
+
+    [Fact]
+    public void Pins_of_a_cached_page_share_its_frame_and_only_the_first_loads_it()
+    {
+        using var pool = new BufferPool(4, FrameSize);
+        int loads = 0;
+        PageLoader loader = (page, frame) =>
+        {
+            loads++;
+            Fill(page, frame);
+        };
+
+        PageHandle first = pool.Pin(7, loader);
+        PageHandle second = pool.Pin(7, loader);
+        Assert.Equal(first.Frame, second.Frame);
+        Assert.Equal(-1, Mismatch(7, first.Bytes));
+        Assert.Equal(1, loads);
+        Assert.Equal(1, pool.PinnedFrames);
+        first.Dispose();
+        Assert.Equal(1, pool.PinnedFrames);
+        second.Dispose();
+        Assert.Equal(0, pool.PinnedFrames);
+
+        using (PageHandle again = pool.Pin(7, loader))
+        {
+            Assert.Equal(-1, Mismatch(7, again.Bytes)); // still cached: no load
+        }
+
+        Assert.Equal(1, loads);
+        Assert.Equal(1, pool.Misses);
+    }
+
+    [Fact]
+    public void A_failed_load_leaves_the_page_uncached_and_the_next_pin_loads_it_again()
+    {
+        using var pool = new BufferPool(2, FrameSize);
+        Assert.Throws<IOException>(() => pool.Pin(3, (_, _) => throw new IOException("bad sector")));
+        Assert.False(pool.IsCached(3));
+        Assert.Equal(0, pool.PinnedFrames);
+        using PageHandle handle = pool.Pin(3, Fill);
+        Assert.Equal(-1, Mismatch(3, handle.Bytes));
+    }
+
+    [Fact]
+    public async Task Pins_wait_for_a_frame_while_every_frame_is_pinned_and_fail_when_none_frees_up()
+    {
+        using var pool = new BufferPool(2, FrameSize,
+            new BufferPoolOptions { ExhaustedWait = TimeSpan.FromSeconds(5) });
+        PageHandle a = pool.Pin(1, Fill);
+        PageHandle b = pool.Pin(2, Fill);
+        Task<int> waiting = Task.Run(() =>
+        {
+            using PageHandle c = pool.Pin(3, Fill);
+            return Mismatch(3, c.Bytes);
+        });
+        await Task.Delay(100);
+        Assert.False(waiting.IsCompleted);
+        a.Dispose(); // frees a frame: the waiting pin takes it
+        Assert.Equal(-1, await waiting.WaitAsync(TimeSpan.FromSeconds(10)));
+        b.Dispose();
+
+        using var small = new BufferPool(1, FrameSize,
+            new BufferPoolOptions { ExhaustedWait = TimeSpan.FromMilliseconds(50) });
+        using PageHandle held = small.Pin(1, Fill);
+        var error = Assert.Throws<InvalidOperationException>(() => small.Pin(2, Fill));
+        Assert.Contains("stayed pinned", error.Message, StringComparison.Ordinal);
+        using PageHandle same = small.Pin(1, Fill); // a cached page needs no frame
+    }
+
+    [Fact]
+    public void A_frame_evicted_and_reloaded_between_the_check_and_the_pin_is_not_pinned_as_the_old_page()
+    {
+        // DuckDB #15893. A reader checks that page 1's frame is loaded with readers, then, before its swap, the other
+        // reader unpins, and page 2 evicts page 1 from the only frame. The swap must fail and the pin load page 1
+        // again, not pin the frame that now holds page 2.
+        using var pool = new BufferPool(1, FrameSize,
+            new BufferPoolOptions { ExhaustedWait = TimeSpan.FromSeconds(10) });
+        PageHandle other = pool.Pin(1, Fill);
+        bool raced = false;
+        pool.BeforeFastPathSwap = frame =>
+        {
+            if (raced)
+            {
+                return;
+            }
+
+            raced = true;
+            Task.Run(() =>
+            {
+                other.Dispose();
+                using PageHandle page2 = pool.Pin(2, Fill);
+            }).Wait();
+        };
+
+        using PageHandle pinned = pool.Pin(1, Fill);
+        Assert.True(raced);
+        Assert.Equal(-1, Mismatch(1, pinned.Bytes));
+        Assert.Equal(3, pool.Misses); // page 1, page 2, page 1 again
+    }
+
+    [Fact]
+    public async Task A_slow_load_holds_up_neither_evictions_nor_pins_of_other_pages()
+    {
+        // DuckDB #12391: loading and evicting must not wait for each other.
+        using var pool = new BufferPool(3, FrameSize);
+        using var loading = new ManualResetEventSlim();
+        using var release = new ManualResetEventSlim();
+        Task<int> slow = Task.Run(() =>
+        {
+            using PageHandle handle = pool.Pin(100, (page, frame) =>
+            {
+                loading.Set();
+                release.Wait();
+                Fill(page, frame);
+            });
+            return Mismatch(100, handle.Bytes);
+        });
+        Assert.True(loading.Wait(TimeSpan.FromSeconds(10)));
+
+        Task others = Task.Run(() =>
+        {
+            for (int i = 0; i < 200; i++) // two frames for 20 pages: evictions all along
+            {
+                using PageHandle handle = pool.Pin(i % 20, Fill);
+                Assert.Equal(-1, Mismatch(i % 20, handle.Bytes));
+            }
+        });
+        await others.WaitAsync(TimeSpan.FromSeconds(10)); // times out if pins of other pages wait for a slow load
+        Assert.False(slow.IsCompleted);
+
+        Task<int> sameAgain = Task.Run(() =>
+        {
+            using PageHandle handle = pool.Pin(100, Fill); // waits for the load in flight, loads nothing itself
+            return Mismatch(100, handle.Bytes);
+        });
+        await Task.Delay(50);
+        Assert.False(sameAgain.IsCompleted);
+        release.Set();
+        Assert.Equal(-1, await slow);
+        Assert.Equal(-1, await sameAgain);
+        Assert.True(pool.Evictions > 0);
+    }
+
+    [Fact]
+    public void A_span_used_after_its_last_unpin_reads_scribble_not_a_stale_page()
+    {
+        // DuckDB #5263: with scribbling, a use after unpin fails loudly.
+        using var pool = new BufferPool(2, FrameSize,
+            new BufferPoolOptions { Scribble = true, EvictOnLastUnpin = true });
+        PageHandle handle = pool.Pin(5, Fill);
+        Span<byte> kept = handle.Bytes;
+        Assert.Equal(-1, Mismatch(5, kept));
+        handle.Dispose();
+        Assert.False(pool.IsCached(5));
+        Assert.Equal(BufferPool.ScribbleByte, kept[0]);
+        Assert.Equal(BufferPool.ScribbleByte, kept[^1]);
+    }
+
+    [Fact]
+    public void Unpinning_more_often_than_pinning_throws_and_leaves_the_count_intact()
+    {
+        using var pool = new BufferPool(2, FrameSize);
+        PageHandle handle = pool.Pin(1, Fill);
+        handle.Dispose();
+        Assert.Throws<InvalidOperationException>(handle.Dispose);
+        using PageHandle again = pool.Pin(1, Fill);
+        Assert.Equal(1, pool.PinnedFrames);
+    }
+
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void A_long_scan_leaves_the_pages_point_reads_keep_hot_in_the_cache(bool scanResistant)
+    {
+        using var pool = new BufferPool(64, FrameSize, new BufferPoolOptions { ScanResistant = scanResistant });
+        for (int round = 0; round < 3; round++)
+        {
+            for (long page = 0; page < 32; page++)
+            {
+                pool.Pin(page, Fill).Dispose();
+            }
+        }
+
+        for (long page = 1_000; page < 3_000; page++)
+        {
+            pool.Pin(page, Fill).Dispose(); // each scanned page once
+        }
+
+        int hot = 0;
+        for (long page = 0; page < 32; page++)
+        {
+            hot += pool.IsCached(page) ? 1 : 0;
+        }
+
+        if (scanResistant)
+        {
+            Assert.Equal(32, hot);
+        }
+        else
+        {
+            Assert.Equal(0, hot); // plain CLOCK: the scan flushed them (the baseline the policy is chosen against)
+        }
+    }
+
+    [Fact]
+    public void Hits_misses_evictions_pinned_frames_and_cached_bytes_are_published_on_the_folio_meter()
+    {
+        using var meters = new TestMeterFactory();
+        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
+        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, long>();
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
+            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.SetMeasurementEventCallback<int>((instrument, value, _, _) => recorded[instrument.Name] = value);
+        listener.Start();
+        using var pool = new BufferPool(2, FrameSize, new BufferPoolOptions { MeterFactory = meters });
+        using PageHandle held = pool.Pin(1, Fill); // miss
+        pool.Pin(1, Fill).Dispose(); // hit
+        pool.Pin(2, Fill).Dispose(); // miss
+        pool.Pin(3, Fill).Dispose(); // miss, evicts 2
+        listener.RecordObservableInstruments();
+
+        Assert.Equal(1, recorded.GetValueOrDefault("folio.cache.hits"));
+        Assert.Equal(3, recorded.GetValueOrDefault("folio.cache.misses"));
+        Assert.Equal(1, recorded.GetValueOrDefault("folio.cache.evictions"));
+        Assert.Equal(1, recorded.GetValueOrDefault("folio.cache.pinned_frames"));
+        Assert.Equal(2 * FrameSize, recorded.GetValueOrDefault("folio.cache.bytes"));
+    }
+
+    private static long Expected(long page, int offset) => (page * 1_000_003) ^ offset;
+}
