@@ -1,10 +1,11 @@
 namespace Folio.Documents;
 
 /// <summary>
-/// The ids of one collection added since the open: appended in commit order by the committer in O(1), and sorted
-/// into an <see cref="IdSkipList"/> later, off the commit path, by whoever needs the order first (a range or prefix
-/// read) or by a background merge once enough ids are waiting. A store that is written fast and read by key pays no
-/// ordered insert on its serial commit path.
+/// The ids of one collection a range read merges with the collection's tree (ids added since the open, or since the
+/// list was last rebuilt from the heads: <c>VersionedIndex.TrimAddedIds</c>): appended in commit order by the
+/// committer in O(1), and sorted into an <see cref="IdSkipList"/> later, off the commit path, by whoever needs the
+/// order first (a range or prefix read) or by a background merge once enough ids are waiting. A store that is
+/// written fast and read by key pays no ordered insert on its serial commit path.
 /// <para>
 /// Owners. The committer alone appends (<see cref="Append"/>): it stores the id in the tail chunk, then publishes the
 /// new count with a release store, so a thread that reads the count (acquire) sees every id below it. Merging, which

@@ -126,7 +126,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         {
             pagesFailed?.Throw();
             PageCheckpoint mounted = pages!.Pin(); // the index owns the pin from here
-            var index = new VersionedIndex(options.MaxSnapshotAge);
+            var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
             var store = new DocumentStore(path, options, journal, index, pages, logger);

@@ -27,6 +27,10 @@ public sealed class DocumentStoreOptions
     /// <see cref="DocumentTooLargeException"/>, and nothing is written).</summary>
     public long SegmentSize { get; set; } = DefaultSegmentSize;
 
+    /// <summary>The length an added-id list must pass before a checkpoint has the committer rebuild it from the
+    /// in-memory heads (tests set it low to trim often).</summary>
+    internal int AddedIdsTrimMinimum { get; set; } = Documents.VersionedIndex.DefaultAddedIdsTrimMinimum;
+
     /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>
     public int MaxGroupCommands { get; set; } = TransactionMergerOptions.DefaultMaxGroupCommands;
 

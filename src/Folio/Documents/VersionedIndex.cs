@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Runtime.CompilerServices;
 using Folio.Journal;
 using Folio.Pages;
 using Folio.Transactions;
@@ -59,7 +60,8 @@ namespace Folio.Documents;
 /// current layer is real damage and is thrown). A read that succeeds through an older tree is right: the older tree
 /// holds every version a snapshot can need that is not in the heads (versions are evicted only after the newer
 /// layer is published). Range reads, which walk a tree for as long as their caller enumerates, pin the layer's
-/// checkpoint instead (<see cref="PinTree"/>).
+/// checkpoint instead (<see cref="PinTree"/>), held by a <see cref="PageCheckpointLease"/> that the enumerator's
+/// disposal releases, or its finalizer when a caller abandons the enumerator.
 /// </para>
 /// <para>
 /// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
@@ -88,6 +90,11 @@ internal sealed class VersionedIndex : ICommitState
     private PageCheckpoint? _layer;
     private HashSet<DocumentKey> _evictLater = [];
 
+    // Collections whose added-id list the committer should rebuild from its heads (queued by the checkpoint's thread
+    // after an eviction, taken by the committer at its next apply: TrimAddedIds).
+    private readonly ConcurrentQueue<SortedKeys> _trimDue = new();
+    private readonly int _addedIdsTrimMinimum;
+
     // The keys written since the last checkpoint took them (CollectChanges): the committer appends each batch's keys
     // under the lock once the batch's versions are in the heads, the checkpoint swaps the list out under it (and sets
     // _swapSequence to its sequence). Invariant: every key with a version above _swapSequence is in _changed, so the
@@ -102,7 +109,16 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning
     /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
-    public VersionedIndex(TimeSpan maxSnapshotAge) => _snapshots = new SnapshotRegistry(maxSnapshotAge);
+    /// <param name="addedIdsTrimMinimum">The length an added-id list must pass before it is trimmed
+    /// (<see cref="TrimAddedIds"/>).</param>
+    public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum)
+    {
+        _snapshots = new SnapshotRegistry(maxSnapshotAge);
+        _addedIdsTrimMinimum = addedIdsTrimMinimum;
+    }
+
+    /// <summary>The smallest added-id list a checkpoint has trimmed (<see cref="TrimAddedIds"/>).</summary>
+    internal const int DefaultAddedIdsTrimMinimum = 16 * 1024;
 
     /// <summary>An index whose snapshots never expire (tests).</summary>
     public VersionedIndex()
@@ -313,6 +329,11 @@ internal sealed class VersionedIndex : ICommitState
     /// <inheritdoc/>
     public void Apply(CommitBatch batch, long sequence, long timestampTicks)
     {
+        if (!_trimDue.IsEmpty)
+        {
+            TrimAddedIds();
+        }
+
         _toLog.Clear();
         long oldest = _snapshots.Oldest(VisibleSequence);
         foreach (BatchCommand command in batch.Commands)
@@ -520,8 +541,51 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
+        // An added-id list much longer than the heads holds ids that are in the tree now and that no snapshot needs
+        // from the list any more: the committer rebuilds it (TrimAddedIds).
+        foreach (SortedKeys keys in _collections.Values)
+        {
+            if (keys.Added.Count > Math.Max(_addedIdsTrimMinimum, 2L * keys.Heads.Count)
+                && Interlocked.Exchange(ref keys.TrimQueued, 1) == 0)
+            {
+                _trimDue.Enqueue(keys);
+            }
+        }
+
         return evicted;
     }
+
+    /// <summary>
+    /// The committer, before it applies a batch: replaces each queued collection's added-id list with one that holds
+    /// the keys of its heads only. Range reads need the list for the ids the current tree may lack while a snapshot
+    /// sees them: ids added after the tree's checkpoint, and ids deleted (or written over a delete) after a snapshot
+    /// still open. Each such id has a version newer than that checkpoint or than the oldest open snapshot, and the
+    /// checkpoint's thread evicts from the heads only keys whose newest version is at or below both, so all of them
+    /// are heads. The readers merge the list with the tree and skip duplicates, so the heads that are in the tree
+    /// too cost only their place in the list. Published with a release store after the tree layer the eviction relied
+    /// on (queued after it, on the checkpoint's thread; taken here with an acquire): a reader that loads the new list
+    /// (acquire) then loads that layer or a newer one. A reader that loaded the old list walks that one, a superset.
+    /// The committer alone appends to either list, so no id appended meanwhile is lost.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void TrimAddedIds()
+    {
+        while (_trimDue.TryDequeue(out SortedKeys? keys))
+        {
+            var fresh = new AddedIds();
+            foreach (KeyValuePair<string, DocumentVersion> head in keys.Heads)
+            {
+                fresh.Append(head.Key);
+            }
+
+            keys.ReplaceAdded(fresh);
+            Volatile.Write(ref keys.TrimQueued, 0);
+        }
+    }
+
+    /// <summary>Ids in a collection's added-id list (tests and diagnostics).</summary>
+    internal long AddedIdCount(string collection) =>
+        _collections.TryGetValue(collection, out SortedKeys? keys) ? keys.Added.Count : 0;
 
     /// <summary>Releases the index's pin of its checkpoint (the store's close, after the last reader).</summary>
     internal void ReleaseCheckpoint()
@@ -851,6 +915,7 @@ internal sealed class VersionedIndex : ICommitState
         IEnumerable<string> ids = MergeSinceOpen(replayed, replayedStart, replayedEnd, added, fromInclusive,
             toExclusive, descending);
         TreeLayer? layer = PinTree(keys);
+        PageCheckpointLease? lease = layer is null ? null : new PageCheckpointLease(layer.Checkpoint);
         try
         {
             if (layer?.Root is not null)
@@ -866,10 +931,7 @@ internal sealed class VersionedIndex : ICommitState
         }
         finally
         {
-            if (layer is not null)
-            {
-                PageStore.Unpin(layer.Checkpoint);
-            }
+            lease?.Dispose(); // or its finalizer, if the caller abandons the enumerator undisposed
         }
     }
 
@@ -1044,7 +1106,18 @@ internal sealed class VersionedIndex : ICommitState
             set => Volatile.Write(ref _replayed, value);
         }
 
-        public AddedIds Added { get; } = new();
+        /// <summary>Set to 1 by the checkpoint's thread when it queues the collection for
+        /// <see cref="TrimAddedIds"/>, back to 0 by the committer once done.</summary>
+        public int TrimQueued;
+
+        private AddedIds _added = new();
+
+        /// <summary>Ids a range read merges with the tree (acquire); the committer appends, and replaces the list
+        /// (<see cref="ReplaceAdded"/>).</summary>
+        public AddedIds Added => Volatile.Read(ref _added);
+
+        /// <summary>The committer publishes a rebuilt list (release).</summary>
+        public void ReplaceAdded(AddedIds fresh) => Volatile.Write(ref _added, fresh);
 
         /// <summary>Publishes a newer tree layer (release): the open, then the checkpoint's thread.</summary>
         public void PublishTree(TreeLayer layer) => Volatile.Write(ref _tree, layer);

@@ -29,7 +29,9 @@ public sealed class BufferPoolStressTests
 
         // Threads, not pool tasks: a pin that waits for a frame blocks its thread, and holders parked on a starved
         // thread pool would never unpin.
-        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(3));
+        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
+            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(seconds));
         long pins = 0;
         var failures = new System.Collections.Concurrent.ConcurrentQueue<Exception>();
         Thread[] threads = Enumerable.Range(0, 64).Select(t => new Thread(() =>
@@ -67,7 +69,7 @@ public sealed class BufferPoolStressTests
 
         foreach (Thread thread in threads)
         {
-            Assert.True(thread.Join(TimeSpan.FromSeconds(60)), "a thread never finished");
+            Assert.True(thread.Join(TimeSpan.FromSeconds(seconds + 60)), "a thread never finished");
         }
 
         Assert.Empty(failures);

@@ -1,3 +1,4 @@
+using System.Globalization;
 using System.Text;
 using FsCheck;
 using FsCheck.Fluent;
@@ -549,11 +550,92 @@ public sealed class StoreCheckpointTests
         Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(ops => ops.Length > 150 ? ops[..150] : ops).ToArbitrary();
 
     /// <summary><paramref name="options"/> (default: small segments) checkpointing only where the test asks.</summary>
+    [Fact]
+    public async Task Ids_added_since_the_open_leave_memory_once_a_checkpoint_holds_them_and_no_snapshot_needs_them()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        options.AddedIdsTrimMinimum = 64;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int i = 0; i < 2_000; i++)
+        {
+            await store.PutAsync("Doc", Id(i), Json(i, "v1"));
+        }
+
+        Assert.Equal(2_000, store.Index.AddedIdCount("Doc"));
+        using DocumentSession before = store.OpenSession();
+        Assert.Equal(2_000, await before.CountAsync<Doc>());
+        for (int i = 0; i < 2_000; i += 20)
+        {
+            await store.DeleteAsync("Doc", Id(i)); // 100 deletes an open session still sees as alive
+        }
+
+        await store.CheckpointAsync();
+        await store.PutAsync("Doc", Id(5_000), Json(5_000, "v1")); // the committer trims before it applies this
+        Assert.InRange(store.Index.AddedIdCount("Doc"), 100, 200); // the held deletes and the new id, not 2,000
+
+        List<Doc> old = await ToListAsync(before.QueryByPrefixAsync<Doc>("ids/"));
+        Assert.Equal(2_000, old.Count); // the deleted ids are in no tree now: the trimmed list still has them
+        Assert.Equal(Enumerable.Range(0, 2_000).Select(Id), old.Select(d => d.Id));
+        using (DocumentSession now = store.OpenSession())
+        {
+            List<Doc> current = await ToListAsync(now.QueryByPrefixAsync<Doc>("ids/"));
+            Assert.Equal(1_901, current.Count);
+            Assert.DoesNotContain(current, d => int.Parse(d.Id[4..], CultureInfo.InvariantCulture) % 20 == 0
+                && d.Id != Id(5_000));
+            Assert.Equal(1_901, await now.CountAsync<Doc>());
+        }
+
+        before.Dispose();
+        await store.CheckpointAsync(); // the deletes leave the heads now that no session holds them
+        await store.PutAsync("Doc", Id(5_001), Json(5_001, "v1"));
+        Assert.InRange(store.Index.AddedIdCount("Doc"), 1, 2);
+        using DocumentSession last = store.OpenSession();
+        Assert.Equal(1_902, await last.CountAsync<Doc>());
+    }
+
+    [Fact]
+    public async Task A_query_abandoned_without_disposing_its_enumerator_lets_go_of_its_checkpoint_once_collected()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, Options());
+        for (int i = 0; i < 50; i++)
+        {
+            await store.PutAsync("Doc", Id(i), Json(i, "v1"));
+        }
+
+        await store.CheckpointAsync();
+        Folio.Pages.PageCheckpoint first = store.Pages.Current;
+        int heldByIndex = first.Pins;
+        await StartQueryAndAbandonItAsync(store);
+        Assert.Equal(heldByIndex + 1, first.Pins); // the abandoned range read still pins the checkpoint it walks
+
+        await store.PutAsync("Doc", Id(1), Json(1, "v2"));
+        await store.CheckpointAsync(); // the index moves to the new checkpoint and lets go of its own pin
+        for (int attempt = 0; attempt < 10 && first.Pins > 0; attempt++)
+        {
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+        }
+
+        Assert.Equal(0, first.Pins);
+    }
+
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private static async Task StartQueryAndAbandonItAsync(DocumentStore store)
+    {
+        DocumentSession session = store.OpenSession();
+        IAsyncEnumerator<Doc> enumerator = session.QueryByPrefixAsync<Doc>("ids/").GetAsyncEnumerator();
+        Assert.True(await enumerator.MoveNextAsync());
+        session.Dispose(); // the session, not the enumerator
+    }
+
     private static DocumentStoreOptions Options(DocumentStoreOptions? options = null)
     {
         options ??= TestStoreOptions.SmallSegments();
         options.CheckpointInterval = Timeout.InfiniteTimeSpan; // checkpoints only where the test asks
         options.CheckpointThreshold = 1L << 40;
+        options.AddedIdsTrimMinimum = 8; // trim the added ids at almost every checkpoint
         return options;
     }
 
