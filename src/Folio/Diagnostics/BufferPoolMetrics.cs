@@ -10,24 +10,23 @@ namespace Folio.Diagnostics;
 /// </summary>
 internal sealed class BufferPoolMetrics : IDisposable
 {
-    private readonly Meter _meter;
-    private readonly bool _ownsMeter;
+    private readonly FolioMeter _folioMeter;
     private readonly Counter<long> _hits;
     private readonly Counter<long> _misses;
     private readonly Counter<long> _evictions;
 
     public BufferPoolMetrics(IMeterFactory? meterFactory, Func<int> pinnedFrames, Func<long> cachedBytes)
     {
-        _ownsMeter = meterFactory is null;
-        _meter = meterFactory?.Create(FolioMetrics.MeterName) ?? new Meter(FolioMetrics.MeterName);
-        _hits = _meter.CreateCounter<long>("folio.cache.hits", "{pin}", "Pins of a page already in the cache.");
-        _misses = _meter.CreateCounter<long>("folio.cache.misses", "{pin}",
+        _folioMeter = new FolioMeter(meterFactory);
+        Meter meter = _folioMeter.Meter;
+        _hits = meter.CreateCounter<long>("folio.cache.hits", "{pin}", "Pins of a page already in the cache.");
+        _misses = meter.CreateCounter<long>("folio.cache.misses", "{pin}",
             "Pins that read their page from the data file.");
-        _evictions = _meter.CreateCounter<long>("folio.cache.evictions", "{page}",
+        _evictions = meter.CreateCounter<long>("folio.cache.evictions", "{page}",
             "Pages that left the cache to make room for others.");
-        _meter.CreateObservableGauge("folio.cache.pinned_frames", pinnedFrames, "{frame}",
+        meter.CreateObservableGauge("folio.cache.pinned_frames", pinnedFrames, "{frame}",
             "Cache frames pinned by a reader now.");
-        _meter.CreateObservableGauge("folio.cache.bytes", cachedBytes, "By", "Bytes of pages held in the cache.");
+        meter.CreateObservableGauge("folio.cache.bytes", cachedBytes, "By", "Bytes of pages held in the cache.");
     }
 
     public void Hit() => _hits.Add(1);
@@ -36,11 +35,5 @@ internal sealed class BufferPoolMetrics : IDisposable
 
     public void Evicted() => _evictions.Add(1);
 
-    public void Dispose()
-    {
-        if (_ownsMeter)
-        {
-            _meter.Dispose();
-        }
-    }
+    public void Dispose() => _folioMeter.Dispose();
 }

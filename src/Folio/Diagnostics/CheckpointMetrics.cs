@@ -9,8 +9,7 @@ namespace Folio.Diagnostics;
 /// </summary>
 internal sealed class CheckpointMetrics : IDisposable
 {
-    private readonly Meter _meter;
-    private readonly bool _ownsMeter;
+    private readonly FolioMeter _folioMeter;
     private readonly Histogram<double> _duration;
     private readonly Counter<long> _bytes;
     private readonly Counter<long> _pages;
@@ -20,21 +19,21 @@ internal sealed class CheckpointMetrics : IDisposable
     public CheckpointMetrics(IMeterFactory? meterFactory, Func<long> journalBytesSinceCheckpoint,
         Func<int> chunks, Func<double> fillRate)
     {
-        _ownsMeter = meterFactory is null;
-        _meter = meterFactory?.Create(FolioMetrics.MeterName) ?? new Meter(FolioMetrics.MeterName);
-        _duration = _meter.CreateHistogram<double>("folio.checkpoint.duration", "ms",
+        _folioMeter = new FolioMeter(meterFactory);
+        Meter meter = _folioMeter.Meter;
+        _duration = meter.CreateHistogram<double>("folio.checkpoint.duration", "ms",
             "Duration of one checkpoint, from collecting its changes to its durable header.");
-        _bytes = _meter.CreateCounter<long>("folio.checkpoint.bytes", "By",
+        _bytes = meter.CreateCounter<long>("folio.checkpoint.bytes", "By",
             "Bytes written to the data file by checkpoints.");
-        _pages = _meter.CreateCounter<long>("folio.checkpoint.pages", "{page}", "Pages written by checkpoints.");
-        _failures = _meter.CreateCounter<long>("folio.checkpoint.failures", "{checkpoint}",
+        _pages = meter.CreateCounter<long>("folio.checkpoint.pages", "{page}", "Pages written by checkpoints.");
+        _failures = meter.CreateCounter<long>("folio.checkpoint.failures", "{checkpoint}",
             "Checkpoints that failed (the journal keeps every commit; the next one retries).");
-        _backpressure = _meter.CreateCounter<long>("folio.checkpoint.backpressure", "{event}",
+        _backpressure = meter.CreateCounter<long>("folio.checkpoint.backpressure", "{event}",
             "Times checkpoints fell behind the writers far enough that new commits waited for one.");
-        _meter.CreateObservableGauge("folio.journal.bytes_since_checkpoint", journalBytesSinceCheckpoint, "By",
+        meter.CreateObservableGauge("folio.journal.bytes_since_checkpoint", journalBytesSinceCheckpoint, "By",
             "Journal bytes in segments after the last checkpoint (what the next open replays, at most).");
-        _meter.CreateObservableGauge("folio.datafile.chunks", chunks, "{chunk}", "Chunks in the data file.");
-        _meter.CreateObservableGauge("folio.datafile.fill_rate", fillRate, "1",
+        meter.CreateObservableGauge("folio.datafile.chunks", chunks, "{chunk}", "Chunks in the data file.");
+        meter.CreateObservableGauge("folio.datafile.fill_rate", fillRate, "1",
             "Live pages over all pages of the data file's live chunks, at the last checkpoint.");
     }
 
@@ -49,11 +48,5 @@ internal sealed class CheckpointMetrics : IDisposable
 
     public void BackpressureStarted() => _backpressure.Add(1);
 
-    public void Dispose()
-    {
-        if (_ownsMeter)
-        {
-            _meter.Dispose();
-        }
-    }
+    public void Dispose() => _folioMeter.Dispose();
 }

@@ -10,25 +10,24 @@ internal sealed class FolioMetrics : IDisposable
 {
     public const string MeterName = "Folio";
 
-    private readonly Meter _meter;
-    private readonly bool _ownsMeter;
+    private readonly FolioMeter _folioMeter;
 
     public FolioMetrics(IMeterFactory? meterFactory, Func<long> queueDepth)
     {
-        _ownsMeter = meterFactory is null;
-        _meter = meterFactory?.Create(MeterName) ?? new Meter(MeterName);
-        Commits = _meter.CreateCounter<long>("folio.commits", "{batch}", "Batches committed (acknowledged).");
-        FailedCommits = _meter.CreateCounter<long>("folio.commits.failed", "{batch}",
+        _folioMeter = new FolioMeter(meterFactory);
+        Meter meter = _folioMeter.Meter;
+        Commits = meter.CreateCounter<long>("folio.commits", "{batch}", "Batches committed (acknowledged).");
+        FailedCommits = meter.CreateCounter<long>("folio.commits.failed", "{batch}",
             "Batches that failed (conflict, validation, fault, cancellation).");
-        Groups = _meter.CreateCounter<long>("folio.commit.groups", "{group}",
+        Groups = meter.CreateCounter<long>("folio.commit.groups", "{group}",
             "Commit groups written: one journal record each.");
-        BatchesPerGroup = _meter.CreateHistogram<int>("folio.commit.group.batches", "{batch}",
+        BatchesPerGroup = meter.CreateHistogram<int>("folio.commit.group.batches", "{batch}",
             "Batches merged into one commit group.");
-        CommandsPerGroup = _meter.CreateHistogram<int>("folio.commit.group.commands", "{command}",
+        CommandsPerGroup = meter.CreateHistogram<int>("folio.commit.group.commands", "{command}",
             "Commands merged into one commit group.");
-        SyncDuration = _meter.CreateHistogram<double>("folio.journal.fsync.duration", "ms",
+        SyncDuration = meter.CreateHistogram<double>("folio.journal.fsync.duration", "ms",
             "Duration of one journal fdatasync.");
-        _meter.CreateObservableGauge("folio.commit.queue.depth", queueDepth, "{batch}",
+        meter.CreateObservableGauge("folio.commit.queue.depth", queueDepth, "{batch}",
             "Batches submitted and not yet taken into a group.");
     }
 
@@ -44,11 +43,5 @@ internal sealed class FolioMetrics : IDisposable
 
     public Histogram<double> SyncDuration { get; }
 
-    public void Dispose()
-    {
-        if (_ownsMeter)
-        {
-            _meter.Dispose();
-        }
-    }
+    public void Dispose() => _folioMeter.Dispose();
 }
