@@ -119,9 +119,6 @@ internal sealed unsafe class BufferPool : IDisposable
     /// <summary>Pages evicted to make room.</summary>
     public long Evictions => Interlocked.Read(ref _evictions);
 
-    /// <summary>Hot frames of the clock (tests).</summary>
-    internal int HotFrames => _clock.HotCount;
-
     /// <summary>Called by a fast-path pin between reading a frame's word and swapping it (tests only: it lets a test
     /// evict and reload the frame at exactly that point).</summary>
     internal Action<int>? BeforeFastPathSwap { get; set; }
@@ -153,13 +150,7 @@ internal sealed unsafe class BufferPool : IDisposable
     /// <summary>Releases one pin of <paramref name="frame"/> (<see cref="PageHandle.Dispose"/>).</summary>
     public void Unpin(int frame)
     {
-        if (!_options.FastPath)
-        {
-            UnpinLocked(frame);
-            return;
-        }
-
-        long after = Interlocked.Decrement(ref Word(frame));
+        long after = _options.FastPath ? Interlocked.Decrement(ref Word(frame)) : DecrementLocked(frame);
         int readers = FrameWord.Readers(after);
         if (readers == 0)
         {
@@ -198,7 +189,8 @@ internal sealed unsafe class BufferPool : IDisposable
     {
         ref long word = ref Word(frame);
         long seen = Volatile.Read(ref word);
-        while (FrameWord.State(seen) == FrameWord.Loaded && FrameWord.Readers(seen) is > 0 and < FrameWord.MaxReaders
+        while (FrameWord.State(seen) == FrameWord.Loaded
+            && FrameWord.Readers(seen) is > 0 and < FrameWord.MaxReaders - 1
             && Volatile.Read(ref _pages[frame]) == page)
         {
             BeforeFastPathSwap?.Invoke(frame);
@@ -330,17 +322,12 @@ internal sealed unsafe class BufferPool : IDisposable
         }
     }
 
-    private void UnpinLocked(int frame)
+    /// <summary>The locked baseline of an unpin: the same decrement, under the frame's gate.</summary>
+    private long DecrementLocked(int frame)
     {
-        long after;
         lock (_gates[frame])
         {
-            after = Interlocked.Decrement(ref Word(frame));
-        }
-
-        if (FrameWord.Readers(after) == 0)
-        {
-            LastUnpin(frame);
+            return Interlocked.Decrement(ref Word(frame));
         }
     }
 
@@ -391,31 +378,14 @@ internal sealed unsafe class BufferPool : IDisposable
                     for (int step = 0; step < steps; step++)
                     {
                         int frame = _clock.Advance();
-                        ref long word = ref Word(frame);
-                        long seen = Volatile.Read(ref word);
+                        long seen = Volatile.Read(ref Word(frame));
                         int state = FrameWord.State(seen);
-                        bool loaded = state == FrameWord.Loaded;
-                        if (!(state == FrameWord.Free || (loaded && FrameWord.Readers(seen) == 0
-                            && _clock.ShouldEvict(frame, force))))
+                        if ((state == FrameWord.Free || (state == FrameWord.Loaded && FrameWord.Readers(seen) == 0
+                            && _clock.ShouldEvict(frame, force)))
+                            && TryTake(frame, seen, page, FrameWord.Loading))
                         {
-                            continue;
+                            return frame;
                         }
-
-                        long evicting = FrameWord.Make(FrameWord.Evicting, FrameWord.Generation(seen), 0);
-                        if (Interlocked.CompareExchange(ref word, evicting, seen) != seen)
-                        {
-                            continue; // pinned (or claimed) meanwhile
-                        }
-
-                        if (loaded)
-                        {
-                            Evicted(frame);
-                        }
-
-                        Volatile.Write(ref _pages[frame], page);
-                        Volatile.Write(ref word,
-                            FrameWord.Make(FrameWord.Loading, FrameWord.Generation(seen) + 1, 0));
-                        return frame;
                     }
                 }
             }
@@ -428,6 +398,31 @@ internal sealed unsafe class BufferPool : IDisposable
 
             WaitForUnpin(deadline);
         }
+    }
+
+    /// <summary>
+    /// Under the clock lock: takes <paramref name="frame"/>, Free or Loaded with no readers as <paramref name="seen"/>
+    /// says, by swapping it to Evicting (a pin or claim that came first makes the swap fail: false); a Loaded frame's
+    /// page leaves the table; then the frame names <paramref name="page"/> and is published in <paramref name="state"/>
+    /// with the next generation.
+    /// </summary>
+    private bool TryTake(int frame, long seen, long page, int state)
+    {
+        ref long word = ref Word(frame);
+        long evicting = FrameWord.Make(FrameWord.Evicting, FrameWord.Generation(seen), 0);
+        if (Interlocked.CompareExchange(ref word, evicting, seen) != seen)
+        {
+            return false;
+        }
+
+        if (FrameWord.State(seen) == FrameWord.Loaded)
+        {
+            Evicted(frame);
+        }
+
+        Volatile.Write(ref _pages[frame], page);
+        Volatile.Write(ref word, FrameWord.Make(state, FrameWord.Generation(seen) + 1, 0));
+        return true;
     }
 
     /// <summary>The clock took a Loaded frame (now Evicting, owned by the clock): its page leaves the table.</summary>
@@ -496,22 +491,11 @@ internal sealed unsafe class BufferPool : IDisposable
     {
         lock (_clockLock)
         {
-            ref long word = ref Word(frame);
-            long seen = Volatile.Read(ref word);
-            if (FrameWord.State(seen) != FrameWord.Loaded || FrameWord.Readers(seen) != 0)
+            long seen = Volatile.Read(ref Word(frame));
+            if (FrameWord.State(seen) == FrameWord.Loaded && FrameWord.Readers(seen) == 0)
             {
-                return;
+                TryTake(frame, seen, -1, FrameWord.Free);
             }
-
-            long evicting = FrameWord.Make(FrameWord.Evicting, FrameWord.Generation(seen), 0);
-            if (Interlocked.CompareExchange(ref word, evicting, seen) != seen)
-            {
-                return;
-            }
-
-            Evicted(frame);
-            Volatile.Write(ref _pages[frame], -1);
-            Volatile.Write(ref word, FrameWord.Make(FrameWord.Free, FrameWord.Generation(seen) + 1, 0));
         }
     }
 

@@ -36,9 +36,6 @@ internal sealed class FrameClock
         _maxHot = Math.Max(1, (int)(frames * HotShare));
     }
 
-    /// <summary>Hot frames now (tests).</summary>
-    internal int HotCount => _hotCount;
-
     /// <summary>Marks a cached page as used again (any thread; no lock).</summary>
     public void Touch(int frame)
     {
