@@ -542,10 +542,12 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         // An added-id list much longer than the heads holds ids that are in the tree now and that no snapshot needs
-        // from the list any more: the committer rebuilds it (TrimAddedIds).
+        // from the list any more: the committer rebuilds it (TrimAddedIds). The heads are counted (which takes every
+        // lock of their dictionary) only for a list past the minimum.
         foreach (SortedKeys keys in _collections.Values)
         {
-            if (keys.Added.Count > Math.Max(_addedIdsTrimMinimum, 2L * keys.Heads.Count)
+            long added = keys.Added.Count;
+            if (added > _addedIdsTrimMinimum && added > 2L * keys.Heads.Count
                 && Interlocked.Exchange(ref keys.TrimQueued, 1) == 0)
             {
                 _trimDue.Enqueue(keys);
