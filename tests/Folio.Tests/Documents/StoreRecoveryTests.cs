@@ -27,13 +27,7 @@ public sealed class StoreRecoveryTests
     {
         using var dir = new TempDirectory();
         DocumentStoreOptions options = DamageOptions(mode, groupsInFlight);
-        await WriteFourWritersAsync(dir.Path, options);
-
-        string journal = Path.Combine(dir.Path, "journal");
-        string newest = Directory.GetFiles(journal, "*.journal").Max()!;
-        byte[] original = File.ReadAllBytes(newest);
-        List<long> records = RecordOffsets(original);
-        Assert.True(records.Count >= 3, $"{records.Count} records in the newest segment");
+        (string newest, byte[] original, List<long> records) = await WriteFourWritersAsync(dir.Path, options);
 
         // Without the data file, every record is one the open replays. Every record, the last one included: the
         // clean close marked them all durable.
@@ -61,12 +55,8 @@ public sealed class StoreRecoveryTests
     {
         using var dir = new TempDirectory();
         DocumentStoreOptions options = DamageOptions(mode, groupsInFlight);
-        await WriteFourWritersAsync(dir.Path, options); // the close's checkpoint holds all 1,600 entries
-
-        string newest = Directory.GetFiles(Path.Combine(dir.Path, "journal"), "*.journal").Max()!;
-        byte[] original = File.ReadAllBytes(newest);
-        List<long> records = RecordOffsets(original);
-        Assert.True(records.Count >= 3, $"{records.Count} records in the newest segment");
+        // The close's checkpoint holds all 1,600 entries.
+        (string newest, byte[] original, List<long> records) = await WriteFourWritersAsync(dir.Path, options);
         var random = new Random(15);
         foreach (long record in records)
         {
@@ -104,16 +94,27 @@ public sealed class StoreRecoveryTests
         MaxGroupsInFlight = groupsInFlight,
     };
 
-    private static async Task WriteFourWritersAsync(string path, DocumentStoreOptions options)
+    /// <summary>Four writers put 400 documents each and the store closes; returns the newest journal segment, its
+    /// bytes and its records' offsets (at least three).</summary>
+    private static async Task<(string Newest, byte[] Original, List<long> Records)> WriteFourWritersAsync(string path,
+        DocumentStoreOptions options)
     {
-        await using var store = DocumentStore.Open(path, options);
-        await Task.WhenAll(Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        await using (var store = DocumentStore.Open(path, options))
         {
-            for (int i = 0; i < 400; i++)
+            await Task.WhenAll(Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
             {
-                await store.PutAsync("C", $"{w}-{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
-            }
-        })));
+                for (int i = 0; i < 400; i++)
+                {
+                    await store.PutAsync("C", $"{w}-{i}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
+                }
+            })));
+        }
+
+        string newest = Directory.GetFiles(Path.Combine(path, "journal"), "*.journal").Max()!;
+        byte[] original = File.ReadAllBytes(newest);
+        List<long> records = RecordOffsets(original);
+        Assert.True(records.Count >= 3, $"{records.Count} records in the newest segment");
+        return (newest, original, records);
     }
 
     private static byte[] FlipPayloadBit(byte[] segment, long record, Random random)
