@@ -62,6 +62,10 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>.</summary>
     public long CheckpointBackpressureThreshold { get; set; } = s_storeDefaults.CheckpointBackpressureThreshold;
 
+    /// <summary>The memory for pages of the data file (the buffer pool), in bytes. Default 256 MiB; at least 1 MiB; see
+    /// <see cref="DocumentStoreOptions.CacheSize"/>.</summary>
+    public long CacheSize { get; set; } = s_storeDefaults.CacheSize;
+
     /// <summary>The longest time between checkpoints while commits arrive. Default 10 minutes; see
     /// <see cref="DocumentStoreOptions.CheckpointInterval"/>.</summary>
     public TimeSpan CheckpointInterval { get; set; } = s_storeDefaults.CheckpointInterval;
@@ -93,6 +97,7 @@ public sealed class FolioOptions
             SlowSyncThreshold = SlowSyncThreshold,
             MaxSnapshotAge = MaxSnapshotAge,
             CheckpointThreshold = CheckpointThreshold,
+            CacheSize = CacheSize,
             CheckpointInterval = CheckpointInterval,
             CheckpointBackpressureThreshold = CheckpointBackpressureThreshold,
             LoggerFactory = loggerFactory,

@@ -144,7 +144,23 @@ internal sealed unsafe class BufferPool : IDisposable
             return new PageHandle(this, frame);
         }
 
-        return PinSlow(page, loader);
+        PinSlow(page, loader, out PageHandle handle);
+        return handle;
+    }
+
+    /// <summary>Pins <paramref name="page"/> if a frame holds it (waiting while another pin loads it); false, and no
+    /// pin, when it is not cached. A caller that must learn something before it loads a page (its size) tries this
+    /// first.</summary>
+    public bool TryPin(long page, out PageHandle handle)
+    {
+        if (_options.FastPath && _table.TryGetValue(page, out int frame) && TryPinShared(frame, page))
+        {
+            _metrics.Hit();
+            handle = new PageHandle(this, frame);
+            return true;
+        }
+
+        return PinSlow(page, loader: null, out handle);
     }
 
     /// <summary>Releases one pin of <paramref name="frame"/> (<see cref="PageHandle.Dispose"/>).</summary>
@@ -260,7 +276,7 @@ internal sealed unsafe class BufferPool : IDisposable
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private PageHandle PinSlow(long page, PageLoader loader)
+    private bool PinSlow(long page, PageLoader? loader, out PageHandle handle)
     {
         ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
         ArgumentOutOfRangeException.ThrowIfNegative(page);
@@ -273,7 +289,8 @@ internal sealed unsafe class BufferPool : IDisposable
                 if (outcome == CachedPin.Pinned)
                 {
                     _metrics.Hit();
-                    return new PageHandle(this, frame);
+                    handle = new PageHandle(this, frame);
+                    return true;
                 }
 
                 if (outcome == CachedPin.Loading)
@@ -282,6 +299,12 @@ internal sealed unsafe class BufferPool : IDisposable
                 }
 
                 continue; // loaded, failed or moved on meanwhile: look again
+            }
+
+            if (loader is null)
+            {
+                handle = default;
+                return false;
             }
 
             int claimed = Claim(page, ref deadline);
@@ -309,7 +332,8 @@ internal sealed unsafe class BufferPool : IDisposable
             Interlocked.Increment(ref _misses);
             _metrics.Miss();
             Publish(claimed, FrameWord.Loaded, readers: 1);
-            return new PageHandle(this, claimed);
+            handle = new PageHandle(this, claimed);
+            return true;
         }
     }
 

@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Runtime.ExceptionServices;
 using System.Text.Json;
+using Folio.Buffers;
 using Folio.Documents;
 using Folio.Journal;
 using Folio.Pages;
@@ -106,7 +107,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             {
                 try
                 {
-                    pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger);
+                    pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger,
+                        options.CacheSize, new BufferPoolOptions { MeterFactory = options.MeterFactory });
                     return pages.Current.Sequence;
                 }
                 catch (Exception e)

@@ -100,6 +100,24 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public TimeSpan CheckpointInterval { get; set; } = DefaultCheckpointInterval;
 
+    /// <summary>The default <see cref="CacheSize"/>: 256 MiB.</summary>
+    public const long DefaultCacheSize = 256L << 20;
+
+    /// <summary>The smallest <see cref="CacheSize"/>: 1 MiB.</summary>
+    public const long MinCacheSize = 1L << 20;
+
+    /// <summary>
+    /// The memory for pages of the data file (the buffer pool), in bytes. Default 256 MiB; at least 1 MiB. Documents
+    /// checkpointed to the data file are read through it: a page is read from disk into a frame of 16 KiB when first
+    /// needed and evicted when the cache is full, pages a long scan touched once before pages point reads keep hot.
+    /// It is native memory the garbage collector neither scans nor moves, taken from the operating system as pages
+    /// are first read (a store smaller than its cache uses only what it reads). It does not bound the documents
+    /// written since the last checkpoint (held in memory until the next writes them; see
+    /// <see cref="CheckpointBackpressureThreshold"/>), the versions open sessions' snapshots keep, or the top two
+    /// levels of each collection's tree, which stay decoded (at most 129 pages a collection).
+    /// </summary>
+    public long CacheSize { get; set; } = DefaultCacheSize;
+
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;
 
@@ -188,6 +206,11 @@ public sealed class DocumentStoreOptions
                 CheckpointBackpressureThreshold,
                 $"CheckpointBackpressureThreshold must be 0 (four times CheckpointThreshold) or at least " +
                 $"CheckpointThreshold ({CheckpointThreshold}).");
+        }
+
+        if (CacheSize < MinCacheSize)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CacheSize), CacheSize, "CacheSize must be at least 1 MiB.");
         }
 
         if (CheckpointInterval <= TimeSpan.Zero && CheckpointInterval != Timeout.InfiniteTimeSpan)

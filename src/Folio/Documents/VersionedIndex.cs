@@ -241,24 +241,17 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    /// <summary>The version of <paramref name="id"/> in the tree at <paramref name="root"/>, or null. The version
-    /// object is created on the first read and attached to the leaf entry (a saved tree never changes).</summary>
+    /// <summary>The version of <paramref name="id"/> in the tree at <paramref name="root"/>, or null. Its bytes are
+    /// the reader's own copy: the page they came from may leave the buffer pool at any time.</summary>
     private DocumentVersion? FromTree(PageReference root, string id)
     {
-        if (!BTree.TryFind(root, id, _pages!, out TreeNode? leaf, out int index))
+        if (!BTree.TryGet(root, id, _pages!, out StoredValue stored))
         {
             return null;
         }
 
-        if (leaf.AttachmentAt(index) is DocumentVersion cached)
-        {
-            return cached;
-        }
-
-        StoredValue stored = leaf.ValueAt(index);
-        var version = new DocumentVersion(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!),
-            isDeleted: false, older: null);
-        return (DocumentVersion)leaf.Attach(index, version);
+        return new DocumentVersion(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false,
+            older: null);
     }
 
     /// <summary>

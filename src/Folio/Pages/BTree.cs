@@ -9,44 +9,136 @@ namespace Folio.Pages;
 /// </summary>
 internal static class BTree
 {
-    /// <summary>The value of <paramref name="key"/>, if present.</summary>
+    /// <summary>
+    /// How many levels from the root stay decoded in memory once read (branches only: the root and its children,
+    /// at most 1 + <see cref="PageFormat.MaxChildren"/> nodes a tree, whatever its size). Every read passes through
+    /// them, so they are searched with their hints and pinned by no one; every page below them, and every leaf, is
+    /// read in place in the buffer pool.
+    /// </summary>
+    public const int ResidentLevels = 2;
+
+    /// <summary>
+    /// The value of <paramref name="key"/>, if present; inline bytes are copied out of the page, so the value outlives
+    /// every pin. Below the resident levels the descent pins one page at a time: pages are immutable, so a child's
+    /// position read from its parent stays valid after the parent's unpin.
+    /// </summary>
     public static bool TryGet(PageReference? root, string key, IPageReader reader, out StoredValue value)
     {
-        if (!TryFind(root, key, reader, out TreeNode? leaf, out int index))
+        value = default;
+        PageReference? reference = root;
+        PagePosition position = default;
+        int depth = 0;
+        while (true)
         {
-            value = default;
-            return false;
-        }
+            if (reference is not null)
+            {
+                if (reference.Cached is { } node)
+                {
+                    if (node.IsLeaf)
+                    {
+                        return TryGetFrom(node, key, out value);
+                    }
 
-        value = leaf.ValueAt(index);
-        return true;
+                    reference = node.ChildAt(node.ChildIndex(key));
+                    depth++;
+                    continue;
+                }
+
+                position = reference.Position;
+            }
+            else if (depth == 0)
+            {
+                return false; // an empty tree
+            }
+
+            using PinnedPage pinned = reader.Pin(position);
+            var page = new TreePage(pinned.Bytes);
+            if (!page.HasSlots || (!page.IsLeaf && depth < ResidentLevels))
+            {
+                // A resident branch (decoded once, kept by its reference), or a page written before slots existed
+                // (decoded for this read only).
+                TreeNode decoded = PageFormat.Decode(pinned.Bytes.ToArray(), position, out _)!;
+                if (decoded.IsLeaf)
+                {
+                    return TryGetFrom(decoded, key, out value);
+                }
+
+                if (depth < ResidentLevels && reference is not null)
+                {
+                    decoded = reference.Cache(decoded);
+                }
+
+                reference = decoded.ChildAt(decoded.ChildIndex(key));
+                depth++;
+                continue;
+            }
+
+            if (page.IsLeaf)
+            {
+                int index = page.Search(key);
+                if (index < 0)
+                {
+                    return false;
+                }
+
+                value = page.ValueAt(index);
+                return true;
+            }
+
+            position = page.ChildAt(page.ChildIndex(key));
+            reference = null;
+            depth++;
+        }
     }
 
-    /// <summary>The leaf and the index in it of <paramref name="key"/>, if present.</summary>
-    public static bool TryFind(PageReference? root, string key, IPageReader reader,
-        [System.Diagnostics.CodeAnalysis.NotNullWhen(true)] out TreeNode? leaf, out int index)
+    private static bool TryGetFrom(TreeNode leaf, string key, out StoredValue value)
     {
-        leaf = null;
-        index = -1;
-        if (root is null)
+        int index = leaf.Search(key);
+        value = index >= 0 ? leaf.ValueAt(index) : default;
+        return index >= 0;
+    }
+
+    /// <summary>The node behind <paramref name="reference"/> at <paramref name="depth"/> for a walk that needs it
+    /// decoded (range reads): the node in memory, else the page decoded, and kept when it is a resident
+    /// branch.</summary>
+    private static TreeNode NodeAt(PageReference reference, int depth, IPageReader reader)
+    {
+        if (reference.Cached is { } node)
         {
-            return false;
+            return node;
         }
 
-        TreeNode node = root.GetNode(reader);
-        while (!node.IsLeaf)
+        TreeNode read = reader.ReadNode(reference.Position);
+        return depth < ResidentLevels && !read.IsLeaf ? reference.Cache(read) : read;
+    }
+
+    /// <summary>Drops the decoded nodes of a tree a checkpoint just saved, except its resident branches: what is
+    /// below them is read back through the buffer pool. The checkpoint's thread, once the tree is saved.</summary>
+    public static void ReleaseSaved(PageReference? root)
+    {
+        if (root is not null)
         {
-            node = node.ChildAt(node.ChildIndex(key)).GetNode(reader);
+            Release(root, 0);
         }
 
-        index = node.Search(key);
-        if (index < 0)
+        static void Release(PageReference reference, int depth)
         {
-            return false;
-        }
+            if (reference.Cached is not { } node)
+            {
+                return;
+            }
 
-        leaf = node;
-        return true;
+            if (node.IsLeaf || depth >= ResidentLevels)
+            {
+                reference.DropCached();
+                return;
+            }
+
+            foreach (PageReference child in node.Children)
+            {
+                Release(child, depth + 1);
+            }
+        }
     }
 
     /// <summary>Puts <paramref name="key"/>; returns true when it was added, false when it replaced a value.</summary>
@@ -208,7 +300,7 @@ internal static class BTree
         }
 
         var path = new Stack<(TreeNode Node, int Index)>();
-        TreeNode node = root.GetNode(reader);
+        TreeNode node = NodeAt(root, 0, reader);
         string? start = descending ? toExclusive : fromInclusive;
         while (true)
         {
@@ -217,7 +309,7 @@ internal static class BTree
             {
                 int index = start is null ? (descending ? node.Count - 1 : 0) : node.ChildIndex(start);
                 path.Push((node, index));
-                node = node.ChildAt(index).GetNode(reader);
+                node = NodeAt(node.ChildAt(index), path.Count, reader);
             }
 
             int at;
@@ -271,7 +363,7 @@ internal static class BTree
                 if (next >= 0 && next < parent.Node.Count)
                 {
                     path.Push((parent.Node, next));
-                    node = parent.Node.ChildAt(next).GetNode(reader);
+                    node = NodeAt(parent.Node.ChildAt(next), path.Count, reader);
                     break;
                 }
             }

@@ -4,8 +4,8 @@ using Folio.Storage;
 namespace Folio.Pages;
 
 /// <summary>
-/// The data file's bytes: reads pages for any thread (<see cref="IPageReader"/>), and writes chunks and header
-/// slots for the checkpoint's thread.
+/// The data file's bytes: reads pages for any thread (<see cref="PageCache"/> reads through it), and writes chunks and
+/// header slots for the checkpoint's thread.
 /// <para>
 /// Protocol. The chunk map (chunk id to <see cref="ChunkInfo"/>) is an immutable dictionary replaced by the
 /// checkpoint's thread (a release store) and read by page readers (an acquire load); a chunk leaves the map only
@@ -14,7 +14,7 @@ namespace Folio.Pages;
 /// page read from disk is checked against its CRC-32C, which covers its position.
 /// </para>
 /// </summary>
-internal sealed class DataFile : IPageReader, IDisposable
+internal sealed class DataFile : IDisposable
 {
     private readonly IStorageFile _file;
     private Dictionary<uint, ChunkInfo> _chunks = [];
@@ -31,21 +31,13 @@ internal sealed class DataFile : IPageReader, IDisposable
     /// <summary>Publishes a new chunk map (the checkpoint's thread).</summary>
     public void PublishChunks(Dictionary<uint, ChunkInfo> chunks) => Volatile.Write(ref _chunks, chunks);
 
-    public TreeNode ReadNode(PagePosition position)
-    {
-        byte[] page = ReadPage(position, out long offset);
-        TreeNode? node = PageFormat.Decode(page, position, out string? problem);
-        if (node is null)
-        {
-            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position}: {problem}");
-        }
-
-        return node;
-    }
-
+    /// <summary>Reads the value of <paramref name="length"/> bytes held by the overflow page at
+    /// <paramref name="position"/>.</summary>
     public ReadOnlyMemory<byte> ReadOverflow(PagePosition position, int length)
     {
-        byte[] page = ReadPage(position, out long offset);
+        int pageLength = Locate(position, out long offset);
+        byte[] page = GC.AllocateUninitializedArray<byte>(pageLength);
+        ReadPage(position, page, offset);
         if (page[8] != PageFormat.OverflowType || page.Length != PageFormat.OverflowPageSize(length))
         {
             ThrowHelper.ThrowStoreCorrupted(Path, offset,
@@ -53,6 +45,46 @@ internal sealed class DataFile : IPageReader, IDisposable
         }
 
         return page.AsMemory(PageFormat.PageHeaderSize);
+    }
+
+    /// <summary>The length of the page at <paramref name="position"/> and its offset in the file, from its chunk's
+    /// table of contents (read and checked on the chunk's first page).</summary>
+    public int Locate(PagePosition position, out long offset)
+    {
+        if (!Chunks.TryGetValue(position.ChunkId, out ChunkInfo? chunk))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, 0, $"{position} is in no chunk of the data file");
+        }
+
+        long[] toc = chunk.Toc ?? LoadToc(chunk);
+        if (position.PageNumber >= (uint)toc.Length)
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, chunk.FileOffset,
+                $"{position}: chunk {chunk.Id} holds {toc.Length} pages");
+        }
+
+        long entry = toc[position.PageNumber];
+        offset = chunk.FileOffset + (entry >>> 32);
+        int length = (int)(entry & 0xFFFF_FFFF);
+        if (length < PageFormat.PageHeaderSize)
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position} is listed with {length} bytes");
+        }
+
+        return length;
+    }
+
+    /// <summary>Reads the page at <paramref name="position"/> (at <paramref name="offset"/>, as long as
+    /// <paramref name="destination"/>, both from <see cref="Locate"/>) and checks its length and checksum.</summary>
+    public void ReadPage(PagePosition position, Span<byte> destination, long offset)
+    {
+        if (!TryReadExactly(destination, offset)
+            || BinaryPrimitives.ReadInt32LittleEndian(destination) != destination.Length
+            || BinaryPrimitives.ReadUInt32LittleEndian(destination[4..]) != PageFormat.Checksum(destination, position))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset,
+                $"{position} ({destination.Length} bytes) fails its checksum");
+        }
     }
 
     /// <summary>Reads exactly <paramref name="destination"/>.Length bytes at <paramref name="offset"/>; false when
@@ -120,34 +152,6 @@ internal sealed class DataFile : IPageReader, IDisposable
     }
 
     public void Dispose() => _file.Dispose();
-
-    private byte[] ReadPage(PagePosition position, out long offset)
-    {
-        if (!Chunks.TryGetValue(position.ChunkId, out ChunkInfo? chunk))
-        {
-            ThrowHelper.ThrowStoreCorrupted(Path, 0, $"{position} is in no chunk of the data file");
-        }
-
-        long[] toc = chunk.Toc ?? LoadToc(chunk);
-        if (position.PageNumber >= (uint)toc.Length)
-        {
-            ThrowHelper.ThrowStoreCorrupted(Path, chunk.FileOffset,
-                $"{position}: chunk {chunk.Id} holds {toc.Length} pages");
-        }
-
-        long entry = toc[position.PageNumber];
-        offset = chunk.FileOffset + (entry >>> 32);
-        int length = (int)(entry & 0xFFFF_FFFF);
-        byte[] page = GC.AllocateUninitializedArray<byte>(length);
-        if (length < PageFormat.PageHeaderSize || !TryReadExactly(page, offset)
-            || BinaryPrimitives.ReadInt32LittleEndian(page) != length
-            || BinaryPrimitives.ReadUInt32LittleEndian(page.AsSpan(4)) != PageFormat.Checksum(page, position))
-        {
-            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position} ({length} bytes) fails its checksum");
-        }
-
-        return page;
-    }
 
     private long[] LoadToc(ChunkInfo chunk)
     {

@@ -18,7 +18,12 @@ internal readonly record struct DataFileHeader(
     long Generation, uint ChunkId, long ChunkOffset, long ChunkLength, long CheckpointSequence)
 {
     public const ulong Magic = 0x5347_5050_494C_4F46; // "FOLIOPGS"
-    public const int FormatVersion = 1;
+    /// <summary>The version this Folio writes: 2, pages with slot directories. It reads version 1 too (pages
+    /// without slots, decoded to be read); an older Folio refuses a version 2 file instead of misreading it.</summary>
+    public const int FormatVersion = 2;
+
+    /// <summary>The oldest version this Folio reads.</summary>
+    public const int OldestReadableVersion = 1;
     public const int SlotSize = 4096;
     public const int SlotCount = 2;
 
@@ -58,10 +63,11 @@ internal readonly record struct DataFileHeader(
         }
 
         int version = BinaryPrimitives.ReadInt32LittleEndian(slot[8..]);
-        if (version != FormatVersion)
+        if (version is < OldestReadableVersion or > FormatVersion)
         {
             ThrowHelper.ThrowStoreCorrupted(path, offset,
-                $"the data file has format version {version}; this Folio reads version {FormatVersion}");
+                $"the data file has format version {version}; this Folio reads versions {OldestReadableVersion} "
+                + $"to {FormatVersion}");
         }
 
         return new DataFileHeader(

@@ -1,13 +1,18 @@
 namespace Folio.Pages;
 
 /// <summary>
-/// The one way pages come back from the data file. Today <see cref="DataFile"/> reads them with positional reads
-/// and checks each page's CRC-32C; the buffer pool will sit behind this interface. Safe to call from any thread.
+/// The one way pages come back from the data file (<see cref="PageCache"/>: tree pages through the buffer pool, each
+/// checked when it is read from disk). Safe to call from any thread.
 /// </summary>
 internal interface IPageReader
 {
-    /// <summary>Reads and decodes the tree page at <paramref name="position"/>; throws
-    /// <see cref="StoreCorruptedException"/> when it fails its checks.</summary>
+    /// <summary>Pins the tree page at <paramref name="position"/> for reading in place; dispose the result once.
+    /// Throws <see cref="StoreCorruptedException"/> when the page fails its checks.</summary>
+    PinnedPage Pin(PagePosition position);
+
+    /// <summary>Reads and decodes the tree page at <paramref name="position"/> into a node of its own (not cached:
+    /// the caller keeps it as long as it needs it); throws <see cref="StoreCorruptedException"/> when it fails its
+    /// checks.</summary>
     TreeNode ReadNode(PagePosition position);
 
     /// <summary>Reads the value of <paramref name="length"/> bytes held by the overflow page at

@@ -11,18 +11,28 @@ namespace Folio.Pages;
 ///  4  u32 crc        CRC-32C of bytes [0, 4) and [8, length) followed by the page's position (8 bytes LE), so a
 ///                    page read from the wrong place fails its check even when its bytes are intact
 ///  8  u8  type       1 leaf, 2 branch, 3 overflow
-///  9  u8  0, u16 0
+///  9  u8  flags      bit 0: the page has a slot directory (every tree page this version writes)
+/// 10  u16 0
 /// 12  u32 count      entries (leaf), children (branch), value bytes (overflow)
 /// </code>
-/// Leaf body, per entry: u16 id length in UTF-16 code units, the id (UTF-16LE), i64 sequence, i64 timestamp (UTC
-/// ticks), i32 value length, then the value's bytes when the length is at most <see cref="OverflowThreshold"/>,
-/// else the u64 position of its overflow page. Branch body: count u64 child positions, then count - 1 separators
-/// (u16 length, UTF-16LE). Overflow body: the value's bytes. Integers are little-endian.
+/// Leaf body: count u32 slots (each entry's offset from the page's start), then per entry: u16 id length in UTF-16
+/// code units, the id (UTF-16LE), i64 sequence, i64 timestamp (UTC ticks), i32 value length, then the value's bytes
+/// when the length is at most <see cref="OverflowThreshold"/>, else the u64 position of its overflow page. Branch
+/// body: count u64 child positions, count - 1 u32 slots (each separator's offset), then the separators (u16 length,
+/// UTF-16LE). Overflow body: the value's bytes. Integers are little-endian. The slots let a reader binary-search a
+/// page where it lies (<see cref="TreePage"/>, in a buffer pool frame) without decoding it; pages without the flag
+/// (written before slots existed) have no slot directory and are decoded to be read.
 /// </summary>
 internal static class PageFormat
 {
     public const int PageHeaderSize = 16;
     public const int ChildReferenceSize = 8;
+
+    /// <summary>A slot of a page's slot directory: the u32 offset of one entry (leaf) or separator (branch).</summary>
+    public const int SlotSize = 4;
+
+    /// <summary>Header byte 9, bit 0: the page has a slot directory.</summary>
+    public const byte SlotDirectoryFlag = 1;
 
     /// <summary>Values longer than this go to an overflow page.</summary>
     public const int OverflowThreshold = 2048;
@@ -37,7 +47,8 @@ internal static class PageFormat
     public const byte BranchType = 2;
     public const byte OverflowType = 3;
 
-    public static int KeySize(string key) => 2 + (key.Length * 2);
+    /// <summary>The bytes a key (leaf id or branch separator) takes in a page, its slot included.</summary>
+    public static int KeySize(string key) => SlotSize + 2 + (key.Length * 2);
 
     public static int ValueSize(in StoredValue value) =>
         8 + 8 + 4 + (value.IsOverflow ? 8 : value.Length);
@@ -60,12 +71,12 @@ internal static class PageFormat
         return Crc32C.Finish(Crc32C.Append(crc, positionBytes));
     }
 
-    public static void WriteHeader(Span<byte> page, int length, byte type, int count)
+    public static void WriteHeader(Span<byte> page, int length, byte type, int count, byte flags = 0)
     {
         BinaryPrimitives.WriteInt32LittleEndian(page, length);
         BinaryPrimitives.WriteUInt32LittleEndian(page[4..], 0);
         page[8] = type;
-        page[9] = 0;
+        page[9] = flags;
         BinaryPrimitives.WriteUInt16LittleEndian(page[10..], 0);
         BinaryPrimitives.WriteInt32LittleEndian(page[12..], count);
     }
@@ -74,12 +85,13 @@ internal static class PageFormat
     /// written.</summary>
     public static int WriteLeaf(Span<byte> page, TreeNode leaf)
     {
-        WriteHeader(page, leaf.ByteSize, LeafType, leaf.Count);
-        int at = PageHeaderSize;
+        WriteHeader(page, leaf.ByteSize, LeafType, leaf.Count, SlotDirectoryFlag);
         ReadOnlySpan<string> keys = leaf.Keys;
         ReadOnlySpan<StoredValue> values = leaf.Values;
+        int at = PageHeaderSize + (keys.Length * SlotSize);
         for (int i = 0; i < keys.Length; i++)
         {
+            BinaryPrimitives.WriteInt32LittleEndian(page[(PageHeaderSize + (i * SlotSize))..], at);
             at = WriteKey(page, at, keys[i]);
             StoredValue value = values[i];
             BinaryPrimitives.WriteInt64LittleEndian(page[at..], value.Sequence);
@@ -104,7 +116,7 @@ internal static class PageFormat
     /// <summary>Encodes a branch whose children all carry their positions; returns the bytes written.</summary>
     public static int WriteBranch(Span<byte> page, TreeNode branch)
     {
-        WriteHeader(page, branch.ByteSize, BranchType, branch.Count);
+        WriteHeader(page, branch.ByteSize, BranchType, branch.Count, SlotDirectoryFlag);
         int at = PageHeaderSize;
         foreach (PageReference child in branch.Children)
         {
@@ -112,9 +124,13 @@ internal static class PageFormat
             at += 8;
         }
 
-        foreach (string separator in branch.Keys)
+        ReadOnlySpan<string> separators = branch.Keys;
+        int slots = at;
+        at += separators.Length * SlotSize;
+        for (int i = 0; i < separators.Length; i++)
         {
-            at = WriteKey(page, at, separator);
+            BinaryPrimitives.WriteInt32LittleEndian(page[(slots + (i * SlotSize))..], at);
+            at = WriteKey(page, at, separators[i]);
         }
 
         return at;
@@ -136,108 +152,204 @@ internal static class PageFormat
     public static TreeNode? Decode(ReadOnlyMemory<byte> page, PagePosition position, out string? problem)
     {
         ReadOnlySpan<byte> bytes = page.Span;
-        byte type = bytes[8];
-        int count = BinaryPrimitives.ReadInt32LittleEndian(bytes[12..]);
-        problem = null;
-        int at = PageHeaderSize;
-        try
+        if (!Check(bytes, out problem))
         {
-            if (type == LeafType)
+            return null;
+        }
+
+        bool slotted = (bytes[9] & SlotDirectoryFlag) != 0;
+        int count = BinaryPrimitives.ReadInt32LittleEndian(bytes[12..]);
+        int at = PageHeaderSize;
+        if (bytes[8] == LeafType)
+        {
+            // A page without slots is sized as this version would write it, so a copy of it splits correctly.
+            at += slotted ? count * SlotSize : 0;
+            var keys = new string[count];
+            var values = new StoredValue[count];
+            for (int i = 0; i < count; i++)
             {
-                if (count < 0 || count > (bytes.Length - at) / 22)
+                keys[i] = ReadKey(bytes, ref at);
+                long sequence = BinaryPrimitives.ReadInt64LittleEndian(bytes[at..]);
+                long timestamp = BinaryPrimitives.ReadInt64LittleEndian(bytes[(at + 8)..]);
+                int length = BinaryPrimitives.ReadInt32LittleEndian(bytes[(at + 16)..]);
+                at += 20;
+                if (length > OverflowThreshold)
                 {
-                    problem = $"a leaf claims {count} entries";
-                    return null;
-                }
-
-                var keys = new string[count];
-                var values = new StoredValue[count];
-                for (int i = 0; i < count; i++)
-                {
-                    keys[i] = ReadKey(bytes, ref at);
-                    long sequence = BinaryPrimitives.ReadInt64LittleEndian(bytes[at..]);
-                    long timestamp = BinaryPrimitives.ReadInt64LittleEndian(bytes[(at + 8)..]);
-                    int length = BinaryPrimitives.ReadInt32LittleEndian(bytes[(at + 16)..]);
-                    at += 20;
-                    if (length < 0)
-                    {
-                        problem = $"entry {i} has length {length}";
-                        return null;
-                    }
-
-                    if (length > OverflowThreshold)
-                    {
-                        var overflow = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(bytes[at..]));
-                        values[i] = new StoredValue(sequence, timestamp, ReadOnlyMemory<byte>.Empty, overflow, length);
-                        at += 8;
-                    }
-                    else
-                    {
-                        values[i] = new StoredValue(sequence, timestamp, page.Slice(at, length));
-                        at += length;
-                    }
-
-                    if (i > 0 && string.CompareOrdinal(keys[i - 1], keys[i]) >= 0)
-                    {
-                        problem = $"ids out of order at entry {i}";
-                        return null;
-                    }
-                }
-
-                if (at != bytes.Length)
-                {
-                    problem = $"the page's entries end at {at}, not at its length {bytes.Length}";
-                    return null;
-                }
-
-                return TreeNode.SavedLeaf(position, keys, values, bytes.Length);
-            }
-
-            if (type == BranchType)
-            {
-                if (count < 1 || count > (bytes.Length - at) / 8)
-                {
-                    problem = $"a branch claims {count} children";
-                    return null;
-                }
-
-                var children = new PageReference[count];
-                for (int i = 0; i < count; i++)
-                {
-                    var child = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(bytes[at..]));
-                    if (!child.IsSaved)
-                    {
-                        problem = $"child {i} has no position";
-                        return null;
-                    }
-
-                    children[i] = new PageReference(child);
+                    var overflow = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(bytes[at..]));
+                    values[i] = new StoredValue(sequence, timestamp, ReadOnlyMemory<byte>.Empty, overflow, length);
                     at += 8;
                 }
-
-                var separators = new string[count - 1];
-                for (int i = 0; i < separators.Length; i++)
+                else
                 {
-                    separators[i] = ReadKey(bytes, ref at);
+                    values[i] = new StoredValue(sequence, timestamp, page.Slice(at, length));
+                    at += length;
                 }
-
-                if (at != bytes.Length)
-                {
-                    problem = $"the page's entries end at {at}, not at its length {bytes.Length}";
-                    return null;
-                }
-
-                return TreeNode.SavedBranch(position, separators, children, bytes.Length);
             }
 
-            problem = $"page type {type} is not a tree page";
-            return null;
+            return TreeNode.SavedLeaf(position, keys, values, bytes.Length + (slotted ? 0 : count * SlotSize));
         }
-        catch (ArgumentOutOfRangeException)
+
+        var children = new PageReference[count];
+        for (int i = 0; i < count; i++)
         {
-            problem = $"the page's entries run past its length {bytes.Length}";
-            return null;
+            children[i] = new PageReference(new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(bytes[at..])));
+            at += 8;
         }
+
+        var separators = new string[count - 1];
+        at += slotted ? separators.Length * SlotSize : 0;
+        for (int i = 0; i < separators.Length; i++)
+        {
+            separators[i] = ReadKey(bytes, ref at);
+        }
+
+        return TreeNode.SavedBranch(position, separators, children,
+            bytes.Length + (slotted ? 0 : separators.Length * SlotSize));
+    }
+
+    /// <summary>
+    /// Checks the structure of a tree page whose length and checksum were checked, without allocating: its type and
+    /// count, that every entry (separator) lies inside the page where its slot says, one after another, ending at
+    /// the page's length, that a leaf's ids ascend, and that a branch's children are saved. A page that passes can
+    /// be read in place (<see cref="TreePage"/>) or decoded without further checks. False with
+    /// <paramref name="problem"/> set otherwise.
+    /// </summary>
+    public static bool Check(ReadOnlySpan<byte> page, out string? problem)
+    {
+        problem = null;
+        if (page.Length < PageHeaderSize || BinaryPrimitives.ReadInt32LittleEndian(page) != page.Length)
+        {
+            problem = $"the page's length field disagrees with its {page.Length} bytes";
+            return false;
+        }
+
+        byte type = page[8];
+        bool slotted = (page[9] & SlotDirectoryFlag) != 0;
+        int count = BinaryPrimitives.ReadInt32LittleEndian(page[12..]);
+        int at = PageHeaderSize;
+        if (type == LeafType)
+        {
+            int perEntry = 22 + (slotted ? SlotSize : 0);
+            if (count < 0 || count > (page.Length - at) / perEntry)
+            {
+                problem = $"a leaf claims {count} entries";
+                return false;
+            }
+
+            int slots = at;
+            at += slotted ? count * SlotSize : 0;
+            ReadOnlySpan<char> previous = default;
+            for (int i = 0; i < count; i++)
+            {
+                if (slotted && BinaryPrimitives.ReadInt32LittleEndian(page[(slots + (i * SlotSize))..]) != at)
+                {
+                    problem = $"the slot of entry {i} does not point at it";
+                    return false;
+                }
+
+                if (!TryKey(page, ref at, out ReadOnlySpan<char> key) || page.Length - at < 20)
+                {
+                    problem = $"entry {i} runs past the page's length {page.Length}";
+                    return false;
+                }
+
+                if (i > 0 && previous.SequenceCompareTo(key) >= 0)
+                {
+                    problem = $"ids out of order at entry {i}";
+                    return false;
+                }
+
+                previous = key;
+                int length = BinaryPrimitives.ReadInt32LittleEndian(page[(at + 16)..]);
+                at += 20;
+                int stored = length > OverflowThreshold ? 8 : length;
+                if (length < 0 || page.Length - at < stored)
+                {
+                    problem = $"entry {i} has length {length}, past the page's length {page.Length}";
+                    return false;
+                }
+
+                at += stored;
+            }
+        }
+        else if (type == BranchType)
+        {
+            if (count < 1 || count > (page.Length - at) / 8)
+            {
+                problem = $"a branch claims {count} children";
+                return false;
+            }
+
+            for (int i = 0; i < count; i++)
+            {
+                if (BinaryPrimitives.ReadUInt64LittleEndian(page[at..]) == 0)
+                {
+                    problem = $"child {i} has no position";
+                    return false;
+                }
+
+                at += 8;
+            }
+
+            int slots = at;
+            if (slotted && (count - 1) > (page.Length - at) / SlotSize)
+            {
+                problem = $"a branch of {count} children has no room for its slots";
+                return false;
+            }
+
+            at += slotted ? (count - 1) * SlotSize : 0;
+            for (int i = 0; i < count - 1; i++)
+            {
+                if (slotted && BinaryPrimitives.ReadInt32LittleEndian(page[(slots + (i * SlotSize))..]) != at)
+                {
+                    problem = $"the slot of separator {i} does not point at it";
+                    return false;
+                }
+
+                if (!TryKey(page, ref at, out _))
+                {
+                    problem = $"separator {i} runs past the page's length {page.Length}";
+                    return false;
+                }
+            }
+        }
+        else
+        {
+            problem = $"page type {type} is not a tree page";
+            return false;
+        }
+
+        if (at != page.Length)
+        {
+            problem = $"the page's entries end at {at}, not at its length {page.Length}";
+            return false;
+        }
+
+        return true;
+    }
+
+    /// <summary>The key at <paramref name="at"/> (u16 length, UTF-16LE) of a checked page.</summary>
+    public static ReadOnlySpan<char> KeyAt(ReadOnlySpan<byte> page, int at) =>
+        MemoryMarshal.Cast<byte, char>(page.Slice(at + 2, BinaryPrimitives.ReadUInt16LittleEndian(page[at..]) * 2));
+
+    private static bool TryKey(ReadOnlySpan<byte> page, scoped ref int at, out ReadOnlySpan<char> key)
+    {
+        key = default;
+        if (page.Length - at < 2)
+        {
+            return false;
+        }
+
+        int length = BinaryPrimitives.ReadUInt16LittleEndian(page[at..]) * 2;
+        if (page.Length - at - 2 < length)
+        {
+            return false;
+        }
+
+        key = MemoryMarshal.Cast<byte, char>(page.Slice(at + 2, length));
+        at += 2 + length;
+        return true;
     }
 
     private static int WriteKey(Span<byte> page, int at, string key)

@@ -1,15 +1,16 @@
 namespace Folio.Pages;
 
 /// <summary>
-/// A branch page's link to a child: the child's position in the data file and, once read or while unsaved, the
-/// child node in memory.
+/// A branch page's link to a child: the child's position in the data file and, while unsaved or while it is a
+/// resident branch (<see cref="BTree.ResidentLevels"/>), the child node in memory.
 /// <para>
 /// Protocol. The position is written once, by the checkpoint that saves the child, before any reader can reach the
-/// reference (an unsaved node is only reachable from roots that are not published yet). The cached node is set by
-/// whoever first reads the child (a compare-exchange: racing readers agree on one node) and may be dropped again
-/// (<see cref="DropCached"/>: the buffer pool's eviction, and tests that prove a dropped page reads back from its
-/// final position); it is never dropped while the child is unsaved. Readers read it with an acquire load, so a node
-/// seen through the reference is fully constructed.
+/// reference (an unsaved node is only reachable from roots that are not published yet). The node is set by whoever
+/// first decodes a resident branch (<see cref="Cache"/>, a compare-exchange: racing readers agree on one node) and
+/// dropped (<see cref="DropCached"/>) by the checkpoint that saved it when it is not resident, and by tests that
+/// prove a dropped page reads back from its final position; it is never dropped while the child is unsaved.
+/// Readers read it with an acquire load, so a node seen through the reference is fully constructed; a reader that
+/// finds none reads the page through the buffer pool.
 /// </para>
 /// </summary>
 internal sealed class PageReference
@@ -32,8 +33,12 @@ internal sealed class PageReference
     /// <summary>The child node if it is in memory, else null.</summary>
     public TreeNode? Cached => Volatile.Read(ref _node);
 
-    /// <summary>The child node, read from the data file when it is not in memory.</summary>
-    public TreeNode GetNode(IPageReader reader) => Volatile.Read(ref _node) ?? Load(reader);
+    /// <summary>The child node: the one in memory, else the page decoded for the caller alone (not kept).</summary>
+    public TreeNode GetNode(IPageReader reader) => Volatile.Read(ref _node) ?? reader.ReadNode(Position);
+
+    /// <summary>Keeps <paramref name="node"/>, the saved child decoded, unless a racing reader kept one first;
+    /// returns the node kept.</summary>
+    public TreeNode Cache(TreeNode node) => Interlocked.CompareExchange(ref _node, node, null) ?? node;
 
     /// <summary>Records the position its checkpoint gave the unsaved child (the checkpoint's writer, before the
     /// roots that reach this reference are published).</summary>
@@ -46,11 +51,5 @@ internal sealed class PageReference
         {
             Volatile.Write(ref _node, null);
         }
-    }
-
-    private TreeNode Load(IPageReader reader)
-    {
-        TreeNode node = reader.ReadNode(Position);
-        return Interlocked.CompareExchange(ref _node, node, null) ?? node;
     }
 }

@@ -1,5 +1,6 @@
 using System.Buffers.Binary;
 using System.Diagnostics;
+using Folio.Buffers;
 using Folio.Storage;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -24,7 +25,11 @@ namespace Folio.Pages;
 /// </summary>
 internal sealed class PageStore : IDisposable
 {
+    /// <summary>The cache a store gets when its opener names none: 256 MiB.</summary>
+    public const long DefaultCacheBytes = 256L * 1024 * 1024;
+
     private readonly DataFile _file;
+    private readonly PageCache _cache;
     private readonly ILogger _logger;
     private readonly Lock _checkpointLock = new();
     private readonly List<PageCheckpoint> _retired = [];
@@ -38,10 +43,11 @@ internal sealed class PageStore : IDisposable
     private bool _disposed;
     private CheckpointStatistics _last; // replaced by the checkpoint's thread (release), read by anyone (acquire)
 
-    private PageStore(DataFile file, ChunkSpace space, PageCheckpoint current, PageReference? catalogRoot,
-        uint lastChunkId, ILogger logger)
+    private PageStore(DataFile file, PageCache cache, ChunkSpace space, PageCheckpoint current,
+        PageReference? catalogRoot, uint lastChunkId, ILogger logger)
     {
         _file = file;
+        _cache = cache;
         _logger = logger;
         _space = space;
         _current = current;
@@ -56,8 +62,11 @@ internal sealed class PageStore : IDisposable
     /// <summary>The newest durable checkpoint (acquire).</summary>
     public PageCheckpoint Current => Volatile.Read(ref _current);
 
-    /// <summary>Reads pages of this store's data file.</summary>
-    public IPageReader Reader => _file;
+    /// <summary>Reads pages of this store's data file, through its buffer pool.</summary>
+    public IPageReader Reader => _cache;
+
+    /// <summary>The buffer pool page reads go through.</summary>
+    public PageCache Cache => _cache;
 
     public string Path => _file.Path;
 
@@ -96,8 +105,10 @@ internal sealed class PageStore : IDisposable
     }
 
     /// <summary>Opens (or creates) the data file at <paramref name="path"/> and mounts its newest valid checkpoint:
-    /// the catalog is read, the collection trees stay on disk until read.</summary>
-    public static PageStore Open(IFileSystem fileSystem, string path, ILogger? logger = null)
+    /// the catalog is read, the collection trees stay on disk until read, through a buffer pool of
+    /// <paramref name="cacheBytes"/> (<see cref="DefaultCacheBytes"/> when null).</summary>
+    public static PageStore Open(IFileSystem fileSystem, string path, ILogger? logger = null, long? cacheBytes = null,
+        BufferPoolOptions? poolOptions = null)
     {
         logger ??= NullLogger.Instance;
         bool existed = fileSystem.FileExists(path);
@@ -109,9 +120,10 @@ internal sealed class PageStore : IDisposable
         }
 
         var file = new DataFile(storage);
+        var cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions);
         try
         {
-            PageStore store = Mount(file, logger);
+            PageStore store = Mount(file, cache, logger);
             PageStoreLog.Mounted(logger, path, store._generation, store.Current.Sequence, file.Chunks.Count,
                 store.Current.Collections.Count);
             return store;
@@ -119,6 +131,7 @@ internal sealed class PageStore : IDisposable
         catch
         {
             file.Dispose();
+            cache.Dispose();
             throw;
         }
     }
@@ -174,7 +187,7 @@ internal sealed class PageStore : IDisposable
             for (int i = 0; i < edits.Length; i++)
             {
                 current.Collections.TryGetValue(changes[i].Name, out CollectionTree? tree);
-                edits[i] = new CollectionEdit(changes[i], tree, new TreeEdit(epoch, _file));
+                edits[i] = new CollectionEdit(changes[i], tree, new TreeEdit(epoch, _cache));
             }
 
             if (parallel && edits.Length > 1)
@@ -212,6 +225,7 @@ internal sealed class PageStore : IDisposable
 
             _disposed = true;
             _file.Dispose();
+            _cache.Dispose();
         }
     }
 
@@ -250,7 +264,7 @@ internal sealed class PageStore : IDisposable
             }
 
             // Phase 2 (sequential): the catalog names every changed tree's root, now final.
-            var catalogEdit = new TreeEdit(epoch, _file);
+            var catalogEdit = new TreeEdit(epoch, _cache);
             var collections = new Dictionary<string, CollectionTree>(current.Collections, StringComparer.Ordinal);
             PageReference? catalogRoot = _catalogRoot;
             foreach (CollectionEdit edit in edits)
@@ -429,6 +443,14 @@ internal sealed class PageStore : IDisposable
             var checkpoint = new PageCheckpoint(generation, sequence, collections);
             PageCheckpoint previous = Interlocked.Exchange(ref _current, checkpoint);
             _retired.Add(previous);
+
+            // The saved trees leave memory but for their resident branches: reads go through the buffer pool.
+            foreach (CollectionEdit edit in edits)
+            {
+                BTree.ReleaseSaved(edit.Root);
+            }
+
+            BTree.ReleaseSaved(catalogRoot);
             int supersededPages = 0;
             foreach (int count in superseded.Values)
             {
@@ -548,7 +570,7 @@ internal sealed class PageStore : IDisposable
         return freed;
     }
 
-    private static PageStore Mount(DataFile file, ILogger logger)
+    private static PageStore Mount(DataFile file, PageCache cache, ILogger logger)
     {
         DataFileHeader? newest = null;
         long newestSlot = 0;
@@ -568,7 +590,8 @@ internal sealed class PageStore : IDisposable
         if (newest is not { } current)
         {
             // No checkpoint became durable: whatever chunk bytes the file holds were never made current.
-            return new PageStore(file, new ChunkSpace(DataFileHeader.DataStart), PageCheckpoint.Empty, null, 0, logger);
+            return new PageStore(file, cache, new ChunkSpace(DataFileHeader.DataStart), PageCheckpoint.Empty, null, 0,
+                logger);
         }
 
         if (current.ChunkOffset < DataFileHeader.DataStart || current.ChunkOffset + current.ChunkLength > file.Length)
@@ -626,7 +649,7 @@ internal sealed class PageStore : IDisposable
         var collections = new Dictionary<string, CollectionTree>(StringComparer.Ordinal);
         PageReference? catalogRoot =
             chunkHeader.CatalogRoot.IsSaved ? new PageReference(chunkHeader.CatalogRoot) : null;
-        foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(catalogRoot, null, null, false, file))
+        foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(catalogRoot, null, null, false, cache))
         {
             ReadOnlySpan<byte> value = entry.Value.Inline.Span;
             var root = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(value));
@@ -641,7 +664,7 @@ internal sealed class PageStore : IDisposable
         }
 
         var checkpoint = new PageCheckpoint(current.Generation, current.CheckpointSequence, collections);
-        return new PageStore(file, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger);
+        return new PageStore(file, cache, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger);
     }
 
     /// <summary>One collection's edit in a checkpoint (changed on one worker thread).</summary>

@@ -4,7 +4,7 @@ namespace Folio.Pages;
 /// The value of a leaf entry: a document's bytes with the sequence and time of the commit that wrote them. Small
 /// values live in the leaf (<see cref="Inline"/>); a value longer than <see cref="PageFormat.OverflowThreshold"/>
 /// is written to an overflow page of its own (<see cref="Overflow"/>) and read from it on demand, so leaves stay
-/// small. A value put by a checkpoint keeps its bytes in memory after it is saved, until the buffer pool exists.
+/// small. A value read from a page carries its own copy of the bytes.
 /// </summary>
 internal readonly struct StoredValue
 {

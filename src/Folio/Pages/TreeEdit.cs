@@ -2,9 +2,9 @@ namespace Folio.Pages;
 
 /// <summary>
 /// One checkpoint's changes to the trees, on the checkpoint's thread: the epoch that owns the nodes it creates
-/// (changed in place from then on, never published before the checkpoint is durable), the reader that brings saved
-/// pages in, and the saved pages its copies and removals supersede (their chunks lose a live page when the
-/// checkpoint commits; a discarded edit supersedes nothing).
+/// (changed in place from then on, never published before the checkpoint is durable), the reader that decodes saved
+/// pages for it (copies it keeps only while it edits them), and the saved pages its copies and removals supersede
+/// (their chunks lose a live page when the checkpoint commits; a discarded edit supersedes nothing).
 /// </summary>
 internal sealed class TreeEdit(int epoch, IPageReader reader)
 {

@@ -21,7 +21,6 @@ internal sealed class TreeNode
     private int _count;
     private int _byteSize;
     private SearchHints? _hints; // saved nodes only, built on their first search
-    private object?[]? _attachments; // saved leaves only: what readers decoded per entry (the documents layer's)
 
     private TreeNode(int epoch, string[] keys, StoredValue[]? values, PageReference[]? children, int count,
         int byteSize, PagePosition position)
@@ -227,27 +226,6 @@ internal sealed class TreeNode
     private static int Outside(SearchHints hints, string key) =>
         string.CompareOrdinal(key, 0, hints.Prefix, 0, hints.Prefix.Length);
 
-    /// <summary>What a reader attached to entry <paramref name="index"/> of a saved leaf (acquire), or null.</summary>
-    public object? AttachmentAt(int index) =>
-        Volatile.Read(ref _attachments) is { } attachments ? Volatile.Read(ref attachments[index]) : null;
-
-    /// <summary>
-    /// Attaches <paramref name="value"/> to entry <paramref name="index"/> of a saved (immutable) leaf, unless a racing
-    /// reader attached one first; returns the attached value. Readers keep what they derived from an entry here (the
-    /// document store: its version object), so repeated reads do not derive it again.
-    /// </summary>
-    public object Attach(int index, object value)
-    {
-        if (!Position.IsSaved || !IsLeaf)
-        {
-            ThrowHelper.ThrowInvalidOperation("Only the entries of a saved leaf take attachments.");
-        }
-
-        object?[] attachments = Volatile.Read(ref _attachments)
-            ?? Interlocked.CompareExchange(ref _attachments, new object?[_count], null) ?? _attachments!;
-        return Interlocked.CompareExchange(ref attachments[index], value, null) ?? value;
-    }
-
     /// <summary>Records the position the checkpoint gave this node (its writer, before publication).</summary>
     public void Saved(PagePosition position) => Position = position;
 
@@ -320,7 +298,7 @@ internal sealed class TreeNode
     /// the separator (the first id of the new leaf, or the separator lifted out of a branch).</summary>
     public TreeNode SplitUpperHalf(out string separator, bool atEnd = false)
     {
-        int keep = atEnd ? _count - 1 : _count / 2;
+        int keep = atEnd ? _count - 1 : BalancedSplit();
         int move = _count - keep;
         var keys = new string[Math.Max(8, move + 4)];
         if (IsLeaf)
@@ -350,6 +328,44 @@ internal sealed class TreeNode
         branch.RecomputeSize();
         RecomputeSize();
         return branch;
+    }
+
+    /// <summary>
+    /// How many entries (children) stay when the node splits in two of about equal bytes: the split that makes the
+    /// larger half smallest. A node passes the target by at most one entry, so both halves then fit the target (and
+    /// a buffer pool frame) even when entries differ widely in size, which a split by count does not promise.
+    /// </summary>
+    private int BalancedSplit()
+    {
+        int total = _byteSize - PageFormat.PageHeaderSize;
+        int best = _count / 2;
+        int bestLarger = int.MaxValue;
+        int left = 0;
+        for (int keep = 1; keep < _count; keep++)
+        {
+            int right;
+            if (IsLeaf)
+            {
+                left += PageFormat.EntrySize(_keys[keep - 1], _values![keep - 1]);
+                right = total - left;
+            }
+            else
+            {
+                // Children [0, keep) and separators [0, keep - 1) stay; separator keep - 1 goes up to the parent.
+                int lifted = PageFormat.KeySize(_keys[keep - 1]);
+                left += PageFormat.ChildReferenceSize + (keep > 1 ? PageFormat.KeySize(_keys[keep - 2]) : 0);
+                right = total - left - lifted;
+            }
+
+            int larger = Math.Max(left, right);
+            if (larger < bestLarger)
+            {
+                bestLarger = larger;
+                best = keep;
+            }
+        }
+
+        return best;
     }
 
     /// <summary>Appends every entry (or child) of <paramref name="right"/>, the next sibling, to this node; a branch

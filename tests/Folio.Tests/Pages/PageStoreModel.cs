@@ -138,6 +138,40 @@ internal sealed class PageStoreModel
         }
     }
 
+    /// <summary>Nodes of <paramref name="checkpoint"/>'s trees decoded in memory that are not resident branches
+    /// (<see cref="BTree.ResidentLevels"/>): leaves, or branches deeper down.</summary>
+    public static int CachedBelowResidentLevels(PageCheckpoint checkpoint)
+    {
+        int count = 0;
+        foreach (CollectionTree tree in checkpoint.Collections.Values)
+        {
+            count += Count(tree.Root, 0);
+        }
+
+        return count;
+
+        static int Count(PageReference reference, int depth)
+        {
+            if (reference.Cached is not { } node)
+            {
+                return 0;
+            }
+
+            if (node.IsLeaf || depth >= BTree.ResidentLevels)
+            {
+                return 1;
+            }
+
+            int below = 0;
+            foreach (PageReference child in node.Children)
+            {
+                below += Count(child, depth + 1);
+            }
+
+            return below;
+        }
+    }
+
     /// <summary>Drops every cached page of every tree of <paramref name="checkpoint"/>, so reads go to the data
     /// file (what the buffer pool's eviction will do).</summary>
     public static int DropCachedPages(PageCheckpoint checkpoint)

@@ -41,9 +41,70 @@ public sealed class PageStoreTests
             Fill(model, collections: 8, documents: 4_000, round);
             store.Checkpoint(model.Sequence, model.Changes(), parallel: true);
             model.Checkpointed();
-            Assert.True(PageStoreModel.DropCachedPages(store.Current) > 8 * 20, "multi-level trees were dropped");
+            // The checkpoint itself leaves every saved leaf to the buffer pool, so each read below comes from a page's
+            // final position; the resident branches are dropped here too.
+            Assert.Equal(0, PageStoreModel.CachedBelowResidentLevels(store.Current));
+            PageStoreModel.DropCachedPages(store.Current);
+            PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+            Assert.True(store.Cache.Pool.Misses > 8 * 20, "multi-level trees were read back from the data file");
+        }
+    }
+
+    [Fact]
+    public void Pages_of_ids_and_values_of_every_size_split_to_fit_a_buffer_pool_frame()
+    {
+        // Entries from 30 bytes to 6 KiB (ids up to 2,048 UTF-16 code units, values up to the inline limit): a split
+        // by count could leave a half past the target when the large entries gather in it; the split by bytes keeps
+        // every page within a frame, so no read bypasses the pool.
+        using var dir = new TempDirectory();
+        var model = new PageStoreModel();
+        using var store = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "data.folio"));
+        var random = new Random(17);
+        for (int round = 0; round < 4; round++)
+        {
+            for (int i = 0; i < 1_500; i++)
+            {
+                bool large = random.Next(4) == 0;
+                string id = $"{random.Next(3_000):D5}" + new string('x', large ? random.Next(2_043) : random.Next(8));
+                int length = large ? random.Next(PageFormat.OverflowThreshold + 1) : random.Next(40);
+                model.Put("mixed", id, PageStoreModel.Value(random.Next(), length));
+            }
+
+            store.Checkpoint(model.Sequence, model.Changes(), parallel: false);
+            model.Checkpointed();
+            PageStoreModel.DropCachedPages(store.Current);
             PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
         }
+
+        Assert.True(store.Cache.Pool.Misses > 100, "the pages were read through the pool");
+        Assert.Equal(0, store.Cache.OversizedReads);
+    }
+
+    [Fact]
+    public void Trees_many_times_larger_than_the_cache_read_back_whole_while_pages_are_evicted()
+    {
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var model = new PageStoreModel();
+        const long Cache = 16 * PageCache.FrameSize;
+        using (var store = PageStore.Open(PhysicalFileSystem.Instance, path, cacheBytes: Cache))
+        {
+            for (int round = 0; round < 3; round++)
+            {
+                Fill(model, collections: 4, documents: 3_000, round);
+                store.Checkpoint(model.Sequence, model.Changes());
+                model.Checkpointed();
+                PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+            }
+
+            Assert.True(store.UsedBytes > 20 * Cache, $"the data file ({store.UsedBytes} bytes) outgrew the cache");
+            Assert.True(store.Cache.Pool.Evictions > 100, "pages were evicted and read again");
+            Assert.Equal(0, store.Cache.Pool.PinnedFrames);
+        }
+
+        using var reopened = PageStore.Open(PhysicalFileSystem.Instance, path, cacheBytes: Cache);
+        PageStoreModel.AssertHolds(model.Durable, reopened.Current, reopened.Reader);
+        Assert.Equal(0, reopened.Cache.Pool.PinnedFrames);
     }
 
     [Fact]
@@ -185,6 +246,7 @@ public sealed class PageStoreTests
         Assert.Equal(path, error.FilePath);
         Assert.InRange(error.Offset, DataFileHeader.DataStart, DataFileHeader.DataStart + 5_000);
         Assert.Contains("checksum", error.Message, StringComparison.Ordinal);
+        Assert.Equal(0, reopened.Cache.Pool.PinnedFrames); // the failed load gave its frame back
     }
 
     [Fact]

@@ -1,0 +1,127 @@
+using System.Buffers;
+using Folio.Buffers;
+
+namespace Folio.Pages;
+
+/// <summary>
+/// The data file's pages as readers see them (<see cref="IPageReader"/>): tree pages are read into the frames of a
+/// <see cref="BufferPool"/> of <see cref="FrameSize"/> bytes each, keyed by their position, and checked once when they
+/// are read from disk (length, CRC-32C with the position, then <see cref="PageFormat.Check"/>), so a page in a frame
+/// is read in place without further checks. A page longer than a frame (none this version writes: pages split
+/// before they pass <see cref="PageFormat.TargetPageSize"/>) is read into a rented array for each use instead.
+/// Overflow values are read straight from the file: they are copied out by every reader anyway.
+/// <para>
+/// A frame is never stale: pages are immutable once written, and a position names one page for the life of the
+/// process (chunk ids are not reused while it runs), so a position read through an old tree whose chunk was freed
+/// meanwhile finds either the page it named, still cached, or fails the checksum on disk (the caller then retries
+/// through the newer tree).
+/// </para>
+/// </summary>
+internal sealed class PageCache : IPageReader, IDisposable
+{
+    /// <summary>The bytes of one frame: a page of the target size fits.</summary>
+    public const int FrameSize = PageFormat.TargetPageSize;
+
+    private readonly DataFile _file;
+    private readonly BufferPool _pool;
+    private readonly PageLoader _loader;
+    private long _oversizedReads;
+
+    /// <summary>A cache of <paramref name="cacheBytes"/> (rounded down to whole frames, at least one) over
+    /// <paramref name="file"/>.</summary>
+    public PageCache(DataFile file, long cacheBytes, BufferPoolOptions? options = null)
+    {
+        _file = file;
+        _pool = new BufferPool((int)Math.Clamp(cacheBytes / FrameSize, 1, int.MaxValue), FrameSize, options);
+        _loader = Load;
+    }
+
+    /// <summary>The pool the frames live in (metrics and tests).</summary>
+    public BufferPool Pool => _pool;
+
+    /// <summary>Reads of pages longer than a frame, which bypass the pool (tests: none for pages this version
+    /// writes).</summary>
+    public long OversizedReads => Interlocked.Read(ref _oversizedReads);
+
+    public PinnedPage Pin(PagePosition position)
+    {
+        long key = Key(position);
+        if (_pool.TryPin(key, out PageHandle cached))
+        {
+            return new PinnedPage(cached, PageLength(cached.Bytes));
+        }
+
+        int length = _file.Locate(position, out long offset);
+        if (length > FrameSize)
+        {
+            return ReadOversized(position, length, offset);
+        }
+
+        PageHandle loaded = _pool.Pin(key, _loader);
+        return new PinnedPage(loaded, PageLength(loaded.Bytes));
+    }
+
+    public TreeNode ReadNode(PagePosition position)
+    {
+        byte[] copy;
+        using (PinnedPage page = Pin(position))
+        {
+            copy = page.Bytes.ToArray();
+        }
+
+        // Checked when it was read from disk: the decode cannot fail.
+        return PageFormat.Decode(copy, position, out _)!;
+    }
+
+    public ReadOnlyMemory<byte> ReadOverflow(PagePosition position, int length) =>
+        _file.ReadOverflow(position, length);
+
+    public void Dispose() => _pool.Dispose();
+
+    private static long Key(PagePosition position) => (long)position.Value;
+
+    private static int PageLength(ReadOnlySpan<byte> frame) =>
+        System.Buffers.Binary.BinaryPrimitives.ReadInt32LittleEndian(frame);
+
+    /// <summary>The pool's loader: reads the page into its frame and checks it.</summary>
+    private void Load(long key, Span<byte> frame)
+    {
+        var position = new PagePosition((ulong)key);
+        int length = _file.Locate(position, out long offset);
+        if (length > frame.Length)
+        {
+            // Located once by the pin before it chose the pool; the table of contents does not change.
+            ThrowHelper.ThrowInvalidOperation($"{position} of {length} bytes does not fit a frame.");
+        }
+
+        Span<byte> page = frame[..length];
+        _file.ReadPage(position, page, offset);
+        CheckStructure(position, page, offset);
+    }
+
+    private PinnedPage ReadOversized(PagePosition position, int length, long offset)
+    {
+        Interlocked.Increment(ref _oversizedReads);
+        byte[] rented = ArrayPool<byte>.Shared.Rent(length);
+        try
+        {
+            Span<byte> page = rented.AsSpan(0, length);
+            _file.ReadPage(position, page, offset);
+            CheckStructure(position, page, offset);
+            return new PinnedPage(rented, length);
+        }
+        catch
+        {
+            ArrayPool<byte>.Shared.Return(rented);
+            throw;
+        }
+    }
+
+    private void CheckStructure(PagePosition position, ReadOnlySpan<byte> page, long offset)
+    {
+        if (!PageFormat.Check(page, out string? problem))
+        {
+            ThrowHelper.ThrowStoreCorrupted(_file.Path, offset, $"{position}: {problem}");
+        }
+    }
+}

@@ -1,0 +1,96 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// <see cref="DocumentStoreOptions.CacheSize"/> through the public API: a store many times larger than its cache
+/// reads every document back, by id and by range, before and after a reopen, while pages are evicted; and a cache
+/// below the minimum is refused at open.
+/// </summary>
+public sealed class StoreCacheTests
+{
+    [Fact]
+    public async Task A_store_twenty_times_larger_than_its_cache_reads_every_document_back_by_id_and_by_range()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions Options()
+        {
+            DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+            options.CacheSize = DocumentStoreOptions.MinCacheSize;
+            options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+            return options;
+        }
+
+        const int Documents = 14_000;
+        await using (var store = DocumentStore.Open(dir.Path, Options()))
+        {
+            for (int i = 0; i < Documents; i += 500)
+            {
+                await using DocumentSession session = store.OpenSession();
+                for (int j = i; j < i + 500; j++)
+                {
+                    session.Store(new Item { Key = Id(j), Body = Body(j) }, Id(j));
+                }
+
+                await session.SaveChangesAsync();
+            }
+
+            await store.CheckpointAsync();
+            Assert.True(store.Pages.UsedBytes > 20 * DocumentStoreOptions.MinCacheSize,
+                $"the data file holds {store.Pages.UsedBytes} bytes");
+            await AssertEveryDocument(store);
+            Assert.True(store.Pages.Cache.Pool.Evictions > 1_000, "pages were evicted and read again");
+        }
+
+        await using (var reopened = DocumentStore.Open(dir.Path, Options()))
+        {
+            await AssertEveryDocument(reopened);
+            Assert.Equal(0, reopened.Pages.Cache.Pool.PinnedFrames);
+        }
+
+        static async Task AssertEveryDocument(DocumentStore store)
+        {
+            // Point reads in an order that defeats any locality, then one range in id order.
+            for (int n = 0; n < Documents; n++)
+            {
+                int i = (int)((n * 7919L) % Documents);
+                StoredDocument document = store.Get("Item", Id(i)) ?? throw new Xunit.Sdk.XunitException($"{Id(i)}");
+                Assert.Contains(Body(i), Encoding.UTF8.GetString(document.Json.Span), StringComparison.Ordinal);
+            }
+
+            await using DocumentSession session = store.OpenSession();
+            int next = 0;
+            await foreach (Item item in session.QueryByRangeAsync<Item>(Id(0), null))
+            {
+                Assert.Equal(Id(next), item.Key);
+                Assert.Equal(Body(next), item.Body);
+                next++;
+            }
+
+            Assert.Equal(Documents, next);
+            Assert.Equal(0, store.Pages.Cache.Pool.PinnedFrames);
+        }
+    }
+
+    [Fact]
+    public void A_cache_below_one_mebibyte_is_refused_at_open()
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions { CacheSize = DocumentStoreOptions.MinCacheSize - 1 };
+        var error = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Equal(nameof(DocumentStoreOptions.CacheSize), error.ParamName);
+        Assert.Empty(Directory.EnumerateFileSystemEntries(dir.Path));
+    }
+
+    private static string Id(int i) => $"items/{i:D6}";
+
+    private static string Body(int i) => $"{i}:" + new string((char)('a' + (i % 26)), 1_600);
+
+    private sealed class Item
+    {
+        public string Key { get; set; } = "";
+
+        public string Body { get; set; } = "";
+    }
+}
