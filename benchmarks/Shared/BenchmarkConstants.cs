@@ -14,4 +14,10 @@ internal static class BenchmarkConstants
 
     /// <summary>Concurrent workers of the mixed workloads.</summary>
     public const int MixedWorkers = 16;
+
+    /// <summary>Documents of about 1 KiB in the larger-than-memory stores: about 4 GiB.</summary>
+    public const int LargerThanMemoryDocuments = 4_000_000;
+
+    /// <summary>The cache every peer gets in the larger-than-memory benchmarks, in MiB.</summary>
+    public const int LargerThanMemoryCacheMiB = 256;
 }

@@ -1,0 +1,433 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Text;
+using BenchmarkDotNet.Attributes;
+using LiteDB;
+using Microsoft.Data.Sqlite;
+
+namespace Folio.Benchmarks;
+
+/// <summary>A document of about 1 KiB for <see cref="LargerThanMemoryBenchmarks"/>.</summary>
+public sealed class LargeDocument
+{
+    public string Id { get; set; } = "";
+
+    public string Name { get; set; } = "";
+
+    public string Email { get; set; } = "";
+
+    public int Age { get; set; }
+
+    public string City { get; set; } = "";
+
+    public string Body { get; set; } = "";
+}
+
+/// <summary>
+/// Data many times larger than the cache: <c>FOLIO_LTM_DOCUMENTS</c> documents of about 1 KiB (default
+/// <see cref="BenchmarkConstants.LargerThanMemoryDocuments"/>, a 4 GiB store) read with a cache of
+/// <c>FOLIO_LTM_CACHE_MB</c> MiB (default <see cref="BenchmarkConstants.LargerThanMemoryCacheMiB"/>): Folio's
+/// <c>CacheSize</c>; SQLite's <c>cache_size</c> in KiB with memory mapping off (WAL); LiteDB has no byte budget and
+/// runs with its default. The stores are built once, by the first setup that finds them missing, in
+/// <c>larger-than-memory-N</c> under the benchmark data folder, and reused by every later run (delete the folder to
+/// rebuild). Workloads on one thread: <c>PointRead</c>, uniformly random ids (raw bytes: Folio's
+/// <c>store.Get</c>, SQLite's prepared select of the JSON text, LiteDB's <c>FindById</c>); <c>RangeScan</c>, 100
+/// documents from a random id, deserialized (Folio: a session's <c>QueryByRangeAsync</c>; SQLite: a prepared
+/// <c>id &gt;= $from ORDER BY id LIMIT 100</c> with System.Text.Json; LiteDB: its <c>BsonDocument</c>s); <c>YcsbB</c>,
+/// 95% point reads and 5% overwrites over a scrambled Zipfian (YCSB's, theta 0.99), not fsynced per commit on any
+/// side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB never does). Each case opens only its
+/// own store, and appends the process's resident set after its runs to <c>ltm-stats.csv</c>.
+/// </summary>
+public class LargerThanMemoryBenchmarks : BenchmarkDirectory
+{
+    private const string Collection = nameof(LargeDocument);
+    private const int Operations = 2_000;
+    private const int ScanLength = 100;
+
+    private static readonly int s_documents = EnvironmentInt("FOLIO_LTM_DOCUMENTS",
+        BenchmarkConstants.LargerThanMemoryDocuments);
+
+    private static readonly long s_cacheBytes = EnvironmentInt("FOLIO_LTM_CACHE_MB",
+        BenchmarkConstants.LargerThanMemoryCacheMiB) * 1024L * 1024L;
+
+    private DocumentStore? _store;
+    private SqliteConnection? _sqlite;
+    private SqliteCommand? _sqliteGet;
+    private SqliteCommand? _sqliteScan;
+    private SqliteCommand? _sqliteUpdate;
+    private LiteDatabase? _lite;
+    private ILiteCollection<BsonDocument>? _liteDocuments;
+    private ZipfianIds _zipfian = null!;
+    private Random _random = null!;
+    private string _peer = "";
+
+    [Params("PointRead", "RangeScan", "YcsbB")]
+    public string Workload { get; set; } = "PointRead";
+
+    private static string Folder => Path.Combine(DataFolder, FormattableString.Invariant(
+        $"larger-than-memory-{s_documents}"));
+
+    [GlobalSetup(Target = nameof(Folio))]
+    public void SetupFolio()
+    {
+        Prepare("Folio");
+        _store = DocumentStore.Open(Path.Combine(Folder, "folio"), FolioOptions());
+    }
+
+    [GlobalSetup(Target = nameof(Sqlite))]
+    public void SetupSqlite()
+    {
+        Prepare("Sqlite");
+        _sqlite = OpenSqlite();
+        _sqliteGet = Prepared(_sqlite, "SELECT json FROM docs WHERE id = $id", "$id");
+        _sqliteScan = Prepared(_sqlite, "SELECT json FROM docs WHERE id >= $from ORDER BY id LIMIT 100", "$from");
+        _sqliteUpdate = Prepared(_sqlite, "UPDATE docs SET json = $json WHERE id = $id", "$id", "$json");
+    }
+
+    [GlobalSetup(Target = nameof(LiteDb))]
+    public void SetupLiteDb()
+    {
+        Prepare("LiteDb");
+        _lite = new LiteDatabase($"Filename={Path.Combine(Folder, "litedb", "db.litedb")};Connection=direct");
+        _liteDocuments = _lite.GetCollection<BsonDocument>("docs");
+    }
+
+    [GlobalCleanup]
+    public void Cleanup()
+    {
+        using var process = Process.GetCurrentProcess();
+        process.Refresh();
+        string line = string.Join(',', DateTime.UtcNow.ToString("O", CultureInfo.InvariantCulture), _peer,
+            Workload, s_documents.ToString(CultureInfo.InvariantCulture),
+            s_cacheBytes.ToString(CultureInfo.InvariantCulture),
+            process.WorkingSet64.ToString(CultureInfo.InvariantCulture),
+            GC.GetTotalMemory(forceFullCollection: false).ToString(CultureInfo.InvariantCulture));
+        File.AppendAllText(StatsFile("ltm-stats.csv"), line + Environment.NewLine);
+        _store?.Dispose();
+        _sqliteGet?.Dispose();
+        _sqliteScan?.Dispose();
+        _sqliteUpdate?.Dispose();
+        _sqlite?.Dispose();
+        _lite?.Dispose();
+    }
+
+    [Benchmark(Baseline = true, OperationsPerInvoke = Operations)]
+    public long Sqlite()
+    {
+        long sum = 0;
+        for (int n = 0; n < Operations; n++)
+        {
+            switch (Next(out string id))
+            {
+                case Operation.Read:
+                    _sqliteGet!.Parameters[0].Value = id;
+                    sum += ((string)_sqliteGet.ExecuteScalar()!).Length;
+                    break;
+                case Operation.Scan:
+                    _sqliteScan!.Parameters[0].Value = id;
+                    using (SqliteDataReader reader = _sqliteScan.ExecuteReader())
+                    {
+                        while (reader.Read())
+                        {
+                            sum += System.Text.Json.JsonSerializer.Deserialize<LargeDocument>(reader.GetString(0))!.Age;
+                        }
+                    }
+
+                    break;
+                default:
+                    _sqliteUpdate!.Parameters[0].Value = id;
+                    _sqliteUpdate.Parameters[1].Value = Json(id, n);
+                    sum += _sqliteUpdate.ExecuteNonQuery();
+                    break;
+            }
+        }
+
+        return sum;
+    }
+
+    [Benchmark(OperationsPerInvoke = Operations)]
+    public long Folio()
+    {
+        long sum = 0;
+        for (int n = 0; n < Operations; n++)
+        {
+            switch (Next(out string id))
+            {
+                case Operation.Read:
+                    sum += _store!.Get(Collection, id)!.Value.Json.Length;
+                    break;
+                case Operation.Scan:
+                    sum += ScanFolio(id).GetAwaiter().GetResult();
+                    break;
+                default:
+                    sum += _store!.PutAsync(Collection, id, Encoding.UTF8.GetBytes(Json(id, n))).AsTask()
+                        .GetAwaiter().GetResult();
+                    break;
+            }
+        }
+
+        return sum;
+    }
+
+    [Benchmark(OperationsPerInvoke = Operations)]
+    public long LiteDb()
+    {
+        long sum = 0;
+        for (int n = 0; n < Operations; n++)
+        {
+            switch (Next(out string id))
+            {
+                case Operation.Read:
+                    sum += _liteDocuments!.FindById(id)["Body"].AsString.Length;
+                    break;
+                case Operation.Scan:
+                    foreach (BsonDocument document in _liteDocuments!.Find(LiteDB.Query.GTE("_id", id), 0, ScanLength))
+                    {
+                        sum += document["Age"].AsInt32;
+                    }
+
+                    break;
+                default:
+                    sum += _liteDocuments!.Update(LiteBson(id, n)) ? 1 : 0;
+                    break;
+            }
+        }
+
+        return sum;
+    }
+
+    private async Task<long> ScanFolio(string from)
+    {
+        long sum = 0;
+        await using DocumentSession session = _store!.OpenSession();
+        await foreach (LargeDocument document in session.QueryByRangeAsync<LargeDocument>(from, null,
+            take: ScanLength).ConfigureAwait(false))
+        {
+            sum += document.Age;
+        }
+
+        return sum;
+    }
+
+    private enum Operation
+    {
+        Read,
+        Scan,
+        Update,
+    }
+
+    private Operation Next(out string id)
+    {
+        switch (Workload)
+        {
+            case "PointRead":
+                id = Id(_random.Next(s_documents));
+                return Operation.Read;
+            case "RangeScan":
+                id = Id(_random.Next(Math.Max(1, s_documents - ScanLength)));
+                return Operation.Scan;
+            default:
+                id = Id(_zipfian.Next(_random));
+                return _random.Next(100) < 5 ? Operation.Update : Operation.Read;
+        }
+    }
+
+    private void Prepare(string peer)
+    {
+        _peer = peer;
+        _random = new Random(42);
+        _zipfian = new ZipfianIds(s_documents);
+        EnsureBuilt();
+    }
+
+    private static DocumentStoreOptions FolioOptions() => new()
+    {
+        Durability = DurabilityMode.Buffered,
+        CacheSize = s_cacheBytes,
+    };
+
+    private static SqliteConnection OpenSqlite()
+    {
+        var connection = new SqliteConnection($"Data Source={Path.Combine(Folder, "sqlite", "db.sqlite")};" +
+            "Pooling=False");
+        connection.Open();
+        Execute(connection, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=0; " +
+            $"PRAGMA cache_size=-{s_cacheBytes / 1024};");
+        return connection;
+    }
+
+    /// <summary>Builds the three stores once (a marker file says they are complete).</summary>
+    private static void EnsureBuilt()
+    {
+        string marker = Path.Combine(Folder, "built");
+        if (File.Exists(marker))
+        {
+            return;
+        }
+
+        if (Directory.Exists(Folder))
+        {
+            Directory.Delete(Folder, recursive: true);
+        }
+
+        Directory.CreateDirectory(Folder);
+        var timings = new StringBuilder();
+        var watch = Stopwatch.StartNew();
+        using (DocumentStore store = DocumentStore.Open(Path.Combine(Folder, "folio"), FolioOptions()))
+        {
+            for (int start = 0; start < s_documents; start += 1_000)
+            {
+                var batch = new CommitBatch();
+                for (int i = start; i < Math.Min(s_documents, start + 1_000); i++)
+                {
+                    batch.Put(Collection, Id(i), Encoding.UTF8.GetBytes(Json(Id(i), i)));
+                }
+
+                store.WriteAsync(batch).AsTask().GetAwaiter().GetResult();
+            }
+
+            store.CheckpointAsync().AsTask().GetAwaiter().GetResult();
+        }
+
+        timings.Append(CultureInfo.InvariantCulture, $"folio {watch.Elapsed.TotalSeconds:F1} s; ");
+        watch.Restart();
+        Directory.CreateDirectory(Path.Combine(Folder, "sqlite"));
+        using (SqliteConnection connection = OpenSqlite())
+        {
+            Execute(connection, "CREATE TABLE docs (id TEXT PRIMARY KEY, json TEXT NOT NULL);");
+            using SqliteCommand insert = Prepared(connection, "INSERT INTO docs (id, json) VALUES ($id, $json)",
+                "$id", "$json");
+            for (int start = 0; start < s_documents; start += 10_000)
+            {
+                using SqliteTransaction transaction = connection.BeginTransaction();
+                insert.Transaction = transaction;
+                for (int i = start; i < Math.Min(s_documents, start + 10_000); i++)
+                {
+                    insert.Parameters[0].Value = Id(i);
+                    insert.Parameters[1].Value = Json(Id(i), i);
+                    insert.ExecuteNonQuery();
+                }
+
+                transaction.Commit();
+            }
+
+            Execute(connection, "PRAGMA wal_checkpoint(TRUNCATE);");
+        }
+
+        timings.Append(CultureInfo.InvariantCulture, $"sqlite {watch.Elapsed.TotalSeconds:F1} s; ");
+        watch.Restart();
+        Directory.CreateDirectory(Path.Combine(Folder, "litedb"));
+        using (var lite = new LiteDatabase($"Filename={Path.Combine(Folder, "litedb", "db.litedb")};" +
+            "Connection=direct"))
+        {
+            ILiteCollection<BsonDocument> documents = lite.GetCollection<BsonDocument>("docs");
+            for (int start = 0; start < s_documents; start += 10_000)
+            {
+                documents.InsertBulk(Enumerable.Range(start, Math.Min(10_000, s_documents - start))
+                    .Select(i => LiteBson(Id(i), i)));
+            }
+        }
+
+        timings.Append(CultureInfo.InvariantCulture, $"litedb {watch.Elapsed.TotalSeconds:F1} s");
+        File.WriteAllText(marker, timings.ToString());
+    }
+
+    private static string Id(long i) => FormattableString.Invariant($"docs/{i:D8}");
+
+    private static string Json(string id, int version) => System.Text.Json.JsonSerializer.Serialize(Document(id, version));
+
+    private static LargeDocument Document(string id, int version) => new()
+    {
+        Id = id,
+        Name = $"Person {id}",
+        Email = $"{id.Replace('/', '.')}@example.com",
+        Age = 18 + (version % 60),
+        City = (version % 3) switch { 0 => "Lisbon", 1 => "Oslo", _ => "Quito" },
+        Body = new string((char)('a' + (version % 26)), 880),
+    };
+
+    private static BsonDocument LiteBson(string id, int version)
+    {
+        LargeDocument document = Document(id, version);
+        return new BsonDocument
+        {
+            ["_id"] = id,
+            ["Name"] = document.Name,
+            ["Email"] = document.Email,
+            ["Age"] = document.Age,
+            ["City"] = document.City,
+            ["Body"] = document.Body,
+        };
+    }
+
+    private static SqliteCommand Prepared(SqliteConnection connection, string sql, params string[] parameters)
+    {
+        SqliteCommand command = connection.CreateCommand();
+        command.CommandText = sql;
+        foreach (string parameter in parameters)
+        {
+            command.Parameters.Add(parameter, SqliteType.Text);
+        }
+
+        command.Prepare();
+        return command;
+    }
+
+    private static void Execute(SqliteConnection connection, string sql)
+    {
+        using SqliteCommand command = connection.CreateCommand();
+        command.CommandText = sql;
+        command.ExecuteNonQuery();
+    }
+
+    private static int EnvironmentInt(string name, int fallback) =>
+        int.TryParse(Environment.GetEnvironmentVariable(name), NumberStyles.Integer, CultureInfo.InvariantCulture,
+            out int value) && value > 0 ? value : fallback;
+
+    /// <summary>YCSB's scrambled Zipfian (Gray et al.), theta 0.99: popular items spread over the key space.</summary>
+    private sealed class ZipfianIds
+    {
+        private const double Theta = 0.99;
+        private readonly long _items;
+        private readonly double _zetan;
+        private readonly double _alpha;
+        private readonly double _eta;
+
+        public ZipfianIds(long items)
+        {
+            _items = items;
+            double zeta2 = Zeta(2);
+            _zetan = Zeta(items);
+            _alpha = 1 / (1 - Theta);
+            _eta = (1 - Math.Pow(2.0 / items, 1 - Theta)) / (1 - (zeta2 / _zetan));
+        }
+
+        public long Next(Random random)
+        {
+            double u = random.NextDouble();
+            double uz = u * _zetan;
+            long rank = uz < 1 ? 0
+                : uz < 1 + Math.Pow(0.5, Theta) ? 1
+                : (long)(_items * Math.Pow((_eta * u) - _eta + 1, _alpha));
+            // FNV-1a over the rank's bytes scatters the popular ranks across the ids.
+            ulong hash = 14695981039346656037UL;
+            for (int i = 0; i < 8; i++)
+            {
+                hash = (hash ^ (byte)(rank >> (i * 8))) * 1099511628211UL;
+            }
+
+            return (long)(hash % (ulong)_items);
+        }
+
+        private static double Zeta(long n)
+        {
+            double sum = 0;
+            for (long i = 1; i <= n; i++)
+            {
+                sum += 1 / Math.Pow(i, Theta);
+            }
+
+            return sum;
+        }
+    }
+}
