@@ -193,6 +193,16 @@ internal sealed class VersionedIndex : ICommitState
     /// <paramref name="ranOffChain"/> says the key has versions but the walk found none at or below the snapshot.
     /// </summary>
     private DocumentVersion? Find(in DocumentKey key, long snapshot, out bool ranOffChain)
+        => Find(key, snapshot, out ranOffChain, hintLayer: null, hint: default);
+
+    /// <summary>
+    /// <see cref="Find(in DocumentKey, long, out bool)"/> for a range read that already read the key's entry
+    /// (<paramref name="hint"/>) from the tree of <paramref name="hintLayer"/>: when the read falls through to the
+    /// checkpointed tree and the collection's current layer is still that one (read after the miss, as the protocol
+    /// asks), the entry is the answer the tree would give, so it is used instead of a second descent.
+    /// </summary>
+    private DocumentVersion? Find(in DocumentKey key, long snapshot, out bool ranOffChain, TreeLayer? hintLayer,
+        in StoredValue hint)
     {
         ranOffChain = false;
         if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys))
@@ -209,7 +219,9 @@ internal sealed class VersionedIndex : ICommitState
         if (!keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
         {
             // Not in memory: the checkpointed tree's version (loaded after the miss: see the protocol).
-            return FromCheckpoint(keys, key.Id);
+            return hintLayer is not null && ReferenceEquals(keys.Tree, hintLayer)
+                ? ToVersion(hint)
+                : FromCheckpoint(keys, key.Id);
         }
 
         DocumentVersion? version = At(head, snapshot);
@@ -245,14 +257,11 @@ internal sealed class VersionedIndex : ICommitState
     /// the reader's own copy: the page they came from may leave the buffer pool at any time.</summary>
     private DocumentVersion? FromTree(PageReference root, string id)
     {
-        if (!BTree.TryGet(root, id, _pages!, out StoredValue stored))
-        {
-            return null;
-        }
-
-        return new DocumentVersion(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false,
-            older: null);
+        return BTree.TryGet(root, id, _pages!, out StoredValue stored) ? ToVersion(stored) : null;
     }
+
+    private DocumentVersion ToVersion(in StoredValue stored) =>
+        new(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false, older: null);
 
     /// <summary>
     /// The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids are in
@@ -907,21 +916,24 @@ internal sealed class VersionedIndex : ICommitState
         int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
         int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
         IdSkipList added = keys.Added.Sorted(); // after the caller's snapshot: holds every id the snapshot can see
-        IEnumerable<string> ids = MergeSinceOpen(replayed, replayedStart, replayedEnd, added, fromInclusive,
+        IEnumerable<string> sinceOpen = MergeSinceOpen(replayed, replayedStart, replayedEnd, added, fromInclusive,
             toExclusive, descending);
         TreeLayer? layer = PinTree(keys);
         PageCheckpointLease? lease = layer is null ? null : new PageCheckpointLease(layer.Checkpoint);
         try
         {
-            if (layer?.Root is not null)
+            IEnumerable<(string Id, bool InTree, StoredValue Entry)> ids = layer?.Root is not null
+                ? MergeWithCheckpoint(sinceOpen, BTree.Range(layer.Root, fromInclusive, toExclusive, descending,
+                    _pages!), descending)
+                : OutsideTree(sinceOpen);
+            foreach ((string id, bool inTree, StoredValue entry) in ids)
             {
-                ids = MergeWithCheckpoint(ids, BTree.Range(layer.Root, fromInclusive, toExclusive, descending,
-                    _pages!), descending);
-            }
-
-            foreach ((string Id, DocumentVersion Version) entry in Versions(collection, ids, snapshot))
-            {
-                yield return entry;
+                DocumentVersion? version = Find(new DocumentKey(collection, id), snapshot, out _,
+                    inTree ? layer : null, entry);
+                if (version is { IsDeleted: false })
+                {
+                    yield return (id, version);
+                }
             }
         }
         finally
@@ -957,17 +969,11 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    /// <summary>The ids that have a live version at <paramref name="snapshot"/>, with it.</summary>
-    private IEnumerable<(string Id, DocumentVersion Version)> Versions(string collection, IEnumerable<string> ids,
-        long snapshot)
+    private static IEnumerable<(string Id, bool InTree, StoredValue Entry)> OutsideTree(IEnumerable<string> ids)
     {
         foreach (string id in ids)
         {
-            DocumentVersion? version = Get(new DocumentKey(collection, id), snapshot);
-            if (version is not null)
-            {
-                yield return (id, version);
-            }
+            yield return (id, false, default);
         }
     }
 
@@ -1022,9 +1028,10 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>
     /// Merges the ids since the open with the checkpointed tree's ids (in the same order); an id in both (a
-    /// checkpointed document replayed or rewritten since) comes once.
+    /// checkpointed document replayed or rewritten since) comes once. An id the tree holds comes with its entry,
+    /// which the read uses when it falls through to that tree.
     /// </summary>
-    private static IEnumerable<string> MergeWithCheckpoint(IEnumerable<string> sinceOpen,
+    private static IEnumerable<(string Id, bool InTree, StoredValue Entry)> MergeWithCheckpoint(IEnumerable<string> sinceOpen,
         IEnumerable<KeyValuePair<string, StoredValue>> checkpointed, bool descending)
     {
         using IEnumerator<string> left = sinceOpen.GetEnumerator();
@@ -1035,14 +1042,14 @@ internal sealed class VersionedIndex : ICommitState
         {
             if (!hasRight)
             {
-                yield return left.Current;
+                yield return (left.Current, false, default);
                 hasLeft = left.MoveNext();
                 continue;
             }
 
             if (!hasLeft)
             {
-                yield return right.Current.Key;
+                yield return (right.Current.Key, true, right.Current.Value);
                 hasRight = right.MoveNext();
                 continue;
             }
@@ -1050,18 +1057,18 @@ internal sealed class VersionedIndex : ICommitState
             int comparison = string.CompareOrdinal(left.Current, right.Current.Key);
             if (comparison == 0)
             {
-                yield return left.Current;
+                yield return (left.Current, true, right.Current.Value);
                 hasLeft = left.MoveNext();
                 hasRight = right.MoveNext();
             }
             else if ((comparison < 0) != descending)
             {
-                yield return left.Current;
+                yield return (left.Current, false, default);
                 hasLeft = left.MoveNext();
             }
             else
             {
-                yield return right.Current.Key;
+                yield return (right.Current.Key, true, right.Current.Value);
                 hasRight = right.MoveNext();
             }
         }
