@@ -11,10 +11,19 @@ using Folio.Transactions;
 // journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>"); a fifth argument
 // "checkpoints" makes that store checkpoint and purge its journal every few milliseconds while it commits. For the
 // journal workload a number as the fourth argument sets the merger's MaxGroupsInFlight (default 1).
+if (args is ["memory", string memoryFolder, string megabytes, string cacheMiB])
+{
+    // Not a crash workload: the memory test's (MemoryWorkload), alone in a process of its own.
+    return await MemoryWorkload.RunAsync(memoryFolder,
+        int.Parse(megabytes, System.Globalization.CultureInfo.InvariantCulture),
+        int.Parse(cacheMiB, System.Globalization.CultureInfo.InvariantCulture));
+}
+
 if (args.Length < 2)
 {
     Console.Error.WriteLine(
-        "usage: Folio.CrashHost <folder> <run-tag> [writers] [store [checkpoints] | groups-in-flight]");
+        "usage: Folio.CrashHost <folder> <run-tag> [writers] [store [checkpoints] | groups-in-flight]\n"
+        + "       Folio.CrashHost memory <folder> <megabytes> <cache MiB>");
     return 2;
 }
 

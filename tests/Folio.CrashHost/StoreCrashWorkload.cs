@@ -29,8 +29,15 @@ public static class StoreCrashWorkload
     public const int BatchSize = FreshPerBatch + HotPerBatch;
 
     /// <summary>Small segments, so a run's journal rotates through several.</summary>
-    public static DocumentStoreOptions Options()
-        => new() { SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024 };
+    /// <summary>The store's options: small segments, and a page cache of four 16 KiB frames, so checkpointed stores
+    /// are many times larger than their cache and every read of them goes through evictions.</summary>
+    public static DocumentStoreOptions Options() => new()
+    {
+        SegmentSize = 1 << 20,
+        MaxDocumentSize = 64 * 1024,
+        MaxGroupBytes = 512 * 1024,
+        TestCacheBytes = 4 * 16 * 1024,
+    };
 
     /// <summary>Whether batch <paramref name="k"/> deletes (the ids of batch k - 1) rather than puts.</summary>
     public static bool IsDelete(long k) => k % 8 == 7;

@@ -107,8 +107,9 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
             {
                 try
                 {
+                    long cacheBytes = options.TestCacheBytes > 0 ? options.TestCacheBytes : options.CacheSize;
                     pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger,
-                        options.CacheSize, new BufferPoolOptions { MeterFactory = options.MeterFactory });
+                        cacheBytes, new BufferPoolOptions { MeterFactory = options.MeterFactory });
                     return pages.Current.Sequence;
                 }
                 catch (Exception e)

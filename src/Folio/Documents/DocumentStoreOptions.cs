@@ -31,6 +31,10 @@ public sealed class DocumentStoreOptions
     /// in-memory heads (tests set it low to trim often).</summary>
     internal int AddedIdsTrimMinimum { get; set; } = Documents.VersionedIndex.DefaultAddedIdsTrimMinimum;
 
+    /// <summary>Tests only: a page cache of this many bytes, below <see cref="MinCacheSize"/> (0: use
+    /// <see cref="CacheSize"/>), so crash and power-loss tests run stores many times larger than their cache.</summary>
+    internal long TestCacheBytes { get; set; }
+
     /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>
     public int MaxGroupCommands { get; set; } = TransactionMergerOptions.DefaultMaxGroupCommands;
 

@@ -14,6 +14,8 @@ namespace Folio.Pages;
 /// </summary>
 internal sealed class TreeSerializer : IDisposable
 {
+    private const int PooledLimit = 1024 * 1024;
+
     private readonly uint _chunkId;
     private readonly uint _pageBase;
     private byte[] _buffer;
@@ -24,7 +26,7 @@ internal sealed class TreeSerializer : IDisposable
     {
         _chunkId = chunkId;
         _pageBase = pageBase;
-        _buffer = ArrayPool<byte>.Shared.Rent(Math.Max(4096, expectedBytes));
+        _buffer = Rent(Math.Max(4096, expectedBytes));
     }
 
     /// <summary>The serialized pages, back to back, in page-number order.</summary>
@@ -55,8 +57,22 @@ internal sealed class TreeSerializer : IDisposable
 
     public void Dispose()
     {
-        ArrayPool<byte>.Shared.Return(_buffer);
+        Return(_buffer);
         _buffer = [];
+    }
+
+    /// <summary>Buffers up to 1 MiB come from the shared pool; larger ones (a checkpoint of many megabytes) are
+    /// allocated and left to the garbage collector, because the shared pool keeps what it is given back, and a
+    /// store would then hold its largest checkpoint's size in memory for good.</summary>
+    private static byte[] Rent(int length) =>
+        length <= PooledLimit ? ArrayPool<byte>.Shared.Rent(length) : GC.AllocateUninitializedArray<byte>(length);
+
+    private static void Return(byte[] buffer)
+    {
+        if (buffer.Length <= PooledLimit)
+        {
+            ArrayPool<byte>.Shared.Return(buffer);
+        }
     }
 
     private static int Count(TreeNode node, ref long bytes)
@@ -140,9 +156,9 @@ internal sealed class TreeSerializer : IDisposable
     {
         if (_length + length > _buffer.Length)
         {
-            byte[] larger = ArrayPool<byte>.Shared.Rent(Math.Max(_buffer.Length * 2, _length + length));
+            byte[] larger = Rent(Math.Max(_buffer.Length * 2, _length + length));
             _buffer.AsSpan(0, _length).CopyTo(larger);
-            ArrayPool<byte>.Shared.Return(_buffer);
+            Return(_buffer);
             _buffer = larger;
         }
 

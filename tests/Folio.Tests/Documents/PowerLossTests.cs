@@ -313,11 +313,14 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         CheckpointThreshold = random.Next(2) == 0 ? 16 * 1024 : DocumentStoreOptions.DefaultCheckpointThreshold,
         CheckpointInterval = random.Next(2) == 0 ? TimeSpan.FromMilliseconds(random.Next(5, 40))
             : DocumentStoreOptions.DefaultCheckpointInterval,
+        // Half the runs read their checkpoints through a page cache of two frames: every read evicts.
+        TestCacheBytes = random.Next(2) == 0 ? 2 * 16 * 1024 : 0,
     };
 
     private static string Describe(DocumentStoreOptions options) =>
         $"{options.Durability}, {options.MaxGroupsInFlight} groups in flight, buffered sync every " +
             $"{options.BufferedSyncInterval.TotalMilliseconds} ms, checkpoint threshold {options.CheckpointThreshold}" +
+            $", cache {(options.TestCacheBytes > 0 ? options.TestCacheBytes : options.CacheSize)}" +
             $" bytes, checkpoint interval {options.CheckpointInterval.TotalMilliseconds} ms";
 
     /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>

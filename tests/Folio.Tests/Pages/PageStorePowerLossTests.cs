@@ -11,6 +11,10 @@ namespace Folio.Tests.Pages;
 /// </summary>
 public sealed class PageStorePowerLossTests
 {
+    /// <summary>Two frames: the trees are many times larger than the cache, so every check reads through
+    /// evictions.</summary>
+    private const long TinyCache = 2 * PageCache.FrameSize;
+
     [Fact]
     public void A_power_cut_at_any_write_or_fsync_of_a_checkpoint_opens_to_a_durable_checkpoint()
     {
@@ -27,7 +31,7 @@ public sealed class PageStorePowerLossTests
             int completed = 0;
             try
             {
-                using var store = PageStore.Open(fileSystem, Path.Combine(live, "data.folio"));
+                using var store = PageStore.Open(fileSystem, Path.Combine(live, "data.folio"), cacheBytes: TinyCache);
                 for (int round = 0; round < Checkpoints; round++)
                 {
                     PageStoreTests.Fill(model, collections: 2, documents: 400, round);
@@ -54,7 +58,8 @@ public sealed class PageStorePowerLossTests
                 var random = new Random((cutAt * 7) + trial);
                 string after = Path.Combine(dir.Path, $"after-{trial}");
                 List<string> report = powerLoss.Materialize(after, random);
-                using var reopened = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(after, "data.folio"));
+                using var reopened = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(after, "data.folio"),
+                    cacheBytes: TinyCache);
                 long generation = reopened.Current.Generation;
                 Assert.True(generation == completed || generation == completed + 1,
                     $"cut at {cutAt}: generation {generation} after {completed} checkpoints; "

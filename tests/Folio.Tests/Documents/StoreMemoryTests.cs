@@ -1,0 +1,42 @@
+using System.Globalization;
+using Folio.CrashHost;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// Resident memory against <see cref="DocumentStoreOptions.CacheSize"/>, measured in a process of its own
+/// (<see cref="MemoryWorkload"/>, so other tests' allocations do not blur it), while a store is written and read far
+/// past its cache: reading it grows the resident set by at most the cache and a fixed allowance for the readers' own
+/// copies; and writing it does not grow the live managed heap with the data written (after the writes it is no larger
+/// than halfway through, give or take a fixed allowance: the versions since the last checkpoint vary with where the
+/// checkpoints fall). FOLIO_MEMORY_MB sets how much is written (default 192 MB; 1024 for the 1 GB).
+/// </summary>
+public sealed class StoreMemoryTests
+{
+    private const int CacheMiB = 32;
+    private const long Allowance = 64L << 20;
+
+    [Fact]
+    public async Task Resident_memory_stays_within_the_cache_and_a_fixed_allowance_while_the_store_outgrows_it()
+    {
+        int megabytes = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_MEMORY_MB"), out int mb) ? mb : 192;
+        using var dir = new TempDirectory();
+        using var child = CrashHostProcess.Start("memory", dir.Path, megabytes.ToString(CultureInfo.InvariantCulture),
+            CacheMiB.ToString(CultureInfo.InvariantCulture));
+        Task<string> errors = child.StandardError.ReadToEndAsync();
+        string output = await child.StandardOutput.ReadToEndAsync().WaitAsync(TimeSpan.FromMinutes(10));
+        await child.WaitForExitAsync();
+        Assert.True(child.ExitCode == 0, $"the workload failed: {output} {await errors}");
+        long[] rss = output.Trim().Split(' ')[1..].Select(f => long.Parse(f, CultureInfo.InvariantCulture)).ToArray();
+        (long writing, long liveHalfway, long liveAfterWrites, long beforeReads, long reading, long read) =
+            (rss[1], rss[2], rss[3], rss[4], rss[5], rss[6]);
+        Assert.Equal(2L * megabytes * 1024, read);
+        string figures = $"MiB: resident after open {rss[0] >> 20}, writing {writing >> 20}, live heap halfway " +
+            $"{liveHalfway >> 20} and after the writes {liveAfterWrites >> 20}, resident before reads " +
+            $"{beforeReads >> 20}, reading {reading >> 20}";
+        Assert.True(reading - beforeReads <= ((long)CacheMiB << 20) + Allowance,
+            $"reading {megabytes} MB grew the resident set past the {CacheMiB} MiB cache: {figures}");
+        Assert.True(liveAfterWrites <= liveHalfway + Allowance, $"the heap grew with the data written: {figures}");
+    }
+}
