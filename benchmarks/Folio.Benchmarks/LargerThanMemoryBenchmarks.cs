@@ -336,7 +336,8 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 
     private static string Id(long i) => FormattableString.Invariant($"docs/{i:D8}");
 
-    private static string Json(string id, int version) => System.Text.Json.JsonSerializer.Serialize(Document(id, version));
+    private static string Json(string id, int version) =>
+        System.Text.Json.JsonSerializer.Serialize(Document(id, version));
 
     private static LargeDocument Document(string id, int version) => new()
     {

@@ -1031,8 +1031,8 @@ internal sealed class VersionedIndex : ICommitState
     /// checkpointed document replayed or rewritten since) comes once. An id the tree holds comes with its entry,
     /// which the read uses when it falls through to that tree.
     /// </summary>
-    private static IEnumerable<(string Id, bool InTree, StoredValue Entry)> MergeWithCheckpoint(IEnumerable<string> sinceOpen,
-        IEnumerable<KeyValuePair<string, StoredValue>> checkpointed, bool descending)
+    private static IEnumerable<(string Id, bool InTree, StoredValue Entry)> MergeWithCheckpoint(
+        IEnumerable<string> sinceOpen, IEnumerable<KeyValuePair<string, StoredValue>> checkpointed, bool descending)
     {
         using IEnumerator<string> left = sinceOpen.GetEnumerator();
         using IEnumerator<KeyValuePair<string, StoredValue>> right = checkpointed.GetEnumerator();
