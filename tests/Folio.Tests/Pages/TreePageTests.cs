@@ -43,7 +43,7 @@ public sealed class TreePageTests
             Assert.True(expected.Inline.Span.SequenceEqual(value.Inline.Span));
         }
 
-        foreach (string probe in probes)
+        foreach (string probe in probes.Concat(probes.Select(p => "users/\uD800\u00E9000" + p)).Append("users/"))
         {
             // Found: the index; absent: the complement of where it would go, as Array.BinarySearch answers.
             Assert.Equal(Array.BinarySearch(keys, probe, StringComparer.Ordinal), page.Search(probe));
@@ -81,7 +81,8 @@ public sealed class TreePageTests
             Assert.Equal(children[i].Position, page.ChildAt(i));
         }
 
-        foreach (string probe in probes.Concat(separators))
+        foreach (string probe in probes.Concat(separators).Concat(probes.Select(p => "users/\uD800\u00E9000" + p))
+            .Append("users/").Append("users/\uD800"))
         {
             // Child i holds the ids below separator i: the count of separators at or below the id.
             int expected = separators.Count(separator => string.CompareOrdinal(separator, probe) <= 0);
@@ -130,7 +131,10 @@ public sealed class TreePageTests
 
     private static string[] SortedDistinct(string[] ids)
     {
-        string[] keys = ids.Where(id => id is not null).Distinct(StringComparer.Ordinal).ToArray();
+        // Ids of a real store share long prefixes ("users/0000..."): half the cases give them one.
+        string prefix = ids.Length % 2 == 0 ? "users/\uD800\u00E9000" : "";
+        string[] keys = ids.Where(id => id is not null).Select(id => prefix + id).Distinct(StringComparer.Ordinal)
+            .ToArray();
         Array.Sort(keys, StringComparer.Ordinal);
         return keys.Length > PageFormat.MaxLeafEntries ? keys[..PageFormat.MaxLeafEntries] : keys;
     }
