@@ -231,7 +231,11 @@ public sealed class DocumentStoreStressTests
                     Dictionary<string, long> again = await CheckQueryAsync(session, failures, observed);
                     if (!first.OrderBy(p => p.Key).SequenceEqual(again.OrderBy(p => p.Key)))
                     {
-                        failures.Enqueue($"the same query at snapshot {session.SnapshotSequence} changed");
+                        string Describe(Dictionary<string, long> a, Dictionary<string, long> b) => string.Join(", ",
+                            a.Where(p => !b.TryGetValue(p.Key, out long v) || v != p.Value)
+                                .Select(p => $"{p.Key}@{p.Value}"));
+                        failures.Enqueue($"the same query at snapshot {session.SnapshotSequence} changed: first only " +
+                            $"[{Describe(first, again)}], again only [{Describe(again, first)}]");
                     }
                 }
 
