@@ -915,10 +915,32 @@ internal sealed class VersionedIndex : ICommitState
         string[] replayed = keys.Replayed?.SortedIds ?? [];
         int replayedStart = fromInclusive is null ? 0 : LowerBound(replayed, fromInclusive);
         int replayedEnd = toExclusive is null ? replayed.Length : LowerBound(replayed, toExclusive);
-        IdSkipList added = keys.Added.Sorted(); // after the caller's snapshot: holds every id the snapshot can see
+        // The added ids and the tree layer, read so that every id the snapshot sees alive is in one of them. The list
+        // object is read before the layer: an id trimmed from a later list was an evicted head, which the layer read
+        // after holds. Its ids are merged after the layer: an id deleted (or rewritten over a delete) after the
+        // snapshot is appended when the delete is applied, before any layer that lacks it is published, so merging
+        // after the pin puts it in the walk (merged before the pin, an append in between could be passed over while
+        // the pinned layer had already dropped the id). A trim between the two reads starts over.
+        AddedIds addedIds;
+        TreeLayer? layer;
+        while (true)
+        {
+            addedIds = keys.Added;
+            layer = PinTree(keys);
+            if (ReferenceEquals(addedIds, keys.Added))
+            {
+                break;
+            }
+
+            if (layer is not null)
+            {
+                PageStore.Unpin(layer.Checkpoint);
+            }
+        }
+
+        IdSkipList added = addedIds.Sorted(); // every id appended before the layer was published, merged
         IEnumerable<string> sinceOpen = MergeSinceOpen(replayed, replayedStart, replayedEnd, added, fromInclusive,
             toExclusive, descending);
-        TreeLayer? layer = PinTree(keys);
         PageCheckpointLease? lease = layer is null ? null : new PageCheckpointLease(layer.Checkpoint);
         try
         {
