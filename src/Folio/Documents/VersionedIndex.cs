@@ -216,12 +216,24 @@ internal sealed class VersionedIndex : ICommitState
             return replayed.VersionAt(slot);
         }
 
-        if (!keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
+        DocumentVersion? head;
+        while (!keys.Heads.TryGetValue(key.Id, out head))
         {
             // Not in memory: the checkpointed tree's version (loaded after the miss: see the protocol).
-            return hintLayer is not null && ReferenceEquals(keys.Tree, hintLayer)
+            DocumentVersion? checkpointed = hintLayer is not null && ReferenceEquals(keys.Tree, hintLayer)
                 ? ToVersion(hint)
                 : FromCheckpoint(keys, key.Id);
+
+            // Still not in memory: nothing wrote the key since the miss, so the tree's version is the one every
+            // snapshot sees. Otherwise a write since the miss may already be in the layer read (a checkpoint can
+            // cover it and be published between the miss and that read), which then holds a version newer than
+            // the snapshot, or none for a delete; that write put the key in the heads before the layer was
+            // published (acquire), and a version newer than the caller's snapshot stays there while the snapshot
+            // is open, so the chain has the answer: look again.
+            if (!keys.Heads.ContainsKey(key.Id))
+            {
+                return checkpointed;
+            }
         }
 
         DocumentVersion? version = At(head, snapshot);
