@@ -57,7 +57,7 @@ internal static class BTree
             {
                 // A resident branch (decoded once, kept by its reference), or a page written before slots existed
                 // (decoded for this read only).
-                TreeNode decoded = PageFormat.Decode(pinned.Bytes.ToArray(), position, out _)!;
+                TreeNode decoded = PageFormat.DecodeChecked(pinned.Bytes.ToArray(), position);
                 if (decoded.IsLeaf)
                 {
                     return TryGetFrom(decoded, key, out value);

@@ -69,8 +69,7 @@ internal sealed class PageCache : IPageReader, IDisposable
             copy = page.Bytes.ToArray();
         }
 
-        // Checked when it was read from disk: the decode cannot fail.
-        return PageFormat.Decode(copy, position, out _)!;
+        return PageFormat.DecodeChecked(copy, position);
     }
 
     public ReadOnlyMemory<byte> ReadOverflow(PagePosition position, int length) =>

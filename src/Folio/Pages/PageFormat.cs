@@ -149,14 +149,14 @@ internal static class PageFormat
     /// <paramref name="page"/>, which the node keeps alive. Returns null with <paramref name="problem"/> set when the
     /// bytes contradict themselves (a checksum collision or a writer's bug: corruption all the same).
     /// </summary>
-    public static TreeNode? Decode(ReadOnlyMemory<byte> page, PagePosition position, out string? problem)
+    public static TreeNode? Decode(ReadOnlyMemory<byte> page, PagePosition position, out string? problem) =>
+        Check(page.Span, out problem) ? DecodeChecked(page, position) : null;
+
+    /// <summary>Decodes a page that passed <see cref="Check"/> when it was read from disk (a copy of a buffer pool
+    /// frame's, which the node keeps alive as <see cref="Decode"/>'s does), without checking it again.</summary>
+    public static TreeNode DecodeChecked(ReadOnlyMemory<byte> page, PagePosition position)
     {
         ReadOnlySpan<byte> bytes = page.Span;
-        if (!Check(bytes, out problem))
-        {
-            return null;
-        }
-
         bool slotted = (bytes[9] & SlotDirectoryFlag) != 0;
         int count = BinaryPrimitives.ReadInt32LittleEndian(bytes[12..]);
         int at = PageHeaderSize;
