@@ -40,4 +40,62 @@ internal static class HostProbe
     /// <see cref="FreshPageMicroseconds"/>).</summary>
     public static string Describe(double freshPageUs)
         => $"// host: a fresh 4 KiB page of memory costs {freshPageUs:F2} µs to fault in (64 MiB probe)";
+
+    /// <summary>
+    /// Microseconds per random 16 KiB read of <paramref name="path"/> (uncached: the file is dropped from the page
+    /// cache first), one after another, and with all of them advised at once (<c>POSIX_FADV_WILLNEED</c>) before they
+    /// are read: how much parallel reads gain on this disk now, which bounds what read-ahead can gain (Linux only;
+    /// zeros elsewhere).
+    /// </summary>
+    public static (double Sequential, double Advised) RandomReadMicroseconds(string path, int reads = 64)
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return (0, 0);
+        }
+
+        using var stream = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete);
+        int fd = (int)stream.SafeFileHandle.DangerousGetHandle();
+        long blocks = stream.Length / 16384;
+        var random = new Random(3);
+        byte[] buffer = new byte[16384];
+        double Measure(bool advise)
+        {
+            _ = PosixFAdvise(fd, 0, 0, DontNeed);
+            long[] offsets = new long[reads];
+            for (int i = 0; i < reads; i++)
+            {
+                offsets[i] = random.NextInt64(blocks) * 16384;
+            }
+
+            long start = Stopwatch.GetTimestamp();
+            if (advise)
+            {
+                foreach (long offset in offsets)
+                {
+                    _ = PosixFAdvise(fd, offset, 16384, WillNeed);
+                }
+            }
+
+            foreach (long offset in offsets)
+            {
+                RandomAccess.Read(stream.SafeFileHandle, buffer, offset);
+            }
+
+            return Stopwatch.GetElapsedTime(start).TotalMicroseconds / reads;
+        }
+
+        return (Measure(advise: false), Measure(advise: true));
+    }
+
+    /// <summary>A line for the benchmark log from <see cref="RandomReadMicroseconds"/>.</summary>
+    public static string DescribeReads((double Sequential, double Advised) reads)
+        => $"// host: a random 16 KiB read costs {reads.Sequential:F0} µs one after another, {reads.Advised:F0} µs " +
+            "each with 64 advised at once";
+
+    private const int DontNeed = 4; // POSIX_FADV_DONTNEED
+    private const int WillNeed = 3; // POSIX_FADV_WILLNEED
+
+    [DllImport("libc", EntryPoint = "posix_fadvise")]
+    private static extern int PosixFAdvise(int fd, long offset, long length, int advice);
 }

@@ -20,4 +20,11 @@ internal static class BenchmarkConstants
 
     /// <summary>The cache every peer gets in the larger-than-memory benchmarks, in MiB.</summary>
     public const int LargerThanMemoryCacheMiB = 256;
+
+    /// <summary>Documents of about 1 KiB in the prefetch benchmarks' store (about 230 MB).</summary>
+    public const int PrefetchDocuments = 200_000;
+
+    /// <summary>Rounds of 1,000 random overwrites, each checkpointed, that scatter the prefetch store's
+    /// leaves.</summary>
+    public const int PrefetchUpdateRounds = 40;
 }

@@ -66,6 +66,10 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.CacheSize"/>.</summary>
     public long CacheSize { get; set; } = s_storeDefaults.CacheSize;
 
+    /// <summary>Read ahead for bounded range reads. Default true; see
+    /// <see cref="DocumentStoreOptions.RangePrefetch"/>.</summary>
+    public bool RangePrefetch { get; set; } = s_storeDefaults.RangePrefetch;
+
     /// <summary>The longest time between checkpoints while commits arrive. Default 10 minutes; see
     /// <see cref="DocumentStoreOptions.CheckpointInterval"/>.</summary>
     public TimeSpan CheckpointInterval { get; set; } = s_storeDefaults.CheckpointInterval;
@@ -98,6 +102,7 @@ public sealed class FolioOptions
             MaxSnapshotAge = MaxSnapshotAge,
             CheckpointThreshold = CheckpointThreshold,
             CacheSize = CacheSize,
+            RangePrefetch = RangePrefetch,
             CheckpointInterval = CheckpointInterval,
             CheckpointBackpressureThreshold = CheckpointBackpressureThreshold,
             LoggerFactory = loggerFactory,

@@ -37,6 +37,9 @@ internal delegate void PageLoader(long page, Span<byte> frame);
 /// frame goes back to Free), loads the bytes with no lock held, and publishes Loaded with one reader (release, under
 /// the gate). A failed load removes the entry and publishes Free. No lock is held while a loader runs and the clock
 /// lock never waits for a frame, so loads and evictions cannot deadlock (DuckDB #12391).</item>
+/// <item>Prefetch (<see cref="Prefetch"/>): a load like a miss's, by the prefetch worker, that claims only what the
+/// clock's normal search gives (never waits, never forces) and publishes Loaded with zero readers; pins waiting on
+/// the gate meanwhile then pin it from zero like any cached page.</item>
 /// <item>Unpin: an atomic decrement; above zero it returns at once. The last unpin (slow path) updates the
 /// pinned-frames count, wakes pins waiting for a frame when every frame was pinned, and with
 /// <see cref="BufferPoolOptions.EvictOnLastUnpin"/> evicts the page at once.</item>
@@ -68,6 +71,9 @@ internal sealed unsafe class BufferPool : IDisposable
     private int _exhaustedWaiters;
     private long _misses;
     private long _evictions;
+    private long _prefetched;
+    private long _prefetchUsed;
+    private long _prefetchUnused;
     private int _disposed;
 
     /// <summary>A pool of <paramref name="frameCount"/> frames of <paramref name="frameSize"/> bytes (a multiple of
@@ -119,6 +125,18 @@ internal sealed unsafe class BufferPool : IDisposable
     /// <summary>Pages evicted to make room.</summary>
     public long Evictions => Interlocked.Read(ref _evictions);
 
+    /// <summary>Pages loaded by <see cref="Prefetch"/>.</summary>
+    public long Prefetched => Interlocked.Read(ref _prefetched);
+
+    /// <summary>Prefetched pages pinned afterwards (each counted once).</summary>
+    public long PrefetchUsed => Interlocked.Read(ref _prefetchUsed);
+
+    /// <summary>Prefetched pages evicted before any pin.</summary>
+    public long PrefetchUnused => Interlocked.Read(ref _prefetchUnused);
+
+    /// <summary>The pool's instruments (the prefetcher records its own counts on them too).</summary>
+    internal BufferPoolMetrics Metrics => _metrics;
+
     /// <summary>Called by a fast-path pin between reading a frame's word and swapping it (tests only: it lets a test
     /// evict and reload the frame at exactly that point).</summary>
     internal Action<int>? BeforeFastPathSwap { get; set; }
@@ -161,6 +179,62 @@ internal sealed unsafe class BufferPool : IDisposable
         }
 
         return PinSlow(page, loader: null, out handle);
+    }
+
+    /// <summary>
+    /// Loads <paramref name="page"/> with <paramref name="loader"/> into a frame, unpinned, on probation, unless it is
+    /// cached or loading already; never waits for a frame: it takes only a free frame or one the clock would evict
+    /// now (no forced pass), so a prefetch never pushes out a page in use. A loader that throws leaves no trace (the
+    /// page is read again, and its failure reported, by the pin that needs it).
+    /// </summary>
+    /// <returns>What became of the request.</returns>
+    public PrefetchOutcome Prefetch(long page, PageLoader loader)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(page);
+        if (Volatile.Read(ref _disposed) != 0)
+        {
+            return PrefetchOutcome.NoFrame;
+        }
+
+        if (_table.ContainsKey(page))
+        {
+            return PrefetchOutcome.Cached;
+        }
+
+        int claimed;
+        lock (_clockLock)
+        {
+            claimed = ClaimWithoutForce(page);
+        }
+
+        if (claimed < 0)
+        {
+            return PrefetchOutcome.NoFrame;
+        }
+
+        if (!_table.TryAdd(page, claimed))
+        {
+            Volatile.Write(ref _pages[claimed], -1);
+            Publish(claimed, FrameWord.Free, readers: 0); // a pin of the page entered first
+            return PrefetchOutcome.Cached;
+        }
+
+        try
+        {
+            loader(page, FrameBytes(claimed));
+        }
+        catch (Exception)
+        {
+            _table.TryRemove(KeyValuePair.Create(page, claimed));
+            Volatile.Write(ref _pages[claimed], -1);
+            Publish(claimed, FrameWord.Free, readers: 0);
+            return PrefetchOutcome.Failed;
+        }
+
+        _clock.Prefetched(claimed);
+        Interlocked.Increment(ref _prefetched);
+        Publish(claimed, FrameWord.Loaded, readers: 0);
+        return PrefetchOutcome.Loaded;
     }
 
     /// <summary>Releases one pin of <paramref name="frame"/> (<see cref="PageHandle.Dispose"/>).</summary>
@@ -213,7 +287,11 @@ internal sealed unsafe class BufferPool : IDisposable
             long found = Interlocked.CompareExchange(ref word, seen + 1, seen);
             if (found == seen)
             {
-                _clock.Touch(frame);
+                if (_clock.Touch(frame))
+                {
+                    RecordPrefetchUsed();
+                }
+
                 return true;
             }
 
@@ -267,7 +345,11 @@ internal sealed unsafe class BufferPool : IDisposable
                     Interlocked.Increment(ref _pinnedFrames);
                 }
 
-                _clock.Touch(frame);
+                if (_clock.Touch(frame))
+                {
+                    RecordPrefetchUsed();
+                }
+
                 return CachedPin.Pinned;
             }
 
@@ -393,24 +475,12 @@ internal sealed unsafe class BufferPool : IDisposable
         {
             lock (_clockLock)
             {
-                // A normal search first (the hand passes each frame about twice), then one pass that takes any
-                // unpinned page: the policy must never leave a pin without a frame while one is free to take.
-                for (int pass = 0; pass < 2; pass++)
+                // A normal search first, then one pass that takes any unpinned page: the policy must never leave a
+                // pin without a frame while one is free to take.
+                int frame = ClaimWithoutForce(page);
+                if (frame >= 0 || (frame = Sweep(page, force: true)) >= 0)
                 {
-                    bool force = pass == 1;
-                    int steps = force ? _frameCount : (2 * _frameCount) + 1;
-                    for (int step = 0; step < steps; step++)
-                    {
-                        int frame = _clock.Advance();
-                        long seen = Volatile.Read(ref Word(frame));
-                        int state = FrameWord.State(seen);
-                        if ((state == FrameWord.Free || (state == FrameWord.Loaded && FrameWord.Readers(seen) == 0
-                            && _clock.ShouldEvict(frame, force)))
-                            && TryTake(frame, seen, page, FrameWord.Loading))
-                        {
-                            return frame;
-                        }
-                    }
+                    return frame;
                 }
             }
 
@@ -422,6 +492,38 @@ internal sealed unsafe class BufferPool : IDisposable
 
             WaitForUnpin(deadline);
         }
+    }
+
+    /// <summary>Under the clock lock: the clock's normal search for a frame for <paramref name="page"/> (the hand
+    /// passes each frame about twice); -1 when it finds none.</summary>
+    private int ClaimWithoutForce(long page) => Sweep(page, force: false);
+
+    /// <summary>Under the clock lock: one sweep of the hand that claims a frame for <paramref name="page"/>, or
+    /// -1.</summary>
+    private int Sweep(long page, bool force)
+    {
+        int steps = force ? _frameCount : (2 * _frameCount) + 1;
+        for (int step = 0; step < steps; step++)
+        {
+            int frame = _clock.Advance();
+            long seen = Volatile.Read(ref Word(frame));
+            int state = FrameWord.State(seen);
+            if ((state == FrameWord.Free || (state == FrameWord.Loaded && FrameWord.Readers(seen) == 0
+                && _clock.ShouldEvict(frame, force)))
+                && TryTake(frame, seen, page, FrameWord.Loading))
+            {
+                return frame;
+            }
+        }
+
+        return -1;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void RecordPrefetchUsed()
+    {
+        Interlocked.Increment(ref _prefetchUsed);
+        _metrics.PrefetchUsed();
     }
 
     /// <summary>
@@ -453,7 +555,11 @@ internal sealed unsafe class BufferPool : IDisposable
     private void Evicted(int frame)
     {
         _table.TryRemove(KeyValuePair.Create(Volatile.Read(ref _pages[frame]), frame));
-        _clock.Evicted(frame);
+        if (_clock.Evicted(frame))
+        {
+            Interlocked.Increment(ref _prefetchUnused);
+        }
+
         if (_options.Scribble)
         {
             FrameBytes(frame).Fill(ScribbleByte);

@@ -10,9 +10,15 @@ namespace Folio.Buffers;
 /// reads keep hot; with <c>scanResistant: false</c> it is plain CLOCK (a loaded page starts referenced, a referenced
 /// frame is passed over once), the baseline the choice is measured against.
 /// <para>
+/// A page loaded by prefetch enters on probation marked <see cref="PrefetchedMark"/>: unreferenced for the hand, and
+/// its first pin (<see cref="Touch"/>) counts as the load's own use, not a second one, so a scan that prefetches
+/// its leaves still leaves them on probation; only a pin after that marks it referenced.
+/// </para>
+/// <para>
 /// Owners: the hand, the hot marks and the hot count belong to whoever holds the pool's clock lock. Reference marks
 /// are set by any pinning thread without a lock (a byte store; a lost mark only makes a page look colder) and
-/// cleared under the clock lock.
+/// cleared under the clock lock. The prefetched mark is set by the frame's loader before the frame is published, and
+/// taken by exactly one pin (a compare-and-swap), so each prefetched page counts as used at most once.
 /// </para>
 /// </summary>
 internal sealed class FrameClock
@@ -20,6 +26,12 @@ internal sealed class FrameClock
     /// <summary>The share of the pool that hot frames may hold before the hand sends unreferenced ones back to
     /// probation.</summary>
     public const double HotShare = 0.75;
+
+    private const byte Unreferenced = 0;
+    private const byte Referenced = 1;
+
+    /// <summary>The mark of a page prefetched and not pinned since.</summary>
+    private const byte PrefetchedMark = 2;
 
     private readonly byte[] _referenced;
     private readonly bool[] _hot;
@@ -36,13 +48,23 @@ internal sealed class FrameClock
         _maxHot = Math.Max(1, (int)(frames * HotShare));
     }
 
-    /// <summary>Marks a cached page as used again (any thread; no lock).</summary>
-    public void Touch(int frame)
+    /// <summary>Marks a cached page as used again (any thread; no lock); true when this is the first pin of a
+    /// prefetched page (which leaves it unreferenced: the pin the load would have been).</summary>
+    public bool Touch(int frame)
     {
-        if (_referenced[frame] == 0)
+        byte mark = _referenced[frame]; // read first: a page pinned by many threads keeps its cache line shared
+        if (mark == Referenced)
         {
-            _referenced[frame] = 1; // read first: a page pinned by many threads keeps its cache line shared
+            return false;
         }
+
+        if (mark == PrefetchedMark)
+        {
+            return Interlocked.CompareExchange(ref _referenced[frame], Unreferenced, PrefetchedMark) == PrefetchedMark;
+        }
+
+        _referenced[frame] = Referenced;
+        return false;
     }
 
     /// <summary>The frame under the hand; moves the hand on (clock lock).</summary>
@@ -59,8 +81,13 @@ internal sealed class FrameClock
     /// </summary>
     public bool ShouldEvict(int frame, bool force)
     {
-        bool referenced = _referenced[frame] != 0;
-        _referenced[frame] = 0;
+        byte mark = _referenced[frame];
+        bool referenced = mark == Referenced;
+        if (mark == Referenced)
+        {
+            _referenced[frame] = Unreferenced; // a prefetched mark stays until the page is used or evicted
+        }
+
         if (force)
         {
             return true;
@@ -94,10 +121,15 @@ internal sealed class FrameClock
 
     /// <summary>A page was just loaded into <paramref name="frame"/> (clock lock not needed: the frame is owned by
     /// its loader, and the hand skips frames that are not loaded).</summary>
-    public void Loaded(int frame) => _referenced[frame] = _scanResistant ? (byte)0 : (byte)1;
+    public void Loaded(int frame) => _referenced[frame] = _scanResistant ? Unreferenced : Referenced;
 
-    /// <summary>The page of <paramref name="frame"/> left it (clock lock).</summary>
-    public void Evicted(int frame)
+    /// <summary>A page was just prefetched into <paramref name="frame"/> (its loader, before publishing it): on
+    /// probation, unreferenced, waiting for its first pin.</summary>
+    public void Prefetched(int frame) => _referenced[frame] = PrefetchedMark;
+
+    /// <summary>The page of <paramref name="frame"/> left it (clock lock); true when it was prefetched and never
+    /// pinned.</summary>
+    public bool Evicted(int frame)
     {
         if (_hot[frame])
         {
@@ -105,6 +137,8 @@ internal sealed class FrameClock
             _hotCount--;
         }
 
-        _referenced[frame] = 0;
+        bool unused = _referenced[frame] == PrefetchedMark;
+        _referenced[frame] = Unreferenced;
+        return unused;
     }
 }

@@ -14,6 +14,9 @@ internal sealed class BufferPoolMetrics : IDisposable
     private readonly Counter<long> _hits;
     private readonly Counter<long> _misses;
     private readonly Counter<long> _evictions;
+    private readonly Counter<long> _prefetchIssued;
+    private readonly Counter<long> _prefetchUsed;
+    private readonly Counter<long> _prefetchDropped;
 
     public BufferPoolMetrics(IMeterFactory? meterFactory, Func<int> pinnedFrames, Func<long> cachedBytes)
     {
@@ -24,6 +27,13 @@ internal sealed class BufferPoolMetrics : IDisposable
             "Pins that read their page from the data file.");
         _evictions = meter.CreateCounter<long>("folio.cache.evictions", "{page}",
             "Pages that left the cache to make room for others.");
+        _prefetchIssued = meter.CreateCounter<long>("folio.cache.prefetch.issued", "{page}",
+            "Pages a range read's prefetch read into the cache ahead of the cursor.");
+        _prefetchUsed = meter.CreateCounter<long>("folio.cache.prefetch.used", "{page}",
+            "Prefetched pages a reader pinned afterwards.");
+        _prefetchDropped = meter.CreateCounter<long>("folio.cache.prefetch.dropped", "{page}",
+            "Pages asked for by prefetch and not read: pushed out of the full queue, abandoned while a checkpoint " +
+            "wrote, or left without a frame.");
         meter.CreateObservableGauge("folio.cache.pinned_frames", pinnedFrames, "{frame}",
             "Cache frames pinned by a reader now.");
         meter.CreateObservableGauge("folio.cache.bytes", cachedBytes, "By", "Bytes of pages held in the cache.");
@@ -34,6 +44,12 @@ internal sealed class BufferPoolMetrics : IDisposable
     public void Miss() => _misses.Add(1);
 
     public void Evicted() => _evictions.Add(1);
+
+    public void PrefetchIssued() => _prefetchIssued.Add(1);
+
+    public void PrefetchUsed() => _prefetchUsed.Add(1);
+
+    public void PrefetchDropped(int pages) => _prefetchDropped.Add(pages);
 
     public void Dispose() => _folioMeter.Dispose();
 }

@@ -22,8 +22,8 @@ public sealed partial class DocumentSession
     {
         ArgumentNullException.ThrowIfNull(prefix);
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot.Sequence), snapshot, null, skip,
-            take, cancellationToken);
+        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot.Sequence, Expected(skip, take)),
+            snapshot, null, skip, take, cancellationToken);
     }
 
     /// <summary>
@@ -44,8 +44,8 @@ public sealed partial class DocumentSession
         where T : class
     {
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot.Sequence),
-            snapshot, null, skip, take, cancellationToken);
+        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot.Sequence,
+            Expected(skip, take)), snapshot, null, skip, take, cancellationToken);
     }
 
     /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches
@@ -77,6 +77,11 @@ public sealed partial class DocumentSession
         snapshot.ThrowIfExpired(); // after the reads: see SnapshotRegistry
         return new ValueTask<int>(count);
     }
+
+    /// <summary>The entries a query without a filter reads at most (a prefetch hint): its skip and take, or
+    /// <see cref="int.MaxValue"/> when it takes everything.</summary>
+    private static int Expected(int skip, int take) =>
+        take == int.MaxValue ? int.MaxValue : (int)Math.Min((long)skip + take, int.MaxValue);
 
     private (string Collection, IndexSnapshot Snapshot) BeginQuery<T>(int skip, int take)
     {

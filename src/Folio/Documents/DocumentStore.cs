@@ -38,6 +38,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         _index = index;
         _pages = pages;
         _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
+        pages.Cache.Prefetcher?.YieldToCommits(() => _merger.IsCommitterActive || _merger.GroupsInFlight > 0);
         _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger, () => _merger.IsFaulted);
         Changes = new DocumentChanges(this);
     }
@@ -109,7 +110,8 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
                 {
                     long cacheBytes = options.TestCacheBytes > 0 ? options.TestCacheBytes : options.CacheSize;
                     pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger,
-                        cacheBytes, new BufferPoolOptions { MeterFactory = options.MeterFactory });
+                        cacheBytes, new BufferPoolOptions { MeterFactory = options.MeterFactory },
+                        options.RangePrefetch);
                     return pages.Current.Sequence;
                 }
                 catch (Exception e)

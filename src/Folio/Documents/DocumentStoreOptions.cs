@@ -122,6 +122,16 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public long CacheSize { get; set; } = DefaultCacheSize;
 
+    /// <summary>
+    /// Read ahead for bounded range reads. Default true. When a query with an upper id bound (a prefix, or
+    /// <see cref="DocumentSession.QueryByRangeAsync{T}"/> with a bound or a <c>take</c>) reaches a leaf page of the
+    /// data file, the leaves it will read next under the same parent (up to 8, stopping at the bound) are read into the
+    /// cache by one low-priority background thread, their disk reads in flight together, unless the first is cached
+    /// already. Unbounded scans, point reads and cached data are unaffected; prefetch stops while a checkpoint writes.
+    /// Turn it off to keep a store's disk reads strictly to what its readers ask for.
+    /// </summary>
+    public bool RangePrefetch { get; set; } = true;
+
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;
 

@@ -278,9 +278,10 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids are in
     /// [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) (null: unbounded), in ordinal order.
+    /// <paramref name="expectedEntries"/>: how many the caller will take at most, a hint for prefetch.
     /// </summary>
     public IEnumerable<(string Id, DocumentVersion Version)> Range(string collection, string? fromInclusive,
-        string? toExclusive, bool descending, long snapshot)
+        string? toExclusive, bool descending, long snapshot, int expectedEntries = int.MaxValue)
     {
         if (fromInclusive is not null && toExclusive is not null
             && string.CompareOrdinal(fromInclusive, toExclusive) > 0)
@@ -289,16 +290,16 @@ internal sealed class VersionedIndex : ICommitState
                 $"The range is inverted: '{fromInclusive}' is after '{toExclusive}'.");
         }
 
-        return RangeIterator(collection, fromInclusive, toExclusive, descending, snapshot);
+        return RangeIterator(collection, fromInclusive, toExclusive, descending, snapshot, expectedEntries);
     }
 
     /// <summary>The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids start with
-    /// <paramref name="prefix"/>.</summary>
+    /// <paramref name="prefix"/>; <paramref name="expectedEntries"/> as for <see cref="Range"/>.</summary>
     public IEnumerable<(string Id, DocumentVersion Version)> Prefix(string collection, string prefix, bool descending,
-        long snapshot)
+        long snapshot, int expectedEntries = int.MaxValue)
     {
         ArgumentNullException.ThrowIfNull(prefix);
-        return RangeIterator(collection, prefix, PrefixEnd(prefix), descending, snapshot);
+        return RangeIterator(collection, prefix, PrefixEnd(prefix), descending, snapshot, expectedEntries);
     }
 
     /// <summary>
@@ -915,7 +916,7 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     private IEnumerable<(string Id, DocumentVersion Version)> RangeIterator(string collection, string? fromInclusive,
-        string? toExclusive, bool descending, long snapshot)
+        string? toExclusive, bool descending, long snapshot, int expectedEntries = int.MaxValue)
     {
         if (!_collections.TryGetValue(collection, out SortedKeys? keys))
         {
@@ -958,7 +959,7 @@ internal sealed class VersionedIndex : ICommitState
         {
             IEnumerable<(string Id, bool InTree, StoredValue Entry)> ids = layer?.Root is not null
                 ? MergeWithCheckpoint(sinceOpen, BTree.Range(layer.Root, fromInclusive, toExclusive, descending,
-                    _pages!), descending)
+                    _pages!, expectedEntries), descending)
                 : OutsideTree(sinceOpen);
             foreach ((string id, bool inTree, StoredValue entry) in ids)
             {

@@ -287,12 +287,31 @@ internal static class BTree
         }
     }
 
+    /// <summary>The most leaves one prefetch request of a range cursor names.</summary>
+    public const int PrefetchWindow = 8;
+
+    /// <summary>The fewest leaves worth a prefetch request: below it, the cursor reads them itself.</summary>
+    public const int PrefetchMinimum = 2;
+
     /// <summary>
     /// The entries with ids in [<paramref name="fromInclusive"/>, <paramref name="toExclusive"/>) (null: unbounded),
     /// in ascending or descending ordinal order, read lazily from a published (immutable) root.
+    /// <paramref name="expectedEntries"/> is how many entries the caller expects to take at most (a hint for
+    /// prefetch; <see cref="int.MaxValue"/>: no idea).
+    /// <para>
+    /// Prefetch (seed 004's bounded cursor prefetch): when the walk enters a leaf, it asks
+    /// <paramref name="reader"/> to read ahead the leaves it will visit next under the same parent: at most
+    /// <see cref="PrefetchWindow"/>, only those the parent's separators put before the range's far bound (or that the
+    /// expected entries still need, at this leaf's entry count), none when there are fewer than
+    /// <see cref="PrefetchMinimum"/>, when the scan has neither bound nor expectation (an unbounded scan reads
+    /// sequentially enough on its own), or when the first of them is cached (a hot range). Only leaves are asked
+    /// for: the top <see cref="ResidentLevels"/> levels are never read from disk, and the branches between them and
+    /// the leaves are few enough to stay cached. A parent already asked for is asked again only when the walk gets
+    /// within half a window of the last leaf asked for.
+    /// </para>
     /// </summary>
     public static IEnumerable<KeyValuePair<string, StoredValue>> Range(PageReference? root, string? fromInclusive,
-        string? toExclusive, bool descending, IPageReader reader)
+        string? toExclusive, bool descending, IPageReader reader, int expectedEntries = int.MaxValue)
     {
         if (root is null)
         {
@@ -302,6 +321,10 @@ internal static class BTree
         var path = new Stack<(TreeNode Node, int Index)>();
         TreeNode node = NodeAt(root, 0, reader);
         string? start = descending ? toExclusive : fromInclusive;
+        string? farBound = descending ? fromInclusive : toExclusive;
+        bool prefetch = reader.PrefetchEnabled && (farBound is not null || expectedEntries != int.MaxValue);
+        var asked = new PrefetchProgress();
+        long yielded = 0;
         while (true)
         {
             // Descend to the leaf holding the start, then walk leaves, climbing when one is done.
@@ -324,6 +347,13 @@ internal static class BTree
             }
 
             start = null;
+            if (prefetch && path.TryPeek(out (TreeNode Node, int Index) leafParent))
+            {
+                long afterLeaf = (long)expectedEntries - yielded - (descending ? at + 1 : node.Count - at);
+                PrefetchSiblings(reader, leafParent.Node, leafParent.Index, descending, farBound,
+                    expectedEntries == int.MaxValue ? long.MaxValue : afterLeaf, node.Count, ref asked);
+            }
+
             if (descending)
             {
                 for (; at >= 0; at--)
@@ -334,6 +364,7 @@ internal static class BTree
                         yield break;
                     }
 
+                    yielded++;
                     yield return new KeyValuePair<string, StoredValue>(key, node.ValueAt(at));
                 }
             }
@@ -347,6 +378,7 @@ internal static class BTree
                         yield break;
                     }
 
+                    yielded++;
                     yield return new KeyValuePair<string, StoredValue>(key, node.ValueAt(at));
                 }
             }
@@ -368,5 +400,79 @@ internal static class BTree
                 }
             }
         }
+    }
+
+    /// <summary>The last prefetch request of a range walk: the parent it named leaves of, and the index of the last
+    /// leaf named.</summary>
+    private struct PrefetchProgress
+    {
+        public TreeNode? Parent;
+        public int LastIndex;
+    }
+
+    /// <summary>
+    /// Asks <paramref name="reader"/> for the leaves after child <paramref name="index"/> of
+    /// <paramref name="parent"/> (in the walk's direction) that the walk will read (<see cref="Range"/>'s rules):
+    /// those before <paramref name="farBound"/>, as many as <paramref name="entriesAfterLeaf"/> entries need at
+    /// <paramref name="leafEntries"/> a leaf, at most <see cref="PrefetchWindow"/>.
+    /// </summary>
+    private static void PrefetchSiblings(IPageReader reader, TreeNode parent, int index, bool descending,
+        string? farBound, long entriesAfterLeaf, int leafEntries, ref PrefetchProgress asked)
+    {
+        int step = descending ? -1 : 1;
+        int first = index + step;
+        if (ReferenceEquals(asked.Parent, parent))
+        {
+            int ahead = (asked.LastIndex - index) * step;
+            if (ahead > PrefetchWindow / 2)
+            {
+                return; // the leaves ahead were asked for already
+            }
+
+            first = ahead > 0 ? asked.LastIndex + step : first;
+        }
+
+        if (entriesAfterLeaf <= 0)
+        {
+            return;
+        }
+
+        int perLeaf = Math.Max(1, leafEntries);
+        long needed = entriesAfterLeaf == long.MaxValue ? PrefetchWindow : ((entriesAfterLeaf - 1) / perLeaf) + 1;
+        int skipped = ((first - index) * step) - 1; // leaves ahead asked for by the last request, 0 to a half window
+        int limit = (int)Math.Min(PrefetchWindow - skipped, needed - skipped);
+        Span<int> chosen = stackalloc int[PrefetchWindow];
+        int count = 0;
+        for (int child = first; child >= 0 && child < parent.Count && count < limit; child += step)
+        {
+            // Child c holds the ids from separator c - 1 up to separator c.
+            if (farBound is not null && (descending
+                ? string.CompareOrdinal(parent.KeyAt(child), farBound) <= 0
+                : string.CompareOrdinal(parent.KeyAt(child - 1), farBound) >= 0))
+            {
+                break;
+            }
+
+            PageReference reference = parent.ChildAt(child);
+            if (reference.Cached is null && reference.Position.IsSaved)
+            {
+                chosen[count++] = child;
+            }
+        }
+
+        if (count < PrefetchMinimum || reader.IsCached(parent.ChildAt(chosen[0]).Position))
+        {
+            return;
+        }
+
+        var positions = new PagePosition[count];
+        for (int i = 0; i < count; i++)
+        {
+            positions[i] = parent.ChildAt(chosen[i]).Position;
+        }
+
+        asked.Parent = parent;
+        asked.LastIndex = chosen[count - 1];
+        reader.Prefetch(positions);
     }
 }

@@ -110,6 +110,10 @@ internal sealed class DataFile : IDisposable
 
     public void Sync() => _file.Sync();
 
+    /// <summary>Asks the operating system to start reading the bytes at <paramref name="offset"/> ahead of a read
+    /// (advice, returns at once).</summary>
+    public void AdviseWillNeed(long offset, long length) => _file.AdviseWillNeed(offset, length);
+
     /// <summary>
     /// Reads a chunk's header and metadata (table of contents and chunk table) and checks them; throws
     /// <see cref="StoreCorruptedException"/> when they fail, or when the chunk is not the one expected.

@@ -15,6 +15,17 @@ internal interface IPageReader
     /// checks.</summary>
     TreeNode ReadNode(PagePosition position);
 
+    /// <summary>Whether range cursors should ask for pages ahead (<see cref="Prefetch"/>); false spares them choosing
+    /// pages.</summary>
+    bool PrefetchEnabled { get; }
+
+    /// <summary>Whether the page at <paramref name="position"/> is in the cache now (a racy hint).</summary>
+    bool IsCached(PagePosition position);
+
+    /// <summary>Asks for the tree pages at <paramref name="positions"/> (saved pages, in the order a cursor will read
+    /// them) to be read into the cache in the background; returns at once, and may drop the request.</summary>
+    void Prefetch(PagePosition[] positions);
+
     /// <summary>Reads the value of <paramref name="length"/> bytes held by the overflow page at
     /// <paramref name="position"/>.</summary>
     ReadOnlyMemory<byte> ReadOverflow(PagePosition position, int length);

@@ -11,6 +11,12 @@ namespace Folio.Pages;
 /// before they pass <see cref="PageFormat.TargetPageSize"/>) is read into a rented array for each use instead.
 /// Overflow values are read straight from the file: they are copied out by every reader anyway.
 /// <para>
+/// Range cursors ask for the leaves they will read next (<see cref="Prefetch"/>); one <see cref="PagePrefetcher"/>
+/// worker reads them: it skips pages already cached, advises the kernel of all the request's pages at once (so their
+/// reads are in flight together, not one after another), then loads each into a frame on probation through
+/// <see cref="BufferPool.Prefetch"/>, stopping when a checkpoint writes (<see cref="WritePriority"/>).
+/// </para>
+/// <para>
 /// A frame is never stale: pages are immutable once written, and a position names one page for the life of the
 /// process (chunk ids are not reused while it runs), so a position read through an old tree whose chunk was freed
 /// meanwhile finds either the page it named, still cached, or fails the checksum on disk (the caller then retries
@@ -25,15 +31,38 @@ internal sealed class PageCache : IPageReader, IDisposable
     private readonly DataFile _file;
     private readonly BufferPool _pool;
     private readonly PageLoader _loader;
+    private readonly PagePrefetcher? _prefetcher;
     private long _oversizedReads;
 
     /// <summary>A cache of <paramref name="cacheBytes"/> (rounded down to whole frames, at least one) over
-    /// <paramref name="file"/>.</summary>
-    public PageCache(DataFile file, long cacheBytes, BufferPoolOptions? options = null)
+    /// <paramref name="file"/>, with a prefetch worker unless <paramref name="prefetch"/> is false.</summary>
+    public PageCache(DataFile file, long cacheBytes, BufferPoolOptions? options = null, bool prefetch = true)
     {
         _file = file;
         _pool = new BufferPool((int)Math.Clamp(cacheBytes / FrameSize, 1, int.MaxValue), FrameSize, options);
         _loader = Load;
+        if (prefetch)
+        {
+            _prefetcher = new PagePrefetcher(ReadAhead, _pool.Metrics.PrefetchDropped);
+        }
+    }
+
+    /// <summary>The prefetch worker, or null when prefetch is off (metrics and tests).</summary>
+    public PagePrefetcher? Prefetcher => _prefetcher;
+
+    public bool PrefetchEnabled => _prefetcher is not null;
+
+    /// <summary>Set by the checkpoint's thread while it writes and syncs a chunk: prefetch reads stop
+    /// meanwhile.</summary>
+    public bool WritePriority
+    {
+        set
+        {
+            if (_prefetcher is not null)
+            {
+                _prefetcher.WritePriority = value;
+            }
+        }
     }
 
     /// <summary>The pool the frames live in (metrics and tests).</summary>
@@ -75,7 +104,110 @@ internal sealed class PageCache : IPageReader, IDisposable
     public ReadOnlyMemory<byte> ReadOverflow(PagePosition position, int length) =>
         _file.ReadOverflow(position, length);
 
-    public void Dispose() => _pool.Dispose();
+    public bool IsCached(PagePosition position) => _pool.IsCached(Key(position));
+
+    public void Prefetch(PagePosition[] positions) => _prefetcher?.Request(positions);
+
+    /// <summary>Stops the prefetch worker (waiting for its read in progress), then frees the frames.</summary>
+    public void Dispose()
+    {
+        _prefetcher?.Dispose();
+        _pool.Dispose();
+    }
+
+    /// <summary>The prefetch worker's read of one request: the pages not cached are located and advised together
+    /// (neighbours on disk as one range, so the kernel can read them with one request), then loaded one by one while
+    /// <paramref name="shouldStop"/> allows; returns the pages left unread.</summary>
+    private int ReadAhead(PagePosition[] pages, Func<bool> shouldStop)
+    {
+        if (shouldStop())
+        {
+            return pages.Length;
+        }
+
+        Span<long> offsets = pages.Length <= 64 ? stackalloc long[pages.Length] : new long[pages.Length];
+        long runStart = -1;
+        long runEnd = -1;
+
+        // Advise first: the kernel starts every read now, so they are in flight together.
+        int unread = 0;
+        for (int i = 0; i < pages.Length; i++)
+        {
+            offsets[i] = -1;
+            if (_pool.IsCached(Key(pages[i])))
+            {
+                continue;
+            }
+
+            if (!TryLocate(pages[i], out long offset, out int length) || length > FrameSize)
+            {
+                unread++;
+                continue;
+            }
+
+            offsets[i] = offset;
+            if (offset != runEnd)
+            {
+                if (runStart >= 0)
+                {
+                    _file.AdviseWillNeed(runStart, runEnd - runStart);
+                }
+
+                runStart = offset;
+            }
+
+            runEnd = offset + length;
+        }
+
+        if (runStart >= 0)
+        {
+            _file.AdviseWillNeed(runStart, runEnd - runStart);
+        }
+
+        for (int i = 0; i < pages.Length; i++)
+        {
+            if (offsets[i] < 0)
+            {
+                continue;
+            }
+
+            if (shouldStop())
+            {
+                unread++;
+                continue;
+            }
+
+            switch (_pool.Prefetch(Key(pages[i]), _loader))
+            {
+                case PrefetchOutcome.Loaded:
+                    _pool.Metrics.PrefetchIssued();
+                    break;
+                case PrefetchOutcome.NoFrame:
+                case PrefetchOutcome.Failed:
+                    unread++;
+                    break;
+            }
+        }
+
+        return unread;
+    }
+
+    /// <summary>Locates a page for prefetch; false when its chunk is gone (freed after the cursor asked) or its entry
+    /// is damaged: a pin that needs the page reports that.</summary>
+    private bool TryLocate(PagePosition position, out long offset, out int length)
+    {
+        try
+        {
+            length = _file.Locate(position, out offset);
+            return true;
+        }
+        catch (StoreCorruptedException)
+        {
+            offset = 0;
+            length = 0;
+            return false;
+        }
+    }
 
     private static long Key(PagePosition position) => (long)position.Value;
 

@@ -106,9 +106,10 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>Opens (or creates) the data file at <paramref name="path"/> and mounts its newest valid checkpoint:
     /// the catalog is read, the collection trees stay on disk until read, through a buffer pool of
-    /// <paramref name="cacheBytes"/> (<see cref="DefaultCacheBytes"/> when null).</summary>
+    /// <paramref name="cacheBytes"/> (<see cref="DefaultCacheBytes"/> when null), with range prefetch unless
+    /// <paramref name="prefetch"/> is false.</summary>
     public static PageStore Open(IFileSystem fileSystem, string path, ILogger? logger = null, long? cacheBytes = null,
-        BufferPoolOptions? poolOptions = null)
+        BufferPoolOptions? poolOptions = null, bool prefetch = true)
     {
         logger ??= NullLogger.Instance;
         bool existed = fileSystem.FileExists(path);
@@ -120,7 +121,7 @@ internal sealed class PageStore : IDisposable
         }
 
         var file = new DataFile(storage);
-        var cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions);
+        var cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions, prefetch);
         try
         {
             PageStore store = Mount(file, cache, logger);
@@ -224,8 +225,8 @@ internal sealed class PageStore : IDisposable
             }
 
             _disposed = true;
+            _cache.Dispose(); // first: it waits for the prefetch worker's read in progress
             _file.Dispose();
-            _cache.Dispose();
         }
     }
 
@@ -386,6 +387,7 @@ internal sealed class PageStore : IDisposable
                 tocOffset);
             ChunkFormat.Seal(header, metadata);
 
+            _cache.WritePriority = true; // prefetch reads stop until the chunk and its header are durable
             try
             {
                 WriteChunk(offset, header, parts, metadata, length);
@@ -393,6 +395,7 @@ internal sealed class PageStore : IDisposable
             }
             catch
             {
+                _cache.WritePriority = false;
                 _space.Free(offset, ChunkFormat.Align(length));
                 throw;
             }
@@ -407,6 +410,7 @@ internal sealed class PageStore : IDisposable
             }
             catch
             {
+                _cache.WritePriority = false;
                 // The slot may hold anything now; the next checkpoint writes the same generation into it again. The
                 // chunk may be what that slot names on disk, so its extent stays taken until a later header lands.
                 _orphans.Add((offset, ChunkFormat.Align(length)));
@@ -414,6 +418,7 @@ internal sealed class PageStore : IDisposable
             }
 
             // Durable: publish.
+            _cache.WritePriority = false;
             _generation = generation;
             newChunk.PublishToc(toc);
             var map = new Dictionary<uint, ChunkInfo>(chunks) { [chunkId] = newChunk };

@@ -23,6 +23,13 @@ internal interface IStorageFile : IDisposable
     /// <summary>Makes every completed write durable (fdatasync on Linux, FlushFileBuffers on Windows).</summary>
     void Sync();
 
+    /// <summary>Asks the operating system to start reading <paramref name="length"/> bytes at
+    /// <paramref name="offset"/> ahead of a read, without waiting (advice: a file system may ignore it, and the default
+    /// does).</summary>
+    void AdviseWillNeed(long offset, long length)
+    {
+    }
+
     /// <summary>Maps the first <paramref name="length"/> bytes of the file read-only.</summary>
     StorageMapping MapReadOnly(long length);
 }

@@ -2,8 +2,8 @@ using System.Runtime.InteropServices;
 
 namespace Folio.Storage;
 
-/// <summary>libc calls .NET does not expose: fdatasync, fsync of a folder, and populating fresh memory in one
-/// call.</summary>
+/// <summary>libc calls .NET does not expose: fdatasync, fsync of a folder, populating fresh memory in one call, read
+/// ahead advice, and a thread's scheduling priority.</summary>
 internal static partial class NativeMethods
 {
     private const int ReadOnly = 0; // O_RDONLY
@@ -84,6 +84,70 @@ internal static partial class NativeMethods
                 // these pages fault in one by one as they are written, as they would without the call.
                 Volatile.Write(ref s_populateUnsupported, 1);
             }
+        }
+    }
+
+    private const int WillNeed = 3; // POSIX_FADV_WILLNEED on Linux
+    private const int PriorityOfProcess = 0; // PRIO_PROCESS: on Linux, with a thread id, that thread alone
+    private const int LowestPriority = 19; // the highest nice value
+
+    [LibraryImport("libc", EntryPoint = "posix_fadvise")]
+    private static partial int PosixFAdvise(int fd, long offset, long length, int advice);
+
+    [LibraryImport("libc", EntryPoint = "gettid")]
+    private static partial int GetThreadId();
+
+    [LibraryImport("libc", EntryPoint = "setpriority", SetLastError = true)]
+    private static partial int SetPriority(int which, uint who, int priority);
+
+    /// <summary>
+    /// Asks the kernel to start reading <paramref name="length"/> bytes at <paramref name="offset"/> of the file behind
+    /// <paramref name="handle"/> into its page cache and returns without waiting (Linux
+    /// <c>posix_fadvise(POSIX_FADV_WILLNEED)</c>; a no-op elsewhere). Advice: a failure is ignored.
+    /// </summary>
+    public static void AdviseWillNeed(Microsoft.Win32.SafeHandles.SafeFileHandle handle, long offset, long length)
+    {
+        if (!OperatingSystem.IsLinux() || handle.IsInvalid || handle.IsClosed)
+        {
+            return;
+        }
+
+        bool added = false;
+        try
+        {
+            handle.DangerousAddRef(ref added);
+            _ = PosixFAdvise((int)handle.DangerousGetHandle(), offset, length, WillNeed);
+        }
+        catch (ObjectDisposedException)
+        {
+            // Closed meanwhile: nothing to advise.
+        }
+        finally
+        {
+            if (added)
+            {
+                handle.DangerousRelease();
+            }
+        }
+    }
+
+    /// <summary>Gives the calling thread the lowest CPU scheduling priority an unprivileged process may set (Linux:
+    /// nice 19 for this thread alone; a no-op elsewhere, where <see cref="Thread.Priority"/> does it).
+    /// Best effort.</summary>
+    public static void LowerCurrentThreadPriority()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return;
+        }
+
+        try
+        {
+            _ = SetPriority(PriorityOfProcess, (uint)GetThreadId(), LowestPriority);
+        }
+        catch (EntryPointNotFoundException)
+        {
+            // A C library without gettid (glibc before 2.30): the thread keeps its priority.
         }
     }
 }

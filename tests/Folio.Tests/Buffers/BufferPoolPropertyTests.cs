@@ -9,7 +9,8 @@ namespace Folio.Tests.Buffers;
 /// Random programs of pins and unpins on a pool of 4 frames and 10 pages against a model that only knows which pins
 /// are held: every held pin reads its page's bytes; pins of one page share a frame, pins of different pages never do;
 /// the pinned-frame count is the number of distinct pages held; a pin of a new page fails exactly when every frame is
-/// pinned; a page loads again only after it was evicted.
+/// pinned; a page loads again only after it was evicted; a prefetch loads only a page not cached, never while every
+/// frame is pinned, and never disturbs a held pin.
 /// </summary>
 public sealed class BufferPoolPropertyTests
 {
@@ -25,6 +26,7 @@ public sealed class BufferPoolPropertyTests
         });
         var held = new List<(long Page, PageHandle Handle)>();
         var loads = new Dictionary<long, int>();
+        int prefetched = 0;
         PageLoader loader = (page, frame) =>
         {
             loads[page] = loads.GetValueOrDefault(page) + 1;
@@ -35,7 +37,23 @@ public sealed class BufferPoolPropertyTests
         {
             foreach (int op in program)
             {
-                if (op % 3 == 0 && held.Count > 0)
+                if (op % 7 == 6)
+                {
+                    // A prefetch: never touches a held pin, loads only an uncached page, never when every frame is
+                    // pinned.
+                    long page = (op / 7) % 10;
+                    bool cached = pool.IsCached(page);
+                    int loadsBefore = loads.GetValueOrDefault(page);
+                    PrefetchOutcome outcome = pool.Prefetch(page, loader);
+                    int distinct = held.Select(h => h.Page).Distinct().Count();
+                    Assert.Equal(cached, outcome == PrefetchOutcome.Cached);
+                    Assert.True(!(distinct == Frames && !cached) || outcome == PrefetchOutcome.NoFrame);
+                    Assert.Equal(outcome == PrefetchOutcome.Loaded ? loadsBefore + 1 : loadsBefore,
+                        loads.GetValueOrDefault(page));
+                    Assert.Equal(outcome is PrefetchOutcome.Loaded or PrefetchOutcome.Cached, pool.IsCached(page));
+                    prefetched += outcome == PrefetchOutcome.Loaded ? 1 : 0;
+                }
+                else if (op % 3 == 0 && held.Count > 0)
                 {
                     int index = (op / 3) % held.Count;
                     held[index].Handle.Dispose();
@@ -80,7 +98,8 @@ public sealed class BufferPoolPropertyTests
         }
 
         Assert.Equal(0, pool.PinnedFrames);
-        Assert.Equal(loads.Values.Sum(), pool.Misses);
+        Assert.Equal(loads.Values.Sum(), pool.Misses + prefetched);
+        Assert.Equal(prefetched, pool.Prefetched);
     }
 
     public static Arbitrary<int[]> Programs() =>

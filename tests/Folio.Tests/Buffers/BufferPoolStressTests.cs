@@ -6,7 +6,7 @@ namespace Folio.Tests.Buffers;
 /// Pins, unpins and evictions racing on a pool of 8 frames: 64 threads pin pages of a set three times larger than the
 /// pool, so most pins evict, and check every byte of every page they pin, before and after yielding while they hold
 /// it (a frame handed to another page while pinned, or a pin of a stale generation, shows up as another page's
-/// bytes).
+/// bytes). Four of the threads prefetch random pages meanwhile.
 /// </summary>
 public sealed class BufferPoolStressTests
 {
@@ -43,6 +43,13 @@ public sealed class BufferPoolStressTests
                 {
                     // Mostly a hot page pinned by many threads at once (the fast path), else any page (evictions).
                     long page = random.Next(4) == 0 ? random.Next(24) : random.Next(3);
+                    if (t % 16 == 0)
+                    {
+                        // Four threads prefetch instead: loads into unpinned frames racing the pins and the clock.
+                        pool.Prefetch(random.Next(24), loader);
+                        continue;
+                    }
+
                     using (PageHandle handle = pool.Pin(page, loader))
                     {
                         Assert.Equal(-1, BufferPoolTests.Mismatch(page, handle.Bytes));
@@ -75,6 +82,7 @@ public sealed class BufferPoolStressTests
         Assert.Empty(failures);
         Assert.Equal(0, pool.PinnedFrames);
         Assert.True(pool.Evictions > 100, $"{pool.Evictions} evictions in {pins} pins");
-        Assert.Equal(loads.Sum(), pool.Misses);
+        Assert.Equal(loads.Sum(), pool.Misses + pool.Prefetched);
+        Assert.True(pool.Prefetched > 0, "no prefetch loaded a page");
     }
 }

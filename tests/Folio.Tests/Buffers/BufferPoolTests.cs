@@ -265,5 +265,137 @@ public sealed class BufferPoolTests
         Assert.Equal(2 * FrameSize, recorded.GetValueOrDefault("folio.cache.bytes"));
     }
 
+    [Fact]
+    public void A_prefetched_page_is_cached_unpinned_and_its_first_pin_is_a_hit_counted_as_used_once()
+    {
+        using var pool = new BufferPool(4, FrameSize);
+        int loads = 0;
+        PageLoader loader = (page, frame) =>
+        {
+            loads++;
+            Fill(page, frame);
+        };
+
+        Assert.Equal(PrefetchOutcome.Loaded, pool.Prefetch(5, loader));
+        Assert.True(pool.IsCached(5));
+        Assert.Equal(0, pool.PinnedFrames);
+        Assert.Equal(PrefetchOutcome.Cached, pool.Prefetch(5, loader));
+        using (PageHandle handle = pool.Pin(5, loader))
+        {
+            Assert.Equal(-1, Mismatch(5, handle.Bytes));
+        }
+
+        pool.Pin(5, loader).Dispose();
+        Assert.Equal(1, loads);
+        Assert.Equal(0, pool.Misses); // the prefetch read it, not a pin
+        Assert.Equal(1, pool.Prefetched);
+        Assert.Equal(1, pool.PrefetchUsed);
+    }
+
+    [Fact]
+    public void A_prefetch_never_waits_for_a_frame_and_never_takes_a_pinned_one()
+    {
+        using var pool = new BufferPool(2, FrameSize,
+            new BufferPoolOptions { ExhaustedWait = TimeSpan.FromSeconds(30) });
+        using PageHandle first = pool.Pin(1, Fill);
+        using PageHandle second = pool.Pin(2, Fill);
+        var started = System.Diagnostics.Stopwatch.StartNew();
+        Assert.Equal(PrefetchOutcome.NoFrame, pool.Prefetch(3, Fill));
+        Assert.True(started.Elapsed < TimeSpan.FromSeconds(5), "the prefetch waited for a frame");
+        Assert.False(pool.IsCached(3));
+        Assert.Equal(-1, Mismatch(1, first.Bytes));
+        Assert.Equal(-1, Mismatch(2, second.Bytes));
+    }
+
+    [Fact]
+    public void A_failed_prefetch_leaves_no_page_and_the_pin_that_needs_it_reports_the_failure()
+    {
+        using var pool = new BufferPool(2, FrameSize);
+        Assert.Equal(PrefetchOutcome.Failed, pool.Prefetch(4, (_, _) => throw new IOException("bad sector")));
+        Assert.False(pool.IsCached(4));
+        Assert.Throws<IOException>(() => pool.Pin(4, (_, _) => throw new IOException("bad sector")));
+        using PageHandle handle = pool.Pin(4, Fill);
+        Assert.Equal(-1, Mismatch(4, handle.Bytes));
+    }
+
+    [Fact]
+    public void Prefetched_pages_a_scan_reads_once_stay_on_probation_and_do_not_push_out_hot_pages()
+    {
+        using var pool = new BufferPool(64, FrameSize);
+        for (int round = 0; round < 3; round++)
+        {
+            for (long page = 0; page < 32; page++)
+            {
+                pool.Pin(page, Fill).Dispose();
+            }
+        }
+
+        for (long page = 1_000; page < 3_000; page += 4)
+        {
+            for (long ahead = page; ahead < page + 4; ahead++)
+            {
+                pool.Prefetch(ahead, Fill);
+            }
+
+            for (long read = page; read < page + 4; read++)
+            {
+                pool.Pin(read, Fill).Dispose(); // the scan reads each prefetched page once
+            }
+        }
+
+        for (long page = 0; page < 32; page++)
+        {
+            Assert.True(pool.IsCached(page), $"hot page {page} was evicted by the prefetching scan");
+        }
+
+        Assert.True(pool.PrefetchUsed > 1_500, $"{pool.PrefetchUsed} of {pool.Prefetched} prefetched pages used");
+    }
+
+    [Fact]
+    public void A_prefetched_page_evicted_before_any_pin_counts_as_unused()
+    {
+        using var pool = new BufferPool(2, FrameSize);
+        Assert.Equal(PrefetchOutcome.Loaded, pool.Prefetch(1, Fill));
+        pool.Pin(2, Fill).Dispose();
+        pool.Pin(3, Fill).Dispose();
+        pool.Pin(4, Fill).Dispose();
+        Assert.False(pool.IsCached(1));
+        Assert.Equal(1, pool.PrefetchUnused);
+        Assert.Equal(0, pool.PrefetchUsed);
+    }
+
+    [Fact]
+    public async Task A_pin_of_a_page_being_prefetched_waits_for_that_load_instead_of_reading_it_again()
+    {
+        using var pool = new BufferPool(4, FrameSize);
+        using var loading = new ManualResetEventSlim();
+        using var release = new ManualResetEventSlim();
+        int loads = 0;
+        Task<PrefetchOutcome> prefetch = Task.Run(() => pool.Prefetch(9, (page, frame) =>
+        {
+            Interlocked.Increment(ref loads);
+            loading.Set();
+            release.Wait();
+            Fill(page, frame);
+        }));
+        loading.Wait();
+        Task<bool> pin = Task.Run(() =>
+        {
+            using PageHandle handle = pool.Pin(9, (page, frame) =>
+            {
+                Interlocked.Increment(ref loads);
+                Fill(page, frame);
+            });
+            return Mismatch(9, handle.Bytes) == -1;
+        });
+        await Task.Delay(100);
+        Assert.False(pin.IsCompleted, "the pin did not wait for the prefetch's load");
+        release.Set();
+        Assert.Equal(PrefetchOutcome.Loaded, await prefetch);
+        Assert.True(await pin);
+        Assert.Equal(1, loads);
+        Assert.Equal(1, pool.PrefetchUsed);
+    }
+
     private static long Expected(long page, int offset) => (page * 1_000_003) ^ offset;
 }

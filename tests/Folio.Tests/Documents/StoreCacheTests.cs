@@ -5,8 +5,8 @@ namespace Folio.Tests.Documents;
 
 /// <summary>
 /// <see cref="DocumentStoreOptions.CacheSize"/> through the public API: a store many times larger than its cache
-/// reads every document back, by id and by range, before and after a reopen, while pages are evicted; and a cache
-/// below the minimum is refused at open.
+/// reads every document back, by id and by range, before and after a reopen, while pages are evicted; bounded
+/// queries read ahead and return the same documents as without; and a cache below the minimum is refused at open.
 /// </summary>
 public sealed class StoreCacheTests
 {
@@ -70,6 +70,92 @@ public sealed class StoreCacheTests
 
             Assert.Equal(Documents, next);
             Assert.Equal(0, store.Pages.Cache.Pool.PinnedFrames);
+        }
+    }
+
+    [Fact]
+    public async Task Bounded_queries_read_ahead_and_return_exactly_what_they_return_without_prefetch()
+    {
+        using var dir = new TempDirectory();
+        using var meters = new TestMeterFactory();
+        DocumentStoreOptions Options(bool prefetch)
+        {
+            DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+            options.CacheSize = DocumentStoreOptions.MinCacheSize;
+            options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+            options.RangePrefetch = prefetch;
+            options.MeterFactory = meters;
+            return options;
+        }
+
+        const int Documents = 8_000;
+        await using (var store = DocumentStore.Open(dir.Path, Options(prefetch: true)))
+        {
+            for (int i = 0; i < Documents; i += 500)
+            {
+                await using DocumentSession session = store.OpenSession();
+                for (int j = i; j < i + 500; j++)
+                {
+                    session.Store(new Item { Key = Id(j), Body = Body(j) }, Id(j));
+                }
+
+                await session.SaveChangesAsync();
+            }
+
+            await store.CheckpointAsync();
+            for (int j = 0; j < Documents; j += 7)
+            {
+                await store.DeleteAsync("Item", Id(j)); // holes, in memory, that the walks skip
+            }
+        }
+
+        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
+        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, long>();
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
+            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.Start();
+        List<string> with = await Queries(prefetch: true);
+        List<string> without = await Queries(prefetch: false);
+        Assert.Equal(without, with);
+        Assert.True(recorded.GetValueOrDefault("folio.cache.prefetch.issued") > 50,
+            $"{recorded.GetValueOrDefault("folio.cache.prefetch.issued")} pages prefetched");
+        Assert.True(recorded.GetValueOrDefault("folio.cache.prefetch.used") > 25,
+            $"{recorded.GetValueOrDefault("folio.cache.prefetch.used")} prefetched pages used");
+
+        async Task<List<string>> Queries(bool prefetch)
+        {
+            var seen = new List<string>();
+            await using var store = DocumentStore.Open(dir.Path, Options(prefetch));
+            var random = new Random(11);
+            for (int query = 0; query < 150; query++)
+            {
+                int from = random.Next(Documents);
+                int length = 1 + random.Next(400);
+                bool descending = random.Next(2) == 0;
+                await using DocumentSession session = store.OpenSession();
+                IAsyncEnumerable<Item> items = (query % 3) switch
+                {
+                    0 => session.QueryByRangeAsync<Item>(Id(from), Id(from + length), descending),
+                    1 => session.QueryByRangeAsync<Item>(Id(from), null, descending, skip: random.Next(20),
+                        take: length),
+                    _ => session.QueryByPrefixAsync<Item>(Id(from)[..^2], descending),
+                };
+                seen.Add($"query {query}");
+                await foreach (Item item in items)
+                {
+                    Assert.Equal(Body(int.Parse(item.Key[6..], System.Globalization.CultureInfo.InvariantCulture)),
+                        item.Body);
+                    seen.Add(item.Key);
+                }
+            }
+
+            if (store.Pages.Cache.Prefetcher is { } prefetcher)
+            {
+                Assert.True(prefetcher.WaitIdle(TimeSpan.FromSeconds(30)));
+            }
+
+            Assert.Equal(0, store.Pages.Cache.Pool.PinnedFrames);
+            return seen;
         }
     }
 
