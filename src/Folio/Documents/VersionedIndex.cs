@@ -188,6 +188,14 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
+    /// <summary>Tests only: called with the id by a read that missed the heads, before it reads the checkpointed tree
+    /// (a test writes and checkpoints there: the race the re-check of the heads closes).</summary>
+    internal Action<string>? AfterHeadsMiss { get; set; }
+
+    /// <summary>Tests only: called with the collection by a range read between taking the added-id list and pinning
+    /// the tree layer (a test deletes and checkpoints there: the race merging after the pin closes).</summary>
+    internal Action<string>? AfterAddedIdsTaken { get; set; }
+
     /// <summary>
     /// The newest version of <paramref name="key"/> at or below <paramref name="snapshot"/>, deletes included, or null;
     /// <paramref name="ranOffChain"/> says the key has versions but the walk found none at or below the snapshot.
@@ -220,6 +228,7 @@ internal sealed class VersionedIndex : ICommitState
         while (!keys.Heads.TryGetValue(key.Id, out head))
         {
             // Not in memory: the checkpointed tree's version (loaded after the miss: see the protocol).
+            AfterHeadsMiss?.Invoke(key.Id);
             DocumentVersion? checkpointed = hintLayer is not null && ReferenceEquals(keys.Tree, hintLayer)
                 ? ToVersion(hint)
                 : FromCheckpoint(keys, key.Id);
@@ -939,6 +948,7 @@ internal sealed class VersionedIndex : ICommitState
         while (true)
         {
             addedIds = keys.Added;
+            AfterAddedIdsTaken?.Invoke(collection);
             layer = PinTree(keys);
             if (ReferenceEquals(addedIds, keys.Added))
             {

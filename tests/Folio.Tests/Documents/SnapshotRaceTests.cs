@@ -1,0 +1,158 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// The two races between an old snapshot's reads and a checkpoint, replayed deterministically: the read is stopped at
+/// the exact point between its two reads (through the index's test hooks), a write and a checkpoint covering it run
+/// there, and the read must still answer as of its snapshot. The stress tests found both by chance (a session load
+/// above its snapshot; a range query at one snapshot that changed).
+/// </summary>
+public sealed class SnapshotRaceTests
+{
+    [Fact]
+    public async Task A_point_read_missing_the_heads_before_an_overwrite_and_checkpoint_returns_its_snapshots_version()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, Options());
+        await store.PutAsync("Item", "k", Json(1));
+        await store.CheckpointAsync();
+        Assert.Equal(0, store.Index.HeadCount); // the next read of k goes to the tree
+
+        await using DocumentSession session = store.OpenSession();
+        await session.LoadAsync<Item>("other"); // takes the session's snapshot: k at version 1
+        bool raced = false;
+        store.Index.AfterHeadsMiss = id =>
+        {
+            if (id != "k" || raced)
+            {
+                return;
+            }
+
+            raced = true;
+            // Between the miss and the tree read: an overwrite, then a checkpoint whose layer holds it.
+            Task.Run(async () =>
+            {
+                await store.PutAsync("Item", "k", Json(2));
+                await store.CheckpointAsync();
+            }).GetAwaiter().GetResult();
+        };
+
+        Item? item = await session.LoadAsync<Item>("k");
+        store.Index.AfterHeadsMiss = null;
+
+        Assert.True(raced);
+        Assert.Equal(1, item?.Version);
+        Assert.Equal(2, JsonVersion(store.Get("Item", "k")));
+    }
+
+    [Fact]
+    public async Task A_point_read_that_misses_the_heads_before_a_delete_and_checkpoint_still_finds_the_document()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, Options());
+        await store.PutAsync("Item", "k", Json(1));
+        await store.CheckpointAsync();
+
+        await using DocumentSession session = store.OpenSession();
+        await session.LoadAsync<Item>("other");
+        bool raced = false;
+        store.Index.AfterHeadsMiss = id =>
+        {
+            if (id != "k" || raced)
+            {
+                return;
+            }
+
+            raced = true;
+            Task.Run(async () =>
+            {
+                await store.DeleteAsync("Item", "k");
+                await store.CheckpointAsync();
+            }).GetAwaiter().GetResult();
+        };
+
+        Item? item = await session.LoadAsync<Item>("k");
+        store.Index.AfterHeadsMiss = null;
+
+        Assert.True(raced);
+        Assert.Equal(1, item?.Version);
+        Assert.Null(store.Get("Item", "k"));
+    }
+
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task A_range_read_that_took_the_added_ids_before_a_delete_and_checkpoint_still_returns_the_document(
+        bool descending)
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        options.AddedIdsTrimMinimum = 1;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int i = 0; i < 20; i++)
+        {
+            await store.PutAsync("Item", $"k{i:D2}", Json(i));
+        }
+
+        await store.CheckpointAsync();
+        Assert.Equal(0, store.Index.HeadCount);
+        await store.PutAsync("Other", "x", Json(0)); // the committer rebuilds the list from the (empty) heads
+        Assert.Equal(0, store.Index.AddedIdCount("Item")); // so only the tree has k07 when the read starts
+
+        await using DocumentSession session = store.OpenSession();
+        await session.LoadAsync<Item>("other"); // the snapshot: all 20 alive
+        bool raced = false;
+        store.Index.AfterAddedIdsTaken = collection =>
+        {
+            if (collection != "Item" || raced)
+            {
+                return;
+            }
+
+            raced = true;
+            // Between taking the list and pinning the layer: a delete (appended to the list taken) and a checkpoint
+            // whose layer no longer has the id.
+            Task.Run(async () =>
+            {
+                await store.DeleteAsync("Item", "k07");
+                await store.CheckpointAsync();
+            }).GetAwaiter().GetResult();
+        };
+
+        var ids = new List<string>();
+        await foreach (Item item in session.QueryByRangeAsync<Item>("k00", "k99", descending))
+        {
+            ids.Add(item.Id);
+        }
+
+        store.Index.AfterAddedIdsTaken = null;
+
+        Assert.True(raced);
+        IEnumerable<string> all = Enumerable.Range(0, 20).Select(i => $"k{i:D2}");
+        Assert.Equal(descending ? all.Reverse() : all, ids);
+        await using DocumentSession later = store.OpenSession();
+        Assert.Null(await later.LoadAsync<Item>("k07"));
+    }
+
+    private static DocumentStoreOptions Options()
+    {
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        return options;
+    }
+
+    private static byte[] Json(int version) => Encoding.UTF8.GetBytes($$"""{"Version":{{version}}}""");
+
+    private static int? JsonVersion(StoredDocument? document) => document is { } found
+        ? System.Text.Json.JsonDocument.Parse(found.Json).RootElement.GetProperty("Version").GetInt32()
+        : null;
+
+    private sealed class Item
+    {
+        public string Id { get; set; } = "";
+
+        public int Version { get; set; }
+    }
+}
