@@ -22,6 +22,10 @@ internal sealed class BufferPoolOptions
         = true;
 #endif
 
+    /// <summary>Back the frames with transparent huge pages where the system allows it (default true; Linux, pools of
+    /// at least 2 MiB): the memory is then taken from the system 2 MiB at a time as frames are first used.</summary>
+    public bool HugePages { get; init; } = true;
+
     /// <summary>Evict (and scribble) a page as soon as its last pin goes, instead of keeping it cached (default
     /// false; tests that hunt uses after unpin turn it on).</summary>
     public bool EvictOnLastUnpin { get; init; }

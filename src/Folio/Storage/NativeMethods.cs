@@ -87,6 +87,21 @@ internal static partial class NativeMethods
         }
     }
 
+    private const int HugePage = 14; // MADV_HUGEPAGE
+
+    /// <summary>
+    /// Asks the kernel to back <paramref name="length"/> bytes at <paramref name="address"/> (2 MiB aligned) with
+    /// transparent huge pages where it can (Linux <c>madvise(MADV_HUGEPAGE)</c>, which matters when the system's
+    /// policy is "madvise"; a no-op elsewhere). Advice: a refusal is ignored.
+    /// </summary>
+    public static unsafe void AdviseHugePages(void* address, nuint length)
+    {
+        if (OperatingSystem.IsLinux())
+        {
+            _ = MAdvise(address, length, HugePage);
+        }
+    }
+
     private const int WillNeed = 3; // POSIX_FADV_WILLNEED on Linux
     private const int PriorityOfProcess = 0; // PRIO_PROCESS: on Linux, with a thread id, that thread alone
     private const int LowestPriority = 19; // the highest nice value
