@@ -203,6 +203,91 @@ public sealed class RangePrefetchTests
     }
 
     [Fact]
+    public void Requests_are_dropped_unread_while_commits_are_in_flight()
+    {
+        int readPages = 0;
+        bool committing = true;
+        using var prefetcher = new PagePrefetcher((pages, shouldStop) =>
+        {
+            int unread = 0;
+            foreach (PagePosition _ in pages)
+            {
+                if (shouldStop())
+                {
+                    unread++;
+                }
+                else
+                {
+                    readPages++;
+                }
+            }
+
+            return unread;
+        }, _ => { });
+        prefetcher.YieldToCommits(() => Volatile.Read(ref committing));
+
+        prefetcher.Request(Positions(4));
+        Assert.True(prefetcher.WaitIdle(TimeSpan.FromSeconds(30)));
+        Assert.Equal(0, readPages);
+        Assert.Equal(4, prefetcher.DroppedPages);
+
+        Volatile.Write(ref committing, false);
+        prefetcher.Request(Positions(3));
+        Assert.True(prefetcher.WaitIdle(TimeSpan.FromSeconds(30)));
+        Assert.Equal(3, readPages);
+    }
+
+    [Fact]
+    public async Task A_store_drops_prefetch_while_its_writers_commit_and_reads_stay_correct()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CacheSize = DocumentStoreOptions.MinCacheSize;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int i = 0; i < 4_000; i += 200)
+        {
+            var batch = new CommitBatch();
+            for (int j = i; j < i + 200; j++)
+            {
+                batch.Put("Doc", Id(j), System.Text.Encoding.UTF8.GetBytes(
+                    $$"""{"N":{{j}},"Pad":"{{new string('x', 900)}}"}"""));
+            }
+
+            await store.WriteAsync(batch);
+        }
+
+        await store.CheckpointAsync();
+        using var stop = new CancellationTokenSource();
+        Task writers = Task.WhenAll(Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        {
+            for (int n = 0; !stop.IsCancellationRequested; n++)
+            {
+                await store.PutAsync("w", $"w{w}/{n:D6}", "{}"u8.ToArray());
+            }
+        })));
+        var random = new Random(3);
+        for (int scan = 0; scan < 40; scan++)
+        {
+            int from = random.Next(3_800);
+            await using DocumentSession session = store.OpenSession();
+            int count = 0;
+            await foreach (Doc document in session.QueryByRangeAsync<Doc>(Id(from), Id(from + 150)))
+            {
+                Assert.Equal(from + count, document.N);
+                count++;
+            }
+
+            Assert.Equal(150, count);
+        }
+
+        stop.Cancel();
+        await writers;
+        Assert.True(store.Pages.Cache.Prefetcher!.WaitIdle(TimeSpan.FromSeconds(30)));
+        Assert.Equal(0, store.Pages.Cache.Pool.PinnedFrames);
+    }
+
+    [Fact]
     public void Disposing_waits_for_the_read_in_progress_and_later_requests_are_ignored()
     {
         using var reading = new ManualResetEventSlim();
@@ -241,6 +326,11 @@ public sealed class RangePrefetchTests
         Enumerable.Range(0, count).Select(i => new PagePosition(1, (uint)i)).ToArray();
 
     private static string Id(int number) => $"doc/{number:D6}";
+
+    private sealed class Doc
+    {
+        public int N { get; set; }
+    }
 
     private static PageStoreModel Model()
     {
