@@ -14,8 +14,8 @@ namespace Folio.Benchmarks;
 /// Before each iteration the store is closed, its files are dropped from the operating system's page cache
 /// (<c>posix_fadvise(POSIX_FADV_DONTNEED)</c>) and it is opened again with a cache of 16 MiB; one read every 100 ids
 /// then warms the tree's branches (as in a service that has been running) and the files are dropped again, so the
-/// leaves the workloads read start cold. Workloads (one invocation each): <c>Range</c>, 64 session queries of the 100 ids in
-/// [<c>from</c>, <c>from + 100</c>) at random places; <c>RangeTake</c>, the same with no upper id and
+/// leaves the workloads read start cold. Workloads (one invocation each): <c>Range</c>, 64 session queries of the 100
+/// ids in [<c>from</c>, <c>from + 100</c>) at random places; <c>RangeTake</c>, the same with no upper id and
 /// <c>take: 100</c>; <c>Point</c>, 256 <c>store.Get</c> of random ids (prefetch must not change them);
 /// <c>CommitsDuringScans</c>, 16 writers each committing 100 durable <c>PutAsync</c> of new documents while another
 /// thread runs cold bounded scans back to back (prefetch must not slow commits down). Setup prints, and appends to
