@@ -26,6 +26,29 @@ public abstract class BenchmarkDirectory
     /// </summary>
     protected static string StatsFile(string name) => Path.Combine(DataFolder, name);
 
+    /// <summary>Drops every file under <paramref name="folder"/> from the operating system's page cache (Linux
+    /// <c>posix_fadvise(POSIX_FADV_DONTNEED)</c>; their pages must be clean: closed, or fsynced), so a case starts
+    /// with none of its data cached whatever ran before it.</summary>
+    protected static void DropFromPageCache(string folder)
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return;
+        }
+
+        foreach (string file in Directory.EnumerateFiles(folder, "*", SearchOption.AllDirectories))
+        {
+            using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
+                FileShare.ReadWrite | FileShare.Delete);
+            _ = PosixFAdvise((int)stream.SafeFileHandle.DangerousGetHandle(), 0, 0, DontNeed);
+        }
+    }
+
+    private const int DontNeed = 4; // POSIX_FADV_DONTNEED
+
+    [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "posix_fadvise")]
+    private static extern int PosixFAdvise(int fd, long offset, long length, int advice);
+
     protected void CreateRoot()
     {
         Root = Path.Combine(DataFolder, GetType().Name + "-" + Guid.NewGuid().ToString("N")[..8]);

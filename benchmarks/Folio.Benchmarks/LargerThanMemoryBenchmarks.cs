@@ -36,7 +36,9 @@ public sealed class LargeDocument
 /// <c>id &gt;= $from ORDER BY id LIMIT 100</c> with System.Text.Json; LiteDB: its <c>BsonDocument</c>s); <c>YcsbB</c>,
 /// 95% point reads and 5% overwrites over a scrambled Zipfian (YCSB's, theta 0.99), not fsynced per commit on any
 /// side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB never does). Each case opens only its
-/// own store, and appends the process's resident set after its runs to <c>ltm-stats.csv</c>.
+/// own store, after dropping that store's files from the operating system's page cache (the machine's page cache holds
+/// about two thirds of the three stores, so whatever ran before would otherwise decide how much of a store is cached),
+/// and appends the process's resident set after its runs to <c>ltm-stats.csv</c>.
 /// </summary>
 public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 {
@@ -238,6 +240,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         _random = new Random(42);
         _zipfian = new ZipfianIds(s_documents);
         EnsureBuilt();
+        DropFromPageCache(Path.Combine(Folder, peer.ToLowerInvariant()));
     }
 
     private static DocumentStoreOptions FolioOptions() => new()

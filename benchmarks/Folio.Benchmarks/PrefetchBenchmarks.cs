@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Globalization;
-using System.Runtime.InteropServices;
 using System.Text;
 using BenchmarkDotNet.Attributes;
 
@@ -252,28 +251,6 @@ public class PrefetchBenchmarks : BenchmarkDirectory
             scanner.Join();
         }
     }
-
-    /// <summary>Drops every file of <paramref name="folder"/> from the operating system's page cache (Linux; their
-    /// pages are clean: the store was closed or fsyncs what it writes).</summary>
-    private static void DropFromPageCache(string folder)
-    {
-        if (!OperatingSystem.IsLinux())
-        {
-            return;
-        }
-
-        foreach (string file in Directory.EnumerateFiles(folder))
-        {
-            using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
-                FileShare.ReadWrite | FileShare.Delete);
-            _ = PosixFAdvise((int)stream.SafeFileHandle.DangerousGetHandle(), 0, 0, DontNeed);
-        }
-    }
-
-    private const int DontNeed = 4; // POSIX_FADV_DONTNEED
-
-    [DllImport("libc", EntryPoint = "posix_fadvise")]
-    private static extern int PosixFAdvise(int fd, long offset, long length, int advice);
 
     private static string Id(long i) => FormattableString.Invariant($"docs/{i:D8}");
 

@@ -307,7 +307,10 @@ internal static class BTree
     /// sequentially enough on its own), or when the first of them is cached (a hot range). Only leaves are asked
     /// for: the top <see cref="ResidentLevels"/> levels are never read from disk, and the branches between them and
     /// the leaves are few enough to stay cached. A parent already asked for is asked again only when the walk gets
-    /// within half a window of the last leaf asked for.
+    /// within half a window of the last leaf asked for. The root's reference remembers the depth of the leaves and the
+    /// entries of a leaf that the last walk found (<see cref="PageReference.Learned"/>), so a later walk asks for the
+    /// leaves after its first one as soon as it reaches their parent, before it reads that first leaf: their reads
+    /// overlap its read instead of following it.
     /// </para>
     /// </summary>
     public static IEnumerable<KeyValuePair<string, StoredValue>> Range(PageReference? root, string? fromInclusive,
@@ -325,6 +328,7 @@ internal static class BTree
         bool prefetch = reader.PrefetchEnabled && (farBound is not null || expectedEntries != int.MaxValue);
         var asked = new PrefetchProgress();
         long yielded = 0;
+        bool learned = false;
         while (true)
         {
             // Descend to the leaf holding the start, then walk leaves, climbing when one is done.
@@ -332,7 +336,23 @@ internal static class BTree
             {
                 int index = start is null ? (descending ? node.Count - 1 : 0) : node.ChildIndex(start);
                 path.Push((node, index));
+                if (prefetch && path.Count == root.LeafDepthHint)
+                {
+                    // The children are leaves (as the last walk of this tree found): ask for the ones after the
+                    // first before reading it, so their reads overlap its own.
+                    int perLeaf = root.EntriesPerLeafHint;
+                    long afterFirst = expectedEntries == int.MaxValue ? long.MaxValue
+                        : perLeaf == 0 ? 0 : (long)expectedEntries - yielded - Math.Max(1, perLeaf / 2);
+                    PrefetchSiblings(reader, node, index, descending, farBound, afterFirst, perLeaf, ref asked);
+                }
+
                 node = NodeAt(node.ChildAt(index), path.Count, reader);
+            }
+
+            if (!learned && path.Count > 0)
+            {
+                learned = true;
+                root.Learned(path.Count, node.Count);
             }
 
             int at;

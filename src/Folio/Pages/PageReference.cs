@@ -16,6 +16,8 @@ namespace Folio.Pages;
 internal sealed class PageReference
 {
     private TreeNode? _node;
+    private int _leafDepth;
+    private int _entriesPerLeaf;
 
     /// <summary>A reference to a node in memory (unsaved, or saved at <see cref="TreeNode.Position"/>).</summary>
     public PageReference(TreeNode node)
@@ -43,6 +45,29 @@ internal sealed class PageReference
     /// <summary>Records the position its checkpoint gave the unsaved child (the checkpoint's writer, before the
     /// roots that reach this reference are published).</summary>
     public void Saved(PagePosition position) => Position = position;
+
+    /// <summary>On a tree's root: the depth of its leaves that the last range walk found (0: none yet). A hint for
+    /// prefetch, written and read without ordering (a stale value only asks for the wrong pages).</summary>
+    public int LeafDepthHint => _leafDepth;
+
+    /// <summary>On a tree's root: the entries of the first leaf the last range walk read (0: none yet); a hint, like
+    /// <see cref="LeafDepthHint"/>.</summary>
+    public int EntriesPerLeafHint => _entriesPerLeaf;
+
+    /// <summary>A range walk from this root reached a leaf of <paramref name="entries"/> entries at
+    /// <paramref name="depth"/> (any thread; plain stores, skipped when nothing changed).</summary>
+    public void Learned(int depth, int entries)
+    {
+        if (_leafDepth != depth)
+        {
+            _leafDepth = depth;
+        }
+
+        if (_entriesPerLeaf != entries)
+        {
+            _entriesPerLeaf = entries;
+        }
+    }
 
     /// <summary>Drops the cached node of a saved child, so the next read goes to the data file.</summary>
     public void DropCached()

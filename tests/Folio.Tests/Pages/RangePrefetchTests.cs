@@ -70,6 +70,24 @@ public sealed class RangePrefetchTests
         Assert.NotEmpty(asked);
         var read = new HashSet<PagePosition>(reader.Read);
         Assert.All(asked, position => Assert.Contains(position, read));
+
+        // Later walks know the leaves' depth and size from the root, and ask for the leaves after their first one
+        // before reading it; the estimate of the first leaf's share may ask for one leaf more than they read.
+        Assert.True(root.LeafDepthHint > 0 && root.EntriesPerLeafHint > 0);
+        var random = new Random(9);
+        for (int walk = 0; walk < 20; walk++)
+        {
+            var later = new RecordingReader(store.Cache);
+            int from = random.Next(Documents - 1_000);
+            Assert.Equal(300, BTree.Range(root, Id(from), null, false, later, expectedEntries: 300).Take(300)
+                .Count());
+            int leavesRead = later.Read.Count(position => store.Cache.ReadNode(position).IsLeaf);
+            Assert.True(later.Requests.Count > 0 && later.Read.IndexOf(later.Requests[0][0]) > 0);
+            PagePosition[] laterAsked = later.Requests.SelectMany(request => request).ToArray();
+            Assert.InRange(laterAsked.Count(position => !later.Read.Contains(position)), 0, 1);
+            Assert.InRange(laterAsked.Length, leavesRead - 2, leavesRead);
+            Assert.True(later.AskedBeforeFirstLeaf, "the walk read its first leaf before asking for the next ones");
+        }
     }
 
     [Fact]
@@ -365,6 +383,9 @@ public sealed class RangePrefetchTests
 
         public bool PrefetchEnabled => enabled;
 
+        /// <summary>Whether the first request came before the first leaf was read.</summary>
+        public bool AskedBeforeFirstLeaf { get; private set; }
+
         public PinnedPage Pin(PagePosition position)
         {
             Read.Add(position);
@@ -382,6 +403,14 @@ public sealed class RangePrefetchTests
 
         public bool IsCached(PagePosition position) => everythingCached;
 
-        public void Prefetch(PagePosition[] positions) => Requests.Add(positions);
+        public void Prefetch(PagePosition[] positions)
+        {
+            if (Requests.Count == 0)
+            {
+                AskedBeforeFirstLeaf = !Read.Any(position => cache.ReadNode(position).IsLeaf);
+            }
+
+            Requests.Add(positions);
+        }
     }
 }
