@@ -215,7 +215,7 @@ internal sealed unsafe class BufferPool : IDisposable
         int claimed;
         lock (_clockLock)
         {
-            claimed = ClaimWithoutForce(page);
+            claimed = Sweep(page, force: false);
         }
 
         if (claimed < 0)
@@ -225,8 +225,7 @@ internal sealed unsafe class BufferPool : IDisposable
 
         if (!_table.TryAdd(page, claimed))
         {
-            Volatile.Write(ref _pages[claimed], -1);
-            Publish(claimed, FrameWord.Free, readers: 0); // a pin of the page entered first
+            Abandon(claimed, page, entered: false); // a pin of the page entered first
             return PrefetchOutcome.Cached;
         }
 
@@ -236,14 +235,13 @@ internal sealed unsafe class BufferPool : IDisposable
         }
         catch (Exception)
         {
-            _table.TryRemove(KeyValuePair.Create(page, claimed));
-            Volatile.Write(ref _pages[claimed], -1);
-            Publish(claimed, FrameWord.Free, readers: 0);
+            Abandon(claimed, page, entered: true);
             return PrefetchOutcome.Failed;
         }
 
         _clock.Prefetched(claimed);
         Interlocked.Increment(ref _prefetched);
+        _metrics.PrefetchIssued();
         Publish(claimed, FrameWord.Loaded, readers: 0);
         return PrefetchOutcome.Loaded;
     }
@@ -403,8 +401,7 @@ internal sealed unsafe class BufferPool : IDisposable
             int claimed = Claim(page, ref deadline);
             if (!_table.TryAdd(page, claimed))
             {
-                Volatile.Write(ref _pages[claimed], -1);
-                Publish(claimed, FrameWord.Free, readers: 0); // a racing pin of the page entered first
+                Abandon(claimed, page, entered: false); // a racing pin of the page entered first
                 continue;
             }
 
@@ -414,9 +411,7 @@ internal sealed unsafe class BufferPool : IDisposable
             }
             catch
             {
-                _table.TryRemove(KeyValuePair.Create(page, claimed));
-                Volatile.Write(ref _pages[claimed], -1);
-                Publish(claimed, FrameWord.Free, readers: 0);
+                Abandon(claimed, page, entered: true);
                 throw;
             }
 
@@ -488,7 +483,7 @@ internal sealed unsafe class BufferPool : IDisposable
             {
                 // A normal search first, then one pass that takes any unpinned page: the policy must never leave a
                 // pin without a frame while one is free to take.
-                int frame = ClaimWithoutForce(page);
+                int frame = Sweep(page, force: false);
                 if (frame >= 0 || (frame = Sweep(page, force: true)) >= 0)
                 {
                     return frame;
@@ -505,12 +500,9 @@ internal sealed unsafe class BufferPool : IDisposable
         }
     }
 
-    /// <summary>Under the clock lock: the clock's normal search for a frame for <paramref name="page"/> (the hand
-    /// passes each frame about twice); -1 when it finds none.</summary>
-    private int ClaimWithoutForce(long page) => Sweep(page, force: false);
-
-    /// <summary>Under the clock lock: one sweep of the hand that claims a frame for <paramref name="page"/>, or
-    /// -1.</summary>
+    /// <summary>Under the clock lock: one sweep of the hand that claims a frame for <paramref name="page"/>, or -1: the
+    /// normal search passes each frame about twice; with <paramref name="force"/> one pass takes any unpinned
+    /// page.</summary>
     private int Sweep(long page, bool force)
     {
         int steps = force ? _frameCount : (2 * _frameCount) + 1;
@@ -528,6 +520,19 @@ internal sealed unsafe class BufferPool : IDisposable
         }
 
         return -1;
+    }
+
+    /// <summary>Gives back a frame claimed for <paramref name="page"/> that will not hold it (its load failed, or
+    /// another pin entered the page first): out of the table if it <paramref name="entered"/> it, then Free.</summary>
+    private void Abandon(int frame, long page, bool entered)
+    {
+        if (entered)
+        {
+            _table.TryRemove(KeyValuePair.Create(page, frame));
+        }
+
+        Volatile.Write(ref _pages[frame], -1);
+        Publish(frame, FrameWord.Free, readers: 0);
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]

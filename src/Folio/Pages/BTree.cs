@@ -461,8 +461,9 @@ internal static class BTree
         long needed = entriesAfterLeaf == long.MaxValue ? PrefetchWindow : ((entriesAfterLeaf - 1) / perLeaf) + 1;
         int skipped = ((first - index) * step) - 1; // leaves ahead asked for by the last request, 0 to a half window
         int limit = (int)Math.Min(PrefetchWindow - skipped, needed - skipped);
-        Span<int> chosen = stackalloc int[PrefetchWindow];
+        Span<PagePosition> chosen = stackalloc PagePosition[PrefetchWindow];
         int count = 0;
+        int last = 0;
         for (int child = first; child >= 0 && child < parent.Count && count < limit; child += step)
         {
             // Child c holds the ids from separator c - 1 up to separator c.
@@ -476,23 +477,18 @@ internal static class BTree
             PageReference reference = parent.ChildAt(child);
             if (reference.Cached is null && reference.Position.IsSaved)
             {
-                chosen[count++] = child;
+                chosen[count++] = reference.Position;
+                last = child;
             }
         }
 
-        if (count < PrefetchMinimum || reader.IsCached(parent.ChildAt(chosen[0]).Position))
+        if (count < PrefetchMinimum || reader.IsCached(chosen[0]))
         {
             return;
         }
 
-        var positions = new PagePosition[count];
-        for (int i = 0; i < count; i++)
-        {
-            positions[i] = parent.ChildAt(chosen[i]).Position;
-        }
-
         asked.Parent = parent;
-        asked.LastIndex = chosen[count - 1];
-        reader.Prefetch(positions);
+        asked.LastIndex = last;
+        reader.Prefetch(chosen[..count].ToArray());
     }
 }

@@ -177,15 +177,9 @@ internal sealed class PageCache : IPageReader, IDisposable
                 continue;
             }
 
-            switch (_pool.Prefetch(Key(pages[i]), _loader))
+            if (_pool.Prefetch(Key(pages[i]), _loader) is PrefetchOutcome.NoFrame or PrefetchOutcome.Failed)
             {
-                case PrefetchOutcome.Loaded:
-                    _pool.Metrics.PrefetchIssued();
-                    break;
-                case PrefetchOutcome.NoFrame:
-                case PrefetchOutcome.Failed:
-                    unread++;
-                    break;
+                unread++;
             }
         }
 

@@ -387,38 +387,18 @@ internal sealed class PageStore : IDisposable
                 tocOffset);
             ChunkFormat.Seal(header, metadata);
 
+            long generation = _generation + 1;
             _cache.WritePriority = true; // prefetch reads stop until the chunk and its header are durable
             try
             {
-                WriteChunk(offset, header, parts, metadata, length);
-                _file.Sync();
+                WriteDurably(offset, header, parts, metadata, length, generation, chunkId, sequence);
             }
-            catch
+            finally
             {
                 _cache.WritePriority = false;
-                _space.Free(offset, ChunkFormat.Align(length));
-                throw;
-            }
-
-            long generation = _generation + 1;
-            try
-            {
-                byte[] slot = new byte[DataFileHeader.SlotSize];
-                new DataFileHeader(generation, chunkId, offset, length, sequence).Write(slot);
-                _file.Write(slot, DataFileHeader.SlotOffset(generation));
-                _file.Sync();
-            }
-            catch
-            {
-                _cache.WritePriority = false;
-                // The slot may hold anything now; the next checkpoint writes the same generation into it again. The
-                // chunk may be what that slot names on disk, so its extent stays taken until a later header lands.
-                _orphans.Add((offset, ChunkFormat.Align(length)));
-                throw;
             }
 
             // Durable: publish.
-            _cache.WritePriority = false;
             _generation = generation;
             newChunk.PublishToc(toc);
             var map = new Dictionary<uint, ChunkInfo>(chunks) { [chunkId] = newChunk };
@@ -508,6 +488,38 @@ internal sealed class PageStore : IDisposable
         }
 
         return false;
+    }
+
+    /// <summary>Writes the chunk and fsyncs, then the header slot of <paramref name="generation"/> naming it, and
+    /// fsyncs again (the checkpoint's thread, under the checkpoint lock).</summary>
+    private void WriteDurably(long offset, byte[] header, List<TreeSerializer> parts, byte[] metadata, long length,
+        long generation, uint chunkId, long sequence)
+    {
+        try
+        {
+            WriteChunk(offset, header, parts, metadata, length);
+            _file.Sync();
+        }
+        catch
+        {
+            _space.Free(offset, ChunkFormat.Align(length));
+            throw;
+        }
+
+        try
+        {
+            byte[] slot = new byte[DataFileHeader.SlotSize];
+            new DataFileHeader(generation, chunkId, offset, length, sequence).Write(slot);
+            _file.Write(slot, DataFileHeader.SlotOffset(generation));
+            _file.Sync();
+        }
+        catch
+        {
+            // The slot may hold anything now; the next checkpoint writes the same generation into it again. The
+            // chunk may be what that slot names on disk, so its extent stays taken until a later header lands.
+            _orphans.Add((offset, ChunkFormat.Align(length)));
+            throw;
+        }
     }
 
     private void WriteChunk(long offset, byte[] header, List<TreeSerializer> parts, byte[] metadata, long length)
