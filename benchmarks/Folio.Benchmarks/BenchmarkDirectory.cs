@@ -26,28 +26,34 @@ public abstract class BenchmarkDirectory
     /// </summary>
     protected static string StatsFile(string name) => Path.Combine(DataFolder, name);
 
-    /// <summary>Drops every file under <paramref name="folder"/> from the operating system's page cache (Linux
-    /// <c>posix_fadvise(POSIX_FADV_DONTNEED)</c>; their pages must be clean: closed, or fsynced), so a case starts
-    /// with none of its data cached whatever ran before it.</summary>
-    protected static void DropFromPageCache(string folder)
+    /// <summary>Drops every file under <paramref name="folder"/> from the operating system's page cache
+    /// (<see cref="OsPageCache.Drop(string)"/>), so a case starts with none of its data cached whatever ran before
+    /// it.</summary>
+    protected static void DropFromPageCache(string folder) => OsPageCache.Drop(folder);
+
+    /// <summary>
+    /// Data a benchmark builds once and reuses: when <paramref name="folder"/> holds a <c>built</c> marker, returns
+    /// what it says; otherwise recreates the folder empty, runs <paramref name="build"/>, and writes what it returns
+    /// (how long the build took) to the marker, so an interrupted build is redone from scratch.
+    /// </summary>
+    protected static string BuildOnce(string folder, Func<string> build)
     {
-        if (!OperatingSystem.IsLinux())
+        string marker = Path.Combine(folder, "built");
+        if (File.Exists(marker))
         {
-            return;
+            return File.ReadAllText(marker);
         }
 
-        foreach (string file in Directory.EnumerateFiles(folder, "*", SearchOption.AllDirectories))
+        if (Directory.Exists(folder))
         {
-            using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
-                FileShare.ReadWrite | FileShare.Delete);
-            _ = PosixFAdvise((int)stream.SafeFileHandle.DangerousGetHandle(), 0, 0, DontNeed);
+            Directory.Delete(folder, recursive: true);
         }
+
+        Directory.CreateDirectory(folder);
+        string built = build();
+        File.WriteAllText(marker, built);
+        return built;
     }
-
-    private const int DontNeed = 4; // POSIX_FADV_DONTNEED
-
-    [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "posix_fadvise")]
-    private static extern int PosixFAdvise(int fd, long offset, long length, int advice);
 
     protected void CreateRoot()
     {

@@ -55,13 +55,12 @@ internal static class HostProbe
         }
 
         using var stream = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete);
-        int fd = (int)stream.SafeFileHandle.DangerousGetHandle();
         long blocks = stream.Length / 16384;
         var random = new Random(3);
         byte[] buffer = new byte[16384];
         double Measure(bool advise)
         {
-            _ = PosixFAdvise(fd, 0, 0, DontNeed);
+            OsPageCache.Drop(stream.SafeFileHandle);
             long[] offsets = new long[reads];
             for (int i = 0; i < reads; i++)
             {
@@ -73,7 +72,7 @@ internal static class HostProbe
             {
                 foreach (long offset in offsets)
                 {
-                    _ = PosixFAdvise(fd, offset, 16384, WillNeed);
+                    OsPageCache.WillNeed(stream.SafeFileHandle, offset, 16384);
                 }
             }
 
@@ -92,10 +91,4 @@ internal static class HostProbe
     public static string DescribeReads((double Sequential, double Advised) reads)
         => $"// host: a random 16 KiB read costs {reads.Sequential:F0} µs one after another, {reads.Advised:F0} µs " +
             "each with 64 advised at once";
-
-    private const int DontNeed = 4; // POSIX_FADV_DONTNEED
-    private const int WillNeed = 3; // POSIX_FADV_WILLNEED
-
-    [DllImport("libc", EntryPoint = "posix_fadvise")]
-    private static extern int PosixFAdvise(int fd, long offset, long length, int advice);
 }

@@ -7,9 +7,13 @@ using Microsoft.Data.Sqlite;
 
 namespace Folio.Benchmarks;
 
-/// <summary>A document of about 1 KiB for <see cref="LargerThanMemoryBenchmarks"/>.</summary>
+/// <summary>A document of about 1 KiB for <see cref="LargerThanMemoryBenchmarks"/> and
+/// <see cref="PrefetchBenchmarks"/>, with the ids and contents both give their stores.</summary>
 public sealed class LargeDocument
 {
+    /// <summary>The collection the documents live in.</summary>
+    public const string Collection = nameof(LargeDocument);
+
     public string Id { get; set; } = "";
 
     public string Name { get; set; } = "";
@@ -21,6 +25,42 @@ public sealed class LargeDocument
     public string City { get; set; } = "";
 
     public string Body { get; set; } = "";
+
+    /// <summary>The id of document <paramref name="i"/>: ids sort in number order.</summary>
+    public static string IdOf(long i) => FormattableString.Invariant($"docs/{i:D8}");
+
+    /// <summary>Document <paramref name="id"/> at <paramref name="version"/>.</summary>
+    public static LargeDocument Create(string id, int version) => new()
+    {
+        Id = id,
+        Name = $"Person {id}",
+        Email = $"{id.Replace('/', '.')}@example.com",
+        Age = 18 + (version % 60),
+        City = (version % 3) switch { 0 => "Lisbon", 1 => "Oslo", _ => "Quito" },
+        Body = new string((char)('a' + (version % 26)), 880),
+    };
+
+    /// <summary>The JSON of <see cref="Create"/>.</summary>
+    public static string JsonOf(string id, int version) =>
+        System.Text.Json.JsonSerializer.Serialize(Create(id, version));
+
+    /// <summary>Writes documents 0 to <paramref name="count"/> - 1 in id order, 1,000 a batch, then
+    /// checkpoints.</summary>
+    public static void LoadInOrder(DocumentStore store, int count)
+    {
+        for (int start = 0; start < count; start += 1_000)
+        {
+            var batch = new CommitBatch();
+            for (int i = start; i < Math.Min(count, start + 1_000); i++)
+            {
+                batch.Put(Collection, IdOf(i), Encoding.UTF8.GetBytes(JsonOf(IdOf(i), i)));
+            }
+
+            store.WriteAsync(batch).AsTask().GetAwaiter().GetResult();
+        }
+
+        store.CheckpointAsync().AsTask().GetAwaiter().GetResult();
+    }
 }
 
 /// <summary>
@@ -42,7 +82,7 @@ public sealed class LargeDocument
 /// </summary>
 public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 {
-    private const string Collection = nameof(LargeDocument);
+    private const string Collection = LargeDocument.Collection;
     private const int Operations = 2_000;
     private const int ScanLength = 100;
 
@@ -261,36 +301,15 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 
     /// <summary>Builds the three stores once (a marker file says they are complete); returns what the marker says
     /// (how long each build took).</summary>
-    public static string EnsureBuilt()
+    public static string EnsureBuilt() => BuildOnce(Folder, Build);
+
+    private static string Build()
     {
-        string marker = Path.Combine(Folder, "built");
-        if (File.Exists(marker))
-        {
-            return File.ReadAllText(marker);
-        }
-
-        if (Directory.Exists(Folder))
-        {
-            Directory.Delete(Folder, recursive: true);
-        }
-
-        Directory.CreateDirectory(Folder);
         var timings = new StringBuilder();
         var watch = Stopwatch.StartNew();
         using (DocumentStore store = DocumentStore.Open(Path.Combine(Folder, "folio"), FolioOptions()))
         {
-            for (int start = 0; start < s_documents; start += 1_000)
-            {
-                var batch = new CommitBatch();
-                for (int i = start; i < Math.Min(s_documents, start + 1_000); i++)
-                {
-                    batch.Put(Collection, Id(i), Encoding.UTF8.GetBytes(Json(Id(i), i)));
-                }
-
-                store.WriteAsync(batch).AsTask().GetAwaiter().GetResult();
-            }
-
-            store.CheckpointAsync().AsTask().GetAwaiter().GetResult();
+            LargeDocument.LoadInOrder(store, s_documents);
         }
 
         timings.Append(CultureInfo.InvariantCulture, $"folio {watch.Elapsed.TotalSeconds:F1} s; ");
@@ -333,28 +352,16 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         }
 
         timings.Append(CultureInfo.InvariantCulture, $"litedb {watch.Elapsed.TotalSeconds:F1} s");
-        File.WriteAllText(marker, timings.ToString());
         return timings.ToString();
     }
 
-    private static string Id(long i) => FormattableString.Invariant($"docs/{i:D8}");
+    private static string Id(long i) => LargeDocument.IdOf(i);
 
-    private static string Json(string id, int version) =>
-        System.Text.Json.JsonSerializer.Serialize(Document(id, version));
-
-    private static LargeDocument Document(string id, int version) => new()
-    {
-        Id = id,
-        Name = $"Person {id}",
-        Email = $"{id.Replace('/', '.')}@example.com",
-        Age = 18 + (version % 60),
-        City = (version % 3) switch { 0 => "Lisbon", 1 => "Oslo", _ => "Quito" },
-        Body = new string((char)('a' + (version % 26)), 880),
-    };
+    private static string Json(string id, int version) => LargeDocument.JsonOf(id, version);
 
     private static BsonDocument LiteBson(string id, int version)
     {
-        LargeDocument document = Document(id, version);
+        LargeDocument document = LargeDocument.Create(id, version);
         return new BsonDocument
         {
             ["_id"] = id,

@@ -26,7 +26,7 @@ namespace Folio.Benchmarks;
 [IterationCount(15)]
 public class PrefetchBenchmarks : BenchmarkDirectory
 {
-    private const string Collection = nameof(LargeDocument);
+    private const string Collection = LargeDocument.Collection;
     private const int Scans = 64;
     private const int ScanLength = 100;
     private const int Points = 256;
@@ -125,37 +125,16 @@ public class PrefetchBenchmarks : BenchmarkDirectory
     }
 
     /// <summary>Builds the store once (a marker file says it is complete); returns what the marker says.</summary>
-    public static string EnsureBuilt()
+    public static string EnsureBuilt() => BuildOnce(Folder, Build);
+
+    private static string Build()
     {
-        string marker = Path.Combine(Folder, "built");
-        if (File.Exists(marker))
-        {
-            return File.ReadAllText(marker);
-        }
-
-        if (Directory.Exists(Folder))
-        {
-            Directory.Delete(Folder, recursive: true);
-        }
-
-        Directory.CreateDirectory(Folder);
         var watch = Stopwatch.StartNew();
         var options = Options(prefetch: false);
         options.Durability = DurabilityMode.Buffered;
         using (var store = DocumentStore.Open(StoreFolder, options))
         {
-            for (int start = 0; start < s_documents; start += 1_000)
-            {
-                var batch = new CommitBatch();
-                for (int i = start; i < Math.Min(s_documents, start + 1_000); i++)
-                {
-                    batch.Put(Collection, Id(i), Encoding.UTF8.GetBytes(Json(Id(i), i)));
-                }
-
-                store.WriteAsync(batch).AsTask().GetAwaiter().GetResult();
-            }
-
-            store.CheckpointAsync().AsTask().GetAwaiter().GetResult();
+            LargeDocument.LoadInOrder(store, s_documents);
             var random = new Random(7);
             for (int round = 0; round < BenchmarkConstants.PrefetchUpdateRounds; round++)
             {
@@ -171,9 +150,7 @@ public class PrefetchBenchmarks : BenchmarkDirectory
             }
         }
 
-        string built = FormattableString.Invariant($"folio {watch.Elapsed.TotalSeconds:F1} s");
-        File.WriteAllText(marker, built);
-        return built;
+        return FormattableString.Invariant($"folio {watch.Elapsed.TotalSeconds:F1} s");
     }
 
     private static DocumentStoreOptions Options(bool prefetch) => new()
@@ -252,15 +229,7 @@ public class PrefetchBenchmarks : BenchmarkDirectory
         }
     }
 
-    private static string Id(long i) => FormattableString.Invariant($"docs/{i:D8}");
+    private static string Id(long i) => LargeDocument.IdOf(i);
 
-    private static string Json(string id, int version) => System.Text.Json.JsonSerializer.Serialize(new LargeDocument
-    {
-        Id = id,
-        Name = $"Person {id}",
-        Email = $"{id.Replace('/', '.')}@example.com",
-        Age = 18 + (version % 60),
-        City = (version % 3) switch { 0 => "Lisbon", 1 => "Oslo", _ => "Quito" },
-        Body = new string((char)('a' + (version % 26)), 880),
-    });
+    private static string Json(string id, int version) => LargeDocument.JsonOf(id, version);
 }

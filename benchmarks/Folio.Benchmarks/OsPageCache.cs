@@ -1,0 +1,45 @@
+using System.Runtime.InteropServices;
+using Microsoft.Win32.SafeHandles;
+
+namespace Folio.Benchmarks;
+
+/// <summary>
+/// The benchmarks' control of the operating system's page cache (Linux <c>posix_fadvise</c>; no-ops elsewhere): drop a
+/// store's files so a case starts cold, and advise reads ahead for the disk probe. Dropped pages must be clean (the
+/// files closed, or their writes fsynced): the kernel keeps dirty ones.
+/// </summary>
+internal static class OsPageCache
+{
+    private const int WillNeedAdvice = 3; // POSIX_FADV_WILLNEED
+    private const int DontNeedAdvice = 4; // POSIX_FADV_DONTNEED
+
+    /// <summary>Drops every file under <paramref name="folder"/> from the page cache.</summary>
+    public static void Drop(string folder)
+    {
+        foreach (string file in Directory.EnumerateFiles(folder, "*", SearchOption.AllDirectories))
+        {
+            using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
+                FileShare.ReadWrite | FileShare.Delete);
+            Drop(stream.SafeFileHandle);
+        }
+    }
+
+    /// <summary>Drops the file behind <paramref name="handle"/> from the page cache.</summary>
+    public static void Drop(SafeFileHandle handle) => Advise(handle, 0, 0, DontNeedAdvice);
+
+    /// <summary>Asks the kernel to start reading <paramref name="length"/> bytes at
+    /// <paramref name="offset"/>.</summary>
+    public static void WillNeed(SafeFileHandle handle, long offset, long length) =>
+        Advise(handle, offset, length, WillNeedAdvice);
+
+    private static void Advise(SafeFileHandle handle, long offset, long length, int advice)
+    {
+        if (OperatingSystem.IsLinux())
+        {
+            _ = PosixFAdvise((int)handle.DangerousGetHandle(), offset, length, advice);
+        }
+    }
+
+    [DllImport("libc", EntryPoint = "posix_fadvise")]
+    private static extern int PosixFAdvise(int fd, long offset, long length, int advice);
+}
