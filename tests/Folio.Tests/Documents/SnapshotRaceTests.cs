@@ -22,27 +22,18 @@ public sealed class SnapshotRaceTests
 
         await using DocumentSession session = store.OpenSession();
         await session.LoadAsync<Item>("other"); // takes the session's snapshot: k at version 1
-        bool raced = false;
-        store.Index.AfterHeadsMiss = id =>
+        // Between the miss and the tree read: an overwrite, then a checkpoint whose layer holds it.
+        var race = new Race("k", async () =>
         {
-            if (id != "k" || raced)
-            {
-                return;
-            }
-
-            raced = true;
-            // Between the miss and the tree read: an overwrite, then a checkpoint whose layer holds it.
-            Task.Run(async () =>
-            {
-                await store.PutAsync("Item", "k", Json(2));
-                await store.CheckpointAsync();
-            }).GetAwaiter().GetResult();
-        };
+            await store.PutAsync("Item", "k", Json(2));
+            await store.CheckpointAsync();
+        });
+        store.Index.AfterHeadsMiss = race.At;
 
         Item? item = await session.LoadAsync<Item>("k");
         store.Index.AfterHeadsMiss = null;
 
-        Assert.True(raced);
+        Assert.True(race.Ran);
         Assert.Equal(1, item?.Version);
         Assert.Equal(2, JsonVersion(store.Get("Item", "k")));
     }
@@ -57,26 +48,17 @@ public sealed class SnapshotRaceTests
 
         await using DocumentSession session = store.OpenSession();
         await session.LoadAsync<Item>("other");
-        bool raced = false;
-        store.Index.AfterHeadsMiss = id =>
+        var race = new Race("k", async () =>
         {
-            if (id != "k" || raced)
-            {
-                return;
-            }
-
-            raced = true;
-            Task.Run(async () =>
-            {
-                await store.DeleteAsync("Item", "k");
-                await store.CheckpointAsync();
-            }).GetAwaiter().GetResult();
-        };
+            await store.DeleteAsync("Item", "k");
+            await store.CheckpointAsync();
+        });
+        store.Index.AfterHeadsMiss = race.At;
 
         Item? item = await session.LoadAsync<Item>("k");
         store.Index.AfterHeadsMiss = null;
 
-        Assert.True(raced);
+        Assert.True(race.Ran);
         Assert.Equal(1, item?.Version);
         Assert.Null(store.Get("Item", "k"));
     }
@@ -103,23 +85,14 @@ public sealed class SnapshotRaceTests
 
         await using DocumentSession session = store.OpenSession();
         await session.LoadAsync<Item>("other"); // the snapshot: all 20 alive
-        bool raced = false;
-        store.Index.AfterAddedIdsTaken = collection =>
+        // Between taking the list and pinning the layer: a delete (appended to the list taken) and a checkpoint whose
+        // layer no longer has the id.
+        var race = new Race("Item", async () =>
         {
-            if (collection != "Item" || raced)
-            {
-                return;
-            }
-
-            raced = true;
-            // Between taking the list and pinning the layer: a delete (appended to the list taken) and a checkpoint
-            // whose layer no longer has the id.
-            Task.Run(async () =>
-            {
-                await store.DeleteAsync("Item", "k07");
-                await store.CheckpointAsync();
-            }).GetAwaiter().GetResult();
-        };
+            await store.DeleteAsync("Item", "k07");
+            await store.CheckpointAsync();
+        });
+        store.Index.AfterAddedIdsTaken = race.At;
 
         var ids = new List<string>();
         await foreach (Item item in session.QueryByRangeAsync<Item>("k00", "k99", descending))
@@ -129,11 +102,29 @@ public sealed class SnapshotRaceTests
 
         store.Index.AfterAddedIdsTaken = null;
 
-        Assert.True(raced);
+        Assert.True(race.Ran);
         IEnumerable<string> all = Enumerable.Range(0, 20).Select(i => $"k{i:D2}");
         Assert.Equal(descending ? all.Reverse() : all, ids);
         await using DocumentSession later = store.OpenSession();
         Assert.Null(await later.LoadAsync<Item>("k07"));
+    }
+
+    /// <summary>A write and a checkpoint run once, on another thread while the hooked read waits, the first time the
+    /// index's hook is called with <paramref name="name"/> (an id or a collection).</summary>
+    private sealed class Race(string name, Func<Task> interleaved)
+    {
+        public bool Ran { get; private set; }
+
+        public void At(string reached)
+        {
+            if (reached != name || Ran)
+            {
+                return;
+            }
+
+            Ran = true;
+            Task.Run(interleaved).GetAwaiter().GetResult();
+        }
     }
 
     private static DocumentStoreOptions Options()

@@ -14,36 +14,17 @@ public sealed class StoreCacheTests
     public async Task A_store_twenty_times_larger_than_its_cache_reads_every_document_back_by_id_and_by_range()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions Options()
-        {
-            DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-            options.CacheSize = DocumentStoreOptions.MinCacheSize;
-            options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-            return options;
-        }
-
         const int Documents = 14_000;
-        await using (var store = DocumentStore.Open(dir.Path, Options()))
+        await using (var store = DocumentStore.Open(dir.Path, SmallCacheOptions()))
         {
-            for (int i = 0; i < Documents; i += 500)
-            {
-                await using DocumentSession session = store.OpenSession();
-                for (int j = i; j < i + 500; j++)
-                {
-                    session.Store(new Item { Key = Id(j), Body = Body(j) }, Id(j));
-                }
-
-                await session.SaveChangesAsync();
-            }
-
-            await store.CheckpointAsync();
+            await StoreAndCheckpoint(store, Documents);
             Assert.True(store.Pages.UsedBytes > 20 * DocumentStoreOptions.MinCacheSize,
                 $"the data file holds {store.Pages.UsedBytes} bytes");
             await AssertEveryDocument(store);
             Assert.True(store.Pages.Cache.Pool.Evictions > 1_000, "pages were evicted and read again");
         }
 
-        await using (var reopened = DocumentStore.Open(dir.Path, Options()))
+        await using (var reopened = DocumentStore.Open(dir.Path, SmallCacheOptions()))
         {
             await AssertEveryDocument(reopened);
             Assert.Equal(0, reopened.Pages.Cache.Pool.PinnedFrames);
@@ -80,9 +61,7 @@ public sealed class StoreCacheTests
         using var meters = new TestMeterFactory();
         DocumentStoreOptions Options(bool prefetch)
         {
-            DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-            options.CacheSize = DocumentStoreOptions.MinCacheSize;
-            options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+            DocumentStoreOptions options = SmallCacheOptions();
             options.RangePrefetch = prefetch;
             options.MeterFactory = meters;
             return options;
@@ -91,18 +70,7 @@ public sealed class StoreCacheTests
         const int Documents = 8_000;
         await using (var store = DocumentStore.Open(dir.Path, Options(prefetch: true)))
         {
-            for (int i = 0; i < Documents; i += 500)
-            {
-                await using DocumentSession session = store.OpenSession();
-                for (int j = i; j < i + 500; j++)
-                {
-                    session.Store(new Item { Key = Id(j), Body = Body(j) }, Id(j));
-                }
-
-                await session.SaveChangesAsync();
-            }
-
-            await store.CheckpointAsync();
+            await StoreAndCheckpoint(store, Documents);
             for (int j = 0; j < Documents; j += 7)
             {
                 await store.DeleteAsync("Item", Id(j)); // holes, in memory, that the walks skip
@@ -167,6 +135,33 @@ public sealed class StoreCacheTests
         var error = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
         Assert.Equal(nameof(DocumentStoreOptions.CacheSize), error.ParamName);
         Assert.Empty(Directory.EnumerateFileSystemEntries(dir.Path));
+    }
+
+    /// <summary>The options of a store many times larger than its cache: the smallest cache, small journal segments,
+    /// checkpoints only when asked.</summary>
+    private static DocumentStoreOptions SmallCacheOptions()
+    {
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CacheSize = DocumentStoreOptions.MinCacheSize;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        return options;
+    }
+
+    /// <summary>Stores items 0 to <paramref name="count"/> - 1, 500 a session, then checkpoints.</summary>
+    private static async Task StoreAndCheckpoint(DocumentStore store, int count)
+    {
+        for (int i = 0; i < count; i += 500)
+        {
+            await using DocumentSession session = store.OpenSession();
+            for (int j = i; j < i + 500; j++)
+            {
+                session.Store(new Item { Key = Id(j), Body = Body(j) }, Id(j));
+            }
+
+            await session.SaveChangesAsync();
+        }
+
+        await store.CheckpointAsync();
     }
 
     private static string Id(int i) => $"items/{i:D6}";

@@ -47,11 +47,10 @@ public sealed class RangePrefetchTests
                 }
             }
 
-            int asked2 = reader.Requests.Sum(request => request.Length);
-            Assert.Equal(asked2, reader.Requests.SelectMany(request => request).Distinct().Count());
+            Assert.Equal(reader.Asked.Count, reader.Asked.Distinct().Count());
             if (length > 1_000)
             {
-                Assert.True(asked2 > 0, "a walk over many leaves asked for none");
+                Assert.True(reader.Asked.Count > 0, "a walk over many leaves asked for none");
             }
         }
     }
@@ -66,7 +65,7 @@ public sealed class RangePrefetchTests
         int taken = BTree.Range(root, Id(5_000), null, false, reader, expectedEntries: 300).Take(300).Count();
 
         Assert.Equal(300, taken);
-        PagePosition[] asked = reader.Requests.SelectMany(request => request).ToArray();
+        List<PagePosition> asked = reader.Asked;
         Assert.NotEmpty(asked);
         var read = new HashSet<PagePosition>(reader.Read);
         Assert.All(asked, position => Assert.Contains(position, read));
@@ -83,9 +82,8 @@ public sealed class RangePrefetchTests
                 .Count());
             int leavesRead = later.Read.Count(position => store.Cache.ReadNode(position).IsLeaf);
             Assert.True(later.Requests.Count > 0 && later.Read.IndexOf(later.Requests[0][0]) > 0);
-            PagePosition[] laterAsked = later.Requests.SelectMany(request => request).ToArray();
-            Assert.InRange(laterAsked.Count(position => !later.Read.Contains(position)), 0, 1);
-            Assert.InRange(laterAsked.Length, leavesRead - 2, leavesRead);
+            Assert.InRange(later.Asked.Count(position => !later.Read.Contains(position)), 0, 1);
+            Assert.InRange(later.Asked.Count, leavesRead - 2, leavesRead);
             Assert.True(later.AskedBeforeFirstLeaf, "the walk read its first leaf before asking for the next ones");
         }
     }
@@ -128,8 +126,8 @@ public sealed class RangePrefetchTests
 
         using var store = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "data.folio"));
         PageReference root = store.Current.Collections["c"].Root!;
-        PagePosition[] asked = recorder.Requests.SelectMany(request => request).ToArray();
-        Assert.True(asked.Length > 10, $"{asked.Length} leaves asked for");
+        List<PagePosition> asked = recorder.Asked;
+        Assert.True(asked.Count > 10, $"{asked.Count} leaves asked for");
         Assert.DoesNotContain(asked, store.Cache.IsCached); // a new pool
 
         foreach (PagePosition[] request in recorder.Requests)
@@ -139,14 +137,14 @@ public sealed class RangePrefetchTests
         }
 
         Assert.All(asked, position => Assert.True(store.Cache.IsCached(position), $"{position} not prefetched"));
-        Assert.Equal(asked.Length, store.Cache.Pool.Prefetched);
+        Assert.Equal(asked.Count, store.Cache.Pool.Prefetched);
         long misses = store.Cache.Pool.Misses;
         List<string> ids = BTree.Range(root, Id(2_000), Id(6_000), false, new RecordingReader(store.Cache,
             enabled: false)).Select(e => e.Key).ToList();
         Assert.Equal(Enumerable.Range(2_000, 4_000).Select(Id), ids);
-        Assert.Equal(asked.Length, store.Cache.Pool.PrefetchUsed);
-        Assert.True(store.Cache.Pool.Misses - misses <= recorder.Read.Count - asked.Length + BTree.ResidentLevels,
-            $"{store.Cache.Pool.Misses - misses} misses, {recorder.Read.Count} read, {asked.Length} asked");
+        Assert.Equal(asked.Count, store.Cache.Pool.PrefetchUsed);
+        Assert.True(store.Cache.Pool.Misses - misses <= recorder.Read.Count - asked.Count + BTree.ResidentLevels,
+            $"{store.Cache.Pool.Misses - misses} misses, {recorder.Read.Count} read, {asked.Count} asked");
     }
 
     [Fact]
@@ -380,6 +378,9 @@ public sealed class RangePrefetchTests
         public List<PagePosition> Read { get; } = [];
 
         public List<PagePosition[]> Requests { get; } = [];
+
+        /// <summary>Every page of every request, in order.</summary>
+        public List<PagePosition> Asked => Requests.SelectMany(request => request).ToList();
 
         public bool PrefetchEnabled => enabled;
 
