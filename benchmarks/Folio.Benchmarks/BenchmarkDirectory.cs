@@ -26,11 +26,6 @@ public abstract class BenchmarkDirectory
     /// </summary>
     protected static string StatsFile(string name) => Path.Combine(DataFolder, name);
 
-    /// <summary>Drops every file under <paramref name="folder"/> from the operating system's page cache
-    /// (<see cref="OsPageCache.Drop(string)"/>), so a case starts with none of its data cached whatever ran before
-    /// it.</summary>
-    protected static void DropFromPageCache(string folder) => OsPageCache.Drop(folder);
-
     /// <summary>
     /// Data a benchmark builds once and reuses: when <paramref name="folder"/> holds a <c>built</c> marker, returns
     /// what it says; otherwise recreates the folder empty, runs <paramref name="build"/>, and writes what it returns

@@ -280,7 +280,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         _random = new Random(42);
         _zipfian = new ZipfianIds(s_documents);
         EnsureBuilt();
-        DropFromPageCache(Path.Combine(Folder, peer.ToLowerInvariant()));
+        OsPageCache.Drop(Path.Combine(Folder, peer.ToLowerInvariant()), SearchOption.AllDirectories); // closed
     }
 
     private static DocumentStoreOptions FolioOptions() => new()

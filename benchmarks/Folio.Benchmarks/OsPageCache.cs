@@ -13,10 +13,11 @@ internal static class OsPageCache
     private const int WillNeedAdvice = 3; // POSIX_FADV_WILLNEED
     private const int DontNeedAdvice = 4; // POSIX_FADV_DONTNEED
 
-    /// <summary>Drops every file under <paramref name="folder"/> from the page cache.</summary>
-    public static void Drop(string folder)
+    /// <summary>Drops the files of <paramref name="folder"/> (with <paramref name="search"/>, those of its subfolders
+    /// too) from the page cache.</summary>
+    public static void Drop(string folder, SearchOption search)
     {
-        foreach (string file in Directory.EnumerateFiles(folder, "*", SearchOption.AllDirectories))
+        foreach (string file in Directory.EnumerateFiles(folder, "*", search))
         {
             using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
                 FileShare.ReadWrite | FileShare.Delete);
