@@ -18,7 +18,7 @@ namespace Folio;
 /// Thread-safe; open one per folder and share it. Use <see cref="OpenSession"/> for typed units of work, or the raw
 /// methods for callers that already hold JSON.
 /// </summary>
-public sealed class DocumentStore : IDisposable, IAsyncDisposable
+public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 {
     private readonly WriteAheadJournal _journal;
     private readonly VersionedIndex _index;
@@ -398,6 +398,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
         {
             try
             {
+                StopOperationsAsync().GetAwaiter().GetResult(); // backups and scrubs hold pins on the files
                 _merger.Dispose();
                 _checkpointer.StopAsync(final: !_merger.IsFaulted).AsTask().GetAwaiter().GetResult();
                 CloseFiles();
@@ -425,6 +426,7 @@ public sealed class DocumentStore : IDisposable, IAsyncDisposable
 
         try
         {
+            await StopOperationsAsync().ConfigureAwait(false); // backups and scrubs hold pins on the files
             await _merger.DisposeAsync().ConfigureAwait(false);
             await _checkpointer.StopAsync(final: !_merger.IsFaulted).ConfigureAwait(false);
             CloseFiles();

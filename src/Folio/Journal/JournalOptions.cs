@@ -32,6 +32,10 @@ public sealed class JournalOptions
     /// <summary>Where recovery, rotation and purge are logged. Default: no logging.</summary>
     public ILoggerFactory? LoggerFactory { get; set; }
 
+    /// <summary>The first sequence of a journal created new (0 or 1: from the start). A restored store's journal starts
+    /// after the checkpoint its data file holds; ignored when the folder already holds a journal.</summary>
+    internal long NewJournalFirstSequence { get; set; }
+
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
     internal IFileSystem FileSystem { get; set; } = PhysicalFileSystem.Instance;
 

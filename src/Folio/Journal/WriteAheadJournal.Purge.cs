@@ -6,6 +6,7 @@ namespace Folio.Journal;
 public sealed partial class WriteAheadJournal
 {
     private const int PurgeWatermarkSize = 12;
+    private readonly List<JournalRetention> _retentions = []; // under _segmentsLock
 
     /// <summary>
     /// Removes every sealed segment whose entries all precede <paramref name="beforeSequence"/>. The active segment
@@ -27,14 +28,61 @@ public sealed partial class WriteAheadJournal
     public int Purge(DateTimeOffset before)
         => Purge(static (segment, next, limit) => segment.LastTimestamp < limit, before.UtcTicks);
 
+    /// <summary>
+    /// Keeps every entry from <paramref name="fromSequence"/> on from purges until the returned hold is disposed (an
+    /// online backup copies them meanwhile). Purges still remove segments wholly before it.
+    /// </summary>
+    /// <exception cref="JournalPositionPurgedException"><paramref name="fromSequence"/> is already purged.</exception>
+    internal JournalRetention Retain(long fromSequence)
+    {
+        lock (_segmentsLock)
+        {
+            ThrowIfDisposed();
+            long first = FirstSequence;
+            if (fromSequence < first)
+            {
+                ThrowHelper.ThrowPositionPurged(fromSequence, first);
+            }
+
+            var retention = new JournalRetention(this, fromSequence);
+            _retentions.Add(retention);
+            return retention;
+        }
+    }
+
+    /// <summary>Keeps every entry the journal holds now from purges until the returned hold is disposed.</summary>
+    internal JournalRetention RetainAll()
+    {
+        lock (_segmentsLock)
+        {
+            return Retain(FirstSequence); // the lock is reentrant: no purge runs between the read and the hold
+        }
+    }
+
+    /// <summary>Ends a hold taken by <see cref="Retain"/> (its Dispose).</summary>
+    internal void Release(JournalRetention retention)
+    {
+        lock (_segmentsLock)
+        {
+            _retentions.Remove(retention);
+        }
+    }
+
     private int Purge(Func<JournalSegment, JournalSegment, long, bool> removable, long limit)
     {
         lock (_segmentsLock)
         {
             ThrowIfDisposed();
+            long retained = long.MaxValue;
+            foreach (JournalRetention retention in _retentions)
+            {
+                retained = Math.Min(retained, retention.FromSequence);
+            }
+
             JournalSegment[] current = _segmentSet.Segments;
             int count = 0;
-            while (count < current.Length - 1 && removable(current[count], current[count + 1], limit))
+            while (count < current.Length - 1 && current[count + 1].FirstSequence <= retained
+                && removable(current[count], current[count + 1], limit))
             {
                 count++;
             }

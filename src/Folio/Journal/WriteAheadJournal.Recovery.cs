@@ -66,8 +66,16 @@ public sealed partial class WriteAheadJournal
                     $"(segment {mark.SegmentFirstSequence})");
             }
 
-            _nextSequence = 1;
-            _active = CreateSegment(1);
+            // A new journal starts at 1, or where the history it continues ends (a restored store's journal starts
+            // after its checkpoint): the watermark then says the entries before it are gone on purpose.
+            long start = Math.Max(1, _newJournalFirstSequence);
+            if (start > 1)
+            {
+                WritePurgeWatermark(start);
+            }
+
+            _nextSequence = start;
+            _active = CreateSegment(start);
             PublishSegments([_active]);
             lock (_writeLock)
             {
@@ -75,7 +83,7 @@ public sealed partial class WriteAheadJournal
             }
 
             Recovery = new JournalRecoveryInfo(1, 0, 0, 0, 0, Stopwatch.GetElapsedTime(started));
-            JournalLog.Recovered(_logger, Directory, 1, 0, 0, 0, 1, (long)Recovery.Duration.TotalMilliseconds);
+            JournalLog.Recovered(_logger, Directory, 1, 0, 0, 0, start, (long)Recovery.Duration.TotalMilliseconds);
             return;
         }
 

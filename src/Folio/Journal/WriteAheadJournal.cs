@@ -48,6 +48,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly ILogger _logger;
     private readonly TimeProvider _timeProvider;
     private readonly long _segmentSize;
+    private readonly long _newJournalFirstSequence;
     private readonly IDisposable _directoryLock;
     private readonly Lock _writeLock = new();
     private readonly Lock _syncLock = new();
@@ -87,6 +88,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         _logger = options.LoggerFactory?.CreateLogger<WriteAheadJournal>() ?? NullLogger<WriteAheadJournal>.Instance;
         _timeProvider = options.TimeProvider;
         _segmentSize = options.SegmentSize;
+        _newJournalFirstSequence = options.NewJournalFirstSequence;
         _directoryLock = directoryLock;
         _segmentSet = new SegmentSet([], 0);
         _active = null!;
@@ -157,6 +159,9 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// The newest sequence number a completed sync (or a rotation's seal) made durable. It may be ahead of
     /// <see cref="CommittedSequence"/>: durable entries are published by their owner, in order.
     /// </summary>
+    /// <summary>The size of the segments this journal creates, in bytes.</summary>
+    internal long SegmentSize => _segmentSize;
+
     internal long DurableSequence => Volatile.Read(ref _durableSequence);
 
     /// <summary>The sequence number of the newest appended entry, durable or not (0 when none).</summary>

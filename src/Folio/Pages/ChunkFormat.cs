@@ -65,6 +65,13 @@ internal static class ChunkFormat
         BinaryPrimitives.WriteInt32LittleEndian(entry[28..], 0);
     }
 
+    public static ChunkInfo ReadTableEntry(ReadOnlySpan<byte> entry) => new(
+        BinaryPrimitives.ReadUInt32LittleEndian(entry),
+        BinaryPrimitives.ReadInt64LittleEndian(entry[8..]),
+        BinaryPrimitives.ReadInt64LittleEndian(entry[16..]),
+        BinaryPrimitives.ReadInt32LittleEndian(entry[4..]),
+        BinaryPrimitives.ReadInt32LittleEndian(entry[24..]));
+
     /// <summary>A decoded chunk header.</summary>
     internal readonly record struct Header(uint ChunkId, long Sequence, int PageCount, int TableEntries, long Length,
         PagePosition CatalogRoot, long TocOffset, uint Checksum)

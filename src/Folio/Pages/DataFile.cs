@@ -157,9 +157,58 @@ internal sealed class DataFile : IDisposable
 
     public void Dispose() => _file.Dispose();
 
+    /// <summary>Reads the chunk's metadata and every page it lists from disk and checks each (metadata checksum,
+    /// table of contents inside the pages, page length and checksum with its position, tree page structure);
+    /// returns the pages checked or throws <see cref="StoreCorruptedException"/>.</summary>
+    public int VerifyChunk(ChunkInfo chunk)
+    {
+        (ChunkFormat.Header header, byte[] metadata) = ReadChunkMetadata(chunk.Id, chunk.FileOffset, chunk.Length);
+        long[] toc = CheckedToc(chunk, header, metadata);
+        byte[] buffer = System.Buffers.ArrayPool<byte>.Shared.Rent(PageFormat.TargetPageSize);
+        try
+        {
+            for (int i = 0; i < toc.Length; i++)
+            {
+                int length = (int)(toc[i] & 0xFFFF_FFFF);
+                long offset = chunk.FileOffset + (toc[i] >>> 32);
+                if (length < PageFormat.PageHeaderSize)
+                {
+                    ThrowHelper.ThrowStoreCorrupted(Path, offset, $"page {i} of chunk {chunk.Id} is listed with "
+                        + $"{length} bytes");
+                }
+
+                if (buffer.Length < length)
+                {
+                    System.Buffers.ArrayPool<byte>.Shared.Return(buffer);
+                    buffer = System.Buffers.ArrayPool<byte>.Shared.Rent(length);
+                }
+
+                var position = new PagePosition(chunk.Id, (uint)i);
+                Span<byte> page = buffer.AsSpan(0, length);
+                ReadPage(position, page, offset);
+                if (page[8] != PageFormat.OverflowType && !PageFormat.Check(page, out string? problem))
+                {
+                    ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position}: {problem}");
+                }
+            }
+
+            return toc.Length;
+        }
+        finally
+        {
+            System.Buffers.ArrayPool<byte>.Shared.Return(buffer);
+        }
+    }
+
     private long[] LoadToc(ChunkInfo chunk)
     {
         (ChunkFormat.Header header, byte[] metadata) = ReadChunkMetadata(chunk.Id, chunk.FileOffset, chunk.Length);
+        return chunk.PublishToc(CheckedToc(chunk, header, metadata));
+    }
+
+    /// <summary>Decodes a chunk's table of contents and checks that every entry lies inside its pages.</summary>
+    private long[] CheckedToc(ChunkInfo chunk, ChunkFormat.Header header, byte[] metadata)
+    {
         long[] toc = ChunkInfo.DecodeToc(metadata, header.PageCount);
         long pagesEnd = header.TocOffset;
         foreach (long entry in toc)
@@ -171,6 +220,6 @@ internal sealed class DataFile : IDisposable
             }
         }
 
-        return chunk.PublishToc(toc);
+        return toc;
     }
 }

@@ -34,6 +34,10 @@ internal sealed class PageCheckpoint
 
     public IReadOnlyDictionary<string, CollectionTree> Collections { get; }
 
+    /// <summary>The header slot that made the checkpoint current: its chunk's id and place (null for
+    /// <see cref="Empty"/>). A backup copies the chunks that chunk's table lists and writes this header.</summary>
+    public DataFileHeader? Header { get; init; }
+
     /// <summary>Readers holding the checkpoint.</summary>
     public int Pins => Volatile.Read(ref _pins);
 

@@ -155,6 +155,38 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    /// <summary>The chunks <paramref name="checkpoint"/>'s roots reach (its chunk's table, read from disk and
+    /// checked), in the table's order; none for a store without a checkpoint. Pin the checkpoint first, so that none
+    /// of them is freed and reused meanwhile.</summary>
+    public List<ChunkInfo> ReadChunkTable(PageCheckpoint checkpoint)
+    {
+        var chunks = new List<ChunkInfo>();
+        if (checkpoint.Header is not { } header)
+        {
+            return chunks;
+        }
+
+        (ChunkFormat.Header chunkHeader, byte[] metadata) =
+            _file.ReadChunkMetadata(header.ChunkId, header.ChunkOffset, header.ChunkLength);
+        ReadOnlySpan<byte> table = metadata.AsSpan(chunkHeader.PageCount * ChunkFormat.TocEntrySize);
+        for (int i = 0; i < chunkHeader.TableEntries; i++)
+        {
+            chunks.Add(ChunkFormat.ReadTableEntry(
+                table.Slice(i * ChunkFormat.TableEntrySize, ChunkFormat.TableEntrySize)));
+        }
+
+        return chunks;
+    }
+
+    /// <summary>Reads exactly <paramref name="destination"/>.Length bytes of the data file at
+    /// <paramref name="offset"/> (a backup copying a pinned checkpoint's chunks); false when the file ends
+    /// first.</summary>
+    public bool ReadBytes(Span<byte> destination, long offset) => _file.TryReadExactly(destination, offset);
+
+    /// <summary>Reads a chunk and every page in it from disk, bypassing the buffer pool, and checks them all;
+    /// returns the pages checked. Throws <see cref="StoreCorruptedException"/> at the first failure.</summary>
+    public int VerifyChunk(ChunkInfo chunk) => _file.VerifyChunk(chunk);
+
     public static void Unpin(PageCheckpoint checkpoint)
     {
         if (checkpoint.RemovePin() < 0)
@@ -425,7 +457,10 @@ internal sealed class PageStore : IDisposable
             _orphans.Clear();
             _file.PublishChunks(map);
             _catalogRoot = catalogRoot;
-            var checkpoint = new PageCheckpoint(generation, sequence, collections);
+            var checkpoint = new PageCheckpoint(generation, sequence, collections)
+            {
+                Header = new DataFileHeader(generation, chunkId, offset, length, sequence),
+            };
             PageCheckpoint previous = Interlocked.Exchange(ref _current, checkpoint);
             _retired.Add(previous);
 
@@ -634,13 +669,8 @@ internal sealed class PageStore : IDisposable
         uint lastChunkId = 0;
         for (int i = 0; i < chunkHeader.TableEntries; i++)
         {
-            ReadOnlySpan<byte> entry = table.Slice(i * ChunkFormat.TableEntrySize, ChunkFormat.TableEntrySize);
-            var chunk = new ChunkInfo(
-                BinaryPrimitives.ReadUInt32LittleEndian(entry),
-                BinaryPrimitives.ReadInt64LittleEndian(entry[8..]),
-                BinaryPrimitives.ReadInt64LittleEndian(entry[16..]),
-                BinaryPrimitives.ReadInt32LittleEndian(entry[4..]),
-                BinaryPrimitives.ReadInt32LittleEndian(entry[24..]));
+            ChunkInfo chunk = ChunkFormat.ReadTableEntry(
+                table.Slice(i * ChunkFormat.TableEntrySize, ChunkFormat.TableEntrySize));
             if (chunk.Id == 0 || chunk.FileOffset < DataFileHeader.DataStart
                 || chunk.FileOffset + chunk.Length > file.Length || !chunks.TryAdd(chunk.Id, chunk))
             {
@@ -680,7 +710,10 @@ internal sealed class PageStore : IDisposable
                 BinaryPrimitives.ReadInt64LittleEndian(value[8..]));
         }
 
-        var checkpoint = new PageCheckpoint(current.Generation, current.CheckpointSequence, collections);
+        var checkpoint = new PageCheckpoint(current.Generation, current.CheckpointSequence, collections)
+        {
+            Header = current,
+        };
         return new PageStore(file, cache, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger);
     }
 

@@ -26,6 +26,15 @@ public sealed partial class ReadmeSnippetTests
         Compile(program, OutputKind.ConsoleApplication);
     }
 
+    [Fact]
+    public void The_operations_snippet_compiles_with_using_Folio_alone()
+    {
+        string snippet = RepositoryFiles.ReadmeSnippet("## Operations");
+        Assert.StartsWith("using Folio;", snippet, StringComparison.Ordinal);
+        Assert.Single(UsingLine().Matches(snippet));
+        Compile(snippet, OutputKind.ConsoleApplication);
+    }
+
     /// <summary>The global usings of a <c>dotnet new console</c> project (ImplicitUsings, Microsoft.NET.Sdk).</summary>
     private const string ImplicitUsings = """
         global using System;

@@ -1,0 +1,12 @@
+namespace Folio;
+
+/// <summary>What a backup (<see cref="DocumentStore.BackupAsync(System.IO.Pipelines.PipeWriter,
+/// System.Threading.CancellationToken)"/>) wrote: a consistent copy of the store as of
+/// <see cref="Sequence"/>.</summary>
+/// <param name="Sequence">Every commit up to and including this sequence is in the backup, none after it.</param>
+/// <param name="CheckpointSequence">The checkpoint the backup's data-file chunks hold (0: none); the commits after it
+/// travel as journal entries.</param>
+/// <param name="Chunks">Data-file chunks copied.</param>
+/// <param name="Entries">Journal entries (commits) copied after the checkpoint.</param>
+/// <param name="Bytes">Bytes written to the destination, framing included.</param>
+public sealed record BackupResult(long Sequence, long CheckpointSequence, int Chunks, long Entries, long Bytes);

@@ -1,0 +1,316 @@
+using System.Buffers;
+using System.Buffers.Binary;
+using System.IO.Pipelines;
+using Folio.Journal;
+using Folio.Pages;
+
+namespace Folio.Backups;
+
+/// <summary>
+/// Writes one online backup of a store into a <see cref="PipeWriter"/> (format: <see cref="BackupFormat"/>).
+/// <para>
+/// Ownership: one backup call owns the writer and its frame buffer; it runs beside commits, reads and checkpoints
+/// and takes no store lock. Consistency: it first holds the journal from its first entry on (no purge removes an
+/// entry it will copy), then pins the current checkpoint C (no checkpoint frees or reuses a chunk C reaches), then
+/// copies C's chunks (immutable once written) and the committed journal entries C + 1 .. S, S being the journal's
+/// committed sequence when the copy starts: the backup is the store as of S. Every frame is flushed before the next
+/// is built, so a slow destination holds the backup at one frame (at most 256 KiB) plus what the pipe buffers up to
+/// its pause threshold; the store's memory never grows with the destination's lag.
+/// </para>
+/// </summary>
+internal sealed class BackupWriter : IDisposable
+{
+    private readonly PipeWriter _destination;
+    private readonly CancellationToken _cancellationToken;
+    private byte[] _frame = ArrayPool<byte>.Shared.Rent(
+        BackupFormat.FrameHeaderSize + BackupFormat.MaxPayload + BackupFormat.FrameTrailerSize);
+    private uint _index;
+    private long _bytes;
+
+    // The entry read from the journal that did not fit the frame being filled (a new record, or a full frame): the
+    // reader's span is gone at the next read, so it waits here for the next frame.
+    private byte[] _carry = [];
+    private int _carryLength = -1;
+    private long _carrySequence;
+    private long _carryRecord;
+    private long _carryTimestamp;
+
+    private BackupWriter(PipeWriter destination, CancellationToken cancellationToken)
+    {
+        _destination = destination;
+        _cancellationToken = cancellationToken;
+    }
+
+    /// <summary>Writes a full backup of the store whose journal and page store these are; does not complete
+    /// <paramref name="destination"/>.</summary>
+    public static async ValueTask<BackupResult> WriteAsync(WriteAheadJournal journal, PageStore pages,
+        PipeWriter destination, TimeProvider clock, CancellationToken cancellationToken)
+    {
+        using var writer = new BackupWriter(destination, cancellationToken);
+        using JournalRetention retention = journal.RetainAll();
+        PageCheckpoint checkpoint = pages.Pin();
+        try
+        {
+            return await writer.WriteAsync(journal, pages, checkpoint, clock).ConfigureAwait(false);
+        }
+        finally
+        {
+            PageStore.Unpin(checkpoint);
+        }
+    }
+
+    public void Dispose()
+    {
+        ArrayPool<byte>.Shared.Return(_frame);
+        _frame = [];
+        if (_carry.Length > 0)
+        {
+            ArrayPool<byte>.Shared.Return(_carry);
+            _carry = [];
+        }
+    }
+
+    private async ValueTask<BackupResult> WriteAsync(WriteAheadJournal journal, PageStore pages,
+        PageCheckpoint checkpoint, TimeProvider clock)
+    {
+        long checkpointSequence = checkpoint.Sequence;
+
+        // The journal publishes a group after the index shows it, and a checkpoint covers what the index shows: wait
+        // for the journal to publish what the checkpoint holds, so the copy starts at or after it.
+        while (journal.CommittedSequence < checkpointSequence)
+        {
+            await Task.Delay(1, _cancellationToken).ConfigureAwait(false);
+        }
+
+        long last = journal.CommittedSequence;
+        List<ChunkInfo> chunks = pages.ReadChunkTable(checkpoint);
+        long chunkBytes = 0;
+        foreach (ChunkInfo chunk in chunks)
+        {
+            chunkBytes += chunk.Length;
+        }
+
+        BackupFormat.WriteStreamHeader(_frame, clock.GetUtcNow().UtcTicks);
+        await SendAsync(BackupFormat.StreamHeaderSize).ConfigureAwait(false);
+
+        DataFileHeader header = checkpoint.Header.GetValueOrDefault();
+        new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion, checkpoint.Generation,
+            header.ChunkId, header.ChunkOffset, header.ChunkLength, checkpointSequence, checkpointSequence + 1, last,
+            chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks, journal.SegmentSize).Write(Payload);
+        await EmitAsync(BackupFormat.FrameType.Begin, BackupFormat.BeginSize).ConfigureAwait(false);
+
+        foreach (ChunkInfo chunk in chunks)
+        {
+            await CopyChunkAsync(pages, chunk).ConfigureAwait(false);
+        }
+
+        long entries = 0;
+        if (last > checkpointSequence)
+        {
+            using JournalReader reader = journal.OpenReader(checkpointSequence + 1);
+            entries = await CopyEntriesAsync(reader, last).ConfigureAwait(false);
+        }
+
+        new BackupFormat.End(last, entries, chunkBytes, _index).Write(Payload);
+        await EmitAsync(BackupFormat.FrameType.End, BackupFormat.EndSize).ConfigureAwait(false);
+        return new BackupResult(last, checkpointSequence, chunks.Count, entries, _bytes);
+    }
+
+    private Span<byte> Payload => _frame.AsSpan(BackupFormat.FrameHeaderSize, BackupFormat.MaxPayload);
+
+    private async ValueTask CopyChunkAsync(PageStore pages, ChunkInfo chunk)
+    {
+        BinaryPrimitives.WriteUInt32LittleEndian(Payload, chunk.Id);
+        BinaryPrimitives.WriteUInt32LittleEndian(Payload[4..], 0);
+        BinaryPrimitives.WriteInt64LittleEndian(Payload[8..], chunk.FileOffset);
+        BinaryPrimitives.WriteInt64LittleEndian(Payload[16..], chunk.Length);
+        await EmitAsync(BackupFormat.FrameType.Chunk, BackupFormat.ChunkSize).ConfigureAwait(false);
+        for (long done = 0; done < chunk.Length;)
+        {
+            int part = (int)Math.Min(BackupFormat.DataPerFrame, chunk.Length - done);
+            if (!pages.ReadBytes(Payload[..part], chunk.FileOffset + done))
+            {
+                ThrowHelper.ThrowStoreCorrupted(pages.Path, chunk.FileOffset + done,
+                    $"chunk {chunk.Id} ({chunk.Length} bytes) runs past the end of the data file");
+            }
+
+            await EmitAsync(BackupFormat.FrameType.ChunkData, part).ConfigureAwait(false);
+            done += part;
+        }
+    }
+
+    /// <summary>Copies entries up to <paramref name="last"/>: consecutive entries of one record share an Entries
+    /// frame; a large entry goes as LargeEntry and EntryData frames.</summary>
+    private async ValueTask<long> CopyEntriesAsync(JournalReader reader, long last)
+    {
+        long entries = 0;
+        while (true)
+        {
+            int payload = FillEntries(reader, last, out byte[]? large, out int largeLength, out long largeSequence,
+                out long largeRecord, out long largeTimestamp, ref entries);
+            if (payload > 0)
+            {
+                await EmitAsync(BackupFormat.FrameType.Entries, payload).ConfigureAwait(false);
+            }
+
+            if (large is not null)
+            {
+                try
+                {
+                    await CopyLargeEntryAsync(large, largeLength, largeSequence, largeRecord, largeTimestamp)
+                        .ConfigureAwait(false);
+                }
+                finally
+                {
+                    ArrayPool<byte>.Shared.Return(large);
+                }
+            }
+            else if (payload == 0 && _carryLength < 0)
+            {
+                return entries;
+            }
+        }
+    }
+
+    /// <summary>Fills the frame buffer with an Entries payload (synchronously: the reader's entries are spans into
+    /// the journal, valid until its next read); returns its length, 0 for none. A large entry read meanwhile is
+    /// copied out and returned, to be sent after this frame.</summary>
+    private int FillEntries(JournalReader reader, long last, out byte[]? large, out int largeLength,
+        out long largeSequence, out long largeRecord, out long largeTimestamp, ref long entries)
+    {
+        large = null;
+        largeLength = 0;
+        largeSequence = largeRecord = largeTimestamp = 0;
+        Span<byte> payload = Payload;
+        int used = BackupFormat.EntriesHeaderSize;
+        int count = 0;
+        long record = 0;
+        long timestamp = 0;
+        if (_carryLength >= 0)
+        {
+            StartEntries(payload, _carryRecord, _carryTimestamp, _carrySequence, out record, out timestamp);
+            used = AddEntry(payload, used, _carry.AsSpan(0, _carryLength));
+            count = 1;
+            entries++;
+            _carryLength = -1;
+        }
+
+        while (reader.NextSequence <= last)
+        {
+            long sequence = reader.NextSequence;
+            if (!reader.TryRead(out JournalEntry entry))
+            {
+                ThrowHelper.ThrowInvalidOperation(
+                    $"The journal's committed entry {sequence} could not be read for the backup.");
+            }
+
+            entries++;
+            ReadOnlySpan<byte> data = entry.Data;
+            if (data.Length > BackupFormat.LargeEntryThreshold)
+            {
+                large = ArrayPool<byte>.Shared.Rent(data.Length);
+                data.CopyTo(large);
+                largeLength = data.Length;
+                largeSequence = sequence;
+                largeRecord = reader.RecordFirstSequence;
+                largeTimestamp = entry.TimestampTicks;
+                break;
+            }
+
+            if (count > 0 && (reader.RecordFirstSequence != record
+                || used + 4 + data.Length > BackupFormat.DataPerFrame))
+            {
+                if (_carry.Length < data.Length)
+                {
+                    if (_carry.Length > 0)
+                    {
+                        ArrayPool<byte>.Shared.Return(_carry);
+                    }
+
+                    _carry = ArrayPool<byte>.Shared.Rent(Math.Max(data.Length, 1024));
+                }
+
+                data.CopyTo(_carry);
+                _carryLength = data.Length;
+                _carrySequence = sequence;
+                _carryRecord = reader.RecordFirstSequence;
+                _carryTimestamp = entry.TimestampTicks;
+                entries--; // counted when it is sent
+                break;
+            }
+
+            if (count == 0)
+            {
+                StartEntries(payload, reader.RecordFirstSequence, entry.TimestampTicks, sequence, out record,
+                    out timestamp);
+            }
+
+            used = AddEntry(payload, used, data);
+            count++;
+        }
+
+        if (count == 0)
+        {
+            return 0;
+        }
+
+        BinaryPrimitives.WriteInt32LittleEndian(payload[24..], count);
+        return used;
+    }
+
+    private static void StartEntries(Span<byte> payload, long record, long timestamp, long first, out long recordOut,
+        out long timestampOut)
+    {
+        BinaryPrimitives.WriteInt64LittleEndian(payload, record);
+        BinaryPrimitives.WriteInt64LittleEndian(payload[8..], timestamp);
+        BinaryPrimitives.WriteInt64LittleEndian(payload[16..], first);
+        recordOut = record;
+        timestampOut = timestamp;
+    }
+
+    private static int AddEntry(Span<byte> payload, int used, ReadOnlySpan<byte> data)
+    {
+        BinaryPrimitives.WriteInt32LittleEndian(payload[used..], data.Length);
+        data.CopyTo(payload[(used + 4)..]);
+        return used + 4 + data.Length;
+    }
+
+    private async ValueTask CopyLargeEntryAsync(byte[] data, int length, long sequence, long record, long timestamp)
+    {
+        BinaryPrimitives.WriteInt64LittleEndian(Payload, record);
+        BinaryPrimitives.WriteInt64LittleEndian(Payload[8..], timestamp);
+        BinaryPrimitives.WriteInt64LittleEndian(Payload[16..], sequence);
+        BinaryPrimitives.WriteInt32LittleEndian(Payload[24..], length);
+        await EmitAsync(BackupFormat.FrameType.LargeEntry, BackupFormat.LargeEntrySize).ConfigureAwait(false);
+        for (int done = 0; done < length;)
+        {
+            int part = Math.Min(BackupFormat.DataPerFrame, length - done);
+            data.AsSpan(done, part).CopyTo(Payload);
+            await EmitAsync(BackupFormat.FrameType.EntryData, part).ConfigureAwait(false);
+            done += part;
+        }
+    }
+
+    /// <summary>Frames the payload in the buffer and sends it.</summary>
+    private ValueTask EmitAsync(BackupFormat.FrameType type, int payloadLength) =>
+        SendAsync(BackupFormat.Seal(_frame, type, _index++, payloadLength));
+
+    /// <summary>Copies the buffer's first <paramref name="length"/> bytes into the pipe and flushes: the flush waits
+    /// while the pipe holds more than its pause threshold (the destination's backpressure).</summary>
+    private async ValueTask SendAsync(int length)
+    {
+        _cancellationToken.ThrowIfCancellationRequested();
+        _destination.Write(_frame.AsSpan(0, length));
+        _bytes += length;
+        FlushResult result = await _destination.FlushAsync(_cancellationToken).ConfigureAwait(false);
+        if (result.IsCanceled)
+        {
+            throw new OperationCanceledException("The backup's destination canceled the flush.");
+        }
+
+        if (result.IsCompleted)
+        {
+            throw new IOException("The backup's destination stopped reading before the backup was complete.");
+        }
+    }
+}

@@ -1,0 +1,638 @@
+using System.Buffers;
+using System.Buffers.Binary;
+using System.IO.Pipelines;
+using Folio.Journal;
+using Folio.Pages;
+using Folio.Storage;
+
+namespace Folio.Backups;
+
+/// <summary>
+/// Restores a backup (format: <see cref="BackupFormat"/>) read from a <see cref="PipeReader"/> into a new store
+/// folder.
+/// <para>
+/// Ownership: one restore call owns the restorer; nothing else sees its folder until the end. Frames are parsed with a
+/// <see cref="SequenceReader{T}"/> straight from the pipe's buffers (a frame may span any number of reads), each
+/// checked (checksum, index, type in its place) before any of its bytes is used. The store is built in a staging
+/// folder beside the target: the data file from the chunks (at their original offsets) and the header slot of the
+/// backup's checkpoint; a journal that starts after the checkpoint, filled record by record with the original commit
+/// times, up to the point in time asked for. Only after the End frame matched, both files were synced and the staged
+/// store opened and passed a full verification (every page and journal record from disk) is the staging folder
+/// renamed to the target. Any failure deletes the staging folder: a restore leaves a verified store or nothing.
+/// </para>
+/// </summary>
+internal sealed class StoreRestorer : IDisposable
+{
+    private const string StagingSuffix = ".restoring";
+
+    private readonly string _target;
+    private readonly string _staging;
+    private readonly RestoreOptions _options;
+    private readonly IFileSystem _fileSystem;
+    private readonly ReplayedClock _clock = new();
+    private readonly byte[] _payload = ArrayPool<byte>.Shared.Rent(BackupFormat.MaxPayload);
+
+    private long _offset; // bytes of the stream consumed, for error messages
+    private uint _nextIndex;
+    private BackupFormat.Begin _begin;
+    private bool _begun;
+    private bool _ended;
+    private long _stopAfter = long.MaxValue; // the last sequence to restore
+
+    // Chunks.
+    private IStorageFile? _data;
+    private readonly List<(long Offset, long Length)> _chunks = [];
+    private long _chunkWritten = -1; // bytes of the current chunk written; -1: none open
+    private long _chunkBytes;
+    private bool _chunksDone;
+
+    // Journal.
+    private WriteAheadJournal? _journal;
+    private long _nextEntry;
+    private long _entriesRead;
+    private long _entriesRestored;
+    private long _lastTimestamp = long.MinValue;
+    private long _record; // first sequence of the record being collected; 0: none
+    private long _recordTimestamp;
+    private readonly List<(byte[] Bytes, int Length)> _recordEntries = [];
+    private byte[]? _large;
+    private int _largeLength;
+    private int _largeFilled;
+    private long _largeSequence;
+    private long _largeRecord;
+    private long _largeTimestamp;
+
+    private StoreRestorer(string target, RestoreOptions options, IFileSystem fileSystem)
+    {
+        _target = target;
+        _staging = target + StagingSuffix;
+        _options = options;
+        _fileSystem = fileSystem;
+    }
+
+    public static async ValueTask<RestoreResult> RestoreAsync(PipeReader source, string folder,
+        RestoreOptions options, DocumentStoreOptions storeOptions, CancellationToken cancellationToken)
+    {
+        string target = Path.GetFullPath(folder);
+        if (File.Exists(target) || (Directory.Exists(target) && Directory.EnumerateFileSystemEntries(target).Any()))
+        {
+            throw new IOException($"Cannot restore into '{target}': it is not a new or empty folder.");
+        }
+
+        using var restorer = new StoreRestorer(target, options, storeOptions.FileSystem);
+        try
+        {
+            if (Directory.Exists(restorer._staging))
+            {
+                Directory.Delete(restorer._staging, recursive: true); // left by a restore that was interrupted
+            }
+
+            Directory.CreateDirectory(restorer._staging);
+            await restorer.ReadAsync(source, cancellationToken).ConfigureAwait(false);
+            restorer.Finish();
+            (long sequence, long documents) = await VerifyAsync(restorer._staging, storeOptions,
+                restorer._begin.SegmentSize, cancellationToken).ConfigureAwait(false);
+            if (Directory.Exists(target))
+            {
+                Directory.Delete(target);
+            }
+
+            Directory.Move(restorer._staging, target);
+            restorer._fileSystem.SyncDirectory(Path.GetDirectoryName(target)!);
+            return new RestoreResult(sequence, restorer._begin.CheckpointSequence, restorer._entriesRestored,
+                documents, restorer._offset);
+        }
+        catch
+        {
+            restorer.CloseFiles();
+            if (Directory.Exists(restorer._staging))
+            {
+                Directory.Delete(restorer._staging, recursive: true);
+            }
+
+            throw;
+        }
+    }
+
+    public void Dispose()
+    {
+        CloseFiles();
+        ArrayPool<byte>.Shared.Return(_payload);
+        ReleaseRecord();
+        if (_large is not null)
+        {
+            ArrayPool<byte>.Shared.Return(_large);
+            _large = null;
+        }
+    }
+
+    private void CloseFiles()
+    {
+        _data?.Dispose();
+        _data = null;
+        _journal?.Dispose();
+        _journal = null;
+    }
+
+    /// <summary>Opens the staged store (its journal replays into a fresh index) and reads every page and record of it
+    /// back from disk; any failure is the backup's.</summary>
+    private static async ValueTask<(long Sequence, long Documents)> VerifyAsync(string staging,
+        DocumentStoreOptions storeOptions, long segmentSize, CancellationToken cancellationToken)
+    {
+        var options = new DocumentStoreOptions
+        {
+            FileSystem = storeOptions.FileSystem,
+            SegmentSize = segmentSize, // the backup's: the open does not replace the restored segments
+            MaxDocumentSize = (int)Math.Clamp(segmentSize - 1024 - (2 * DocumentIds.MaxIdBytes), 1,
+                DocumentStoreOptions.DefaultMaxDocumentSize),
+            CacheSize = DocumentStoreOptions.MinCacheSize,
+            LoggerFactory = storeOptions.LoggerFactory,
+        };
+        DocumentStore store;
+        try
+        {
+            store = DocumentStore.Open(staging, options);
+        }
+        catch (StoreCorruptedException e)
+        {
+            throw new BackupCorruptedException($"The restored store does not open: {e.Message}", e);
+        }
+
+        await using (store.ConfigureAwait(false))
+        {
+            VerifyResult verified = await store.VerifyAsync(null, cancellationToken).ConfigureAwait(false);
+            if (!verified.IsHealthy)
+            {
+                throw new BackupCorruptedException(
+                    $"The restored store fails verification: {string.Join("; ", verified.Problems)}");
+            }
+
+            return (store.LastCommittedSequence, store.Index.LiveDocuments());
+        }
+    }
+
+    private async ValueTask ReadAsync(PipeReader source, CancellationToken cancellationToken)
+    {
+        bool headerRead = false;
+        while (true)
+        {
+            ReadResult result = await source.ReadAsync(cancellationToken).ConfigureAwait(false);
+            ReadOnlySequence<byte> buffer = result.Buffer;
+            SequencePosition consumed = buffer.Start;
+            try
+            {
+                if (!headerRead && buffer.Length >= BackupFormat.StreamHeaderSize)
+                {
+                    ReadStreamHeader(buffer.Slice(0, BackupFormat.StreamHeaderSize));
+                    headerRead = true;
+                    consumed = buffer.GetPosition(BackupFormat.StreamHeaderSize);
+                }
+
+                if (headerRead)
+                {
+                    var reader = new SequenceReader<byte>(buffer.Slice(consumed));
+                    while (TryReadFrame(ref reader))
+                    {
+                        consumed = reader.Position;
+                    }
+                }
+            }
+            finally
+            {
+                source.AdvanceTo(consumed, buffer.End);
+            }
+
+            _options.Progress?.Report(_offset);
+            if (result.IsCompleted)
+            {
+                long left = buffer.Slice(consumed).Length;
+                if (!headerRead)
+                {
+                    Corrupt("the backup ends inside its header");
+                }
+
+                if (!_ended)
+                {
+                    Corrupt(left > 0 ? "the backup ends inside a frame" : "the backup ends before its End frame");
+                }
+
+                return;
+            }
+
+            if (result.IsCanceled)
+            {
+                throw new OperationCanceledException("The restore's source canceled the read.");
+            }
+        }
+    }
+
+    private void ReadStreamHeader(ReadOnlySequence<byte> header)
+    {
+        Span<byte> bytes = stackalloc byte[BackupFormat.StreamHeaderSize];
+        header.CopyTo(bytes);
+        if (BackupFormat.CheckStreamHeader(bytes) is { } problem)
+        {
+            Corrupt(problem);
+        }
+
+        _offset = BackupFormat.StreamHeaderSize;
+    }
+
+    /// <summary>Reads and handles one whole frame if the reader holds it; false (nothing consumed) if not.</summary>
+    private bool TryReadFrame(ref SequenceReader<byte> reader)
+    {
+        if (reader.Remaining < BackupFormat.FrameHeaderSize)
+        {
+            return false;
+        }
+
+        if (_ended)
+        {
+            Corrupt("bytes follow the End frame");
+        }
+
+        Span<byte> header = stackalloc byte[BackupFormat.FrameHeaderSize];
+        reader.TryCopyTo(header);
+        uint type = BinaryPrimitives.ReadUInt32LittleEndian(header);
+        uint index = BinaryPrimitives.ReadUInt32LittleEndian(header[4..]);
+        int length = BinaryPrimitives.ReadInt32LittleEndian(header[8..]);
+        if (length is < 0 or > BackupFormat.MaxPayload)
+        {
+            Corrupt($"a frame claims {length} bytes (at most {BackupFormat.MaxPayload})");
+        }
+
+        if (reader.Remaining < BackupFormat.FrameHeaderSize + length + BackupFormat.FrameTrailerSize)
+        {
+            return false;
+        }
+
+        reader.Advance(BackupFormat.FrameHeaderSize);
+        Span<byte> payload = _payload.AsSpan(0, length);
+        reader.TryCopyTo(payload);
+        reader.Advance(length);
+        Span<byte> trailer = stackalloc byte[BackupFormat.FrameTrailerSize];
+        reader.TryCopyTo(trailer);
+        reader.Advance(BackupFormat.FrameTrailerSize);
+        uint checksum = Crc32C.Finish(Crc32C.Append(Crc32C.Append(Crc32C.Seed, header), payload));
+        if (BinaryPrimitives.ReadUInt32LittleEndian(trailer) != checksum)
+        {
+            Corrupt("a frame fails its checksum");
+        }
+
+        if (index != _nextIndex)
+        {
+            Corrupt($"frame {index} found where frame {_nextIndex} belongs: frames are missing or out of order");
+        }
+
+        Handle((BackupFormat.FrameType)type, payload);
+        _nextIndex++;
+        _offset += BackupFormat.FrameHeaderSize + length + BackupFormat.FrameTrailerSize;
+        return true;
+    }
+
+    private void Handle(BackupFormat.FrameType type, ReadOnlySpan<byte> payload)
+    {
+        if (!_begun && type != BackupFormat.FrameType.Begin)
+        {
+            Corrupt($"the backup starts with a {type} frame instead of Begin");
+        }
+
+        switch (type)
+        {
+            case BackupFormat.FrameType.Begin when !_begun && payload.Length == BackupFormat.BeginSize:
+                Begin(BackupFormat.Begin.Read(payload));
+                break;
+            case BackupFormat.FrameType.Chunk when payload.Length == BackupFormat.ChunkSize:
+                StartChunk(payload);
+                break;
+            case BackupFormat.FrameType.ChunkData when _chunkWritten >= 0:
+                WriteChunkData(payload);
+                break;
+            case BackupFormat.FrameType.Entries when payload.Length >= BackupFormat.EntriesHeaderSize
+                && _large is null:
+                EndChunks();
+                ReadEntries(payload);
+                break;
+            case BackupFormat.FrameType.LargeEntry when payload.Length == BackupFormat.LargeEntrySize
+                && _large is null:
+                EndChunks();
+                StartLargeEntry(payload);
+                break;
+            case BackupFormat.FrameType.EntryData when _large is not null:
+                AddLargeEntryData(payload);
+                break;
+            case BackupFormat.FrameType.End when payload.Length == BackupFormat.EndSize && _large is null:
+                EndChunks();
+                End(BackupFormat.End.Read(payload));
+                break;
+            default:
+                Corrupt($"an unexpected frame (type {(uint)type}, {payload.Length} bytes) at this place");
+                break;
+        }
+    }
+
+    private void Begin(BackupFormat.Begin begin)
+    {
+        long c = begin.CheckpointSequence;
+        if (begin.Kind != BackupFormat.FullKind
+            || begin.DataFileVersion is < DataFileHeader.OldestReadableVersion or > DataFileHeader.FormatVersion
+            || begin.Generation < 0 || c < 0 || begin.FirstEntry != c + 1 || begin.LastEntry < c
+            || begin.ChunkCount < 0 || begin.ChunkBytes < 0
+            || (begin.Generation == 0 && (begin.ChunkCount != 0 || c != 0))
+            || (begin.Generation > 0 && begin.ChunkCount == 0)
+            || begin.SegmentSize is < JournalOptions.MinSegmentSize or > JournalOptions.MaxSegmentSize)
+        {
+            Corrupt("the Begin frame describes an impossible backup");
+        }
+
+        _begin = begin;
+        _begun = true;
+        _nextEntry = c + 1;
+        if (_options.ToSequence is long to)
+        {
+            if (to < c || to > begin.LastEntry)
+            {
+                ThrowHelper.ThrowArgumentOutOfRange("options", to,
+                    $"This backup restores sequences {c} to {begin.LastEntry} (its checkpoint holds everything up to "
+                    + $"{c}).");
+            }
+
+            _stopAfter = to;
+        }
+
+        if (begin.Generation > 0)
+        {
+            _data = _fileSystem.OpenFile(Path.Combine(_staging, DocumentStore.DataFileName), FileMode.CreateNew);
+        }
+    }
+
+    private void StartChunk(ReadOnlySpan<byte> payload)
+    {
+        long offset = BinaryPrimitives.ReadInt64LittleEndian(payload[8..]);
+        long length = BinaryPrimitives.ReadInt64LittleEndian(payload[16..]);
+        if (_chunksDone || (_chunkWritten >= 0 && _chunkWritten != _chunks[^1].Length)
+            || _chunks.Count >= _begin.ChunkCount || offset < DataFileHeader.DataStart
+            || offset % ChunkFormat.Alignment != 0 || length <= 0 || length > _begin.ChunkBytes - _chunkBytes)
+        {
+            Corrupt("a Chunk frame does not fit the backup's manifest");
+        }
+
+        foreach ((long other, long otherLength) in _chunks)
+        {
+            if (offset < other + otherLength && other < offset + length)
+            {
+                Corrupt($"the chunk at {offset} overlaps the one at {other}");
+            }
+        }
+
+        _chunks.Add((offset, length));
+        _chunkBytes += length;
+        _chunkWritten = 0;
+    }
+
+    private void WriteChunkData(ReadOnlySpan<byte> payload)
+    {
+        (long offset, long length) = _chunks[^1];
+        if (payload.Length == 0 || payload.Length > length - _chunkWritten)
+        {
+            Corrupt("chunk data runs past its chunk");
+        }
+
+        _data!.Write(payload, offset + _chunkWritten);
+        _chunkWritten += payload.Length;
+    }
+
+    /// <summary>After the last chunk: checks that every chunk arrived whole, then writes the header slot that makes
+    /// the backup's checkpoint current, and syncs the data file.</summary>
+    private void EndChunks()
+    {
+        if (_chunksDone)
+        {
+            return;
+        }
+
+        if (_chunks.Count != _begin.ChunkCount || _chunkBytes != _begin.ChunkBytes
+            || (_chunkWritten >= 0 && _chunkWritten != _chunks[^1].Length))
+        {
+            Corrupt($"the backup holds {_chunks.Count} of {_begin.ChunkCount} chunks ({_chunkBytes} of "
+                + $"{_begin.ChunkBytes} bytes, the last one {_chunkWritten} bytes in)");
+        }
+
+        _chunksDone = true;
+        if (_data is not null)
+        {
+            byte[] slot = new byte[DataFileHeader.SlotSize];
+            new DataFileHeader(_begin.Generation, _begin.ChunkId, _begin.ChunkOffset, _begin.ChunkLength,
+                _begin.CheckpointSequence).Write(slot);
+            _data.Write(slot, DataFileHeader.SlotOffset(_begin.Generation));
+            _data.Sync();
+        }
+
+        _fileSystem.SyncDirectory(_staging);
+        var journalOptions = new JournalOptions
+        {
+            SegmentSize = _begin.SegmentSize,
+            TimeProvider = _clock,
+            FileSystem = _fileSystem,
+            NewJournalFirstSequence = _begin.CheckpointSequence + 1,
+        };
+        _journal = WriteAheadJournal.Open(Path.Combine(_staging, "journal"), journalOptions);
+    }
+
+    private void ReadEntries(ReadOnlySpan<byte> payload)
+    {
+        long record = BinaryPrimitives.ReadInt64LittleEndian(payload);
+        long timestamp = BinaryPrimitives.ReadInt64LittleEndian(payload[8..]);
+        long first = BinaryPrimitives.ReadInt64LittleEndian(payload[16..]);
+        int count = BinaryPrimitives.ReadInt32LittleEndian(payload[24..]);
+        if (count <= 0)
+        {
+            Corrupt("an Entries frame holds no entry");
+        }
+
+        int at = BackupFormat.EntriesHeaderSize;
+        for (int i = 0; i < count; i++)
+        {
+            if (payload.Length - at < 4)
+            {
+                Corrupt("an Entries frame ends inside an entry");
+            }
+
+            int length = BinaryPrimitives.ReadInt32LittleEndian(payload[at..]);
+            if (length < 0 || length > payload.Length - at - 4)
+            {
+                Corrupt("an entry runs past its Entries frame");
+            }
+
+            AddEntry(record, timestamp, first + i, payload.Slice(at + 4, length));
+            at += 4 + length;
+        }
+
+        if (at != payload.Length)
+        {
+            Corrupt("an Entries frame holds bytes after its entries");
+        }
+    }
+
+    private void StartLargeEntry(ReadOnlySpan<byte> payload)
+    {
+        int length = BinaryPrimitives.ReadInt32LittleEndian(payload[24..]);
+        if (length <= BackupFormat.LargeEntryThreshold || length > _begin.SegmentSize)
+        {
+            Corrupt($"a large entry of {length} bytes");
+        }
+
+        _large = ArrayPool<byte>.Shared.Rent(length);
+        _largeLength = length;
+        _largeFilled = 0;
+        _largeSequence = BinaryPrimitives.ReadInt64LittleEndian(payload[16..]);
+        _largeTimestamp = BinaryPrimitives.ReadInt64LittleEndian(payload[8..]);
+        _largeRecord = BinaryPrimitives.ReadInt64LittleEndian(payload);
+    }
+
+    private void AddLargeEntryData(ReadOnlySpan<byte> payload)
+    {
+        if (payload.Length == 0 || payload.Length > _largeLength - _largeFilled)
+        {
+            Corrupt("large entry data runs past its entry");
+        }
+
+        payload.CopyTo(_large.AsSpan(_largeFilled));
+        _largeFilled += payload.Length;
+        if (_largeFilled == _largeLength)
+        {
+            byte[] large = _large!;
+            _large = null;
+            try
+            {
+                AddEntry(_largeRecord, _largeTimestamp, _largeSequence, large.AsSpan(0, _largeLength));
+            }
+            finally
+            {
+                ArrayPool<byte>.Shared.Return(large);
+            }
+        }
+    }
+
+    /// <summary>Collects one entry into its record; a new record first appends the previous one.</summary>
+    private void AddEntry(long record, long timestamp, long sequence, ReadOnlySpan<byte> data)
+    {
+        if (sequence != _nextEntry || sequence > _begin.LastEntry)
+        {
+            Corrupt($"entry {sequence} found where entry {_nextEntry} belongs");
+        }
+
+        if (record != _record)
+        {
+            if (record != sequence || timestamp < _lastTimestamp)
+            {
+                Corrupt($"entry {sequence} starts a record at {record} stamped {timestamp}");
+            }
+
+            AppendRecord();
+            _record = record;
+            _recordTimestamp = timestamp;
+            _lastTimestamp = timestamp;
+        }
+        else if (timestamp != _recordTimestamp)
+        {
+            Corrupt($"entry {sequence} carries another time than its record");
+        }
+
+        if (_entriesRead == 0 && _options.ToTimestamp is { } at && _begin.CheckpointSequence > 0
+            && timestamp > at.UtcTicks)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange("options", at,
+                $"This backup's checkpoint may hold commits made after {at:O}: its first journal entry is from "
+                + $"{new DateTimeOffset(timestamp, TimeSpan.Zero):O}.");
+        }
+
+        _nextEntry++;
+        _entriesRead++;
+        if (sequence > _stopAfter || (_options.ToTimestamp is { } until && timestamp > until.UtcTicks))
+        {
+            _stopAfter = Math.Min(_stopAfter, sequence - 1);
+            return;
+        }
+
+        byte[] copy = ArrayPool<byte>.Shared.Rent(Math.Max(data.Length, 1));
+        data.CopyTo(copy);
+        _recordEntries.Add((copy, data.Length));
+    }
+
+    /// <summary>Appends the collected entries of the current record as one journal record, stamped with its
+    /// original time.</summary>
+    private void AppendRecord()
+    {
+        if (_recordEntries.Count == 0)
+        {
+            return;
+        }
+
+        try
+        {
+            var entries = new ReadOnlyMemory<byte>[_recordEntries.Count];
+            for (int i = 0; i < entries.Length; i++)
+            {
+                entries[i] = _recordEntries[i].Bytes.AsMemory(0, _recordEntries[i].Length);
+            }
+
+            _clock.Ticks = _recordTimestamp;
+            long first = _journal!.Append(entries);
+            if (first != _record)
+            {
+                Corrupt($"the record of entry {_record} landed at {first}");
+            }
+
+            _entriesRestored += entries.Length;
+        }
+        finally
+        {
+            ReleaseRecord();
+        }
+    }
+
+    private void ReleaseRecord()
+    {
+        foreach ((byte[] bytes, _) in _recordEntries)
+        {
+            ArrayPool<byte>.Shared.Return(bytes);
+        }
+
+        _recordEntries.Clear();
+    }
+
+    private void End(BackupFormat.End end)
+    {
+        if (end.LastEntry != _begin.LastEntry || end.Entries != _entriesRead || _nextEntry != _begin.LastEntry + 1
+            || end.ChunkBytes != _begin.ChunkBytes || end.Frames != _nextIndex)
+        {
+            Corrupt($"the End frame's counts ({end.Entries} entries to {end.LastEntry}, {end.Frames} frames) "
+                + $"disagree with what the backup holds ({_entriesRead} entries to {_nextEntry - 1}, "
+                + $"{_nextIndex} frames)");
+        }
+
+        if (_options.ToTimestamp is { } at && _entriesRead == 0 && _begin.CheckpointSequence > 0
+            && at.UtcTicks < _begin.SnapshotTicks)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange("options", at,
+                $"This backup holds only its checkpoint, which may hold commits made up to "
+                + $"{new DateTimeOffset(_begin.SnapshotTicks, TimeSpan.Zero):O}.");
+        }
+
+        AppendRecord();
+        _ended = true;
+    }
+
+    /// <summary>Makes the restored journal durable and closes both files.</summary>
+    private void Finish()
+    {
+        _journal!.Sync();
+        _data?.Sync();
+        CloseFiles();
+        _fileSystem.SyncDirectory(_staging);
+    }
+
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    private void Corrupt(string reason) => throw new BackupCorruptedException(_offset, reason);
+}

@@ -1,0 +1,297 @@
+using System.IO.Pipelines;
+using Folio.Backups;
+using Folio.Journal;
+using Folio.Pages;
+
+namespace Folio;
+
+/// <summary>
+/// Operations on a whole store while it serves traffic: online backup, restore into a new folder, and a scrub of every
+/// checksum.
+/// <para>
+/// Ownership: each call is one operation, registered in <see cref="_operations"/> under <see cref="_operationsLock"/>
+/// (with the check that the store is open, so a close sees every operation that started). A close cancels them
+/// (<see cref="_closing"/>) and waits for each to end before it releases the pins and holds they keep on the data file
+/// and the journal, and before it closes the files they read.
+/// </para>
+/// </summary>
+public sealed partial class DocumentStore
+{
+    private readonly Lock _operationsLock = new();
+    private readonly HashSet<Task> _operations = [];
+    private readonly CancellationTokenSource _closing = new();
+
+    /// <summary>
+    /// Writes a consistent backup of the store into <paramref name="destination"/> while commits and reads go on: the
+    /// data file's newest checkpoint (its chunks, copied as they lie on disk) and the journal's committed entries after
+    /// it, so the backup is the store as of one sequence (<see cref="BackupResult.Sequence"/>). Every frame carries a
+    /// checksum and the stream ends with a manifest; <see cref="RestoreAsync(PipeReader, string, RestoreOptions?,
+    /// CancellationToken)"/> refuses a backup that is cut short or damaged. The backup honours the pipe's
+    /// backpressure: a slow destination slows the backup, never grows the store's memory. While it runs, journal
+    /// segments it still has to copy are not purged and the checkpoint it copies stays on disk.
+    /// </summary>
+    /// <param name="destination">Where the backup goes; not completed by this call (the caller owns it).</param>
+    /// <param name="cancellationToken">Cancels the backup (what was written is then not a complete backup).</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="IOException">The destination stopped reading, or a store file could not be read.</exception>
+    /// <exception cref="StoreCorruptedException">A chunk the backup copies is damaged.</exception>
+    /// <exception cref="ObjectDisposedException">The store is closed, or was closed during the backup.</exception>
+    public ValueTask<BackupResult> BackupAsync(PipeWriter destination, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(destination);
+        return RunOperationAsync(token => BackupWriter.WriteAsync(_journal, _pages, destination, TimeProvider.System,
+            token), cancellationToken);
+    }
+
+    /// <summary>Writes a backup into <paramref name="destination"/> (left open); see
+    /// <see cref="BackupAsync(PipeWriter, CancellationToken)"/>.</summary>
+    /// <param name="destination">A writable stream.</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    public async ValueTask<BackupResult> BackupAsync(Stream destination, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(destination);
+        PipeWriter writer = PipeWriter.Create(destination, new StreamPipeWriterOptions(leaveOpen: true));
+        try
+        {
+            BackupResult result = await BackupAsync(writer, cancellationToken).ConfigureAwait(false);
+            await writer.CompleteAsync().ConfigureAwait(false);
+            return result;
+        }
+        catch (Exception e)
+        {
+            await writer.CompleteAsync(e).ConfigureAwait(false);
+            throw;
+        }
+    }
+
+    /// <summary>Writes a backup into a new file, made durable (fsync) before the call returns; a failed backup leaves
+    /// no file. See <see cref="BackupAsync(PipeWriter, CancellationToken)"/>.</summary>
+    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="IOException">The file exists, or writing it failed (a full disk, for one).</exception>
+    public async ValueTask<BackupResult> BackupAsync(string backupFile, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(backupFile);
+        var file = new FileStream(backupFile, FileMode.CreateNew, FileAccess.Write, FileShare.None, bufferSize: 0,
+            FileOptions.Asynchronous);
+        try
+        {
+            BackupResult result;
+            await using (file.ConfigureAwait(false))
+            {
+                result = await BackupAsync(file, cancellationToken).ConfigureAwait(false);
+                file.Flush(flushToDisk: true);
+            }
+
+            return result;
+        }
+        catch
+        {
+            File.Delete(backupFile);
+            throw;
+        }
+    }
+
+    /// <summary>
+    /// Restores a backup written by <see cref="BackupAsync(PipeWriter, CancellationToken)"/> into a new store in
+    /// <paramref name="folder"/>, reading it from <paramref name="source"/> as it arrives. Every frame's checksum, the
+    /// frames' order and the manifest are checked, the store is built beside the target, opened and verified (every
+    /// page and journal record read back from disk) and only then moved into place: a restore leaves a verified store
+    /// or nothing. With <see cref="RestoreOptions.ToSequence"/> or <see cref="RestoreOptions.ToTimestamp"/> it
+    /// restores the store as it was at that point. The store is closed when this returns; open it with
+    /// <see cref="Open"/>.
+    /// </summary>
+    /// <param name="source">The backup's bytes; read to its end, not completed by this call.</param>
+    /// <param name="folder">The new store's folder: it must not exist or must be empty.</param>
+    /// <param name="options">Point in time and progress; null: everything, no progress.</param>
+    /// <param name="cancellationToken">Cancels the restore (nothing is left in the folder).</param>
+    /// <returns>What was restored.</returns>
+    /// <exception cref="BackupCorruptedException">The backup is cut short, damaged, or not a Folio backup.</exception>
+    /// <exception cref="ArgumentOutOfRangeException">The point in time is outside what the backup holds.</exception>
+    /// <exception cref="IOException">The folder is not new or empty, or writing the store failed.</exception>
+    public static ValueTask<RestoreResult> RestoreAsync(PipeReader source, string folder,
+        RestoreOptions? options = null, CancellationToken cancellationToken = default) =>
+        RestoreAsync(source, folder, options, new DocumentStoreOptions(), cancellationToken);
+
+    /// <summary>Restores a backup read from <paramref name="source"/> (left open); see
+    /// <see cref="RestoreAsync(PipeReader, string, RestoreOptions?, CancellationToken)"/>.</summary>
+    /// <param name="source">A readable stream holding the backup.</param>
+    /// <param name="folder">The new store's folder: it must not exist or must be empty.</param>
+    /// <param name="options">Point in time and progress; null: everything, no progress.</param>
+    /// <param name="cancellationToken">Cancels the restore.</param>
+    /// <returns>What was restored.</returns>
+    public static async ValueTask<RestoreResult> RestoreAsync(Stream source, string folder,
+        RestoreOptions? options = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(source);
+        PipeReader reader = PipeReader.Create(source,
+            new StreamPipeReaderOptions(bufferSize: 256 * 1024, minimumReadSize: 64 * 1024, leaveOpen: true));
+        try
+        {
+            return await RestoreAsync(reader, folder, options, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            await reader.CompleteAsync().ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>Restores the backup in <paramref name="backupFile"/>; see
+    /// <see cref="RestoreAsync(PipeReader, string, RestoreOptions?, CancellationToken)"/>.</summary>
+    /// <param name="backupFile">A file written by <see cref="BackupAsync(string, CancellationToken)"/>.</param>
+    /// <param name="folder">The new store's folder: it must not exist or must be empty.</param>
+    /// <param name="options">Point in time and progress; null: everything, no progress.</param>
+    /// <param name="cancellationToken">Cancels the restore.</param>
+    /// <returns>What was restored.</returns>
+    public static async ValueTask<RestoreResult> RestoreAsync(string backupFile, string folder,
+        RestoreOptions? options = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(backupFile);
+        var file = new FileStream(backupFile, FileMode.Open, FileAccess.Read, FileShare.Read, bufferSize: 0,
+            FileOptions.Asynchronous | FileOptions.SequentialScan);
+        await using (file.ConfigureAwait(false))
+        {
+            return await RestoreAsync(file, folder, options, cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>Restores with the given store options (tests put a fault-injecting file system there).</summary>
+    internal static async ValueTask<RestoreResult> RestoreAsync(PipeReader source, string folder,
+        RestoreOptions? options, DocumentStoreOptions storeOptions, CancellationToken cancellationToken)
+    {
+        ArgumentNullException.ThrowIfNull(source);
+        ArgumentException.ThrowIfNullOrWhiteSpace(folder);
+        options ??= new RestoreOptions();
+        options.Validate();
+        storeOptions.Validate();
+        return await StoreRestorer.RestoreAsync(source, folder, options, storeOptions, cancellationToken)
+            .ConfigureAwait(false);
+    }
+
+    /// <summary>
+    /// Scrubs the store while it serves traffic: reads every page of the data file's current checkpoint and every
+    /// committed journal record from disk (not from the cache) and checks every checksum and structure. Problems are
+    /// reported, not thrown, so one damaged chunk or segment does not hide another.
+    /// </summary>
+    /// <param name="progress">Receives the bytes checked so far; null: none.</param>
+    /// <param name="cancellationToken">Cancels the scrub.</param>
+    /// <returns>What was checked and what failed.</returns>
+    /// <exception cref="ObjectDisposedException">The store is closed, or was closed during the scrub.</exception>
+    public ValueTask<VerifyResult> VerifyAsync(IProgress<VerifyProgress>? progress = null,
+        CancellationToken cancellationToken = default) =>
+        RunOperationAsync(token => new ValueTask<VerifyResult>(Task.Run(() => Verify(progress, token), token)),
+            cancellationToken);
+
+    private VerifyResult Verify(IProgress<VerifyProgress>? progress, CancellationToken cancellationToken)
+    {
+        var problems = new List<string>();
+        PageCheckpoint checkpoint = _pages.Pin();
+        try
+        {
+            List<ChunkInfo> chunks;
+            try
+            {
+                chunks = _pages.ReadChunkTable(checkpoint);
+            }
+            catch (StoreCorruptedException e)
+            {
+                problems.Add(e.Message);
+                chunks = [];
+            }
+
+            long total = _journal.CommittedBytes();
+            foreach (ChunkInfo chunk in chunks)
+            {
+                total += chunk.Length;
+            }
+
+            long done = 0;
+            long pages = 0;
+            foreach (ChunkInfo chunk in chunks)
+            {
+                cancellationToken.ThrowIfCancellationRequested();
+                try
+                {
+                    pages += _pages.VerifyChunk(chunk);
+                }
+                catch (StoreCorruptedException e)
+                {
+                    problems.Add(e.Message);
+                }
+
+                done += chunk.Length;
+                progress?.Report(new VerifyProgress(done, total));
+            }
+
+            long reported = done;
+            (int segments, long records) = _journal.Verify(bytes =>
+            {
+                done += bytes;
+                if (done - reported >= 1 << 20)
+                {
+                    reported = done;
+                    progress?.Report(new VerifyProgress(done, total));
+                }
+            }, problems, cancellationToken);
+            progress?.Report(new VerifyProgress(done, total));
+            return new VerifyResult(chunks.Count, pages, segments, records, done, problems);
+        }
+        finally
+        {
+            PageStore.Unpin(checkpoint);
+        }
+    }
+
+    /// <summary>Runs one operation registered with the store, so a close cancels it and waits for it.</summary>
+    private async ValueTask<T> RunOperationAsync<T>(Func<CancellationToken, ValueTask<T>> operation,
+        CancellationToken cancellationToken)
+    {
+        var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        lock (_operationsLock)
+        {
+            ThrowIfDisposed();
+            _operations.Add(done.Task);
+        }
+
+        try
+        {
+            using var linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, _closing.Token);
+            return await operation(linked.Token).ConfigureAwait(false);
+        }
+        catch (OperationCanceledException e) when (_closing.IsCancellationRequested
+            && !cancellationToken.IsCancellationRequested)
+        {
+            throw new ObjectDisposedException($"The store '{Path}' was closed while the operation ran.", e);
+        }
+        finally
+        {
+            lock (_operationsLock)
+            {
+                _operations.Remove(done.Task);
+            }
+
+            done.SetResult();
+        }
+    }
+
+    /// <summary>Cancels the operations in flight and returns a task that completes when they all ended (a close
+    /// calls it after marking the store disposed, so no new one starts).</summary>
+    private Task StopOperationsAsync()
+    {
+        Task[] running;
+        lock (_operationsLock)
+        {
+            running = [.. _operations];
+        }
+
+        if (running.Length == 0)
+        {
+            return Task.CompletedTask;
+        }
+
+        _closing.Cancel();
+        return Task.WhenAll(running);
+    }
+}

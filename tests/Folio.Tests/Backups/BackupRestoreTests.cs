@@ -1,0 +1,551 @@
+using System.Collections.Concurrent;
+using System.IO.Pipelines;
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Backups;
+
+/// <summary>
+/// Online backup and restore through the public API: a backup taken while writers commit and checkpoints purge the
+/// journal restores exactly the state at its sequence; a backup cut short or bit-flipped anywhere is refused and
+/// leaves nothing; point-in-time restores match a model of the history; a slow destination holds the backup back.
+/// </summary>
+public sealed class BackupRestoreTests
+{
+    [Fact]
+    public async Task A_backup_restores_every_document_with_its_version_and_time()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        var model = new History();
+        await using (DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options))
+        {
+            await WriteHistoryAsync(store, model, 0, 600, seed: 1);
+            await store.CheckpointAsync();
+            await WriteHistoryAsync(store, model, 600, 300, seed: 2); // after the checkpoint: journal entries
+
+            string file = Path.Combine(dir.Path, "backup.folio");
+            BackupResult backup = await store.BackupAsync(file);
+            Assert.Equal(store.LastCommittedSequence, backup.Sequence);
+            Assert.True(backup.CheckpointSequence > 0 && backup.CheckpointSequence < backup.Sequence);
+            Assert.True(backup.Chunks >= 1);
+            Assert.Equal(backup.Sequence - backup.CheckpointSequence, backup.Entries);
+            Assert.Equal(new FileInfo(file).Length, backup.Bytes);
+
+            string target = Path.Combine(dir.Path, "restored");
+            RestoreResult restored = await DocumentStore.RestoreAsync(file, target);
+            Assert.Equal(backup.Sequence, restored.Sequence);
+            Assert.Equal(backup.CheckpointSequence, restored.CheckpointSequence);
+            Assert.Equal(backup.Entries, restored.Entries);
+            Assert.Equal(backup.Bytes, restored.Bytes);
+
+            await using DocumentStore copy = DocumentStore.Open(target, options);
+            Assert.Equal(model.At(backup.Sequence).Count, restored.Documents);
+            AssertSameDocuments(store, copy);
+            Assert.False(Directory.Exists(target + ".restoring"));
+        }
+    }
+
+    [Fact]
+    public async Task A_backup_taken_during_concurrent_writes_and_checkpoints_restores_exactly_its_sequence()
+    {
+        using var dir = new TempDirectory();
+        // Tiny segments: the checkpoints below purge the journal many times during each backup.
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CacheSize = 4 << 20;
+        var model = new History();
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options);
+        await WriteHistoryAsync(store, model, 0, 500, seed: 3);
+
+        using var stop = new CancellationTokenSource();
+        Task[] writers = Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        {
+            var random = new Random(100 + w);
+            int n = 0;
+            while (!stop.IsCancellationRequested)
+            {
+                await model.WriteAsync(store, random, $"w{w}-{n++ % 400:D4}");
+            }
+        })).Append(Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                await store.CheckpointAsync(); // and purges the journal segments it covers
+                await Task.Delay(20);
+            }
+        })).ToArray();
+
+        var backups = new List<(MemoryStream Bytes, BackupResult Result)>();
+        for (int i = 0; i < 3; i++)
+        {
+            await Task.Delay(150);
+            // A destination slower than the writers: the backup spans checkpoints that would purge its entries.
+            var bytes = new MemoryStream();
+            var pipe = new Pipe(new PipeOptions(pauseWriterThreshold: 32 * 1024, resumeWriterThreshold: 16 * 1024));
+            Task drain = DrainSlowlyAsync(pipe.Reader, bytes, delayEvery: 64 * 1024);
+            BackupResult result = await store.BackupAsync(pipe.Writer);
+            await pipe.Writer.CompleteAsync();
+            await drain;
+            backups.Add((bytes, result));
+        }
+
+        stop.Cancel();
+        await Task.WhenAll(writers);
+        Assert.True(store.Pages.Current.Sequence > backups[^1].Result.CheckpointSequence, "checkpoints ran meanwhile");
+        Assert.True(store.Journal.FirstSequence > backups[0].Result.CheckpointSequence + 1, "the journal was purged");
+        for (int i = 0; i < backups.Count; i++)
+        {
+            string target = Path.Combine(dir.Path, $"restored{i}");
+            backups[i].Bytes.Position = 0;
+            RestoreResult restored = await DocumentStore.RestoreAsync(backups[i].Bytes, target);
+            Assert.Equal(backups[i].Result.Sequence, restored.Sequence);
+            await using DocumentStore copy = DocumentStore.Open(target, options);
+            AssertMatchesModel(copy, model.At(restored.Sequence));
+        }
+    }
+
+    [Fact]
+    public async Task A_backup_cut_short_anywhere_is_refused_and_leaves_nothing()
+    {
+        using var dir = new TempDirectory();
+        byte[] backup = await SmallBackupAsync(dir.Path);
+        var random = new Random(7);
+        var cuts = new SortedSet<int> { 0, 1, 31, 32, 33, 44, backup.Length - 1, backup.Length - 4 };
+        while (cuts.Count < 60)
+        {
+            cuts.Add(random.Next(backup.Length));
+        }
+
+        foreach (int cut in cuts)
+        {
+            string target = Path.Combine(dir.Path, $"cut{cut}");
+            await Assert.ThrowsAsync<BackupCorruptedException>(
+                () => DocumentStore.RestoreAsync(new MemoryStream(backup, 0, cut), target).AsTask());
+            Assert.False(Directory.Exists(target), $"cut at {cut} left the target");
+            Assert.False(Directory.Exists(target + ".restoring"), $"cut at {cut} left the staging folder");
+        }
+    }
+
+    [Fact]
+    public async Task A_backup_with_a_flipped_bit_anywhere_is_refused()
+    {
+        using var dir = new TempDirectory();
+        byte[] backup = await SmallBackupAsync(dir.Path);
+        var random = new Random(8);
+        for (int i = 0; i < 60; i++)
+        {
+            byte[] damaged = (byte[])backup.Clone();
+            int at = i < 40 ? random.Next(damaged.Length) : random.Next(Math.Min(200, damaged.Length));
+            damaged[at] ^= (byte)(1 << random.Next(8));
+            string target = Path.Combine(dir.Path, $"flip{i}");
+            await Assert.ThrowsAsync<BackupCorruptedException>(
+                () => DocumentStore.RestoreAsync(new MemoryStream(damaged), target).AsTask());
+            Assert.False(Directory.Exists(target), $"a flip at {at} left the target");
+        }
+    }
+
+    [Fact]
+    public async Task Bytes_after_the_end_and_a_repeated_frame_are_refused()
+    {
+        using var dir = new TempDirectory();
+        byte[] backup = await SmallBackupAsync(dir.Path);
+        byte[] longer = [.. backup, .. backup.AsSpan(32, 40)];
+        await Assert.ThrowsAsync<BackupCorruptedException>(
+            () => DocumentStore.RestoreAsync(new MemoryStream(longer), Path.Combine(dir.Path, "a")).AsTask());
+        byte[] twice = [.. backup, .. backup];
+        await Assert.ThrowsAsync<BackupCorruptedException>(
+            () => DocumentStore.RestoreAsync(new MemoryStream(twice), Path.Combine(dir.Path, "b")).AsTask());
+        await Assert.ThrowsAsync<BackupCorruptedException>(
+            () => DocumentStore.RestoreAsync(new MemoryStream(Encoding.UTF8.GetBytes("not a backup at all, "
+                + "just some text that is long enough")), Path.Combine(dir.Path, "c")).AsTask());
+    }
+
+    [Fact]
+    public async Task Point_in_time_restores_to_every_tenth_sequence_match_the_model()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        var model = new History();
+        byte[] backup;
+        long checkpoint;
+        await using (DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options))
+        {
+            await WriteHistoryAsync(store, model, 0, 200, seed: 4);
+            checkpoint = await store.CheckpointAsync();
+            await WriteHistoryAsync(store, model, 200, 250, seed: 5);
+            var bytes = new MemoryStream();
+            await store.BackupAsync(bytes);
+            backup = bytes.ToArray();
+        }
+
+        for (long sequence = checkpoint; sequence <= model.LastSequence; sequence += 10)
+        {
+            string target = Path.Combine(dir.Path, $"at{sequence}");
+            RestoreResult restored = await DocumentStore.RestoreAsync(new MemoryStream(backup), target,
+                new RestoreOptions { ToSequence = sequence });
+            Assert.Equal(sequence, restored.Sequence);
+            await using DocumentStore copy = DocumentStore.Open(target, options);
+            Assert.Equal(sequence, copy.LastCommittedSequence);
+            AssertMatchesModel(copy, model.At(sequence));
+            Directory.Delete(target, recursive: true);
+        }
+
+        await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() => DocumentStore.RestoreAsync(
+            new MemoryStream(backup), Path.Combine(dir.Path, "before"),
+            new RestoreOptions { ToSequence = checkpoint - 1 }).AsTask());
+        Assert.False(Directory.Exists(Path.Combine(dir.Path, "before")));
+    }
+
+    [Fact]
+    public async Task A_point_in_time_restore_by_timestamp_keeps_the_commits_stamped_up_to_it()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        var model = new History();
+        byte[] backup;
+        DateTimeOffset middle;
+        long lastBefore;
+        await using (DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options))
+        {
+            await WriteHistoryAsync(store, model, 0, 100, seed: 6);
+            await Task.Delay(30);
+            lastBefore = store.LastCommittedSequence;
+            middle = await TimestampOfAsync(store, lastBefore);
+            await Task.Delay(30);
+            await WriteHistoryAsync(store, model, 100, 100, seed: 7);
+            var bytes = new MemoryStream();
+            await store.BackupAsync(bytes);
+            backup = bytes.ToArray();
+        }
+
+        string target = Path.Combine(dir.Path, "at-time");
+        RestoreResult restored = await DocumentStore.RestoreAsync(new MemoryStream(backup), target,
+            new RestoreOptions { ToTimestamp = middle });
+        Assert.Equal(lastBefore, restored.Sequence);
+        await using DocumentStore copy = DocumentStore.Open(target, options);
+        AssertMatchesModel(copy, model.At(lastBefore));
+    }
+
+    [Fact]
+    public async Task The_restored_journal_keeps_the_original_commit_times_and_the_store_takes_new_writes()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        var model = new History();
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options);
+        await WriteHistoryAsync(store, model, 0, 50, seed: 8);
+        await store.CheckpointAsync();
+        await WriteHistoryAsync(store, model, 50, 50, seed: 9);
+        var bytes = new MemoryStream();
+        BackupResult backup = await store.BackupAsync(bytes);
+        bytes.Position = 0;
+        string target = Path.Combine(dir.Path, "restored");
+        await DocumentStore.RestoreAsync(bytes, target);
+
+        // The restore's verification open checkpointed at its close; the documents keep their times.
+        await using DocumentStore copy = DocumentStore.Open(target, options);
+        foreach ((DocumentKey key, string _) in model.At(backup.Sequence))
+        {
+            StoredDocument original = store.Get(key.Collection, key.Id)!.Value;
+            StoredDocument restored = copy.Get(key.Collection, key.Id)!.Value;
+            Assert.Equal(original.LastModified, restored.LastModified);
+            Assert.Equal(original.Version, restored.Version);
+        }
+
+        long next = await copy.PutAsync("people", "new", "{\"n\":1}"u8.ToArray());
+        Assert.Equal(backup.Sequence + 1, next);
+    }
+
+    [Fact]
+    public async Task A_store_without_a_checkpoint_and_an_empty_store_back_up_and_restore()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using DocumentStore empty = DocumentStore.Open(Path.Combine(dir.Path, "empty"), options);
+        var bytes = new MemoryStream();
+        BackupResult none = await empty.BackupAsync(bytes);
+        Assert.Equal(0, none.Sequence);
+        bytes.Position = 0;
+        RestoreResult restoredEmpty = await DocumentStore.RestoreAsync(bytes, Path.Combine(dir.Path, "empty2"));
+        Assert.Equal(0, restoredEmpty.Documents);
+
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "journal-only"), options);
+        var model = new History();
+        await WriteHistoryAsync(store, model, 0, 80, seed: 10);
+        bytes = new MemoryStream();
+        BackupResult backup = await store.BackupAsync(bytes);
+        Assert.Equal(0, backup.CheckpointSequence);
+        Assert.Equal(0, backup.Chunks);
+        bytes.Position = 0;
+        string target = Path.Combine(dir.Path, "restored");
+        await DocumentStore.RestoreAsync(bytes, target);
+        await using DocumentStore copy = DocumentStore.Open(target, options);
+        AssertMatchesModel(copy, model.At(backup.Sequence));
+    }
+
+    [Fact]
+    public async Task Documents_larger_than_a_frame_travel_in_parts()
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions { SegmentSize = 4 << 20, MaxDocumentSize = 1 << 20 };
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options);
+        string big = "{\"text\":\"" + new string('x', 700_000) + "\"}";
+        string medium = "{\"text\":\"" + new string('y', 70_000) + "\"}";
+        await store.PutAsync("docs", "big1", Encoding.UTF8.GetBytes(big));
+        await store.CheckpointAsync();
+        var batch = new CommitBatch().Put("docs", "big2", Encoding.UTF8.GetBytes(big))
+            .Put("docs", "small", "{}"u8.ToArray()).Put("docs", "medium", Encoding.UTF8.GetBytes(medium));
+        await store.WriteAsync(batch);
+        await store.PutAsync("docs", "after", "{\"a\":1}"u8.ToArray());
+        var bytes = new MemoryStream();
+        await store.BackupAsync(bytes);
+        bytes.Position = 0;
+        string target = Path.Combine(dir.Path, "restored");
+        await DocumentStore.RestoreAsync(bytes, target);
+        await using DocumentStore copy = DocumentStore.Open(target, options);
+        AssertSameDocuments(store, copy);
+    }
+
+    [Fact]
+    public async Task A_slow_destination_holds_the_backup_at_the_pipes_threshold()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options);
+        await WriteHistoryAsync(store, new History(), 0, 3000, seed: 11);
+        await store.CheckpointAsync();
+
+        const int Threshold = 64 * 1024;
+        var pipe = new Pipe(new PipeOptions(pauseWriterThreshold: Threshold, resumeWriterThreshold: Threshold / 2,
+            useSynchronizationContext: false));
+        long largestBuffered = 0;
+        long total = 0;
+        Task reader = Task.Run(async () =>
+        {
+            while (true)
+            {
+                ReadResult result = await pipe.Reader.ReadAsync();
+                largestBuffered = Math.Max(largestBuffered, result.Buffer.Length);
+                long take = Math.Min(result.Buffer.Length, 8 * 1024);
+                total += take;
+                pipe.Reader.AdvanceTo(result.Buffer.GetPosition(take), result.Buffer.End);
+                if (result.IsCompleted && take == result.Buffer.Length)
+                {
+                    break;
+                }
+
+                await Task.Delay(1);
+            }
+        });
+        BackupResult backup = await store.BackupAsync(pipe.Writer);
+        await pipe.Writer.CompleteAsync();
+        await reader;
+        Assert.Equal(backup.Bytes, total);
+        Assert.True(backup.Bytes > 4 * Threshold, $"the backup is {backup.Bytes} bytes");
+        // Backpressure: the writer never ran ahead of the reader by more than the threshold plus one frame.
+        Assert.True(largestBuffered <= Threshold + (300 * 1024), $"{largestBuffered} bytes were buffered");
+    }
+
+    [Fact]
+    public async Task Closing_the_store_cancels_a_backup_in_flight_and_waits_for_it()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options);
+        await WriteHistoryAsync(store, new History(), 0, 2000, seed: 12);
+        await store.CheckpointAsync();
+        var pipe = new Pipe(new PipeOptions(pauseWriterThreshold: 1024, resumeWriterThreshold: 512));
+        ValueTask<BackupResult> backup = store.BackupAsync(pipe.Writer); // nobody reads: it waits on the pipe
+        await Task.Delay(50);
+        Assert.False(backup.IsCompleted);
+        await store.DisposeAsync();
+        await Assert.ThrowsAsync<ObjectDisposedException>(() => backup.AsTask());
+        await Assert.ThrowsAsync<ObjectDisposedException>(() => store.BackupAsync(new MemoryStream()).AsTask());
+        await using DocumentStore reopened = DocumentStore.Open(Path.Combine(dir.Path, "source"), options);
+        Assert.True(reopened.LastCommittedSequence >= 2000);
+    }
+
+    [Fact]
+    public async Task A_restore_refuses_a_folder_that_is_not_empty_and_leaves_it_alone()
+    {
+        using var dir = new TempDirectory();
+        byte[] backup = await SmallBackupAsync(dir.Path);
+        string target = Path.Combine(dir.Path, "occupied");
+        Directory.CreateDirectory(target);
+        File.WriteAllText(Path.Combine(target, "keep.txt"), "mine");
+        await Assert.ThrowsAsync<IOException>(
+            () => DocumentStore.RestoreAsync(new MemoryStream(backup), target).AsTask());
+        Assert.Equal("mine", File.ReadAllText(Path.Combine(target, "keep.txt")));
+        Assert.Single(Directory.GetFileSystemEntries(target));
+
+        string file = Path.Combine(dir.Path, "exists.folio");
+        File.WriteAllText(file, "x");
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "other"), SmallOptions());
+        await Assert.ThrowsAsync<IOException>(() => store.BackupAsync(file).AsTask());
+        Assert.Equal("x", File.ReadAllText(file));
+    }
+
+    private static DocumentStoreOptions SmallOptions()
+    {
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CacheSize = 4 << 20;
+        return options;
+    }
+
+    private static async Task<byte[]> SmallBackupAsync(string root)
+    {
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(root, "small-source"), SmallOptions());
+        var model = new History();
+        await WriteHistoryAsync(store, model, 0, 120, seed: 13);
+        await store.CheckpointAsync();
+        await WriteHistoryAsync(store, model, 120, 60, seed: 14);
+        var bytes = new MemoryStream();
+        await store.BackupAsync(bytes);
+        return bytes.ToArray();
+    }
+
+    private static async Task WriteHistoryAsync(DocumentStore store, History model, int start, int count, int seed)
+    {
+        var random = new Random(seed);
+        for (int i = start; i < start + count; i++)
+        {
+            await model.WriteAsync(store, random, $"d{random.Next(Math.Max(10, start + count) / 2):D4}");
+        }
+    }
+
+    private static async Task DrainSlowlyAsync(PipeReader reader, Stream into, int delayEvery)
+    {
+        long sinceDelay = 0;
+        while (true)
+        {
+            ReadResult result = await reader.ReadAsync();
+            foreach (ReadOnlyMemory<byte> segment in result.Buffer)
+            {
+                into.Write(segment.Span);
+                sinceDelay += segment.Length;
+            }
+
+            reader.AdvanceTo(result.Buffer.End);
+            if (result.IsCompleted)
+            {
+                await reader.CompleteAsync();
+                return;
+            }
+
+            if (sinceDelay >= delayEvery)
+            {
+                sinceDelay = 0;
+                await Task.Delay(2);
+            }
+        }
+    }
+
+    private static async Task<DateTimeOffset> TimestampOfAsync(DocumentStore store, long sequence)
+    {
+        await foreach (DocumentChange change in store.Changes.ReadAsync(sequence))
+        {
+            return change.Timestamp;
+        }
+
+        throw new InvalidOperationException($"no change at {sequence}");
+    }
+
+    /// <summary>Every live document of the test's collections at the store's last commit (a quiet store).</summary>
+    private static IEnumerable<StoredDocument> AllDocuments(DocumentStore store)
+    {
+        long at = store.LastCommittedSequence;
+        foreach (string collection in new[] { "docs", "orders", "people" })
+        {
+            foreach ((string id, Folio.Documents.DocumentVersion version) in
+                store.Index.Range(collection, null, null, descending: false, at))
+            {
+                yield return new StoredDocument(collection, id, version.Json, version.Sequence,
+                    new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
+            }
+        }
+    }
+
+    private static void AssertSameDocuments(DocumentStore expected, DocumentStore actual)
+    {
+        List<StoredDocument> left = AllDocuments(expected).ToList();
+        List<StoredDocument> right = AllDocuments(actual).ToList();
+        Assert.Equal(left.Count, right.Count);
+        for (int i = 0; i < left.Count; i++)
+        {
+            Assert.Equal(left[i].Collection, right[i].Collection);
+            Assert.Equal(left[i].Id, right[i].Id);
+            Assert.Equal(left[i].Version, right[i].Version);
+            Assert.Equal(left[i].LastModified, right[i].LastModified);
+            Assert.True(left[i].Json.Span.SequenceEqual(right[i].Json.Span), $"{left[i].Id} differs");
+        }
+    }
+
+    private static void AssertMatchesModel(DocumentStore store, SortedDictionary<DocumentKey, string> expected)
+    {
+        var actual = new SortedDictionary<DocumentKey, string>(History.KeyOrder);
+        foreach (StoredDocument document in AllDocuments(store))
+        {
+            actual[new DocumentKey(document.Collection, document.Id)] = Encoding.UTF8.GetString(document.Json.Span);
+        }
+
+        Assert.Equal(expected.Count, actual.Count);
+        foreach ((DocumentKey key, string json) in expected)
+        {
+            Assert.True(actual.TryGetValue(key, out string? found), $"{key} is missing");
+            Assert.Equal(json, found);
+        }
+    }
+
+    /// <summary>Every acknowledged commit by sequence; the state at a sequence is the commits up to it.</summary>
+    private sealed class History
+    {
+        public static readonly Comparer<DocumentKey> KeyOrder = Comparer<DocumentKey>.Create((a, b) =>
+        {
+            int c = string.CompareOrdinal(a.Collection, b.Collection);
+            return c != 0 ? c : string.CompareOrdinal(a.Id, b.Id);
+        });
+
+        private readonly ConcurrentDictionary<long, (DocumentKey Key, string? Json)> _commits = new();
+
+        public long LastSequence => _commits.IsEmpty ? 0 : _commits.Keys.Max();
+
+        public async Task WriteAsync(DocumentStore store, Random random, string id)
+        {
+            string collection = random.Next(3) == 0 ? "orders" : "people";
+            if (random.Next(6) == 0)
+            {
+                long deleted = await store.DeleteAsync(collection, id);
+                _commits[deleted] = (new DocumentKey(collection, id), null);
+                return;
+            }
+
+            string json = $"{{\"id\":\"{id}\",\"n\":{random.Next()},\"pad\":\"{new string('p', random.Next(200))}\"}}";
+            long sequence = await store.PutAsync(collection, id, Encoding.UTF8.GetBytes(json));
+            _commits[sequence] = (new DocumentKey(collection, id), json);
+        }
+
+        public SortedDictionary<DocumentKey, string> At(long sequence)
+        {
+            var state = new SortedDictionary<DocumentKey, string>(KeyOrder);
+            foreach ((long at, (DocumentKey key, string? json)) in _commits.OrderBy(pair => pair.Key))
+            {
+                if (at > sequence)
+                {
+                    break;
+                }
+
+                if (json is null)
+                {
+                    state.Remove(key);
+                }
+                else
+                {
+                    state[key] = json;
+                }
+            }
+
+            return state;
+        }
+    }
+}

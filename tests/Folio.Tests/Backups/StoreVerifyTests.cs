@@ -1,0 +1,118 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Backups;
+
+/// <summary>
+/// The scrub (<see cref="DocumentStore.VerifyAsync"/>): it reads every page and journal record back from disk while
+/// the store serves traffic, reports each damaged chunk or segment by file and offset, and goes on past the first.
+/// </summary>
+public sealed class StoreVerifyTests
+{
+    [Fact]
+    public async Task A_healthy_store_verifies_while_writers_commit_and_reports_its_progress()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "store"), options);
+        await FillAsync(store, 3000);
+        await store.CheckpointAsync();
+        await FillAsync(store, 500);
+
+        using var stop = new CancellationTokenSource();
+        Task writer = Task.Run(async () =>
+        {
+            int n = 0;
+            while (!stop.IsCancellationRequested)
+            {
+                await store.PutAsync("people", $"live{n++ % 100}", "{\"live\":true}"u8.ToArray());
+            }
+        });
+        var reports = new List<VerifyProgress>();
+        var progress = new SynchronousProgress<VerifyProgress>(reports.Add);
+        VerifyResult result = await store.VerifyAsync(progress);
+        stop.Cancel();
+        await writer;
+
+        Assert.True(result.IsHealthy, string.Join("\n", result.Problems));
+        Assert.True(result.Chunks >= 1);
+        Assert.True(result.Pages > 10);
+        Assert.True(result.JournalSegments >= 2);
+        Assert.True(result.JournalRecords >= 500);
+        Assert.NotEmpty(reports);
+        Assert.Equal(result.Bytes, reports[^1].Bytes);
+        Assert.True(reports[^1].Bytes <= reports[^1].TotalBytes + (256 * 1024));
+    }
+
+    [Fact]
+    public async Task A_flipped_bit_in_a_page_and_in_a_journal_record_are_both_reported()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        string folder = Path.Combine(dir.Path, "store");
+        await using DocumentStore store = DocumentStore.Open(folder, options);
+        await FillAsync(store, 2000);
+        await store.CheckpointAsync(); // one chunk right after the two header slots
+        await FillAsync(store, 2000); // journal segments after the checkpoint
+
+        string dataFile = Path.Combine(folder, "data.folio");
+        Flip(dataFile, 8192 + 64 + 100);
+        string firstSegment = Directory.GetFiles(Path.Combine(folder, "journal"), "*.journal").Order().First();
+        Flip(firstSegment, 64 + 60);
+
+        VerifyResult result = await store.VerifyAsync();
+        Assert.False(result.IsHealthy);
+        Assert.Equal(2, result.Problems.Count);
+        Assert.Contains(result.Problems, p => p.Contains("data.folio", StringComparison.Ordinal)
+            && p.Contains("at offset 8256", StringComparison.Ordinal));
+        Assert.Contains(result.Problems, p => p.Contains(Path.GetFileName(firstSegment), StringComparison.Ordinal)
+            && p.Contains("checksum", StringComparison.Ordinal));
+        Assert.True(result.JournalSegments >= 2, "the scrub went on past the damaged segment");
+    }
+
+    [Fact]
+    public async Task A_scrub_is_cancelled_and_the_store_stays_usable()
+    {
+        using var dir = new TempDirectory();
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "store"),
+            TestStoreOptions.TinySegments());
+        await FillAsync(store, 500);
+        using var cancel = new CancellationTokenSource();
+        cancel.Cancel();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => store.VerifyAsync(null, cancel.Token).AsTask());
+        Assert.True((await store.VerifyAsync()).IsHealthy);
+        await store.PutAsync("people", "after", "{}"u8.ToArray());
+    }
+
+    private static async Task FillAsync(DocumentStore store, int count)
+    {
+        for (int i = 0; i < count; i++)
+        {
+            string json = $"{{\"n\":{i},\"pad\":\"{new string('q', 100)}\"}}";
+            await store.PutAsync(i % 3 == 0 ? "orders" : "people", $"doc{i % 1500:D5}", Encoding.UTF8.GetBytes(json));
+        }
+    }
+
+    private static void Flip(string path, long offset)
+    {
+        using var file = new FileStream(path, FileMode.Open, FileAccess.ReadWrite, FileShare.ReadWrite);
+        file.Position = offset;
+        int value = file.ReadByte();
+        file.Position = offset;
+        file.WriteByte((byte)(value ^ 0x10));
+    }
+
+    /// <summary>Reports on the reporting thread (<see cref="Progress{T}"/> posts to the thread pool, so the last
+    /// report could arrive after the call returned).</summary>
+    private sealed class SynchronousProgress<T>(Action<T> report) : IProgress<T>
+    {
+        public void Report(T value)
+        {
+            lock (this)
+            {
+                report(value);
+            }
+        }
+    }
+}
