@@ -27,4 +27,7 @@ internal static class BenchmarkConstants
     /// <summary>Rounds of 1,000 random overwrites, each checkpointed, that scatter the prefetch store's
     /// leaves.</summary>
     public const int PrefetchUpdateRounds = 40;
+
+    /// <summary>Documents of about 1 KiB in the backup benchmarks' store (about 1 GiB).</summary>
+    public const int BackupDocuments = 900_000;
 }

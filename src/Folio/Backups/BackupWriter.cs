@@ -22,8 +22,11 @@ internal sealed class BackupWriter : IDisposable
 {
     private readonly PipeWriter _destination;
     private readonly CancellationToken _cancellationToken;
-    private byte[] _frame = ArrayPool<byte>.Shared.Rent(
-        BackupFormat.FrameHeaderSize + BackupFormat.MaxPayload + BackupFormat.FrameTrailerSize);
+    private const int MaxFrame = BackupFormat.FrameHeaderSize + BackupFormat.MaxPayload + BackupFormat.FrameTrailerSize;
+
+    // The pipe's memory the next frame is built in (GetMemory), valid until it is advanced past: frames are written
+    // where the pipe will send them from, never copied.
+    private Memory<byte> _frame;
     private uint _index;
     private long _bytes;
 
@@ -61,8 +64,7 @@ internal sealed class BackupWriter : IDisposable
 
     public void Dispose()
     {
-        ArrayPool<byte>.Shared.Return(_frame);
-        _frame = [];
+        _frame = default;
         if (_carry.Length > 0)
         {
             ArrayPool<byte>.Shared.Return(_carry);
@@ -90,7 +92,7 @@ internal sealed class BackupWriter : IDisposable
             chunkBytes += chunk.Length;
         }
 
-        BackupFormat.WriteStreamHeader(_frame, clock.GetUtcNow().UtcTicks);
+        BackupFormat.WriteStreamHeader(_destination.GetSpan(BackupFormat.StreamHeaderSize), clock.GetUtcNow().UtcTicks);
         await SendAsync(BackupFormat.StreamHeaderSize).ConfigureAwait(false);
 
         DataFileHeader header = checkpoint.Header.GetValueOrDefault();
@@ -116,7 +118,19 @@ internal sealed class BackupWriter : IDisposable
         return new BackupResult(last, checkpointSequence, chunks.Count, entries, _bytes);
     }
 
-    private Span<byte> Payload => _frame.AsSpan(BackupFormat.FrameHeaderSize, BackupFormat.MaxPayload);
+    /// <summary>Where the next frame's payload goes: the pipe's memory, taken at the first use after a send.</summary>
+    private Span<byte> Payload
+    {
+        get
+        {
+            if (_frame.IsEmpty)
+            {
+                _frame = _destination.GetMemory(MaxFrame);
+            }
+
+            return _frame.Span.Slice(BackupFormat.FrameHeaderSize, BackupFormat.MaxPayload);
+        }
+    }
 
     private async ValueTask CopyChunkAsync(PageStore pages, ChunkInfo chunk)
     {
@@ -291,16 +305,20 @@ internal sealed class BackupWriter : IDisposable
         }
     }
 
-    /// <summary>Frames the payload in the buffer and sends it.</summary>
-    private ValueTask EmitAsync(BackupFormat.FrameType type, int payloadLength) =>
-        SendAsync(BackupFormat.Seal(_frame, type, _index++, payloadLength));
+    /// <summary>Frames the payload built in the pipe's memory and sends it.</summary>
+    private ValueTask EmitAsync(BackupFormat.FrameType type, int payloadLength)
+    {
+        _ = Payload; // a frame without a payload (none so far) still needs the memory for its header
+        return SendAsync(BackupFormat.Seal(_frame.Span, type, _index++, payloadLength));
+    }
 
-    /// <summary>Copies the buffer's first <paramref name="length"/> bytes into the pipe and flushes: the flush waits
+    /// <summary>Commits the <paramref name="length"/> bytes built in the pipe's memory and flushes: the flush waits
     /// while the pipe holds more than its pause threshold (the destination's backpressure).</summary>
     private async ValueTask SendAsync(int length)
     {
         _cancellationToken.ThrowIfCancellationRequested();
-        _destination.Write(_frame.AsSpan(0, length));
+        _destination.Advance(length);
+        _frame = default;
         _bytes += length;
         FlushResult result = await _destination.FlushAsync(_cancellationToken).ConfigureAwait(false);
         if (result.IsCanceled)

@@ -146,6 +146,8 @@ internal sealed class StoreRestorer : IDisposable
             MaxDocumentSize = (int)Math.Clamp(segmentSize - 1024 - (2 * DocumentIds.MaxIdBytes), 1,
                 DocumentStoreOptions.DefaultMaxDocumentSize),
             CacheSize = DocumentStoreOptions.MinCacheSize,
+            CheckpointInterval = Timeout.InfiniteTimeSpan,
+            CheckpointOnClose = false,
             LoggerFactory = storeOptions.LoggerFactory,
         };
         DocumentStore store;

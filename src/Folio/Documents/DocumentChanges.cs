@@ -44,13 +44,31 @@ public sealed class DocumentChanges
         return Stream(reader, cancellationToken);
     }
 
+    /// <summary>
+    /// Streams the changes of commits <paramref name="fromSequence"/> to <paramref name="toSequence"/> and ends
+    /// (waiting, if need be, until <paramref name="toSequence"/> is committed): a replay of a stretch of history, such
+    /// as everything up to <see cref="DocumentStore.LastCommittedSequence"/>.
+    /// </summary>
+    /// <param name="fromSequence">The first commit to report; 1 or more.</param>
+    /// <param name="toSequence">The last commit to report; below <paramref name="fromSequence"/> for none.</param>
+    /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
+    /// <returns>The changes, in commit order, each once.</returns>
+    /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once).</exception>
+    public IAsyncEnumerable<DocumentChange> ReadAsync(long fromSequence, long toSequence,
+        CancellationToken cancellationToken = default)
+    {
+        _store.ThrowIfDisposed();
+        JournalReader reader = _store.Journal.OpenReader(fromSequence);
+        return Stream(reader, cancellationToken, toSequence);
+    }
+
     private static async IAsyncEnumerable<DocumentChange> Stream(JournalReader reader,
-        [EnumeratorCancellation] CancellationToken cancellationToken)
+        [EnumeratorCancellation] CancellationToken cancellationToken, long toSequence = long.MaxValue)
     {
         using (reader)
         {
             var batch = new List<DocumentChange>();
-            while (true)
+            while (reader.NextSequence <= toSequence)
             {
                 bool available;
                 try
@@ -71,7 +89,8 @@ public sealed class DocumentChanges
                 batch.Clear();
                 try
                 {
-                    while (batch.Count < 1024 && reader.TryRead(out JournalEntry entry))
+                    while (batch.Count < 1024 && reader.NextSequence <= toSequence
+                        && reader.TryRead(out JournalEntry entry))
                     {
                         var timestamp = new DateTimeOffset(entry.TimestampTicks, TimeSpan.Zero);
                         foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))

@@ -400,7 +400,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             {
                 StopOperationsAsync().GetAwaiter().GetResult(); // backups and scrubs hold pins on the files
                 _merger.Dispose();
-                _checkpointer.StopAsync(final: !_merger.IsFaulted).AsTask().GetAwaiter().GetResult();
+                _checkpointer.StopAsync(final: Options.CheckpointOnClose && !_merger.IsFaulted).AsTask().GetAwaiter()
+                    .GetResult();
                 CloseFiles();
             }
             finally
@@ -428,7 +429,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         {
             await StopOperationsAsync().ConfigureAwait(false); // backups and scrubs hold pins on the files
             await _merger.DisposeAsync().ConfigureAwait(false);
-            await _checkpointer.StopAsync(final: !_merger.IsFaulted).ConfigureAwait(false);
+            await _checkpointer.StopAsync(final: Options.CheckpointOnClose && !_merger.IsFaulted).ConfigureAwait(false);
             CloseFiles();
         }
         finally

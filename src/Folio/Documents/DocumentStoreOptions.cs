@@ -35,6 +35,10 @@ public sealed class DocumentStoreOptions
     /// <see cref="CacheSize"/>), so crash and power-loss tests run stores many times larger than their cache.</summary>
     internal long TestCacheBytes { get; set; }
 
+    /// <summary>Whether a clean close writes a last checkpoint (default). A restore's verification open turns it off,
+    /// so the restored store keeps the backup's journal after its checkpoint, as the source had it.</summary>
+    internal bool CheckpointOnClose { get; set; } = true;
+
     /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>
     public int MaxGroupCommands { get; set; } = TransactionMergerOptions.DefaultMaxGroupCommands;
 

@@ -328,6 +328,9 @@ internal sealed class VersionedIndex : ICommitState
         return null;
     }
 
+    /// <summary>The collections the index knows (written since the open, or in the mounted checkpoint).</summary>
+    public IEnumerable<string> CollectionNames() => _collections.Keys;
+
     /// <summary>The number of live documents of <paramref name="collection"/> at <paramref name="snapshot"/>.</summary>
     public int Count(string collection, long snapshot)
     {

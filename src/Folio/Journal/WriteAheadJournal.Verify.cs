@@ -2,6 +2,18 @@ namespace Folio.Journal;
 
 public sealed partial class WriteAheadJournal
 {
+    /// <summary>The size of the journal's segment files (they are preallocated to the segment size).</summary>
+    internal long FileBytes()
+    {
+        long bytes = 0;
+        foreach (JournalSegment segment in Segments.Segments)
+        {
+            bytes += segment.Capacity;
+        }
+
+        return bytes;
+    }
+
     /// <summary>The committed bytes of the journal's segments (what <see cref="Verify"/> reads).</summary>
     internal long CommittedBytes()
     {

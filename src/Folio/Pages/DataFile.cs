@@ -78,12 +78,23 @@ internal sealed class DataFile : IDisposable
     /// <paramref name="destination"/>, both from <see cref="Locate"/>) and checks its length and checksum.</summary>
     public void ReadPage(PagePosition position, Span<byte> destination, long offset)
     {
-        if (!TryReadExactly(destination, offset)
-            || BinaryPrimitives.ReadInt32LittleEndian(destination) != destination.Length
-            || BinaryPrimitives.ReadUInt32LittleEndian(destination[4..]) != PageFormat.Checksum(destination, position))
+        if (!TryReadExactly(destination, offset))
         {
             ThrowHelper.ThrowStoreCorrupted(Path, offset,
-                $"{position} ({destination.Length} bytes) fails its checksum");
+                $"{position} ({destination.Length} bytes) runs past the end of the file");
+        }
+
+        CheckPage(position, destination, offset);
+    }
+
+    /// <summary>Checks the length and checksum (with its position) of a page read from
+    /// <paramref name="offset"/>.</summary>
+    private void CheckPage(PagePosition position, ReadOnlySpan<byte> page, long offset)
+    {
+        if (BinaryPrimitives.ReadInt32LittleEndian(page) != page.Length
+            || BinaryPrimitives.ReadUInt32LittleEndian(page[4..]) != PageFormat.Checksum(page, position))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position} ({page.Length} bytes) fails its checksum");
         }
     }
 
@@ -157,35 +168,52 @@ internal sealed class DataFile : IDisposable
 
     public void Dispose() => _file.Dispose();
 
-    /// <summary>Reads the chunk's metadata and every page it lists from disk and checks each (metadata checksum,
-    /// table of contents inside the pages, page length and checksum with its position, tree page structure);
-    /// returns the pages checked or throws <see cref="StoreCorruptedException"/>.</summary>
+    /// <summary>Reads the chunk's metadata and every page it lists from disk, in reads of about 1 MiB, and checks each
+    /// (metadata checksum, table of contents inside the pages, page length and checksum with its position, tree page
+    /// structure); returns the pages checked or throws <see cref="StoreCorruptedException"/>.</summary>
     public int VerifyChunk(ChunkInfo chunk)
     {
+        const int ReadSize = 1 << 20;
         (ChunkFormat.Header header, byte[] metadata) = ReadChunkMetadata(chunk.Id, chunk.FileOffset, chunk.Length);
         long[] toc = CheckedToc(chunk, header, metadata);
-        byte[] buffer = System.Buffers.ArrayPool<byte>.Shared.Rent(PageFormat.TargetPageSize);
+        byte[] buffer = System.Buffers.ArrayPool<byte>.Shared.Rent(ReadSize);
+        long windowStart = 0; // chunk-relative range the buffer holds
+        long windowEnd = 0;
         try
         {
             for (int i = 0; i < toc.Length; i++)
             {
                 int length = (int)(toc[i] & 0xFFFF_FFFF);
-                long offset = chunk.FileOffset + (toc[i] >>> 32);
+                long at = toc[i] >>> 32;
+                long offset = chunk.FileOffset + at;
                 if (length < PageFormat.PageHeaderSize)
                 {
                     ThrowHelper.ThrowStoreCorrupted(Path, offset, $"page {i} of chunk {chunk.Id} is listed with "
                         + $"{length} bytes");
                 }
 
-                if (buffer.Length < length)
+                if (at < windowStart || at + length > windowEnd)
                 {
-                    System.Buffers.ArrayPool<byte>.Shared.Return(buffer);
-                    buffer = System.Buffers.ArrayPool<byte>.Shared.Rent(length);
+                    if (buffer.Length < length)
+                    {
+                        System.Buffers.ArrayPool<byte>.Shared.Return(buffer);
+                        buffer = System.Buffers.ArrayPool<byte>.Shared.Rent(length);
+                    }
+
+                    int size = (int)Math.Max(length, Math.Min(buffer.Length, header.TocOffset - at));
+                    if (!TryReadExactly(buffer.AsSpan(0, size), offset))
+                    {
+                        ThrowHelper.ThrowStoreCorrupted(Path, offset,
+                            $"chunk {chunk.Id} runs past the end of the file");
+                    }
+
+                    windowStart = at;
+                    windowEnd = at + size;
                 }
 
                 var position = new PagePosition(chunk.Id, (uint)i);
-                Span<byte> page = buffer.AsSpan(0, length);
-                ReadPage(position, page, offset);
+                ReadOnlySpan<byte> page = buffer.AsSpan((int)(at - windowStart), length);
+                CheckPage(position, page, offset);
                 if (page[8] != PageFormat.OverflowType && !PageFormat.Check(page, out string? problem))
                 {
                     ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position}: {problem}");

@@ -70,6 +70,9 @@ internal sealed class PageStore : IDisposable
 
     public string Path => _file.Path;
 
+    /// <summary>The data file's length in bytes.</summary>
+    public long FileLength => _file.Length;
+
     /// <summary>Chunks in the data file, live or waiting for their pins to go.</summary>
     public int ChunkCount => _file.Chunks.Count;
 

@@ -132,6 +132,35 @@ public sealed class PackageInstallTests(ITestOutputHelper output)
         }
     }
 
+    [Fact]
+    public async Task The_tool_installs_from_a_local_feed_and_its_commands_run()
+    {
+        string root = RepositoryFiles.Root();
+        using var work = new TempDirectory();
+        string feed = Path.Combine(work.Path, "feed");
+        await RunAsync(root, "dotnet", "pack", Path.Combine(root, "tools", "Folio.Tool"), "-c", "Release", "-o",
+            feed);
+        string package = Directory.GetFiles(feed, "Folio.Tool.0.*.nupkg").Single();
+        string version = Path.GetFileNameWithoutExtension(package)["Folio.Tool.".Length..];
+        string tools = Path.Combine(work.Path, "tools");
+        await RunAsync(work.Path, "dotnet", "tool", "install", "Folio.Tool", "--version", version, "--tool-path",
+            tools, "--add-source", feed);
+
+        string store = Path.Combine(work.Path, "store");
+        await using (DocumentStore opened = DocumentStore.Open(store))
+        {
+            await opened.PutAsync("people", "ada", "{\"name\":\"Ada\"}"u8.ToArray());
+        }
+
+        string folio = Path.Combine(tools, OperatingSystem.IsWindows() ? "folio.exe" : "folio");
+        string info = await RunAsync(work.Path, folio, "info", store);
+        Assert.Contains("people  1 documents", info, StringComparison.Ordinal);
+        string backup = Path.Combine(work.Path, "store.backup");
+        await RunAsync(work.Path, folio, "backup", store, backup);
+        string restored = await RunAsync(work.Path, folio, "restore", backup, Path.Combine(work.Path, "restored"));
+        Assert.Contains("1 documents, verified", restored, StringComparison.Ordinal);
+    }
+
     private async Task<string> RunAsync(string directory, string file, params string[] arguments)
     {
         using Process process = Start(directory, file, arguments);

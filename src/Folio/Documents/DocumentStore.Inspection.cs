@@ -1,0 +1,91 @@
+using Folio.Documents;
+using Folio.Pages;
+
+namespace Folio;
+
+/// <summary>Raw reads of whole collections and a description of the store's files (exports and tools).</summary>
+public sealed partial class DocumentStore
+{
+    /// <summary>The names of the store's collections, in ordinal order (a collection whose documents were all
+    /// deleted may still be listed).</summary>
+    /// <returns>The collection names.</returns>
+    public IReadOnlyList<string> GetCollections()
+    {
+        ThrowIfDisposed();
+        var names = new SortedSet<string>(_index.CollectionNames(), StringComparer.Ordinal);
+        names.UnionWith(_pages.Current.Collections.Keys);
+        return [.. names];
+    }
+
+    /// <summary>
+    /// Streams the documents of <paramref name="collection"/> whose ids are in [<paramref name="fromInclusive"/>,
+    /// <paramref name="toExclusive"/>) (null: unbounded), in ordinal id order, as raw JSON, from one snapshot taken
+    /// when the enumeration starts and held until it ends (dispose the enumerator, or finish it). A scan that outlives
+    /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/> throws <see cref="SnapshotExpiredException"/>.
+    /// </summary>
+    /// <param name="collection">The collection.</param>
+    /// <param name="fromInclusive">The lowest id, or null.</param>
+    /// <param name="toExclusive">The id above the range, or null.</param>
+    /// <returns>The documents.</returns>
+    /// <exception cref="ArgumentException">A bad collection name, or an inverted range.</exception>
+    public IEnumerable<StoredDocument> Scan(string collection, string? fromInclusive = null,
+        string? toExclusive = null)
+    {
+        ThrowIfDisposed();
+        DocumentIds.ValidateCollection(collection);
+        if (fromInclusive is not null && toExclusive is not null
+            && string.CompareOrdinal(fromInclusive, toExclusive) > 0)
+        {
+            ThrowHelper.ThrowArgument(nameof(fromInclusive),
+                $"The range is inverted: '{fromInclusive}' is after '{toExclusive}'.");
+        }
+
+        return ScanIterator(collection, fromInclusive, toExclusive);
+    }
+
+    private IEnumerable<StoredDocument> ScanIterator(string collection, string? fromInclusive, string? toExclusive)
+    {
+        ThrowIfDisposed();
+        using IndexSnapshot snapshot = _index.OpenSnapshot();
+        foreach ((string id, DocumentVersion version) in
+            _index.Range(collection, fromInclusive, toExclusive, descending: false, snapshot.Sequence))
+        {
+            snapshot.ThrowIfExpired(); // after the read: see SnapshotRegistry
+            yield return new StoredDocument(collection, id, version.Json, version.Sequence,
+                new DateTimeOffset(version.TimestampTicks, TimeSpan.Zero));
+        }
+    }
+
+    /// <summary>
+    /// Describes the store: its files' sizes and formats, the checkpoint and journal positions, and every collection
+    /// with its live documents. Counting walks every collection's ids, so it takes time on a large store.
+    /// </summary>
+    /// <returns>The description, as of the call.</returns>
+    public StoreInfo GetInfo()
+    {
+        ThrowIfDisposed();
+        using IndexSnapshot snapshot = _index.OpenSnapshot();
+        var collections = new List<CollectionInfo>();
+        foreach (string name in GetCollections())
+        {
+            collections.Add(new CollectionInfo(name, _index.Count(name, snapshot.Sequence)));
+        }
+
+        snapshot.ThrowIfExpired();
+        PageCheckpoint checkpoint = _pages.Current;
+        CheckpointStatistics last = _pages.LastCheckpoint;
+        return new StoreInfo(
+            Path,
+            DataFileHeader.FormatVersion,
+            _pages.FileLength,
+            (int)Folio.Journal.JournalFormat.FormatVersion,
+            _journal.FileBytes(),
+            _journal.FirstSequence,
+            checkpoint.Generation,
+            checkpoint.Sequence,
+            snapshot.Sequence,
+            _pages.ChunkCount,
+            last.FillRate,
+            collections);
+    }
+}

@@ -1,0 +1,177 @@
+using System.Text;
+using System.Text.Json;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Tool;
+
+/// <summary>
+/// The <c>folio</c> tool end to end: each command runs as a child process against a real store, and its exit code and
+/// output are checked; a store another process holds, a missing store and a damaged store fail with one line.
+/// </summary>
+public sealed class FolioToolTests
+{
+    [Fact]
+    public async Task Info_shows_the_collections_their_counts_and_the_positions()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 30, orders: 12);
+        (int exit, string output, string error) = await FolioToolProcess.RunAsync("info", store);
+        Assert.True(exit == 0, error);
+        Assert.Contains("people  30 documents", output, StringComparison.Ordinal);
+        Assert.Contains("orders  12 documents", output, StringComparison.Ordinal);
+        Assert.Contains("last commit   42", output, StringComparison.Ordinal);
+        Assert.Contains("data file     format 2", output, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Backup_restore_and_export_round_trip_every_document()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 200, orders: 50);
+        string backup = Path.Combine(dir.Path, "store.backup");
+        string restored = Path.Combine(dir.Path, "restored");
+
+        (int exit, string output, string error) = await FolioToolProcess.RunAsync("backup", store, backup);
+        Assert.True(exit == 0, error);
+        Assert.Contains("backed up to", output, StringComparison.Ordinal);
+        Assert.Contains("backup: done", error, StringComparison.Ordinal); // redirected: plain progress lines
+        Assert.True(File.Exists(backup));
+
+        (exit, output, error) = await FolioToolProcess.RunAsync("restore", backup, restored);
+        Assert.True(exit == 0, error);
+        Assert.Contains("250 documents, verified", output, StringComparison.Ordinal);
+
+        (exit, string original, error) = await FolioToolProcess.RunAsync("export", store);
+        Assert.True(exit == 0, error);
+        (exit, string copy, error) = await FolioToolProcess.RunAsync("export", restored);
+        Assert.True(exit == 0, error);
+        string[] lines = original.Split('\n', StringSplitOptions.RemoveEmptyEntries);
+        Assert.Equal(250, lines.Length);
+        Assert.Equal(original, copy);
+        using JsonDocument first = JsonDocument.Parse(lines[0]);
+        Assert.Equal("orders", first.RootElement.GetProperty("collection").GetString());
+        Assert.Equal(JsonValueKind.Object, first.RootElement.GetProperty("document").ValueKind);
+
+        (exit, output, error) = await FolioToolProcess.RunAsync("verify", restored);
+        Assert.True(exit == 0, error);
+        Assert.Contains("healthy", output, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Import_reads_an_export_into_a_new_store_and_a_bad_line_fails_with_its_number()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 40, orders: 5);
+        (int exit, string exported, string error) = await FolioToolProcess.RunAsync("export", store);
+        Assert.True(exit == 0, error);
+        string file = Path.Combine(dir.Path, "export.ndjson");
+        await File.WriteAllTextAsync(file, exported);
+
+        string target = Path.Combine(dir.Path, "imported");
+        (exit, string output, error) = await FolioToolProcess.RunAsync("import", target, file);
+        Assert.True(exit == 0, error);
+        Assert.Contains("imported 45 documents", output, StringComparison.Ordinal);
+        (exit, string again, error) = await FolioToolProcess.RunAsync("export", target);
+        Assert.True(exit == 0, error);
+        Assert.Equal(Documents(exported), Documents(again));
+
+        string input = "{\"collection\":\"people\",\"id\":\"x\",\"document\":{}}\nnot json\n";
+        (exit, _, error) = await FolioToolProcess.RunWithInputAsync(input, "import", target, "-");
+        Assert.Equal(1, exit);
+        Assert.StartsWith("folio: line 2 is not valid JSON", error, StringComparison.Ordinal);
+        Assert.Single(error.Trim().Split('\n'));
+    }
+
+    [Fact]
+    public async Task Tail_writes_the_change_feed_from_a_sequence_to_the_last_commit()
+    {
+        using var dir = new TempDirectory();
+        string store = Path.Combine(dir.Path, "store");
+        await using (DocumentStore opened = DocumentStore.Open(store, TestStoreOptions.SmallSegments()))
+        {
+            await opened.PutAsync("people", "a", "{\"v\":1}"u8.ToArray());
+            await opened.PutAsync("people", "b", "{\"v\":2}"u8.ToArray());
+            await opened.DeleteAsync("people", "a");
+        }
+
+        (int exit, string output, string error) = await FolioToolProcess.RunAsync("tail", store, "--from", "2");
+        Assert.True(exit == 0, error);
+        string[] lines = output.Split('\n', StringSplitOptions.RemoveEmptyEntries);
+        Assert.Equal(2, lines.Length);
+        using JsonDocument put = JsonDocument.Parse(lines[0]);
+        Assert.Equal(2, put.RootElement.GetProperty("sequence").GetInt64());
+        Assert.Equal("put", put.RootElement.GetProperty("kind").GetString());
+        Assert.Equal(2, put.RootElement.GetProperty("document").GetProperty("v").GetInt32());
+        using JsonDocument delete = JsonDocument.Parse(lines[1]);
+        Assert.Equal("delete", delete.RootElement.GetProperty("kind").GetString());
+        Assert.False(delete.RootElement.TryGetProperty("document", out _));
+    }
+
+    [Fact]
+    public async Task A_store_open_in_another_process_a_missing_store_and_a_damaged_store_fail_with_one_line()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 600, orders: 0);
+        await using (DocumentStore.Open(store, TestStoreOptions.SmallSegments()))
+        {
+            (int exit, string _, string error) = await FolioToolProcess.RunAsync("import", store, "-");
+            Assert.Equal(1, exit);
+            Assert.Contains("is open in another process", error, StringComparison.Ordinal);
+            Assert.Single(error.Trim().Split('\n'));
+        }
+
+        (int missing, string _, string missingError) =
+            await FolioToolProcess.RunAsync("info", Path.Combine(dir.Path, "nothing"));
+        Assert.Equal(1, missing);
+        Assert.StartsWith("folio: no Folio store at", missingError, StringComparison.Ordinal);
+        Assert.False(Directory.Exists(Path.Combine(dir.Path, "nothing")), "info created no store");
+
+        // A flipped byte inside the checkpoint's first page.
+        using (var file = new FileStream(Path.Combine(store, "data.folio"), FileMode.Open, FileAccess.ReadWrite))
+        {
+            file.Position = 8192 + 64 + 40;
+            int value = file.ReadByte();
+            file.Position -= 1;
+            file.WriteByte((byte)(value ^ 0x01));
+        }
+
+        (int damaged, string output, string damagedError) = await FolioToolProcess.RunAsync("verify", store);
+        Assert.Equal(2, damaged);
+        Assert.Contains("problem: Store corrupted in", output, StringComparison.Ordinal);
+        Assert.Contains("damaged parts", damagedError, StringComparison.Ordinal);
+    }
+
+    private static async Task<string> CreateStoreAsync(string root, string name, int people, int orders)
+    {
+        string folder = Path.Combine(root, name);
+        await using DocumentStore store = DocumentStore.Open(folder, TestStoreOptions.SmallSegments());
+        for (int i = 0; i < people; i++)
+        {
+            await store.PutAsync("people", $"p{i:D4}", Encoding.UTF8.GetBytes($"{{\"name\":\"P{i}\",\"n\":{i}}}"));
+        }
+
+        await store.CheckpointAsync();
+        for (int i = 0; i < orders; i++)
+        {
+            await store.PutAsync("orders", $"o{i:D4}", Encoding.UTF8.GetBytes($"{{\"total\":{i * 3}}}"));
+        }
+
+        return folder; // closed at return: the tool needs the store's lock
+    }
+
+    /// <summary>The collection, id and document of each exported line (versions and times differ after an
+    /// import).</summary>
+    private static List<string> Documents(string ndjson)
+    {
+        var documents = new List<string>();
+        foreach (string line in ndjson.Split('\n', StringSplitOptions.RemoveEmptyEntries))
+        {
+            using JsonDocument parsed = JsonDocument.Parse(line);
+            documents.Add(parsed.RootElement.GetProperty("collection").GetString() + "/"
+                + parsed.RootElement.GetProperty("id").GetString() + "="
+                + parsed.RootElement.GetProperty("document").GetRawText());
+        }
+
+        return documents;
+    }
+}

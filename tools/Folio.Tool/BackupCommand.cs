@@ -1,0 +1,96 @@
+using System.CommandLine;
+using System.Globalization;
+
+namespace Folio.Tool;
+
+/// <summary><c>folio backup &lt;store&gt; &lt;backup-file&gt;</c>: a consistent backup into a new file.</summary>
+internal static class BackupCommand
+{
+    public static Command Create()
+    {
+        var store = new Argument<string>("store") { Description = "The store's folder." };
+        var file = new Argument<string>("backup-file") { Description = "The backup file to create (must not exist)." };
+        var command = new Command("backup", "Back up a store into a new file.") { store, file };
+        command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
+        {
+            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
+            string path = Path.GetFullPath(parse.GetValue(file)!);
+            StoreInfo info = opened.GetInfo();
+            var display = new ProgressDisplay("backup", info.DataFileBytes + info.JournalBytes);
+            BackupResult result;
+            var output = new FileStream(path, FileMode.CreateNew, FileAccess.Write, FileShare.None, 0,
+                FileOptions.Asynchronous);
+            try
+            {
+                await using (output.ConfigureAwait(false))
+                {
+                    var counting = new CountingStream(output, display);
+                    result = await opened.BackupAsync(counting, cancellationToken).ConfigureAwait(false);
+                    output.Flush(flushToDisk: true);
+                }
+            }
+            catch
+            {
+                File.Delete(path);
+                throw;
+            }
+
+            display.Complete();
+            await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture,
+                $"backed up to {path}: sequence {result.Sequence} (checkpoint {result.CheckpointSequence}, "
+                + $"{result.Chunks} chunks, {result.Entries} journal entries), {result.Bytes} bytes"))
+                .ConfigureAwait(false);
+            return 0;
+        }));
+        return command;
+    }
+
+    /// <summary>Passes writes to a stream and reports the bytes written so far.</summary>
+    private sealed class CountingStream(Stream inner, IProgress<long> progress) : Stream
+    {
+        private long _written;
+
+        public override bool CanRead => false;
+
+        public override bool CanSeek => false;
+
+        public override bool CanWrite => true;
+
+        public override long Length => throw new NotSupportedException();
+
+        public override long Position
+        {
+            get => throw new NotSupportedException();
+            set => throw new NotSupportedException();
+        }
+
+        public override void Flush() => inner.Flush();
+
+        public override Task FlushAsync(CancellationToken cancellationToken) => inner.FlushAsync(cancellationToken);
+
+        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException();
+
+        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
+
+        public override void SetLength(long value) => throw new NotSupportedException();
+
+        public override void Write(byte[] buffer, int offset, int count)
+        {
+            inner.Write(buffer, offset, count);
+            Count(count);
+        }
+
+        public override async ValueTask WriteAsync(ReadOnlyMemory<byte> buffer,
+            CancellationToken cancellationToken = default)
+        {
+            await inner.WriteAsync(buffer, cancellationToken).ConfigureAwait(false);
+            Count(buffer.Length);
+        }
+
+        private void Count(int bytes)
+        {
+            _written += bytes;
+            progress.Report(_written);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+using System.CommandLine;
+using System.Globalization;
+
+namespace Folio.Tool;
+
+/// <summary><c>folio info &lt;store&gt;</c>: format versions, sizes, fill rate, checkpoint and journal positions, and
+/// every collection with its documents.</summary>
+internal static class InfoCommand
+{
+    public static Command Create()
+    {
+        var store = new Argument<string>("store") { Description = "The store's folder." };
+        var command = new Command("info", "Show a store's formats, sizes, positions and collections.") { store };
+        command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
+        {
+            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
+            StoreInfo info = opened.GetInfo();
+            TextWriter output = Console.Out;
+            CultureInfo c = CultureInfo.InvariantCulture;
+            await output.WriteLineAsync(string.Create(c, $"store         {info.Path}")).ConfigureAwait(false);
+            await output.WriteLineAsync(string.Create(c,
+                $"data file     format {info.DataFileVersion}, {Mib(info.DataFileBytes)}, {info.Chunks} chunks, "
+                + $"fill rate {info.FillRate:P0}")).ConfigureAwait(false);
+            await output.WriteLineAsync(string.Create(c,
+                $"journal       format {info.JournalVersion}, {Mib(info.JournalBytes)}, from sequence "
+                + $"{info.JournalFirstSequence}")).ConfigureAwait(false);
+            await output.WriteLineAsync(string.Create(c,
+                $"checkpoint    generation {info.CheckpointGeneration}, sequence {info.CheckpointSequence}"))
+                .ConfigureAwait(false);
+            await output.WriteLineAsync(string.Create(c, $"last commit   {info.LastCommittedSequence}"))
+                .ConfigureAwait(false);
+            await output.WriteLineAsync(string.Create(c, $"collections   {info.Collections.Count}"))
+                .ConfigureAwait(false);
+            foreach (CollectionInfo collection in info.Collections)
+            {
+                string line = string.Create(c, $"  {collection.Name}  {collection.Documents:N0} documents");
+                await output.WriteLineAsync(line).ConfigureAwait(false);
+            }
+
+            return 0;
+        }));
+        return command;
+    }
+
+    private static string Mib(long bytes) => string.Create(CultureInfo.InvariantCulture, $"{bytes / 1048576.0:F1} MiB");
+}

@@ -1,0 +1,76 @@
+using System.Diagnostics;
+using System.Globalization;
+
+namespace Folio.Tool;
+
+/// <summary>
+/// Progress of a long command on standard error: on a terminal, one bar redrawn in place with the rate and the time
+/// left; when standard error is redirected, a plain line every two seconds. Reports may come from any thread; each is
+/// drawn under a lock.
+/// </summary>
+internal sealed class ProgressDisplay : IProgress<long>
+{
+    private readonly string _label;
+    private readonly long _total;
+    private readonly bool _terminal = !Console.IsErrorRedirected;
+    private readonly Stopwatch _elapsed = Stopwatch.StartNew();
+    private readonly Lock _lock = new();
+    private long _lastDrawn = long.MinValue / 2;
+    private long _done;
+
+    public ProgressDisplay(string label, long total)
+    {
+        _label = label;
+        _total = Math.Max(total, 1);
+    }
+
+    public void Report(long value)
+    {
+        lock (_lock)
+        {
+            _done = value;
+            long now = _elapsed.ElapsedMilliseconds;
+            if (now - _lastDrawn >= (_terminal ? 100 : 2000))
+            {
+                _lastDrawn = now;
+                Draw(final: false);
+            }
+        }
+    }
+
+    /// <summary>Draws the final state and ends the line.</summary>
+    public void Complete()
+    {
+        lock (_lock)
+        {
+            Draw(final: true);
+        }
+    }
+
+    private void Draw(bool final)
+    {
+        double fraction = Math.Clamp((double)_done / _total, 0, 1);
+        double seconds = Math.Max(_elapsed.Elapsed.TotalSeconds, 0.001);
+        double rate = _done / seconds;
+        string left = rate > 0 && !final
+            ? TimeSpan.FromSeconds((_total - _done) / rate).ToString(@"m\:ss", CultureInfo.InvariantCulture)
+            : "0:00";
+        string figures = string.Create(CultureInfo.InvariantCulture,
+            $"{fraction,4:P0} {_done / 1048576.0:F1} of {_total / 1048576.0:F1} MiB, {rate / 1048576.0:F1} MiB/s");
+        if (_terminal)
+        {
+            const int Width = 30;
+            int filled = (int)(fraction * Width);
+            string bar = new string('#', filled) + new string('-', Width - filled);
+            Console.Error.Write($"\r{_label} [{bar}] {figures}, {left} left ");
+            if (final)
+            {
+                Console.Error.WriteLine();
+            }
+        }
+        else
+        {
+            Console.Error.WriteLine(final ? $"{_label}: done, {figures}" : $"{_label}: {figures}, {left} left");
+        }
+    }
+}

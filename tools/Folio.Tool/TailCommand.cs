@@ -1,0 +1,53 @@
+using System.CommandLine;
+using System.Text.Json;
+
+namespace Folio.Tool;
+
+/// <summary><c>folio tail &lt;store&gt; [--from &lt;sequence&gt;]</c>: the change feed from a commit to the last one,
+/// as NDJSON on standard output (<see cref="NdjsonLine"/>).</summary>
+internal static class TailCommand
+{
+    public static Command Create()
+    {
+        var store = new Argument<string>("store") { Description = "The store's folder." };
+        var from = new Option<long?>("--from")
+        {
+            Description = "The first commit to show (default: the oldest the journal still holds).",
+        };
+        var command = new Command("tail", "Write the change feed as NDJSON, from a commit to the last one.")
+        {
+            store, from,
+        };
+        command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
+        {
+            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
+            long last = opened.LastCommittedSequence;
+            long first = parse.GetValue(from) ?? opened.GetInfo().JournalFirstSequence;
+            if (first < 1)
+            {
+                throw new ToolException($"--from must be 1 or more, not {first}");
+            }
+
+            Stream output = Console.OpenStandardOutput();
+            await using (output.ConfigureAwait(false))
+            {
+                var buffered = new BufferedStream(output, 1 << 16);
+                await using (buffered.ConfigureAwait(false))
+                {
+                    await using var writer = new Utf8JsonWriter(buffered);
+                    await foreach (DocumentChange change in opened.Changes.ReadAsync(first, last, cancellationToken)
+                        .ConfigureAwait(false))
+                    {
+                        NdjsonLine.WriteChange(writer, change);
+                        await writer.FlushAsync(cancellationToken).ConfigureAwait(false);
+                        writer.Reset();
+                        buffered.WriteByte((byte)'\n');
+                    }
+                }
+            }
+
+            return 0;
+        }));
+        return command;
+    }
+}

@@ -1,0 +1,60 @@
+namespace Folio.Tool;
+
+/// <summary>
+/// How every command opens a store and reports failure: a store must exist (the tool never creates one by accident),
+/// a store another process holds is refused with a sentence saying so, and any failure becomes one line on standard
+/// error and exit code 1.
+/// </summary>
+internal static class ToolStore
+{
+    /// <summary>Exit code of a command that failed.</summary>
+    public const int Failed = 1;
+
+    /// <summary>Exit code of <c>verify</c> when the store has problems.</summary>
+    public const int Damaged = 2;
+
+    /// <summary>Opens the store in <paramref name="folder"/> (a small cache: the tool reads most pages once); unless
+    /// <paramref name="create"/>, the store must exist.</summary>
+    public static DocumentStore Open(string folder, bool create = false)
+    {
+        string path = Path.GetFullPath(folder);
+        if (!create && !Directory.Exists(Path.Combine(path, "journal"))
+            && !File.Exists(Path.Combine(path, "data.folio")))
+        {
+            throw new ToolException($"no Folio store at '{path}'");
+        }
+
+        try
+        {
+            return DocumentStore.Open(path, new DocumentStoreOptions { CacheSize = 64L << 20 });
+        }
+        catch (StoreLockedException)
+        {
+            throw new ToolException($"the store '{path}' is open in another process (its lock is held); stop that "
+                + "process first, or back it up from there with DocumentStore.BackupAsync");
+        }
+    }
+
+    /// <summary>Runs a command's body: its exit code, or 1 with a one-line error for any failure (130 when the user
+    /// interrupted it).</summary>
+    public static async Task<int> RunAsync(Func<Task<int>> body)
+    {
+        try
+        {
+            return await body().ConfigureAwait(false);
+        }
+        catch (OperationCanceledException)
+        {
+            await Console.Error.WriteLineAsync("folio: interrupted").ConfigureAwait(false);
+            return 130;
+        }
+        catch (Exception e) when (e is ToolException or FolioException or IOException or ArgumentException
+            or UnauthorizedAccessException or System.Text.Json.JsonException)
+        {
+            await Console.Error.WriteLineAsync($"folio: {OneLine(e.Message)}").ConfigureAwait(false);
+            return Failed;
+        }
+    }
+
+    private static string OneLine(string message) => message.ReplaceLineEndings(" ");
+}
