@@ -30,4 +30,7 @@ internal static class BenchmarkConstants
 
     /// <summary>Documents of about 1 KiB in the backup benchmarks' store (about 1 GiB).</summary>
     public const int BackupDocuments = 900_000;
+
+    /// <summary>Documents of about 1 KiB the compaction benchmark overwrites at random.</summary>
+    public const int CompactionDocuments = 100_000;
 }

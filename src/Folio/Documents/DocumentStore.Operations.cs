@@ -171,6 +171,29 @@ public sealed partial class DocumentStore
     }
 
     /// <summary>
+    /// Compacts the data file now, while commits and reads go on: a checkpoint rewrites the live pages of every chunk
+    /// whose share of live pages is below <see cref="DocumentStoreOptions.CompactionFillRate"/> (or
+    /// <see cref="DocumentStoreOptions.DefaultCompactionFillRate"/> when background compaction is off) into a new
+    /// chunk, and a second checkpoint frees the emptied chunks and gives the file's free tail back. A chunk an open
+    /// reader's checkpoint still reaches (a long scan, a backup in progress) is freed by a later checkpoint.
+    /// </summary>
+    /// <param name="cancellationToken">Cancels while the call waits for a checkpoint already running.</param>
+    /// <returns>What compaction did.</returns>
+    /// <exception cref="IOException">A write or fsync of the data file failed; the previous checkpoint stays
+    /// current.</exception>
+    public async ValueTask<CompactionResult> CompactAsync(CancellationToken cancellationToken = default)
+    {
+        ThrowIfDisposed();
+        long before = _pages.FileLength;
+        double fill = Options.CompactionFillRate > 0 ? Options.CompactionFillRate
+            : DocumentStoreOptions.DefaultCompactionFillRate;
+        CheckpointStatistics compacted = await _checkpointer.CompactAsync(fill, cancellationToken)
+            .ConfigureAwait(false);
+        return new CompactionResult(compacted.CompactedChunks, compacted.RewrittenPages, before, _pages.FileLength,
+            _pages.LastCheckpoint.FillRate);
+    }
+
+    /// <summary>
     /// Scrubs the store while it serves traffic: reads every page of the data file's current checkpoint and every
     /// committed journal record from disk (not from the cache) and checks every checksum and structure. Problems are
     /// reported, not thrown, so one damaged chunk or segment does not hide another.

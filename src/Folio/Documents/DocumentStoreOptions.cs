@@ -39,6 +39,10 @@ public sealed class DocumentStoreOptions
     /// so the restored store keeps the backup's journal after its checkpoint, as the source had it.</summary>
     internal bool CheckpointOnClose { get; set; } = true;
 
+    /// <summary>The least time between two background compaction passes (the rate limit's second); tests shorten
+    /// it.</summary>
+    internal TimeSpan CompactionPassInterval { get; set; } = TimeSpan.FromSeconds(1);
+
     /// <summary>The most commands one commit group (one journal record, one fsync) holds. Default 1024.</summary>
     public int MaxGroupCommands { get; set; } = TransactionMergerOptions.DefaultMaxGroupCommands;
 
@@ -97,6 +101,28 @@ public sealed class DocumentStoreOptions
     /// whole journal segments, checked every 32 commits and after every checkpoint.
     /// </summary>
     public long CheckpointBackpressureThreshold { get; set; }
+
+    /// <summary>The default <see cref="CompactionFillRate"/>: 0.7, so the data file holds at most about 1.5 times its
+    /// live pages.</summary>
+    public const double DefaultCompactionFillRate = 0.7;
+
+    /// <summary>
+    /// Background compaction: when the data file's live chunks hold less than this share of live pages, checkpoints
+    /// rewrite the sparsest chunks' live pages into new chunks (at most <see cref="CompactionBytesPerSecond"/>), and
+    /// the emptied chunks are freed once no reader needs them; free space at the file's end is given back. Between 0
+    /// and 1, below 1; 0 turns background compaction off (<see cref="DocumentStore.CompactAsync"/> still works).
+    /// Default <see cref="DefaultCompactionFillRate"/>.
+    /// </summary>
+    public double CompactionFillRate { get; set; } = DefaultCompactionFillRate;
+
+    /// <summary>The default <see cref="CompactionBytesPerSecond"/>: 32 MiB.</summary>
+    public const long DefaultCompactionBytesPerSecond = 32L << 20;
+
+    /// <summary>
+    /// The rate limit of background compaction: the live bytes it copies per pass, one pass a second at most. At least
+    /// 64 KiB. Default <see cref="DefaultCompactionBytesPerSecond"/>.
+    /// </summary>
+    public long CompactionBytesPerSecond { get; set; } = DefaultCompactionBytesPerSecond;
 
     /// <summary>The default <see cref="CheckpointInterval"/>: 10 minutes.</summary>
     public static readonly TimeSpan DefaultCheckpointInterval = TimeSpan.FromMinutes(10);
@@ -224,6 +250,18 @@ public sealed class DocumentStoreOptions
                 CheckpointBackpressureThreshold,
                 $"CheckpointBackpressureThreshold must be 0 (four times CheckpointThreshold) or at least " +
                 $"CheckpointThreshold ({CheckpointThreshold}).");
+        }
+
+        if (!(CompactionFillRate is >= 0 and < 1))
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CompactionFillRate), CompactionFillRate,
+                "CompactionFillRate must be at least 0 (off) and below 1.");
+        }
+
+        if (CompactionBytesPerSecond < 64 * 1024)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CompactionBytesPerSecond), CompactionBytesPerSecond,
+                "CompactionBytesPerSecond must be at least 64 KiB.");
         }
 
         if (CacheSize < MinCacheSize)

@@ -54,6 +54,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private int _behind;
     private long _lastSequence;
     private long _lastTimestamp;
+    private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (under the gate)
+
+    /// <summary>The most tail moves one <see cref="CompactAsync"/> makes (each is two checkpoints).</summary>
+    private const int MaxTailMoves = 8;
     private int _stopped;
 
     /// <summary>Starts the checkpoint thread; <paramref name="isFaulted"/> says whether the store's journal failed
@@ -106,6 +110,51 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         {
             return await Task.Run(() => CheckpointAndUpdateBackpressure(), CancellationToken.None)
                 .ConfigureAwait(false);
+        }
+        finally
+        {
+            _gate.Release();
+        }
+    }
+
+    /// <summary>
+    /// Compaction on demand: a checkpoint that also rewrites every chunk whose share of live pages is below
+    /// <paramref name="fillBelow"/>, then a second that frees them (once no reader pins a checkpoint that reaches them)
+    /// and gives the data file's free tail back.
+    /// </summary>
+    public async Task<CheckpointStatistics> CompactAsync(double fillBelow, CancellationToken cancellationToken)
+    {
+        await _gate.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            return await Task.Run(() =>
+            {
+                CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(fillBelow, long.MaxValue));
+                CheckpointStatistics compacted = _pages.LastCheckpoint;
+                int chunks = compacted.CompactedChunks;
+                int pages = compacted.RewrittenPages;
+                CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(0, 0));
+
+                // The rewritten chunks were freed where they lay, and the compaction's own chunk may have gone to the
+                // end of the file: move the last chunks into the free space before them, a few at a time, so the
+                // file's end comes free and is given back.
+                for (int pass = 0; pass < MaxTailMoves; pass++)
+                {
+                    long length = _pages.FileLength;
+                    CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(0, 0, MoveTail: true));
+                    CheckpointStatistics moved = _pages.LastCheckpoint;
+                    CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(0, 0));
+                    chunks += moved.CompactedChunks;
+                    pages += moved.RewrittenPages;
+                    if (moved.CompactedChunks == 0 || _pages.FileLength >= length)
+                    {
+                        break;
+                    }
+                }
+
+                _lastCompaction = Environment.TickCount64;
+                return compacted with { CompactedChunks = chunks, RewrittenPages = pages };
+            }, CancellationToken.None).ConfigureAwait(false);
         }
         finally
         {
@@ -169,7 +218,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 }
 
                 bool due = IsDue();
-                if (!due && !_index.HasDeferredEvictions)
+                bool compact = IsCompactionDue();
+                if (!due && !compact && !_index.HasDeferredEvictions)
                 {
                     continue;
                 }
@@ -177,7 +227,16 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 _gate.Wait(_stop.Token);
                 try
                 {
-                    if (due)
+                    if (compact)
+                    {
+                        // A checkpoint that also rewrites the sparsest chunks, at most a second's worth of the rate
+                        // limit's bytes; the chunks it empties are freed by the next checkpoint.
+                        _lastCompaction = Environment.TickCount64;
+                        CheckpointNow(purge: true, waitForSync: true,
+                            new CompactionRequest(_options.CompactionFillRate, _options.CompactionBytesPerSecond));
+                        UpdateBackpressure(failed: false);
+                    }
+                    else if (due)
                     {
                         CheckpointAndUpdateBackpressure();
                     }
@@ -283,6 +342,21 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
     private static TaskCompletionSource NewSignal() => new(TaskCreationOptions.RunContinuationsAsynchronously);
 
+    /// <summary>Whether background compaction should run now: enabled, the data file's live chunks are less full
+    /// than <see cref="DocumentStoreOptions.CompactionFillRate"/> (or chunks compaction emptied wait to be freed),
+    /// and a pass interval (a second) passed since the last pass (the loop's thread).</summary>
+    private bool IsCompactionDue()
+    {
+        if (_options.CompactionFillRate <= 0 || _journal.IsDisposed
+            || Environment.TickCount64 - _lastCompaction < (long)_options.CompactionPassInterval.TotalMilliseconds)
+        {
+            return false;
+        }
+
+        CheckpointStatistics last = _pages.LastCheckpoint;
+        return last.FillRate < _options.CompactionFillRate || last.CompactedChunks > 0;
+    }
+
     private bool IsDue()
     {
         long last = Interlocked.Read(ref _lastSequence);
@@ -306,7 +380,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// journal: with <paramref name="waitForSync"/> it waits (up to a second past the buffered-sync interval) for the
     /// journal to make the snapshot durable, else it skips a snapshot that is not (at a close, the merger has already
     /// synced whatever it could).</summary>
-    private long CheckpointNow(bool purge, bool waitForSync)
+    private long CheckpointNow(bool purge, bool waitForSync, CompactionRequest? compaction = null)
     {
         using IndexSnapshot snapshot = _index.OpenSnapshot();
         long sequence = snapshot.Sequence;
@@ -321,7 +395,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             Thread.Sleep(1);
         }
 
-        if (sequence > _lastSequence)
+        if (sequence > _lastSequence || compaction is not null)
         {
             CheckpointChanges changes = _index.CollectChanges(sequence, _lastSequence);
             long started = System.Diagnostics.Stopwatch.GetTimestamp();
@@ -330,7 +404,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 // The chains were read under the snapshot; had it outlived MaxSnapshotAge meanwhile, a prune may have
                 // cut what the reads needed: then this checkpoint is abandoned (its keys go back) and retried.
                 snapshot.ThrowIfExpired();
-                _pages.Checkpoint(sequence, changes.Collections);
+                _pages.Checkpoint(sequence, changes.Collections, compaction: compaction);
             }
             catch
             {

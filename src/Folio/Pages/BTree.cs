@@ -163,6 +163,93 @@ internal static class BTree
         return added;
     }
 
+    /// <summary>
+    /// Compaction: copies into <paramref name="edit"/> every saved page of the tree that lies in one of
+    /// <paramref name="chunks"/>, with the branches above it, so the checkpoint writes them into its own chunk and
+    /// those chunks lose them; a rewritten leaf's overflow values in those chunks are read and written anew too. Only
+    /// branches and the pages being moved are read: a leaf outside the chunks is known from its parent's child
+    /// position and left alone (an overflow value in one of the chunks under such a leaf stays where it is). Returns
+    /// the pages copied.
+    /// </summary>
+    public static int RewriteChunks(TreeEdit edit, ref PageReference? root, IReadOnlySet<uint> chunks)
+    {
+        if (root is null || chunks.Count == 0)
+        {
+            return 0;
+        }
+
+        int depth = 0; // levels below the root down to the leaves
+        for (TreeNode node = root.GetNode(edit.Reader); !node.IsLeaf; node = node.ChildAt(0).GetNode(edit.Reader))
+        {
+            depth++;
+        }
+
+        int rewritten = 0;
+        if (Rewrite(edit, root, depth, chunks, ref rewritten) is { } changed)
+        {
+            root = changed;
+        }
+
+        return rewritten;
+    }
+
+    /// <summary>Rewrites the subtree of <paramref name="reference"/> (<paramref name="depth"/> levels above its
+    /// leaves); returns its new reference, or null when nothing under it moved.</summary>
+    private static PageReference? Rewrite(TreeEdit edit, PageReference reference, int depth,
+        IReadOnlySet<uint> chunks, ref int rewritten)
+    {
+        bool moves = reference.Position.IsSaved && chunks.Contains(reference.Position.ChunkId);
+        if (depth == 0)
+        {
+            if (!moves)
+            {
+                return null;
+            }
+
+            TreeNode leaf = edit.Writable(reference, out PageReference leafReference);
+            rewritten++;
+            for (int i = 0; i < leaf.Count; i++)
+            {
+                StoredValue value = leaf.ValueAt(i);
+                if (value.IsOverflow && value.Overflow.IsSaved && chunks.Contains(value.Overflow.ChunkId))
+                {
+                    ReadOnlyMemory<byte> bytes = value.Read(edit.Reader);
+                    edit.Supersede(value.Overflow);
+                    leaf.SetValue(i, new StoredValue(value.Sequence, value.TimestampTicks, bytes));
+                }
+            }
+
+            return leafReference;
+        }
+
+        TreeNode node = reference.GetNode(edit.Reader);
+        TreeNode? writable = null;
+        PageReference? result = null;
+        if (moves)
+        {
+            writable = edit.Writable(reference, out PageReference copied);
+            result = copied;
+            rewritten++;
+        }
+
+        for (int i = 0; i < node.Count; i++)
+        {
+            PageReference child = (writable ?? node).ChildAt(i);
+            if (Rewrite(edit, child, depth - 1, chunks, ref rewritten) is { } changed)
+            {
+                if (writable is null)
+                {
+                    writable = edit.Writable(reference, out PageReference copied);
+                    result = copied;
+                }
+
+                writable.SetChild(i, changed);
+            }
+        }
+
+        return result;
+    }
+
     /// <summary>Removes <paramref name="key"/>; returns false when it was absent (the tree is left as it
     /// was).</summary>
     public static bool Remove(TreeEdit edit, ref PageReference? root, string key)

@@ -12,5 +12,8 @@ namespace Folio.Pages;
 /// <param name="FillRate">Live pages over all pages of the live chunks (1 when the file has none).</param>
 /// <param name="FreedChunks">Dead chunks whose extents were freed for reuse.</param>
 /// <param name="SupersededPages">Saved pages this checkpoint no longer reaches.</param>
+/// <param name="CompactedChunks">Sparse chunks compaction rewrote (their pages now in this checkpoint's chunk).</param>
+/// <param name="RewrittenPages">Pages compaction copied out of them.</param>
 internal sealed record CheckpointStatistics(long Generation, long Sequence, uint ChunkId, int Pages,
-    long Bytes, TimeSpan Elapsed, int Chunks, double FillRate, int FreedChunks, int SupersededPages);
+    long Bytes, TimeSpan Elapsed, int Chunks, double FillRate, int FreedChunks, int SupersededPages,
+    int CompactedChunks = 0, int RewrittenPages = 0);

@@ -28,6 +28,21 @@ internal sealed class ChunkSpace
         }
     }
 
+    /// <summary>The longest free extent before <see cref="End"/> (0 when there is none).</summary>
+    public long LargestFree
+    {
+        get
+        {
+            long largest = 0;
+            foreach (long length in _free.Values)
+            {
+                largest = Math.Max(largest, length);
+            }
+
+            return largest;
+        }
+    }
+
     /// <summary>Marks the extents not used by <paramref name="used"/> (offset, extent) as free (mount).</summary>
     public static ChunkSpace FromUsed(List<(long Offset, long Extent)> used)
     {

@@ -121,6 +121,9 @@ internal sealed class DataFile : IDisposable
 
     public void Sync() => _file.Sync();
 
+    /// <summary>Cuts the file to <paramref name="length"/> bytes (its free tail; see the page store).</summary>
+    public void Truncate(long length) => _file.Truncate(length);
+
     /// <summary>Asks the operating system to start reading the bytes at <paramref name="offset"/> ahead of a read
     /// (advice, returns at once).</summary>
     public void AdviseWillNeed(long offset, long length) => _file.AdviseWillNeed(offset, length);

@@ -70,6 +70,9 @@ internal sealed class PageStore : IDisposable
 
     public string Path => _file.Path;
 
+    /// <summary>The chunks of the data file (tests and diagnostics).</summary>
+    internal IEnumerable<ChunkInfo> ChunksForTests() => _file.Chunks.Values;
+
     /// <summary>The data file's length in bytes.</summary>
     public long FileLength => _file.Length;
 
@@ -204,7 +207,8 @@ internal sealed class PageStore : IDisposable
     /// new checkpoint. With <paramref name="parallel"/>, collections are changed and serialized in parallel. Throws
     /// (an <see cref="IOException"/>) when a write or fsync fails; the previous checkpoint then stays current.
     /// </summary>
-    public PageCheckpoint Checkpoint(long sequence, IReadOnlyList<CollectionChanges> changes, bool parallel = true)
+    public PageCheckpoint Checkpoint(long sequence, IReadOnlyList<CollectionChanges> changes, bool parallel = true,
+        CompactionRequest? compaction = null)
     {
         lock (_checkpointLock)
         {
@@ -219,16 +223,32 @@ internal sealed class PageStore : IDisposable
             long started = Stopwatch.GetTimestamp();
             int freed = ReclaimChunks();
             int epoch = ++_epoch;
-            var edits = new CollectionEdit[changes.Count];
-            for (int i = 0; i < edits.Length; i++)
+            HashSet<uint> rewrite = compaction is { } request ? SelectSparseChunks(request) : [];
+            var edits = new List<CollectionEdit>(changes.Count);
+            var changed = new HashSet<string>(StringComparer.Ordinal);
+            foreach (CollectionChanges collection in changes)
             {
-                current.Collections.TryGetValue(changes[i].Name, out CollectionTree? tree);
-                edits[i] = new CollectionEdit(changes[i], tree, new TreeEdit(epoch, _cache));
+                current.Collections.TryGetValue(collection.Name, out CollectionTree? tree);
+                edits.Add(new CollectionEdit(collection, tree, new TreeEdit(epoch, _cache), rewrite));
+                changed.Add(collection.Name);
             }
 
-            if (parallel && edits.Length > 1)
+            if (rewrite.Count > 0)
             {
-                Parallel.For(0, edits.Length, i => edits[i].Apply());
+                // Compaction reaches every tree, changed or not.
+                foreach ((string name, CollectionTree tree) in current.Collections)
+                {
+                    if (!changed.Contains(name))
+                    {
+                        edits.Add(new CollectionEdit(new CollectionChanges(name), tree,
+                            new TreeEdit(epoch, _cache), rewrite));
+                    }
+                }
+            }
+
+            if (parallel && edits.Count > 1)
+            {
+                Parallel.For(0, edits.Count, i => edits[i].Apply());
             }
             else
             {
@@ -240,7 +260,7 @@ internal sealed class PageStore : IDisposable
 
             try
             {
-                return Save(current, sequence, edits, epoch, parallel, started, freed);
+                return Save(current, sequence, [.. edits], epoch, parallel, started, freed, rewrite);
             }
             catch (Exception error) when (error is not ObjectDisposedException)
             {
@@ -265,8 +285,77 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    /// <summary>Compaction's choice: the live chunks whose share of live pages is below the request's fill, sparsest
+    /// first, until their live pages reach the request's bytes (at least one chunk).</summary>
+    private HashSet<uint> SelectSparseChunks(CompactionRequest request)
+    {
+        if (request.MoveTail)
+        {
+            return SelectTailChunks();
+        }
+
+        var candidates = new List<(double Fill, ChunkInfo Chunk)>();
+        foreach (ChunkInfo chunk in _file.Chunks.Values)
+        {
+            double fill = chunk.PageCount == 0 ? 0 : (double)chunk.LivePages / chunk.PageCount;
+            if (chunk.DeadAt == 0 && chunk.PageCount > 0 && fill < request.FillBelow)
+            {
+                candidates.Add((fill, chunk));
+            }
+        }
+
+        candidates.Sort((a, b) => a.Fill.CompareTo(b.Fill));
+        var chosen = new HashSet<uint>();
+        long bytes = 0;
+        foreach ((double fill, ChunkInfo chunk) in candidates)
+        {
+            if (chosen.Count > 0 && bytes >= request.MaxBytes)
+            {
+                break;
+            }
+
+            chosen.Add(chunk.Id);
+            bytes += (long)(chunk.Length * fill);
+        }
+
+        return chosen;
+    }
+
+    /// <summary>Compaction's tail move: the live chunks at the end of the file, last first, while their live pages
+    /// (with room for the branches above them) fit in four fifths of the longest free extent, so this checkpoint's
+    /// chunk lands in that extent and the end of the file is free once they are.</summary>
+    private HashSet<uint> SelectTailChunks()
+    {
+        var live = new List<ChunkInfo>();
+        foreach (ChunkInfo chunk in _file.Chunks.Values)
+        {
+            if (chunk.DeadAt == 0 && chunk.PageCount > 0)
+            {
+                live.Add(chunk);
+            }
+        }
+
+        live.Sort((a, b) => b.FileOffset.CompareTo(a.FileOffset));
+        long room = _space.LargestFree * 4 / 5;
+        var chosen = new HashSet<uint>();
+        long bytes = 0;
+        foreach (ChunkInfo chunk in live)
+        {
+            long liveBytes = (long)(chunk.Length * ((double)chunk.LivePages / chunk.PageCount));
+            if (bytes + liveBytes > room)
+            {
+                break;
+            }
+
+            chosen.Add(chunk.Id);
+            bytes += liveBytes;
+        }
+
+        return chosen;
+    }
+
     private PageCheckpoint Save(PageCheckpoint current, long sequence, CollectionEdit[] edits, int epoch,
-        bool parallel, long started, int freed)
+        bool parallel, long started, int freed, HashSet<uint> rewrite)
     {
         uint chunkId = ++_lastChunkId;
 
@@ -325,6 +414,12 @@ internal sealed class PageStore : IDisposable
                 BinaryPrimitives.WriteUInt64LittleEndian(entry, edit.Root.Position.Value);
                 BinaryPrimitives.WriteInt64LittleEndian(entry.AsSpan(8), edit.Count);
                 BTree.Put(catalogEdit, ref catalogRoot, edit.Name, new StoredValue(0, 0, entry));
+            }
+
+            int rewritten = BTree.RewriteChunks(catalogEdit, ref catalogRoot, rewrite);
+            foreach (CollectionEdit edit in edits)
+            {
+                rewritten += edit.Rewritten;
             }
 
             int catalogPages = TreeSerializer.CountUnsaved(catalogRoot, out long catalogBytes);
@@ -480,8 +575,10 @@ internal sealed class PageStore : IDisposable
                 supersededPages += count;
             }
 
+            TruncateFreeTail();
             var statistics = new CheckpointStatistics(generation, sequence, chunkId, pageCount, length,
-                Stopwatch.GetElapsedTime(started), map.Count, FillRate(map.Values), freed, supersededPages);
+                Stopwatch.GetElapsedTime(started), map.Count, FillRate(map.Values), freed, supersededPages,
+                rewrite.Count, rewritten);
             Volatile.Write(ref _last, statistics);
             PageStoreLog.Checkpointed(_logger, generation, sequence, chunkId, pageCount, length,
                 statistics.Elapsed.TotalMilliseconds, map.Count, statistics.FillRate, freed);
@@ -589,6 +686,27 @@ internal sealed class PageStore : IDisposable
         }
 
         _file.Write(metadata, position);
+    }
+
+    /// <summary>Gives the file's free tail back to the file system once the checkpoint is durable: neither it nor
+    /// the previous checkpoint (the fallback if the next header tears) reaches a chunk there, and no pinned reader
+    /// does (a freed chunk is one none of them reaches). A failure is left for the next checkpoint.</summary>
+    private void TruncateFreeTail()
+    {
+        long end = _space.End;
+        if (_file.Length <= end)
+        {
+            return;
+        }
+
+        try
+        {
+            _file.Truncate(end);
+        }
+        catch (IOException error)
+        {
+            PageStoreLog.TruncateFailed(_logger, error, _file.Path, end);
+        }
     }
 
     private static void CountSuperseded(List<PagePosition> positions, Dictionary<uint, int> counts)
@@ -721,8 +839,12 @@ internal sealed class PageStore : IDisposable
     }
 
     /// <summary>One collection's edit in a checkpoint (changed on one worker thread).</summary>
-    private sealed class CollectionEdit(CollectionChanges changes, CollectionTree? tree, TreeEdit edit)
+    private sealed class CollectionEdit(CollectionChanges changes, CollectionTree? tree, TreeEdit edit,
+        IReadOnlySet<uint> rewrite)
     {
+        /// <summary>Pages compaction copied out of the chunks it rewrites.</summary>
+        public int Rewritten { get; private set; }
+
         public string Name => changes.Name;
 
         public TreeEdit TreeEdit => edit;
@@ -747,6 +869,7 @@ internal sealed class PageStore : IDisposable
                 }
             }
 
+            Rewritten = BTree.RewriteChunks(edit, ref root, rewrite);
             Root = root;
             Count = count;
         }

@@ -20,4 +20,8 @@ internal static partial class PageStoreLog
     [LoggerMessage(EventId = 5003, Level = LogLevel.Warning,
         Message = "Checkpoint to sequence {Sequence} failed; checkpoint {Generation} stays current")]
     public static partial void CheckpointFailed(ILogger logger, Exception exception, long sequence, long generation);
+
+    [LoggerMessage(EventId = 5004, Level = LogLevel.Warning,
+        Message = "Truncating data file '{Path}' to its used {Length} bytes failed; the next checkpoint tries again")]
+    public static partial void TruncateFailed(ILogger logger, Exception exception, string path, long length);
 }

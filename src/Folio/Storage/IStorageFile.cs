@@ -30,6 +30,13 @@ internal interface IStorageFile : IDisposable
     {
     }
 
+    /// <summary>Cuts the file to <paramref name="length"/> bytes (a size change, durable with the next
+    /// <see cref="Sync"/> or at the file system's leisure). A file system that cannot may ignore it (the default
+    /// does): callers use it only to give unused space back.</summary>
+    void Truncate(long length)
+    {
+    }
+
     /// <summary>Maps the first <paramref name="length"/> bytes of the file read-only.</summary>
     StorageMapping MapReadOnly(long length);
 }

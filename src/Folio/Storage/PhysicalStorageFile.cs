@@ -57,6 +57,8 @@ internal sealed class PhysicalStorageFile : IStorageFile
 
     public void AdviseWillNeed(long offset, long length) => NativeMethods.AdviseWillNeed(_handle, offset, length);
 
+    public void Truncate(long length) => _stream.SetLength(length);
+
     public StorageMapping MapReadOnly(long length) => new(_stream, length);
 
     public void Dispose() => _stream.Dispose();

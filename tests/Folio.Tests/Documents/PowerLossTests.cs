@@ -315,13 +315,20 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             : DocumentStoreOptions.DefaultCheckpointInterval,
         // Half the runs read their checkpoints through a page cache of two frames: every read evicts.
         TestCacheBytes = random.Next(2) == 0 ? 2 * 16 * 1024 : 0,
+        // Background compaction off, at its default, or rewriting nearly every chunk, a pass every few ms.
+        CompactionFillRate = random.Next(3) switch { 0 => 0, 1 => DocumentStoreOptions.DefaultCompactionFillRate,
+            _ => 0.99 },
+        CompactionBytesPerSecond = random.Next(2) == 0 ? 64 * 1024
+            : DocumentStoreOptions.DefaultCompactionBytesPerSecond,
+        CompactionPassInterval = TimeSpan.FromMilliseconds(random.Next(2, 20)),
     };
 
     private static string Describe(DocumentStoreOptions options) =>
         $"{options.Durability}, {options.MaxGroupsInFlight} groups in flight, buffered sync every " +
             $"{options.BufferedSyncInterval.TotalMilliseconds} ms, checkpoint threshold {options.CheckpointThreshold}" +
             $", cache {(options.TestCacheBytes > 0 ? options.TestCacheBytes : options.CacheSize)}" +
-            $" bytes, checkpoint interval {options.CheckpointInterval.TotalMilliseconds} ms";
+            $" bytes, checkpoint interval {options.CheckpointInterval.TotalMilliseconds} ms, compaction below " +
+            $"{options.CompactionFillRate}, {options.CompactionBytesPerSecond} bytes a pass";
 
     /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
     private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer,

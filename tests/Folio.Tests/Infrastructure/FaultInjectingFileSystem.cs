@@ -105,6 +105,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
         public int Read(Span<byte> destination, long offset) => inner.Read(destination, offset);
 
+        public void Truncate(long length) => inner.Truncate(length);
+
         public void Write(ReadOnlySpan<byte> source, long offset)
         {
             if (owner.Matches(Path))
