@@ -10,7 +10,11 @@ internal static class BackupCommand
     {
         var store = new Argument<string>("store") { Description = "The store's folder." };
         var file = new Argument<string>("backup-file") { Description = "The backup file to create (must not exist)." };
-        var command = new Command("backup", "Back up a store into a new file.") { store, file };
+        var from = new Option<long?>("--from")
+        {
+            Description = "An incremental backup: the commits from this sequence on (the previous backup's last + 1).",
+        };
+        var command = new Command("backup", "Back up a store into a new file.") { store, file, from };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
             await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
@@ -25,7 +29,9 @@ internal static class BackupCommand
                 await using (output.ConfigureAwait(false))
                 {
                     var counting = new CountingStream(output, display);
-                    result = await opened.BackupAsync(counting, cancellationToken).ConfigureAwait(false);
+                    result = parse.GetValue(from) is long first
+                        ? await BackupIncrementAsync(opened, counting, first, cancellationToken).ConfigureAwait(false)
+                        : await opened.BackupAsync(counting, cancellationToken).ConfigureAwait(false);
                     output.Flush(flushToDisk: true);
                 }
             }
@@ -43,6 +49,16 @@ internal static class BackupCommand
             return 0;
         }));
         return command;
+    }
+
+    private static async Task<BackupResult> BackupIncrementAsync(DocumentStore store, Stream destination, long first,
+        CancellationToken cancellationToken)
+    {
+        var writer = System.IO.Pipelines.PipeWriter.Create(destination,
+            new System.IO.Pipelines.StreamPipeWriterOptions(leaveOpen: true));
+        BackupResult result = await store.BackupAsync(writer, first, cancellationToken).ConfigureAwait(false);
+        await writer.CompleteAsync().ConfigureAwait(false);
+        return result;
     }
 
     /// <summary>Passes writes to a stream and reports the bytes written so far.</summary>

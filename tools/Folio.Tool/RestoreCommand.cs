@@ -22,24 +22,35 @@ internal static class RestoreCommand
         {
             Description = "Restore the store as it was at this time (ISO 8601, for example 2026-11-26T10:00:00Z).",
         };
+        var increments = new Option<string[]>("--increment")
+        {
+            Description = "An incremental backup to apply after the full one (repeat, in the order taken).",
+        };
         var command = new Command("restore", "Restore a backup into a new store folder, verified before it is "
-            + "moved into place.") { file, folder, toSequence, toTime };
+            + "moved into place.") { file, folder, toSequence, toTime, increments };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
-            string source = Path.GetFullPath(parse.GetValue(file)!);
-            if (!File.Exists(source))
+            List<string> sources = [Path.GetFullPath(parse.GetValue(file)!)];
+            sources.AddRange((parse.GetValue(increments) ?? []).Select(Path.GetFullPath));
+            long total = 0;
+            foreach (string source in sources)
             {
-                throw new ToolException($"no backup file at '{source}'");
+                if (!File.Exists(source))
+                {
+                    throw new ToolException($"no backup file at '{source}'");
+                }
+
+                total += new FileInfo(source).Length;
             }
 
-            var display = new ProgressDisplay("restore", new FileInfo(source).Length);
+            var display = new ProgressDisplay("restore", total);
             var options = new RestoreOptions
             {
                 ToSequence = parse.GetValue(toSequence),
                 ToTimestamp = parse.GetValue(toTime),
                 Progress = display,
             };
-            RestoreResult result = await DocumentStore.RestoreAsync(source, parse.GetValue(folder)!, options,
+            RestoreResult result = await DocumentStore.RestoreAsync(sources, parse.GetValue(folder)!, options,
                 cancellationToken).ConfigureAwait(false);
             display.Complete();
             await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture,

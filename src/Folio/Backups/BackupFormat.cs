@@ -14,8 +14,9 @@ namespace Folio.Backups;
 ///   0 u32 type   4 u32 index (0, 1, 2, ... in stream order)   8 u32 payload length (at most MaxPayload)
 ///  12 payload    12 + length: u32 CRC-32C of bytes [0, 12 + length)
 /// frame types and payloads:
-///   1 Begin      u32 kind (1 full)   u32 data-file format version   i64 checkpoint generation (0: none)
-///                u32 chunk id   u32 0   i64 chunk offset   i64 chunk length   i64 checkpoint sequence C
+///   1 Begin      u32 kind (1 full, 2 incremental)   u32 data-file format version   i64 checkpoint generation
+///                (0: none)   u32 chunk id   u32 0   i64 chunk offset   i64 chunk length   i64 checkpoint sequence C
+///                (incremental: the last entry of the backup it follows)
 ///                i64 first entry (C + 1)   i64 last entry S   i32 chunk count   i32 0   i64 chunk bytes
 ///                i64 snapshot time (UTC ticks)   i64 journal segment size
 ///   2 Chunk      u32 chunk id   u32 0   i64 file offset   i64 length; the chunk's bytes follow in ChunkData frames
@@ -55,6 +56,10 @@ internal static class BackupFormat
 
     /// <summary>The backup of a whole store: a checkpoint's chunks and the journal after it.</summary>
     public const int FullKind = 1;
+
+    /// <summary>An incremental backup: journal entries only, from the sequence after the backup it follows (its
+    /// Begin's checkpoint sequence names that backup's last entry; no chunks).</summary>
+    public const int IncrementKind = 2;
 
     public enum FrameType : uint
     {

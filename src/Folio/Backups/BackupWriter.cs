@@ -44,6 +44,39 @@ internal sealed class BackupWriter : IDisposable
         _cancellationToken = cancellationToken;
     }
 
+    /// <summary>Writes an incremental backup: the committed journal entries from <paramref name="fromSequence"/> on
+    /// (a restore applies it after the backup that ends at <paramref name="fromSequence"/> - 1); does not complete
+    /// <paramref name="destination"/>. Throws <see cref="JournalPositionPurgedException"/> when the journal no longer
+    /// holds <paramref name="fromSequence"/>.</summary>
+    public static async ValueTask<BackupResult> WriteIncrementAsync(WriteAheadJournal journal, long fromSequence,
+        PipeWriter destination, TimeProvider clock, CancellationToken cancellationToken)
+    {
+        using var writer = new BackupWriter(destination, cancellationToken);
+        using JournalRetention retention = journal.Retain(fromSequence);
+        long last = journal.CommittedSequence;
+        if (fromSequence > last + 1)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(fromSequence), fromSequence,
+                $"The store's last commit is {last}; an incremental backup starts at most at {last + 1}.");
+        }
+
+        BackupFormat.WriteStreamHeader(destination.GetSpan(BackupFormat.StreamHeaderSize), clock.GetUtcNow().UtcTicks);
+        await writer.SendAsync(BackupFormat.StreamHeaderSize).ConfigureAwait(false);
+        new BackupFormat.Begin(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0, fromSequence - 1,
+            fromSequence, last, 0, 0, clock.GetUtcNow().UtcTicks, journal.SegmentSize).Write(writer.Payload);
+        await writer.EmitAsync(BackupFormat.FrameType.Begin, BackupFormat.BeginSize).ConfigureAwait(false);
+        long entries = 0;
+        if (last >= fromSequence)
+        {
+            using JournalReader reader = journal.OpenReader(fromSequence);
+            entries = await writer.CopyEntriesAsync(reader, last).ConfigureAwait(false);
+        }
+
+        new BackupFormat.End(last, entries, 0, writer._index).Write(writer.Payload);
+        await writer.EmitAsync(BackupFormat.FrameType.End, BackupFormat.EndSize).ConfigureAwait(false);
+        return new BackupResult(last, fromSequence - 1, 0, entries, writer._bytes);
+    }
+
     /// <summary>Writes a full backup of the store whose journal and page store these are; does not complete
     /// <paramref name="destination"/>.</summary>
     public static async ValueTask<BackupResult> WriteAsync(WriteAheadJournal journal, PageStore pages,

@@ -32,9 +32,13 @@ internal sealed class StoreRestorer : IDisposable
     private readonly ReplayedClock _clock = new();
     private readonly byte[] _payload = ArrayPool<byte>.Shared.Rent(BackupFormat.MaxPayload);
 
-    private long _offset; // bytes of the stream consumed, for error messages
+    private long _offset; // bytes of the current source consumed, for error messages
+    private long _bytesRead; // of every source
+    private int _source; // which source of the chain is being read (0: the full backup)
     private uint _nextIndex;
-    private BackupFormat.Begin _begin;
+    private BackupFormat.Begin _full;
+    private BackupFormat.Begin _begin; // the current source's
+    private long _sourceEntries;
     private bool _begun;
     private bool _ended;
     private long _stopAfter = long.MaxValue; // the last sequence to restore
@@ -70,9 +74,16 @@ internal sealed class StoreRestorer : IDisposable
         _fileSystem = fileSystem;
     }
 
-    public static async ValueTask<RestoreResult> RestoreAsync(PipeReader source, string folder,
+    /// <summary>Restores a full backup followed by incremental backups, each following on from the one before
+    /// (<paramref name="sources"/> in that order).</summary>
+    public static async ValueTask<RestoreResult> RestoreAsync(IReadOnlyList<PipeReader> sources, string folder,
         RestoreOptions options, DocumentStoreOptions storeOptions, CancellationToken cancellationToken)
     {
+        if (sources.Count == 0)
+        {
+            ThrowHelper.ThrowArgument(nameof(sources), "A restore reads at least one backup.");
+        }
+
         string target = Path.GetFullPath(folder);
         if (File.Exists(target) || (Directory.Exists(target) && Directory.EnumerateFileSystemEntries(target).Any()))
         {
@@ -88,10 +99,16 @@ internal sealed class StoreRestorer : IDisposable
             }
 
             Directory.CreateDirectory(restorer._staging);
-            await restorer.ReadAsync(source, cancellationToken).ConfigureAwait(false);
+            for (int i = 0; i < sources.Count; i++)
+            {
+                restorer._source = i;
+                await restorer.ReadAsync(sources[i], cancellationToken).ConfigureAwait(false);
+            }
+
+            restorer.CheckPointInTime();
             restorer.Finish();
             (long sequence, long documents) = await VerifyAsync(restorer._staging, storeOptions,
-                restorer._begin.SegmentSize, cancellationToken).ConfigureAwait(false);
+                restorer._full.SegmentSize, cancellationToken).ConfigureAwait(false);
             if (Directory.Exists(target))
             {
                 Directory.Delete(target);
@@ -99,8 +116,8 @@ internal sealed class StoreRestorer : IDisposable
 
             Directory.Move(restorer._staging, target);
             restorer._fileSystem.SyncDirectory(Path.GetDirectoryName(target)!);
-            return new RestoreResult(sequence, restorer._begin.CheckpointSequence, restorer._entriesRestored,
-                documents, restorer._offset);
+            return new RestoreResult(sequence, restorer._full.CheckpointSequence, restorer._entriesRestored,
+                documents, restorer._bytesRead);
         }
         catch
         {
@@ -175,6 +192,12 @@ internal sealed class StoreRestorer : IDisposable
 
     private async ValueTask ReadAsync(PipeReader source, CancellationToken cancellationToken)
     {
+        _offset = 0;
+        _nextIndex = 0;
+        _begun = false;
+        _ended = false;
+        _sourceEntries = 0;
+        long before = _bytesRead;
         bool headerRead = false;
         while (true)
         {
@@ -204,7 +227,8 @@ internal sealed class StoreRestorer : IDisposable
                 source.AdvanceTo(consumed, buffer.End);
             }
 
-            _options.Progress?.Report(_offset);
+            _bytesRead = before + _offset;
+            _options.Progress?.Report(_bytesRead);
             if (result.IsCompleted)
             {
                 long left = buffer.Slice(consumed).Length;
@@ -335,9 +359,21 @@ internal sealed class StoreRestorer : IDisposable
 
     private void Begin(BackupFormat.Begin begin)
     {
+        _begin = begin;
+        _begun = true;
+        if (_source > 0)
+        {
+            BeginIncrement(begin);
+            return;
+        }
+
         long c = begin.CheckpointSequence;
-        if (begin.Kind != BackupFormat.FullKind
-            || begin.DataFileVersion is < DataFileHeader.OldestReadableVersion or > DataFileHeader.FormatVersion
+        if (begin.Kind != BackupFormat.FullKind)
+        {
+            Corrupt("the first backup of a restore must be a full backup; this one is incremental");
+        }
+
+        if (begin.DataFileVersion is < DataFileHeader.OldestReadableVersion or > DataFileHeader.FormatVersion
             || begin.Generation < 0 || c < 0 || begin.FirstEntry != c + 1 || begin.LastEntry < c
             || begin.ChunkCount < 0 || begin.ChunkBytes < 0
             || (begin.Generation == 0 && (begin.ChunkCount != 0 || c != 0))
@@ -347,16 +383,14 @@ internal sealed class StoreRestorer : IDisposable
             Corrupt("the Begin frame describes an impossible backup");
         }
 
-        _begin = begin;
-        _begun = true;
+        _full = begin;
         _nextEntry = c + 1;
         if (_options.ToSequence is long to)
         {
-            if (to < c || to > begin.LastEntry)
+            if (to < c)
             {
                 ThrowHelper.ThrowArgumentOutOfRange("options", to,
-                    $"This backup restores sequences {c} to {begin.LastEntry} (its checkpoint holds everything up to "
-                    + $"{c}).");
+                    $"This backup's checkpoint holds everything up to {c}: it restores sequences {c} and later.");
             }
 
             _stopAfter = to;
@@ -365,6 +399,43 @@ internal sealed class StoreRestorer : IDisposable
         if (begin.Generation > 0)
         {
             _data = _fileSystem.OpenFile(Path.Combine(_staging, DocumentStore.DataFileName), FileMode.CreateNew);
+        }
+    }
+
+    /// <summary>An incremental backup must continue exactly where the backups before it ended.</summary>
+    private void BeginIncrement(BackupFormat.Begin begin)
+    {
+        if (begin.Kind != BackupFormat.IncrementKind || begin.Generation != 0 || begin.ChunkCount != 0
+            || begin.ChunkBytes != 0 || begin.FirstEntry != begin.CheckpointSequence + 1
+            || begin.LastEntry < begin.CheckpointSequence)
+        {
+            Corrupt("a backup after the first is not a valid incremental backup");
+        }
+
+        if (begin.FirstEntry != _nextEntry)
+        {
+            ThrowHelper.ThrowArgument("sources",
+                $"Backup {_source + 1} of the restore starts at sequence {begin.FirstEntry}, but the backups before it "
+                + $"end at {_nextEntry - 1}: give the full backup first, then every incremental backup in order.");
+        }
+    }
+
+    /// <summary>After the last source: the point in time asked for must lie within what the chain holds.</summary>
+    private void CheckPointInTime()
+    {
+        long last = _nextEntry - 1;
+        if (_options.ToSequence is long to && to > last)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange("options", to,
+                $"The backups restore sequences {_full.CheckpointSequence} to {last}.");
+        }
+
+        if (_options.ToTimestamp is { } at && _entriesRead == 0 && _full.CheckpointSequence > 0
+            && at.UtcTicks < _begin.SnapshotTicks)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange("options", at,
+                $"These backups hold only a checkpoint, which may hold commits made up to "
+                + $"{new DateTimeOffset(_begin.SnapshotTicks, TimeSpan.Zero):O}.");
         }
     }
 
@@ -541,7 +612,7 @@ internal sealed class StoreRestorer : IDisposable
             Corrupt($"entry {sequence} carries another time than its record");
         }
 
-        if (_entriesRead == 0 && _options.ToTimestamp is { } at && _begin.CheckpointSequence > 0
+        if (_entriesRead == 0 && _options.ToTimestamp is { } at && _full.CheckpointSequence > 0
             && timestamp > at.UtcTicks)
         {
             ThrowHelper.ThrowArgumentOutOfRange("options", at,
@@ -551,6 +622,7 @@ internal sealed class StoreRestorer : IDisposable
 
         _nextEntry++;
         _entriesRead++;
+        _sourceEntries++;
         if (sequence > _stopAfter || (_options.ToTimestamp is { } until && timestamp > until.UtcTicks))
         {
             _stopAfter = Math.Min(_stopAfter, sequence - 1);
@@ -606,29 +678,21 @@ internal sealed class StoreRestorer : IDisposable
 
     private void End(BackupFormat.End end)
     {
-        if (end.LastEntry != _begin.LastEntry || end.Entries != _entriesRead || _nextEntry != _begin.LastEntry + 1
-            || end.ChunkBytes != _begin.ChunkBytes || end.Frames != _nextIndex)
+        if (end.LastEntry != _begin.LastEntry || end.Entries != _sourceEntries
+            || _nextEntry != _begin.LastEntry + 1 || end.ChunkBytes != _begin.ChunkBytes || end.Frames != _nextIndex)
         {
             Corrupt($"the End frame's counts ({end.Entries} entries to {end.LastEntry}, {end.Frames} frames) "
-                + $"disagree with what the backup holds ({_entriesRead} entries to {_nextEntry - 1}, "
+                + $"disagree with what the backup holds ({_sourceEntries} entries to {_nextEntry - 1}, "
                 + $"{_nextIndex} frames)");
         }
 
-        if (_options.ToTimestamp is { } at && _entriesRead == 0 && _begin.CheckpointSequence > 0
-            && at.UtcTicks < _begin.SnapshotTicks)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange("options", at,
-                $"This backup holds only its checkpoint, which may hold commits made up to "
-                + $"{new DateTimeOffset(_begin.SnapshotTicks, TimeSpan.Zero):O}.");
-        }
-
-        AppendRecord();
         _ended = true;
     }
 
     /// <summary>Makes the restored journal durable and closes both files.</summary>
     private void Finish()
     {
+        AppendRecord(); // the last record of the last backup
         _journal!.Sync();
         _data?.Sync();
         CloseFiles();
@@ -636,5 +700,6 @@ internal sealed class StoreRestorer : IDisposable
     }
 
     [System.Diagnostics.CodeAnalysis.DoesNotReturn]
-    private void Corrupt(string reason) => throw new BackupCorruptedException(_offset, reason);
+    private void Corrupt(string reason) => throw new BackupCorruptedException(_offset,
+        _source == 0 ? reason : $"{reason} (in backup {_source + 1} of the restore)");
 }

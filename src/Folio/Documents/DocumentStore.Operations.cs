@@ -43,18 +43,62 @@ public sealed partial class DocumentStore
             token), cancellationToken);
     }
 
+    /// <summary>
+    /// Writes an incremental backup into <paramref name="destination"/>: the journal's committed entries from
+    /// <paramref name="fromSequence"/> on (pass the previous backup's <see cref="BackupResult.Sequence"/> + 1). A
+    /// restore applies it after that backup (<see cref="RestoreAsync(IReadOnlyList{string}, string, RestoreOptions?,
+    /// CancellationToken)"/>: the full backup first, then every increment in order). The journal must still hold
+    /// <paramref name="fromSequence"/>: checkpoints purge the segments they cover, so take increments more often than
+    /// the journal after a checkpoint fills a segment, or take a full backup.
+    /// </summary>
+    /// <param name="destination">Where the backup goes; not completed by this call.</param>
+    /// <param name="fromSequence">The first commit to include; at most the last commit + 1 (an empty
+    /// increment).</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds (<see cref="BackupResult.CheckpointSequence"/>: the sequence it follows
+    /// on from).</returns>
+    /// <exception cref="JournalPositionPurgedException">The journal no longer holds
+    /// <paramref name="fromSequence"/>: take a full backup.</exception>
+    public ValueTask<BackupResult> BackupAsync(PipeWriter destination, long fromSequence,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(destination);
+        ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
+        return RunOperationAsync(token => BackupWriter.WriteIncrementAsync(_journal, fromSequence, destination,
+            TimeProvider.System, token), cancellationToken);
+    }
+
+    /// <summary>Writes an incremental backup into a new file (fsynced); see
+    /// <see cref="BackupAsync(PipeWriter, long, CancellationToken)"/>.</summary>
+    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="fromSequence">The first commit to include.</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    public ValueTask<BackupResult> BackupAsync(string backupFile, long fromSequence,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
+        return BackupToFileAsync(backupFile, fromSequence, cancellationToken);
+    }
+
     /// <summary>Writes a backup into <paramref name="destination"/> (left open); see
     /// <see cref="BackupAsync(PipeWriter, CancellationToken)"/>.</summary>
     /// <param name="destination">A writable stream.</param>
     /// <param name="cancellationToken">Cancels the backup.</param>
     /// <returns>What the backup holds.</returns>
-    public async ValueTask<BackupResult> BackupAsync(Stream destination, CancellationToken cancellationToken = default)
+    public ValueTask<BackupResult> BackupAsync(Stream destination, CancellationToken cancellationToken = default) =>
+        BackupToStreamAsync(destination, null, cancellationToken);
+
+    private async ValueTask<BackupResult> BackupToStreamAsync(Stream destination, long? fromSequence,
+        CancellationToken cancellationToken)
     {
         ArgumentNullException.ThrowIfNull(destination);
         PipeWriter writer = PipeWriter.Create(destination, new StreamPipeWriterOptions(leaveOpen: true));
         try
         {
-            BackupResult result = await BackupAsync(writer, cancellationToken).ConfigureAwait(false);
+            BackupResult result = fromSequence is long from
+                ? await BackupAsync(writer, from, cancellationToken).ConfigureAwait(false)
+                : await BackupAsync(writer, cancellationToken).ConfigureAwait(false);
             await writer.CompleteAsync().ConfigureAwait(false);
             return result;
         }
@@ -71,7 +115,11 @@ public sealed partial class DocumentStore
     /// <param name="cancellationToken">Cancels the backup.</param>
     /// <returns>What the backup holds.</returns>
     /// <exception cref="IOException">The file exists, or writing it failed (a full disk, for one).</exception>
-    public async ValueTask<BackupResult> BackupAsync(string backupFile, CancellationToken cancellationToken = default)
+    public ValueTask<BackupResult> BackupAsync(string backupFile, CancellationToken cancellationToken = default) =>
+        BackupToFileAsync(backupFile, null, cancellationToken);
+
+    private async ValueTask<BackupResult> BackupToFileAsync(string backupFile, long? fromSequence,
+        CancellationToken cancellationToken)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(backupFile);
         var file = new FileStream(backupFile, FileMode.CreateNew, FileAccess.Write, FileShare.None, bufferSize: 0,
@@ -81,7 +129,7 @@ public sealed partial class DocumentStore
             BackupResult result;
             await using (file.ConfigureAwait(false))
             {
-                result = await BackupAsync(file, cancellationToken).ConfigureAwait(false);
+                result = await BackupToStreamAsync(file, fromSequence, cancellationToken).ConfigureAwait(false);
                 file.Flush(flushToDisk: true);
             }
 
@@ -113,7 +161,62 @@ public sealed partial class DocumentStore
     /// <exception cref="IOException">The folder is not new or empty, or writing the store failed.</exception>
     public static ValueTask<RestoreResult> RestoreAsync(PipeReader source, string folder,
         RestoreOptions? options = null, CancellationToken cancellationToken = default) =>
-        RestoreAsync(source, folder, options, new DocumentStoreOptions(), cancellationToken);
+        RestoreAsync([source], folder, options, new DocumentStoreOptions(), cancellationToken);
+
+    /// <summary>Restores a full backup and the incremental backups taken after it, read in order from
+    /// <paramref name="sources"/> (the full one first); see
+    /// <see cref="RestoreAsync(PipeReader, string, RestoreOptions?, CancellationToken)"/>. A point in time may lie
+    /// anywhere from the full backup's checkpoint to the last increment's end.</summary>
+    /// <param name="sources">The full backup, then each increment in the order taken.</param>
+    /// <param name="folder">The new store's folder: it must not exist or must be empty.</param>
+    /// <param name="options">Point in time and progress; null: everything, no progress.</param>
+    /// <param name="cancellationToken">Cancels the restore.</param>
+    /// <returns>What was restored.</returns>
+    /// <exception cref="ArgumentException">The backups do not follow on from one another.</exception>
+    public static ValueTask<RestoreResult> RestoreAsync(IReadOnlyList<PipeReader> sources, string folder,
+        RestoreOptions? options = null, CancellationToken cancellationToken = default) =>
+        RestoreAsync(sources, folder, options, new DocumentStoreOptions(), cancellationToken);
+
+    /// <summary>Restores a full backup file and the incremental backup files taken after it, in order; see
+    /// <see cref="RestoreAsync(IReadOnlyList{PipeReader}, string, RestoreOptions?, CancellationToken)"/>.</summary>
+    /// <param name="backupFiles">The full backup's file, then each increment's in the order taken.</param>
+    /// <param name="folder">The new store's folder: it must not exist or must be empty.</param>
+    /// <param name="options">Point in time and progress; null: everything, no progress.</param>
+    /// <param name="cancellationToken">Cancels the restore.</param>
+    /// <returns>What was restored.</returns>
+    public static async ValueTask<RestoreResult> RestoreAsync(IReadOnlyList<string> backupFiles, string folder,
+        RestoreOptions? options = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(backupFiles);
+        var files = new List<FileStream>();
+        var readers = new List<PipeReader>();
+        try
+        {
+            foreach (string backupFile in backupFiles)
+            {
+                ArgumentException.ThrowIfNullOrWhiteSpace(backupFile);
+                var file = new FileStream(backupFile, FileMode.Open, FileAccess.Read, FileShare.Read, bufferSize: 0,
+                    FileOptions.Asynchronous | FileOptions.SequentialScan);
+                files.Add(file);
+                readers.Add(PipeReader.Create(file,
+                    new StreamPipeReaderOptions(bufferSize: 256 * 1024, minimumReadSize: 64 * 1024, leaveOpen: true)));
+            }
+
+            return await RestoreAsync(readers, folder, options, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            foreach (PipeReader reader in readers)
+            {
+                await reader.CompleteAsync().ConfigureAwait(false);
+            }
+
+            foreach (FileStream file in files)
+            {
+                await file.DisposeAsync().ConfigureAwait(false);
+            }
+        }
+    }
 
     /// <summary>Restores a backup read from <paramref name="source"/> (left open); see
     /// <see cref="RestoreAsync(PipeReader, string, RestoreOptions?, CancellationToken)"/>.</summary>
@@ -158,15 +261,20 @@ public sealed partial class DocumentStore
     }
 
     /// <summary>Restores with the given store options (tests put a fault-injecting file system there).</summary>
-    internal static async ValueTask<RestoreResult> RestoreAsync(PipeReader source, string folder,
+    internal static async ValueTask<RestoreResult> RestoreAsync(IReadOnlyList<PipeReader> sources, string folder,
         RestoreOptions? options, DocumentStoreOptions storeOptions, CancellationToken cancellationToken)
     {
-        ArgumentNullException.ThrowIfNull(source);
+        ArgumentNullException.ThrowIfNull(sources);
+        foreach (PipeReader source in sources)
+        {
+            ArgumentNullException.ThrowIfNull(source, nameof(sources));
+        }
+
         ArgumentException.ThrowIfNullOrWhiteSpace(folder);
         options ??= new RestoreOptions();
         options.Validate();
         storeOptions.Validate();
-        return await StoreRestorer.RestoreAsync(source, folder, options, storeOptions, cancellationToken)
+        return await StoreRestorer.RestoreAsync(sources, folder, options, storeOptions, cancellationToken)
             .ConfigureAwait(false);
     }
 

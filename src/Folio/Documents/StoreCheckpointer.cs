@@ -55,6 +55,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private long _lastSequence;
     private long _lastTimestamp;
     private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (under the gate)
+    private long _compactionIdleAt = -1; // the loop's: the checkpoint a pass that moved nothing ran at
 
     /// <summary>The most tail moves one <see cref="CompactAsync"/> makes (each is two checkpoints).</summary>
     private const int MaxTailMoves = 8;
@@ -129,11 +130,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         {
             return await Task.Run(() =>
             {
-                CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(fillBelow, long.MaxValue));
+                CompactNow(new CompactionRequest(fillBelow, long.MaxValue));
                 CheckpointStatistics compacted = _pages.LastCheckpoint;
                 int chunks = compacted.CompactedChunks;
                 int pages = compacted.RewrittenPages;
-                CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(0, 0));
+                CompactNow(new CompactionRequest(0, 0));
 
                 // The rewritten chunks were freed where they lay, and the compaction's own chunk may have gone to the
                 // end of the file: move the last chunks into the free space before them, a few at a time, so the
@@ -141,9 +142,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 for (int pass = 0; pass < MaxTailMoves; pass++)
                 {
                     long length = _pages.FileLength;
-                    CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(0, 0, MoveTail: true));
+                    CompactNow(new CompactionRequest(0, 0, MoveTail: true));
                     CheckpointStatistics moved = _pages.LastCheckpoint;
-                    CheckpointNow(purge: true, waitForSync: true, new CompactionRequest(0, 0));
+                    CompactNow(new CompactionRequest(0, 0));
                     chunks += moved.CompactedChunks;
                     pages += moved.RewrittenPages;
                     if (moved.CompactedChunks == 0 || _pages.FileLength >= length)
@@ -227,18 +228,26 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 _gate.Wait(_stop.Token);
                 try
                 {
-                    if (compact)
-                    {
-                        // A checkpoint that also rewrites the sparsest chunks, at most a second's worth of the rate
-                        // limit's bytes; the chunks it empties are freed by the next checkpoint.
-                        _lastCompaction = Environment.TickCount64;
-                        CheckpointNow(purge: true, waitForSync: true,
-                            new CompactionRequest(_options.CompactionFillRate, _options.CompactionBytesPerSecond));
-                        UpdateBackpressure(failed: false);
-                    }
-                    else if (due)
+                    if (due)
                     {
                         CheckpointAndUpdateBackpressure();
+                    }
+                    else if (compact)
+                    {
+                        // A checkpoint that also rewrites the sparsest chunks, at most a second's worth of the rate
+                        // limit's bytes and no more than fits in free space (background compaction never grows the
+                        // file); the chunks it empties are freed by the next checkpoint. When a quarter of the file is
+                        // free space between chunks (new chunks did not fit the holes), it moves the file's last
+                        // chunks into that space instead, so the end can be given back.
+                        _lastCompaction = Environment.TickCount64;
+                        bool moveTail = _pages.FreeBytes > _pages.FileLength / 4;
+                        CompactNow(new CompactionRequest(_options.CompactionFillRate,
+                            _options.CompactionBytesPerSecond, moveTail, WithinFreeSpace: true));
+                        if (_pages.LastCheckpoint.CompactedChunks == 0)
+                        {
+                            // Nothing could move: wait for the next checkpoint of new commits before trying again.
+                            _compactionIdleAt = LastSequence;
+                        }
                     }
                     else
                     {
@@ -347,14 +356,15 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// and a pass interval (a second) passed since the last pass (the loop's thread).</summary>
     private bool IsCompactionDue()
     {
-        if (_options.CompactionFillRate <= 0 || _journal.IsDisposed
+        if (_options.CompactionFillRate <= 0 || _journal.IsDisposed || _compactionIdleAt == LastSequence
             || Environment.TickCount64 - _lastCompaction < (long)_options.CompactionPassInterval.TotalMilliseconds)
         {
             return false;
         }
 
         CheckpointStatistics last = _pages.LastCheckpoint;
-        return last.FillRate < _options.CompactionFillRate || last.CompactedChunks > 0;
+        return last.FillRate < _options.CompactionFillRate || last.CompactedChunks > 0
+            || _pages.FreeBytes > _pages.FileLength / 4;
     }
 
     private bool IsDue()
@@ -375,12 +385,38 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 >= (long)_options.CheckpointInterval.TotalMilliseconds;
     }
 
+    /// <summary>
+    /// A compaction pass (under the gate): a checkpoint at the sequence the data file already covers, with no new
+    /// commits, that rewrites what <paramref name="request"/> selects (and frees what earlier passes emptied). It
+    /// changes no document and no journal position, so checkpoints of commits keep their own rhythm and the journal its
+    /// purges.
+    /// </summary>
+    private void CompactNow(CompactionRequest request)
+    {
+        var none = new CheckpointChanges([], [], CoveredReplayed: false);
+        long started = System.Diagnostics.Stopwatch.GetTimestamp();
+        try
+        {
+            _pages.Checkpoint(Interlocked.Read(ref _lastSequence), none.Collections, compaction: request);
+        }
+        catch
+        {
+            _metrics.Failed();
+            throw;
+        }
+
+        _index.AdvanceCheckpoint(_pages.Pin(), none);
+        CheckpointStatistics statistics = _pages.LastCheckpoint;
+        _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
+            statistics.Pages);
+    }
+
     /// <summary>One checkpoint, under the gate, on a thread that may block (fsyncs); with <paramref name="purge"/>,
     /// the journal's sealed segments it covers are removed after it. The data file must never be ahead of the
     /// journal: with <paramref name="waitForSync"/> it waits (up to a second past the buffered-sync interval) for the
     /// journal to make the snapshot durable, else it skips a snapshot that is not (at a close, the merger has already
     /// synced whatever it could).</summary>
-    private long CheckpointNow(bool purge, bool waitForSync, CompactionRequest? compaction = null)
+    private long CheckpointNow(bool purge, bool waitForSync)
     {
         using IndexSnapshot snapshot = _index.OpenSnapshot();
         long sequence = snapshot.Sequence;
@@ -395,7 +431,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             Thread.Sleep(1);
         }
 
-        if (sequence > _lastSequence || compaction is not null)
+        if (sequence > _lastSequence)
         {
             CheckpointChanges changes = _index.CollectChanges(sequence, _lastSequence);
             long started = System.Diagnostics.Stopwatch.GetTimestamp();
@@ -404,7 +440,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 // The chains were read under the snapshot; had it outlived MaxSnapshotAge meanwhile, a prune may have
                 // cut what the reads needed: then this checkpoint is abandoned (its keys go back) and retried.
                 snapshot.ThrowIfExpired();
-                _pages.Checkpoint(sequence, changes.Collections, compaction: compaction);
+                _pages.Checkpoint(sequence, changes.Collections);
             }
             catch
             {

@@ -8,4 +8,7 @@ namespace Folio.Pages;
 /// <param name="MaxBytes">The live bytes one checkpoint copies at most (the rate limit of background
 /// compaction); at least one chunk is rewritten.</param>
 /// <param name="MoveTail">Move the file's last chunks forward instead.</param>
-internal readonly record struct CompactionRequest(double FillBelow, long MaxBytes, bool MoveTail = false);
+/// <param name="WithinFreeSpace">Rewrite only what fits in four fifths of the longest free extent, so the checkpoint's
+/// chunk does not grow the file (background compaction); none when even the sparsest chunk does not fit.</param>
+internal readonly record struct CompactionRequest(double FillBelow, long MaxBytes, bool MoveTail = false,
+    bool WithinFreeSpace = false);

@@ -98,6 +98,18 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    /// <summary>Free bytes between the chunks (before the end of the used space).</summary>
+    public long FreeBytes
+    {
+        get
+        {
+            lock (_checkpointLock)
+            {
+                return _space.FreeBytes;
+            }
+        }
+    }
+
     /// <summary>Where the data file's used space ends.</summary>
     public long UsedBytes
     {
@@ -289,9 +301,9 @@ internal sealed class PageStore : IDisposable
     /// first, until their live pages reach the request's bytes (at least one chunk).</summary>
     private HashSet<uint> SelectSparseChunks(CompactionRequest request)
     {
-        if (request.MoveTail)
+        if (request.MoveTail && SelectTailChunks() is { Count: > 0 } tail)
         {
-            return SelectTailChunks();
+            return tail;
         }
 
         var candidates = new List<(double Fill, ChunkInfo Chunk)>();
@@ -307,15 +319,17 @@ internal sealed class PageStore : IDisposable
         candidates.Sort((a, b) => a.Fill.CompareTo(b.Fill));
         var chosen = new HashSet<uint>();
         long bytes = 0;
+        long room = request.WithinFreeSpace ? _space.LargestFree * 4 / 5 : long.MaxValue;
         foreach ((double fill, ChunkInfo chunk) in candidates)
         {
-            if (chosen.Count > 0 && bytes >= request.MaxBytes)
+            long liveBytes = (long)(chunk.Length * fill);
+            if ((chosen.Count > 0 && bytes >= request.MaxBytes) || bytes + liveBytes > room)
             {
                 break;
             }
 
             chosen.Add(chunk.Id);
-            bytes += (long)(chunk.Length * fill);
+            bytes += liveBytes;
         }
 
         return chosen;

@@ -386,6 +386,122 @@ public sealed class BackupRestoreTests
         Assert.Equal("x", File.ReadAllText(file));
     }
 
+    [Fact]
+    public async Task A_full_backup_and_its_increments_restore_to_every_tenth_sequence_of_the_chain()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        var model = new History();
+        var files = new List<string>();
+        long checkpoint;
+        await using (DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options))
+        {
+            await WriteHistoryAsync(store, model, 0, 150, seed: 20);
+            checkpoint = await store.CheckpointAsync();
+            await WriteHistoryAsync(store, model, 150, 40, seed: 21);
+            files.Add(Path.Combine(dir.Path, "full.folio"));
+            BackupResult previous = await store.BackupAsync(files[^1]);
+            for (int i = 0; i < 3; i++)
+            {
+                await WriteHistoryAsync(store, model, 190 + (i * 60), 60, seed: 22 + i);
+                if (i == 1)
+                {
+                    await store.CheckpointAsync(); // purges only what the journal's retention allows
+                }
+
+                files.Add(Path.Combine(dir.Path, $"increment{i}.folio"));
+                BackupResult increment = await store.BackupAsync(files[^1], previous.Sequence + 1);
+                Assert.Equal(previous.Sequence, increment.CheckpointSequence);
+                Assert.Equal(0, increment.Chunks);
+                Assert.Equal(increment.Sequence - previous.Sequence, increment.Entries);
+                previous = increment;
+            }
+
+            // An empty increment follows on as well.
+            files.Add(Path.Combine(dir.Path, "empty.folio"));
+            Assert.Equal(0, (await store.BackupAsync(files[^1], previous.Sequence + 1)).Entries);
+        }
+
+        RestoreResult all = await DocumentStore.RestoreAsync(files, Path.Combine(dir.Path, "all"));
+        Assert.Equal(model.LastSequence, all.Sequence);
+        await using (DocumentStore copy = DocumentStore.Open(Path.Combine(dir.Path, "all"), options))
+        {
+            AssertMatchesModel(copy, model.At(model.LastSequence));
+        }
+
+        for (long sequence = checkpoint; sequence <= model.LastSequence; sequence += 10)
+        {
+            string target = Path.Combine(dir.Path, $"at{sequence}");
+            RestoreResult restored = await DocumentStore.RestoreAsync(files, target,
+                new RestoreOptions { ToSequence = sequence });
+            Assert.Equal(sequence, restored.Sequence);
+            await using (DocumentStore copy = DocumentStore.Open(target, options))
+            {
+                AssertMatchesModel(copy, model.At(sequence));
+            }
+
+            Directory.Delete(target, recursive: true);
+        }
+    }
+
+    [Fact]
+    public async Task Increments_out_of_order_or_missing_one_are_refused_and_leave_nothing()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        var model = new History();
+        string full = Path.Combine(dir.Path, "full.folio");
+        string first = Path.Combine(dir.Path, "first.folio");
+        string second = Path.Combine(dir.Path, "second.folio");
+        await using (DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options))
+        {
+            await WriteHistoryAsync(store, model, 0, 50, seed: 30);
+            BackupResult backup = await store.BackupAsync(full);
+            await WriteHistoryAsync(store, model, 50, 20, seed: 31);
+            BackupResult increment = await store.BackupAsync(first, backup.Sequence + 1);
+            await WriteHistoryAsync(store, model, 70, 20, seed: 32);
+            await store.BackupAsync(second, increment.Sequence + 1);
+            await Assert.ThrowsAsync<ArgumentOutOfRangeException>(
+                () => store.BackupAsync(Path.Combine(dir.Path, "future.folio"), store.LastCommittedSequence + 2)
+                    .AsTask());
+        }
+
+        string target = Path.Combine(dir.Path, "restored");
+        await Assert.ThrowsAsync<ArgumentException>(
+            () => DocumentStore.RestoreAsync([full, second], target).AsTask());
+        Assert.False(Directory.Exists(target));
+        await Assert.ThrowsAsync<ArgumentException>(
+            () => DocumentStore.RestoreAsync([full, second, first], target).AsTask());
+        Assert.False(Directory.Exists(target));
+        await Assert.ThrowsAsync<BackupCorruptedException>(
+            () => DocumentStore.RestoreAsync([first, second], target).AsTask()); // no full backup first
+        Assert.False(Directory.Exists(target));
+        byte[] damaged = await File.ReadAllBytesAsync(second);
+        damaged[damaged.Length / 2] ^= 0x20;
+        string damagedFile = Path.Combine(dir.Path, "damaged.folio");
+        await File.WriteAllBytesAsync(damagedFile, damaged);
+        await Assert.ThrowsAsync<BackupCorruptedException>(
+            () => DocumentStore.RestoreAsync([full, first, damagedFile], target).AsTask());
+        Assert.False(Directory.Exists(target));
+        await DocumentStore.RestoreAsync([full, first, second], target);
+        await using DocumentStore copy = DocumentStore.Open(target, options);
+        AssertMatchesModel(copy, model.At(model.LastSequence));
+    }
+
+    [Fact]
+    public async Task An_increment_from_a_purged_position_asks_for_a_full_backup()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        var model = new History();
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options);
+        await WriteHistoryAsync(store, model, 0, 800, seed: 40); // many 64 KiB segments
+        await store.CheckpointAsync(); // purges the segments it covers
+        Assert.True(store.Journal.FirstSequence > 1);
+        await Assert.ThrowsAsync<global::Folio.Journal.JournalPositionPurgedException>(
+            () => store.BackupAsync(new Pipe().Writer, 1).AsTask());
+    }
+
     private static DocumentStoreOptions SmallOptions()
     {
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();

@@ -55,6 +55,36 @@ public sealed class FolioToolTests
         (exit, output, error) = await FolioToolProcess.RunAsync("verify", restored);
         Assert.True(exit == 0, error);
         Assert.Contains("healthy", output, StringComparison.Ordinal);
+
+        (exit, output, error) = await FolioToolProcess.RunAsync("compact", restored);
+        Assert.True(exit == 0, error);
+        Assert.Contains("compacted: ", output, StringComparison.Ordinal);
+        (exit, string afterCompaction, error) = await FolioToolProcess.RunAsync("export", restored);
+        Assert.True(exit == 0, error);
+        Assert.Equal(original, afterCompaction);
+    }
+
+    [Fact]
+    public async Task An_incremental_backup_restores_after_its_full_backup()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 20, orders: 0);
+        string full = Path.Combine(dir.Path, "full.backup");
+        string increment = Path.Combine(dir.Path, "increment.backup");
+        (int exit, _, string error) = await FolioToolProcess.RunAsync("backup", store, full);
+        Assert.True(exit == 0, error);
+        await using (DocumentStore opened = DocumentStore.Open(store, TestStoreOptions.SmallSegments()))
+        {
+            await opened.PutAsync("orders", "late", "{\"total\":1}"u8.ToArray()); // sequence 21
+        }
+
+        (exit, _, error) = await FolioToolProcess.RunAsync("backup", store, increment, "--from", "21");
+        Assert.True(exit == 0, error);
+        string restored = Path.Combine(dir.Path, "restored");
+        (exit, string output, error) = await FolioToolProcess.RunAsync("restore", full, restored, "--increment",
+            increment);
+        Assert.True(exit == 0, error);
+        Assert.Contains("sequence 21, 21 documents", output, StringComparison.Ordinal);
     }
 
     [Fact]
