@@ -23,9 +23,10 @@ namespace Folio.Backups;
 /// </summary>
 internal sealed class StoreRestorer : IDisposable
 {
-    private const string StagingSuffix = ".restoring";
+    /// <summary>The staging folder's name: the target's, this suffix and a random part (two restores into one target
+    /// never share one).</summary>
+    internal const string StagingSuffix = ".restoring-";
 
-    private readonly string _target;
     private readonly string _staging;
     private readonly RestoreOptions _options;
     private readonly IFileSystem _fileSystem;
@@ -68,8 +69,7 @@ internal sealed class StoreRestorer : IDisposable
 
     private StoreRestorer(string target, RestoreOptions options, IFileSystem fileSystem)
     {
-        _target = target;
-        _staging = target + StagingSuffix;
+        _staging = target + StagingSuffix + Guid.NewGuid().ToString("N")[..8];
         _options = options;
         _fileSystem = fileSystem;
     }
@@ -93,11 +93,6 @@ internal sealed class StoreRestorer : IDisposable
         using var restorer = new StoreRestorer(target, options, storeOptions.FileSystem);
         try
         {
-            if (Directory.Exists(restorer._staging))
-            {
-                Directory.Delete(restorer._staging, recursive: true); // left by a restore that was interrupted
-            }
-
             Directory.CreateDirectory(restorer._staging);
             for (int i = 0; i < sources.Count; i++)
             {
