@@ -1,6 +1,4 @@
 using System.Globalization;
-using System.Text;
-using System.Text.Json;
 
 namespace Folio.Samples.WebApi;
 
@@ -8,6 +6,7 @@ namespace Folio.Samples.WebApi;
 /// <c>GET /changes</c>: the notes' change feed as Server-Sent Events. Starts at <c>?from=</c> (a sequence, inclusive),
 /// or after the <c>Last-Event-ID</c> a reconnecting client sends, or else at the next commit; then tails new commits
 /// until the client disconnects. Each event's id is its commit sequence, so a client that saved it resumes exactly.
+/// The events are written through <c>Response.BodyWriter</c> (<see cref="ServerSentEvents"/>).
 /// </summary>
 internal static class ChangeFeedEndpoint
 {
@@ -55,24 +54,7 @@ internal static class ChangeFeedEndpoint
 
         try
         {
-            while (any)
-            {
-                DocumentChange change = changes.Current;
-                if (change.Collection == NoteEndpoints.Collection)
-                {
-                    Note? note = change.Kind == ChangeKind.Put
-                        ? JsonSerializer.Deserialize(change.Json.Span, NotesJsonContext.Default.Note) : null;
-                    var payload = new ChangeEvent(change.Sequence, change.Timestamp, change.Id,
-                        change.Kind == ChangeKind.Put ? "put" : "delete", note);
-                    string json = JsonSerializer.Serialize(payload, NotesJsonContext.Default.ChangeEvent);
-                    string frame = string.Create(CultureInfo.InvariantCulture,
-                        $"id: {change.Sequence}\nevent: {payload.Kind}\ndata: {json}\n\n");
-                    await context.Response.Body.WriteAsync(Encoding.UTF8.GetBytes(frame), aborted);
-                    await context.Response.Body.FlushAsync(aborted);
-                }
-
-                any = await changes.MoveNextAsync();
-            }
+            await ServerSentEvents.WriteAsync(changes, any, context.Response.BodyWriter, aborted);
         }
         catch (OperationCanceledException) when (aborted.IsCancellationRequested)
         {

@@ -18,7 +18,7 @@ namespace Folio.Journal;
 /// A reader is used by one consumer at a time (like an enumerator); open one reader per consumer.
 /// </para>
 /// </summary>
-public sealed class JournalReader : IDisposable
+public sealed partial class JournalReader : IDisposable
 {
     private readonly WriteAheadJournal _journal;
     private SegmentSet _segments;
