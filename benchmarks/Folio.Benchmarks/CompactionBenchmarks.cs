@@ -52,10 +52,7 @@ public class CompactionBenchmarks : BenchmarkDirectory
         double live = 0;
         foreach (ChunkInfo chunk in _store.Pages.ChunksForTests())
         {
-            if (chunk.DeadAt == 0 && chunk.PageCount > 0)
-            {
-                live += chunk.Length * ((double)chunk.LivePages / chunk.PageCount);
-            }
+            live += chunk.DeadAt == 0 ? chunk.LiveBytes : 0;
         }
 
         Console.WriteLine(string.Create(CultureInfo.InvariantCulture,

@@ -8,7 +8,7 @@ internal static class BackupCommand
 {
     public static Command Create()
     {
-        var store = new Argument<string>("store") { Description = "The store's folder." };
+        Argument<string> store = ToolStore.StoreArgument();
         var file = new Argument<string>("backup-file") { Description = "The backup file to create (must not exist)." };
         var from = new Option<long?>("--from")
         {
@@ -19,8 +19,7 @@ internal static class BackupCommand
         {
             await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
             string path = Path.GetFullPath(parse.GetValue(file)!);
-            StoreInfo info = opened.GetInfo();
-            var display = new ProgressDisplay("backup", info.DataFileBytes + info.JournalBytes);
+            var display = new ProgressDisplay("backup", ToolStore.FileBytes(opened.Path));
             BackupResult result;
             var output = new FileStream(path, FileMode.CreateNew, FileAccess.Write, FileShare.None, 0,
                 FileOptions.Asynchronous);
@@ -30,7 +29,7 @@ internal static class BackupCommand
                 {
                     var counting = new CountingStream(output, display);
                     result = parse.GetValue(from) is long first
-                        ? await BackupIncrementAsync(opened, counting, first, cancellationToken).ConfigureAwait(false)
+                        ? await opened.BackupAsync(counting, first, cancellationToken).ConfigureAwait(false)
                         : await opened.BackupAsync(counting, cancellationToken).ConfigureAwait(false);
                     output.Flush(flushToDisk: true);
                 }
@@ -49,16 +48,6 @@ internal static class BackupCommand
             return 0;
         }));
         return command;
-    }
-
-    private static async Task<BackupResult> BackupIncrementAsync(DocumentStore store, Stream destination, long first,
-        CancellationToken cancellationToken)
-    {
-        var writer = System.IO.Pipelines.PipeWriter.Create(destination,
-            new System.IO.Pipelines.StreamPipeWriterOptions(leaveOpen: true));
-        BackupResult result = await store.BackupAsync(writer, first, cancellationToken).ConfigureAwait(false);
-        await writer.CompleteAsync().ConfigureAwait(false);
-        return result;
     }
 
     /// <summary>Passes writes to a stream and reports the bytes written so far.</summary>

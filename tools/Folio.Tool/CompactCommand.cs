@@ -9,7 +9,7 @@ internal static class CompactCommand
 {
     public static Command Create()
     {
-        var store = new Argument<string>("store") { Description = "The store's folder." };
+        Argument<string> store = ToolStore.StoreArgument();
         var command = new Command("compact", "Rewrite a store's sparse chunks and give free space back.") { store };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {

@@ -1,5 +1,4 @@
 using System.CommandLine;
-using System.Text.Json;
 
 namespace Folio.Tool;
 
@@ -9,29 +8,19 @@ internal static class ExportCommand
 {
     public static Command Create()
     {
-        var store = new Argument<string>("store") { Description = "The store's folder." };
+        Argument<string> store = ToolStore.StoreArgument();
         var command = new Command("export", "Write every document as NDJSON to standard output.") { store };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
             await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
-            Stream output = Console.OpenStandardOutput();
-            await using (output.ConfigureAwait(false))
+            await using var output = new NdjsonOutput();
+            foreach (string collection in opened.GetCollections())
             {
-                var buffered = new BufferedStream(output, 1 << 16);
-                await using (buffered.ConfigureAwait(false))
+                foreach (StoredDocument document in opened.Scan(collection))
                 {
-                    await using var writer = new Utf8JsonWriter(buffered);
-                    foreach (string collection in opened.GetCollections())
-                    {
-                        foreach (StoredDocument document in opened.Scan(collection))
-                        {
-                            cancellationToken.ThrowIfCancellationRequested();
-                            NdjsonLine.WriteDocument(writer, document);
-                            await writer.FlushAsync(cancellationToken).ConfigureAwait(false);
-                            writer.Reset();
-                            buffered.WriteByte((byte)'\n');
-                        }
-                    }
+                    cancellationToken.ThrowIfCancellationRequested();
+                    NdjsonLine.WriteDocument(output.Json, document);
+                    output.EndLine();
                 }
             }
 

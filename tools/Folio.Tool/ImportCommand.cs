@@ -13,7 +13,7 @@ internal static class ImportCommand
 
     public static Command Create()
     {
-        var store = new Argument<string>("store") { Description = "The store's folder." };
+        Argument<string> store = ToolStore.StoreArgument();
         var file = new Argument<string>("file") { Description = "An NDJSON file ('-' for standard input)." };
         var command = new Command("import", "Put every document of an NDJSON file into a store.") { store, file };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>

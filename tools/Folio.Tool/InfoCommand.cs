@@ -9,7 +9,7 @@ internal static class InfoCommand
 {
     public static Command Create()
     {
-        var store = new Argument<string>("store") { Description = "The store's folder." };
+        Argument<string> store = ToolStore.StoreArgument();
         var command = new Command("info", "Show a store's formats, sizes, positions and collections.") { store };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {

@@ -1,5 +1,4 @@
 using System.CommandLine;
-using System.Text.Json;
 
 namespace Folio.Tool;
 
@@ -9,7 +8,7 @@ internal static class TailCommand
 {
     public static Command Create()
     {
-        var store = new Argument<string>("store") { Description = "The store's folder." };
+        Argument<string> store = ToolStore.StoreArgument();
         var from = new Option<long?>("--from")
         {
             Description = "The first commit to show (default: the oldest the journal still holds).",
@@ -22,28 +21,18 @@ internal static class TailCommand
         {
             await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
             long last = opened.LastCommittedSequence;
-            long first = parse.GetValue(from) ?? opened.GetInfo().JournalFirstSequence;
+            long first = parse.GetValue(from) ?? opened.Changes.FirstSequence;
             if (first < 1)
             {
                 throw new ToolException($"--from must be 1 or more, not {first}");
             }
 
-            Stream output = Console.OpenStandardOutput();
-            await using (output.ConfigureAwait(false))
+            await using var output = new NdjsonOutput();
+            await foreach (DocumentChange change in opened.Changes.ReadAsync(first, last, cancellationToken)
+                .ConfigureAwait(false))
             {
-                var buffered = new BufferedStream(output, 1 << 16);
-                await using (buffered.ConfigureAwait(false))
-                {
-                    await using var writer = new Utf8JsonWriter(buffered);
-                    await foreach (DocumentChange change in opened.Changes.ReadAsync(first, last, cancellationToken)
-                        .ConfigureAwait(false))
-                    {
-                        NdjsonLine.WriteChange(writer, change);
-                        await writer.FlushAsync(cancellationToken).ConfigureAwait(false);
-                        writer.Reset();
-                        buffered.WriteByte((byte)'\n');
-                    }
-                }
+                NdjsonLine.WriteChange(output.Json, change);
+                output.EndLine();
             }
 
             return 0;

@@ -1,3 +1,5 @@
+using System.CommandLine;
+
 namespace Folio.Tool;
 
 /// <summary>
@@ -12,6 +14,9 @@ internal static class ToolStore
 
     /// <summary>Exit code of <c>verify</c> when the store has problems.</summary>
     public const int Damaged = 2;
+
+    /// <summary>The <c>&lt;store&gt;</c> argument every command but <c>restore</c> takes.</summary>
+    public static Argument<string> StoreArgument() => new("store") { Description = "The store's folder." };
 
     /// <summary>Opens the store in <paramref name="folder"/> (a small cache: the tool reads most pages once); unless
     /// <paramref name="create"/>, the store must exist.</summary>
@@ -33,6 +38,20 @@ internal static class ToolStore
             throw new ToolException($"the store '{path}' is open in another process (its lock is held); stop that "
                 + "process first, or back it up from there with DocumentStore.BackupAsync");
         }
+    }
+
+    /// <summary>The size of the store's files (data file and journal segments): what a backup reads at most, cheap
+    /// to find (<see cref="DocumentStore.GetInfo"/> also counts every document).</summary>
+    public static long FileBytes(string folder)
+    {
+        string data = Path.Combine(folder, "data.folio");
+        long bytes = File.Exists(data) ? new FileInfo(data).Length : 0;
+        foreach (string segment in Directory.EnumerateFiles(Path.Combine(folder, "journal"), "*.journal"))
+        {
+            bytes += new FileInfo(segment).Length;
+        }
+
+        return bytes;
     }
 
     /// <summary>Runs a command's body: its exit code, or 1 with a one-line error for any failure (130 when the user

@@ -60,21 +60,9 @@ internal sealed class BackupWriter : IDisposable
                 $"The store's last commit is {last}; an incremental backup starts at most at {last + 1}.");
         }
 
-        BackupFormat.WriteStreamHeader(destination.GetSpan(BackupFormat.StreamHeaderSize), clock.GetUtcNow().UtcTicks);
-        await writer.SendAsync(BackupFormat.StreamHeaderSize).ConfigureAwait(false);
-        new BackupFormat.Begin(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0, fromSequence - 1,
-            fromSequence, last, 0, 0, clock.GetUtcNow().UtcTicks, journal.SegmentSize).Write(writer.Payload);
-        await writer.EmitAsync(BackupFormat.FrameType.Begin, BackupFormat.BeginSize).ConfigureAwait(false);
-        long entries = 0;
-        if (last >= fromSequence)
-        {
-            using JournalReader reader = journal.OpenReader(fromSequence);
-            entries = await writer.CopyEntriesAsync(reader, last).ConfigureAwait(false);
-        }
-
-        new BackupFormat.End(last, entries, 0, writer._index).Write(writer.Payload);
-        await writer.EmitAsync(BackupFormat.FrameType.End, BackupFormat.EndSize).ConfigureAwait(false);
-        return new BackupResult(last, fromSequence - 1, 0, entries, writer._bytes);
+        var begin = new BackupFormat.Begin(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0,
+            fromSequence - 1, fromSequence, last, 0, 0, clock.GetUtcNow().UtcTicks, journal.SegmentSize);
+        return await writer.WriteAsync(begin, journal, null, [], clock).ConfigureAwait(false);
     }
 
     /// <summary>Writes a full backup of the store whose journal and page store these are; does not complete
@@ -87,7 +75,28 @@ internal sealed class BackupWriter : IDisposable
         PageCheckpoint checkpoint = pages.Pin();
         try
         {
-            return await writer.WriteAsync(journal, pages, checkpoint, clock).ConfigureAwait(false);
+            long checkpointSequence = checkpoint.Sequence;
+
+            // The journal publishes a group after the index shows it, and a checkpoint covers what the index shows:
+            // wait for the journal to publish what the checkpoint holds, so the copy starts at or after it.
+            while (journal.CommittedSequence < checkpointSequence)
+            {
+                await Task.Delay(1, cancellationToken).ConfigureAwait(false);
+            }
+
+            List<ChunkInfo> chunks = pages.ReadChunkTable(checkpoint);
+            long chunkBytes = 0;
+            foreach (ChunkInfo chunk in chunks)
+            {
+                chunkBytes += chunk.Length;
+            }
+
+            DataFileHeader header = checkpoint.Header.GetValueOrDefault();
+            var begin = new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion,
+                checkpoint.Generation, header.ChunkId, header.ChunkOffset, header.ChunkLength, checkpointSequence,
+                checkpointSequence + 1, journal.CommittedSequence, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks,
+                journal.SegmentSize);
+            return await writer.WriteAsync(begin, journal, pages, chunks, clock).ConfigureAwait(false);
         }
         finally
         {
@@ -105,50 +114,30 @@ internal sealed class BackupWriter : IDisposable
         }
     }
 
-    private async ValueTask<BackupResult> WriteAsync(WriteAheadJournal journal, PageStore pages,
-        PageCheckpoint checkpoint, TimeProvider clock)
+    /// <summary>The stream <paramref name="begin"/> describes: its header, the Begin frame, the chunks, the entries
+    /// from its first entry to its last, and the End frame.</summary>
+    private async ValueTask<BackupResult> WriteAsync(BackupFormat.Begin begin, WriteAheadJournal journal,
+        PageStore? pages, List<ChunkInfo> chunks, TimeProvider clock)
     {
-        long checkpointSequence = checkpoint.Sequence;
-
-        // The journal publishes a group after the index shows it, and a checkpoint covers what the index shows: wait
-        // for the journal to publish what the checkpoint holds, so the copy starts at or after it.
-        while (journal.CommittedSequence < checkpointSequence)
-        {
-            await Task.Delay(1, _cancellationToken).ConfigureAwait(false);
-        }
-
-        long last = journal.CommittedSequence;
-        List<ChunkInfo> chunks = pages.ReadChunkTable(checkpoint);
-        long chunkBytes = 0;
-        foreach (ChunkInfo chunk in chunks)
-        {
-            chunkBytes += chunk.Length;
-        }
-
         BackupFormat.WriteStreamHeader(_destination.GetSpan(BackupFormat.StreamHeaderSize), clock.GetUtcNow().UtcTicks);
         await SendAsync(BackupFormat.StreamHeaderSize).ConfigureAwait(false);
-
-        DataFileHeader header = checkpoint.Header.GetValueOrDefault();
-        new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion, checkpoint.Generation,
-            header.ChunkId, header.ChunkOffset, header.ChunkLength, checkpointSequence, checkpointSequence + 1, last,
-            chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks, journal.SegmentSize).Write(Payload);
+        begin.Write(Payload);
         await EmitAsync(BackupFormat.FrameType.Begin, BackupFormat.BeginSize).ConfigureAwait(false);
-
         foreach (ChunkInfo chunk in chunks)
         {
-            await CopyChunkAsync(pages, chunk).ConfigureAwait(false);
+            await CopyChunkAsync(pages!, chunk).ConfigureAwait(false);
         }
 
         long entries = 0;
-        if (last > checkpointSequence)
+        if (begin.LastEntry >= begin.FirstEntry)
         {
-            using JournalReader reader = journal.OpenReader(checkpointSequence + 1);
-            entries = await CopyEntriesAsync(reader, last).ConfigureAwait(false);
+            using JournalReader reader = journal.OpenReader(begin.FirstEntry);
+            entries = await CopyEntriesAsync(reader, begin.LastEntry).ConfigureAwait(false);
         }
 
-        new BackupFormat.End(last, entries, chunkBytes, _index).Write(Payload);
+        new BackupFormat.End(begin.LastEntry, entries, begin.ChunkBytes, _index).Write(Payload);
         await EmitAsync(BackupFormat.FrameType.End, BackupFormat.EndSize).ConfigureAwait(false);
-        return new BackupResult(last, checkpointSequence, chunks.Count, entries, _bytes);
+        return new BackupResult(begin.LastEntry, begin.CheckpointSequence, chunks.Count, entries, _bytes);
     }
 
     /// <summary>Where the next frame's payload goes: the pipe's memory, taken at the first use after a send.</summary>

@@ -15,6 +15,17 @@ public sealed class DocumentChanges
 
     internal DocumentChanges(DocumentStore store) => _store = store;
 
+    /// <summary>The oldest commit the feed can still read: earlier ones were purged after a checkpoint covered
+    /// them.</summary>
+    public long FirstSequence
+    {
+        get
+        {
+            _store.ThrowIfDisposed();
+            return _store.Journal.FirstSequence;
+        }
+    }
+
     /// <summary>
     /// Streams changes from commit <paramref name="fromSequence"/> on (1 for all), then waits for new ones until
     /// <paramref name="cancellationToken"/> fires or the store is disposed (the stream then ends).

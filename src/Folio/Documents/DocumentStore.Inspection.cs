@@ -80,7 +80,7 @@ public sealed partial class DocumentStore
             _pages.FileLength,
             (int)Folio.Journal.JournalFormat.FormatVersion,
             _journal.FileBytes(),
-            _journal.FirstSequence,
+            Changes.FirstSequence,
             checkpoint.Generation,
             checkpoint.Sequence,
             snapshot.Sequence,

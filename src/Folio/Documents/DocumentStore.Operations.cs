@@ -21,6 +21,11 @@ public sealed partial class DocumentStore
     private readonly HashSet<Task> _operations = [];
     private readonly CancellationTokenSource _closing = new();
 
+    /// <summary>How a restore reads a stream: reads of up to 256 KiB (a backup frame); the stream is left
+    /// open.</summary>
+    private static readonly StreamPipeReaderOptions s_backupReaderOptions =
+        new(bufferSize: 256 * 1024, minimumReadSize: 64 * 1024, leaveOpen: true);
+
     /// <summary>
     /// Writes a consistent backup of the store into <paramref name="destination"/> while commits and reads go on: the
     /// data file's newest checkpoint (its chunks, copied as they lie on disk) and the journal's committed entries after
@@ -88,6 +93,19 @@ public sealed partial class DocumentStore
     /// <returns>What the backup holds.</returns>
     public ValueTask<BackupResult> BackupAsync(Stream destination, CancellationToken cancellationToken = default) =>
         BackupToStreamAsync(destination, null, cancellationToken);
+
+    /// <summary>Writes an incremental backup into <paramref name="destination"/> (left open); see
+    /// <see cref="BackupAsync(PipeWriter, long, CancellationToken)"/>.</summary>
+    /// <param name="destination">A writable stream.</param>
+    /// <param name="fromSequence">The first commit to include.</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    public ValueTask<BackupResult> BackupAsync(Stream destination, long fromSequence,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
+        return BackupToStreamAsync(destination, fromSequence, cancellationToken);
+    }
 
     private async ValueTask<BackupResult> BackupToStreamAsync(Stream destination, long? fromSequence,
         CancellationToken cancellationToken)
@@ -198,8 +216,7 @@ public sealed partial class DocumentStore
                 var file = new FileStream(backupFile, FileMode.Open, FileAccess.Read, FileShare.Read, bufferSize: 0,
                     FileOptions.Asynchronous | FileOptions.SequentialScan);
                 files.Add(file);
-                readers.Add(PipeReader.Create(file,
-                    new StreamPipeReaderOptions(bufferSize: 256 * 1024, minimumReadSize: 64 * 1024, leaveOpen: true)));
+                readers.Add(PipeReader.Create(file, s_backupReaderOptions));
             }
 
             return await RestoreAsync(readers, folder, options, cancellationToken).ConfigureAwait(false);
@@ -229,8 +246,7 @@ public sealed partial class DocumentStore
         RestoreOptions? options = null, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(source);
-        PipeReader reader = PipeReader.Create(source,
-            new StreamPipeReaderOptions(bufferSize: 256 * 1024, minimumReadSize: 64 * 1024, leaveOpen: true));
+        PipeReader reader = PipeReader.Create(source, s_backupReaderOptions);
         try
         {
             return await RestoreAsync(reader, folder, options, cancellationToken).ConfigureAwait(false);
@@ -248,17 +264,9 @@ public sealed partial class DocumentStore
     /// <param name="options">Point in time and progress; null: everything, no progress.</param>
     /// <param name="cancellationToken">Cancels the restore.</param>
     /// <returns>What was restored.</returns>
-    public static async ValueTask<RestoreResult> RestoreAsync(string backupFile, string folder,
-        RestoreOptions? options = null, CancellationToken cancellationToken = default)
-    {
-        ArgumentException.ThrowIfNullOrWhiteSpace(backupFile);
-        var file = new FileStream(backupFile, FileMode.Open, FileAccess.Read, FileShare.Read, bufferSize: 0,
-            FileOptions.Asynchronous | FileOptions.SequentialScan);
-        await using (file.ConfigureAwait(false))
-        {
-            return await RestoreAsync(file, folder, options, cancellationToken).ConfigureAwait(false);
-        }
-    }
+    public static ValueTask<RestoreResult> RestoreAsync(string backupFile, string folder,
+        RestoreOptions? options = null, CancellationToken cancellationToken = default) =>
+        RestoreAsync([backupFile], folder, options, cancellationToken);
 
     /// <summary>Restores with the given store options (tests put a fault-injecting file system there).</summary>
     internal static async ValueTask<RestoreResult> RestoreAsync(IReadOnlyList<PipeReader> sources, string folder,

@@ -40,6 +40,13 @@ internal sealed class ChunkInfo
     /// <summary>Pages still reachable from the newest checkpoint's roots.</summary>
     public int LivePages { get; set; }
 
+    /// <summary>The share of the chunk's pages still live (0 for a chunk without pages).</summary>
+    public double Fill => PageCount == 0 ? 0 : (double)LivePages / PageCount;
+
+    /// <summary>The chunk's live bytes, estimated from its length and <see cref="Fill"/> (pages differ in
+    /// size).</summary>
+    public long LiveBytes => (long)(Length * Fill);
+
     /// <summary>The generation of the checkpoint that wrote the chunk (0 for a chunk found at the open: older than
     /// any checkpoint a reader can still pin).</summary>
     public long BornAt { get; init; }

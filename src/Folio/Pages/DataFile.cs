@@ -87,6 +87,17 @@ internal sealed class DataFile : IDisposable
         CheckPage(position, destination, offset);
     }
 
+    /// <summary>Checks the structure of a tree page whose length and checksum passed (<see cref="PageFormat.Check"/>),
+    /// read from <paramref name="offset"/>; throws <see cref="StoreCorruptedException"/> naming the file and
+    /// offset.</summary>
+    public void CheckStructure(PagePosition position, ReadOnlySpan<byte> page, long offset)
+    {
+        if (!PageFormat.Check(page, out string? problem))
+        {
+            ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position}: {problem}");
+        }
+    }
+
     /// <summary>Checks the length and checksum (with its position) of a page read from
     /// <paramref name="offset"/>.</summary>
     private void CheckPage(PagePosition position, ReadOnlySpan<byte> page, long offset)
@@ -217,9 +228,9 @@ internal sealed class DataFile : IDisposable
                 var position = new PagePosition(chunk.Id, (uint)i);
                 ReadOnlySpan<byte> page = buffer.AsSpan((int)(at - windowStart), length);
                 CheckPage(position, page, offset);
-                if (page[8] != PageFormat.OverflowType && !PageFormat.Check(page, out string? problem))
+                if (page[8] != PageFormat.OverflowType)
                 {
-                    ThrowHelper.ThrowStoreCorrupted(Path, offset, $"{position}: {problem}");
+                    CheckStructure(position, page, offset);
                 }
             }
 

@@ -221,7 +221,7 @@ internal sealed class PageCache : IPageReader, IDisposable
 
         Span<byte> page = frame[..length];
         _file.ReadPage(position, page, offset);
-        CheckStructure(position, page, offset);
+        _file.CheckStructure(position, page, offset);
     }
 
     private PinnedPage ReadOversized(PagePosition position, int length, long offset)
@@ -232,21 +232,13 @@ internal sealed class PageCache : IPageReader, IDisposable
         {
             Span<byte> page = rented.AsSpan(0, length);
             _file.ReadPage(position, page, offset);
-            CheckStructure(position, page, offset);
+            _file.CheckStructure(position, page, offset);
             return new PinnedPage(rented, length);
         }
         catch
         {
             ArrayPool<byte>.Shared.Return(rented);
             throw;
-        }
-    }
-
-    private void CheckStructure(PagePosition position, ReadOnlySpan<byte> page, long offset)
-    {
-        if (!PageFormat.Check(page, out string? problem))
-        {
-            ThrowHelper.ThrowStoreCorrupted(_file.Path, offset, $"{position}: {problem}");
         }
     }
 }

@@ -306,13 +306,12 @@ internal sealed class PageStore : IDisposable
             return tail;
         }
 
-        var candidates = new List<(double Fill, ChunkInfo Chunk)>();
+        var candidates = new List<ChunkInfo>();
         foreach (ChunkInfo chunk in _file.Chunks.Values)
         {
-            double fill = chunk.PageCount == 0 ? 0 : (double)chunk.LivePages / chunk.PageCount;
-            if (chunk.DeadAt == 0 && chunk.PageCount > 0 && fill < request.FillBelow)
+            if (chunk.DeadAt == 0 && chunk.PageCount > 0 && chunk.Fill < request.FillBelow)
             {
-                candidates.Add((fill, chunk));
+                candidates.Add(chunk);
             }
         }
 
@@ -320,16 +319,15 @@ internal sealed class PageStore : IDisposable
         var chosen = new HashSet<uint>();
         long bytes = 0;
         long room = request.WithinFreeSpace ? _space.LargestFree * 4 / 5 : long.MaxValue;
-        foreach ((double fill, ChunkInfo chunk) in candidates)
+        foreach (ChunkInfo chunk in candidates)
         {
-            long liveBytes = (long)(chunk.Length * fill);
-            if ((chosen.Count > 0 && bytes >= request.MaxBytes) || bytes + liveBytes > room)
+            if ((chosen.Count > 0 && bytes >= request.MaxBytes) || bytes + chunk.LiveBytes > room)
             {
                 break;
             }
 
             chosen.Add(chunk.Id);
-            bytes += liveBytes;
+            bytes += chunk.LiveBytes;
         }
 
         return chosen;
@@ -355,14 +353,13 @@ internal sealed class PageStore : IDisposable
         long bytes = 0;
         foreach (ChunkInfo chunk in live)
         {
-            long liveBytes = (long)(chunk.Length * ((double)chunk.LivePages / chunk.PageCount));
-            if (bytes + liveBytes > room)
+            if (bytes + chunk.LiveBytes > room)
             {
                 break;
             }
 
             chosen.Add(chunk.Id);
-            bytes += liveBytes;
+            bytes += chunk.LiveBytes;
         }
 
         return chosen;
