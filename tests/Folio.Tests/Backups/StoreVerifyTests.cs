@@ -57,9 +57,9 @@ public sealed class StoreVerifyTests
         await FillAsync(store, 2000); // journal segments after the checkpoint
 
         string dataFile = Path.Combine(folder, "data.folio");
-        Flip(dataFile, 8192 + 64 + 100);
+        FileDamage.FlipByte(dataFile, 8192 + 64 + 100, 0x10);
         string firstSegment = Directory.GetFiles(Path.Combine(folder, "journal"), "*.journal").Order().First();
-        Flip(firstSegment, 64 + 60);
+        FileDamage.FlipByte(firstSegment, 64 + 60, 0x10);
 
         VerifyResult result = await store.VerifyAsync();
         Assert.False(result.IsHealthy);
@@ -92,15 +92,6 @@ public sealed class StoreVerifyTests
             string json = $"{{\"n\":{i},\"pad\":\"{new string('q', 100)}\"}}";
             await store.PutAsync(i % 3 == 0 ? "orders" : "people", $"doc{i % 1500:D5}", Encoding.UTF8.GetBytes(json));
         }
-    }
-
-    private static void Flip(string path, long offset)
-    {
-        using var file = new FileStream(path, FileMode.Open, FileAccess.ReadWrite, FileShare.ReadWrite);
-        file.Position = offset;
-        int value = file.ReadByte();
-        file.Position = offset;
-        file.WriteByte((byte)(value ^ 0x10));
     }
 
     /// <summary>Reports on the reporting thread (<see cref="Progress{T}"/> posts to the thread pool, so the last

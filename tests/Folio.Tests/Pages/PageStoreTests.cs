@@ -235,7 +235,7 @@ public sealed class PageStoreTests
         }
 
         // Generation 2 lives in slot 0: tear it.
-        FlipByte(path, 20);
+        FileDamage.FlipByte(path, 20, 0x5A);
         using (var reopened = PageStore.Open(PhysicalFileSystem.Instance, path))
         {
             Assert.Equal(1, reopened.Current.Generation);
@@ -256,7 +256,7 @@ public sealed class PageStoreTests
         }
 
         // A byte inside the pages of the only chunk (which starts right after the two header slots).
-        FlipByte(path, DataFileHeader.DataStart + 5_000);
+        FileDamage.FlipByte(path, DataFileHeader.DataStart + 5_000, 0x5A);
         using var reopened = PageStore.Open(PhysicalFileSystem.Instance, path);
         var error = Assert.Throws<StoreCorruptedException>(() =>
             BTree.Range(reopened.Current.Collections["c0"].Root, null, null, false, reopened.Reader).ToList());
@@ -301,7 +301,7 @@ public sealed class PageStoreTests
         }
 
         long length = new FileInfo(path).Length;
-        FlipByte(path, length - 10);
+        FileDamage.FlipByte(path, length - 10, 0x5A);
         var error = Assert.Throws<StoreCorruptedException>(() => PageStore.Open(PhysicalFileSystem.Instance, path));
         Assert.Contains("metadata checksum", error.Message, StringComparison.Ordinal);
     }
@@ -458,14 +458,5 @@ public sealed class PageStoreTests
                 }
             }
         }
-    }
-
-    private static void FlipByte(string path, long offset)
-    {
-        using var stream = new FileStream(path, FileMode.Open);
-        stream.Position = offset;
-        int value = stream.ReadByte();
-        stream.Position = offset;
-        stream.WriteByte((byte)(value ^ 0x5A));
     }
 }

@@ -157,13 +157,7 @@ public sealed class FolioToolTests
         Assert.False(Directory.Exists(Path.Combine(dir.Path, "nothing")), "info created no store");
 
         // A flipped byte inside the checkpoint's first page.
-        using (var file = new FileStream(Path.Combine(store, "data.folio"), FileMode.Open, FileAccess.ReadWrite))
-        {
-            file.Position = 8192 + 64 + 40;
-            int value = file.ReadByte();
-            file.Position -= 1;
-            file.WriteByte((byte)(value ^ 0x01));
-        }
+        FileDamage.FlipByte(Path.Combine(store, "data.folio"), 8192 + 64 + 40, 0x01);
 
         (int damaged, string output, string damagedError) = await FolioToolProcess.RunAsync("verify", store);
         Assert.Equal(2, damaged);
