@@ -71,11 +71,14 @@ internal static class ServerSentEvents
     {
         bool put = change.Kind == ChangeKind.Put;
         Span<byte> head = destination.GetSpan(64);
-        int at = Ascii("id: ", head);
+        "id: "u8.CopyTo(head);
+        int at = 4;
         change.Sequence.TryFormat(head[at..], out int digits,
             provider: System.Globalization.CultureInfo.InvariantCulture);
         at += digits;
-        at += Ascii(put ? "\nevent: put\ndata: " : "\nevent: delete\ndata: ", head[at..]);
+        ReadOnlySpan<byte> kind = put ? "\nevent: put\ndata: "u8 : "\nevent: delete\ndata: "u8;
+        kind.CopyTo(head[at..]);
+        at += kind.Length;
         destination.Advance(at);
         json.Reset(destination);
         json.WriteStartObject();
@@ -97,15 +100,5 @@ internal static class ServerSentEvents
         json.Flush();
         destination.Write("\n\n"u8);
         return at + json.BytesCommitted + 2;
-    }
-
-    private static int Ascii(string text, Span<byte> destination)
-    {
-        for (int i = 0; i < text.Length; i++)
-        {
-            destination[i] = (byte)text[i];
-        }
-
-        return text.Length;
     }
 }
