@@ -131,7 +131,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         {
             pagesFailed?.Throw();
             PageCheckpoint mounted = pages!.Pin(); // the index owns the pin from here
-            var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum);
+            var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
             var store = new DocumentStore(path, options, journal, index, pages, logger);

@@ -31,6 +31,9 @@ public sealed class DocumentStoreOptions
     /// in-memory heads (tests set it low to trim often).</summary>
     internal int AddedIdsTrimMinimum { get; set; } = Documents.VersionedIndex.DefaultAddedIdsTrimMinimum;
 
+    /// <summary>The clock <see cref="MaxSnapshotAge"/> is measured with (tests move it by hand).</summary>
+    internal TimeProvider SnapshotClock { get; set; } = TimeProvider.System;
+
     /// <summary>Tests only: a page cache of this many bytes, below <see cref="MinCacheSize"/> (0: use
     /// <see cref="CacheSize"/>), so crash and power-loss tests run stores many times larger than their cache.</summary>
     internal long TestCacheBytes { get; set; }

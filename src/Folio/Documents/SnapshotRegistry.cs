@@ -53,6 +53,7 @@ internal sealed class SnapshotRegistry
     private readonly Lock _growLock = new();
     private readonly ConcurrentQueue<int> _free = new();
     private readonly long _maxAgeMilliseconds;
+    private readonly TimeProvider _clock;
     private Entry?[][] _chunks = [new Entry?[ChunkSize]];
     private int _slotCount; // slots handed out so far (free or not); only grows
     private int _registered; // entries published and not yet closed (open or expired)
@@ -63,10 +64,18 @@ internal sealed class SnapshotRegistry
 
     /// <param name="maxAge">How long a snapshot may hold back pruning; <see cref="Timeout.InfiniteTimeSpan"/> for
     /// ever.</param>
-    public SnapshotRegistry(TimeSpan maxAge)
+    /// <param name="clock">The clock snapshot ages are read from (its monotonic timestamp).</param>
+    public SnapshotRegistry(TimeSpan maxAge, TimeProvider clock)
     {
+        _clock = clock;
         _maxAgeMilliseconds = maxAge == Timeout.InfiniteTimeSpan ? long.MaxValue
             : (long)Math.Ceiling(maxAge.TotalMilliseconds);
+    }
+
+    private long NowMilliseconds()
+    {
+        long timestamp = _clock.GetTimestamp();
+        return (long)(timestamp * (1000.0 / _clock.TimestampFrequency));
     }
 
     /// <summary>Registers a snapshot of the current <paramref name="visible"/> sequence.</summary>
@@ -75,7 +84,7 @@ internal sealed class SnapshotRegistry
         while (true)
         {
             long sequence = Volatile.Read(ref visible);
-            var entry = new Entry(this, sequence, Environment.TickCount64);
+            var entry = new Entry(this, sequence, NowMilliseconds());
             Publish(entry);
             // the entry's store before the re-read of the visible sequence (see the protocol)
             Interlocked.MemoryBarrier();
@@ -108,7 +117,7 @@ internal sealed class SnapshotRegistry
         int slots = Volatile.Read(ref _slotCount);
         _batchesUntilScan = Math.Max(1, slots / SlotsPerBatchBetweenScans);
         long oldest = visible;
-        long now = Environment.TickCount64;
+        long now = NowMilliseconds();
         Entry?[][] chunks = Volatile.Read(ref _chunks);
         for (int i = 0; i < slots; i++)
         {
@@ -236,7 +245,7 @@ internal sealed class SnapshotRegistry
 
         public long Sequence { get; } = sequence;
 
-        /// <summary>When the snapshot was opened (<see cref="Environment.TickCount64"/>, milliseconds).</summary>
+        /// <summary>When the snapshot was opened (the registry's clock, milliseconds).</summary>
         public long OpenedAt { get; } = openedAt;
 
         /// <summary>Set once, before the entry is published in its slot.</summary>

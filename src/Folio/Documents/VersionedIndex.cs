@@ -111,9 +111,12 @@ internal sealed class VersionedIndex : ICommitState
     /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
     /// <param name="addedIdsTrimMinimum">The length an added-id list must pass before it is trimmed
     /// (<see cref="TrimAddedIds"/>).</param>
-    public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum)
+    /// <param name="clock">The clock snapshot ages are measured with (default <see cref="TimeProvider.System"/>).
+    /// </param>
+    public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum,
+        TimeProvider? clock = null)
     {
-        _snapshots = new SnapshotRegistry(maxSnapshotAge);
+        _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System);
         _addedIdsTrimMinimum = addedIdsTrimMinimum;
     }
 

@@ -87,6 +87,8 @@ public sealed class SnapshotLifetimeTests
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.MaxSnapshotAge = TimeSpan.FromMilliseconds(200);
+        var clock = new ManualTimeProvider(DateTimeOffset.UnixEpoch);
+        options.SnapshotClock = clock; // the snapshots' age moves only when the test says so, however slow the host
         await using var store = DocumentStore.Open(dir.Path, options);
         await store.PutAsync("User", "hot", "{\"Name\":\"v0\"}"u8.ToArray());
         await store.PutAsync("User", "other", "{\"Name\":\"o\"}"u8.ToArray());
@@ -106,7 +108,7 @@ public sealed class SnapshotLifetimeTests
         }
 
         Assert.True(store.Index.ChainLength(key) > 50, "young snapshots keep their versions");
-        await Task.Delay(400);
+        clock.Advance(TimeSpan.FromMilliseconds(400));
         for (int i = 51; i <= 100; i++)
         {
             await store.PutAsync("User", "hot", Encoding.UTF8.GetBytes($"{{\"Name\":\"v{i}\"}}"));

@@ -1,6 +1,6 @@
 namespace Folio.Tests.Infrastructure;
 
-/// <summary>A clock the test moves by hand.</summary>
+/// <summary>A clock the test moves by hand (its wall time and its monotonic timestamp move together).</summary>
 public sealed class ManualTimeProvider : TimeProvider
 {
     private long _ticks;
@@ -8,6 +8,10 @@ public sealed class ManualTimeProvider : TimeProvider
     public ManualTimeProvider(DateTimeOffset start) => _ticks = start.UtcTicks;
 
     public override DateTimeOffset GetUtcNow() => new(Interlocked.Read(ref _ticks), TimeSpan.Zero);
+
+    public override long TimestampFrequency => TimeSpan.TicksPerSecond;
+
+    public override long GetTimestamp() => Interlocked.Read(ref _ticks);
 
     public void Advance(TimeSpan by) => Interlocked.Add(ref _ticks, by.Ticks);
 
