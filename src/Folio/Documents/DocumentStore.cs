@@ -29,7 +29,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index,
-        PageStore pages, ILogger logger)
+        PageStore pages, ILogger logger, long replayedBytes)
     {
         Path = path;
         Options = options;
@@ -39,7 +39,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         _pages = pages;
         _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
         pages.Cache.Prefetcher?.YieldToCommits(() => _merger.IsCommitterActive || _merger.GroupsInFlight > 0);
-        _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger, () => _merger.IsFaulted);
+        _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger, () => _merger.IsFaulted,
+            replayedBytes);
         Changes = new DocumentChanges(this);
     }
 
@@ -134,7 +135,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
-            var store = new DocumentStore(path, options, journal, index, pages, logger);
+            var store = new DocumentStore(path, options, journal, index, pages, logger, bytes);
             long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
             StoreLog.Opened(logger, path, mounted.Sequence, index.CheckpointedDocuments, batches, bytes, elapsedMs);
             return store;

@@ -86,10 +86,10 @@ public sealed class DocumentStoreOptions
 
     /// <summary>
     /// How much journal may accumulate after the last checkpoint before a background checkpoint writes the state to
-    /// the data file and purges the journal segments it covers, in bytes. Default 64 MiB; at least 4 KiB. Measured in
-    /// whole journal segments (the checkpoint starts once segments holding only later commits reach this size; checked
-    /// every 100 ms), so the journal on disk stays within about this plus three segments. Commits continue while a
-    /// checkpoint runs.
+    /// the data file and purges the journal segments it covers, in bytes. Default 64 MiB; at least 4 KiB. Measured as
+    /// the records appended after the last checkpoint's position (checked every 100 ms). A checkpoint purges only whole
+    /// segments below its position, so the journal on disk stays within about this plus three segments. Commits
+    /// continue while a checkpoint runs.
     /// </summary>
     public long CheckpointThreshold { get; set; } = DefaultCheckpointThreshold;
 
@@ -100,8 +100,8 @@ public sealed class DocumentStoreOptions
     /// bounds that memory instead of letting it grow. Commits then wait (they never fail for it) until a checkpoint
     /// brings the journal after it below this size, or a checkpoint fails (the journal still holds everything, so
     /// writers are not stopped by a data file that cannot be written). Default 0: four times
-    /// <see cref="CheckpointThreshold"/> (256 MiB); otherwise at least <see cref="CheckpointThreshold"/>. Measured in
-    /// whole journal segments, checked every 32 commits and after every checkpoint.
+    /// <see cref="CheckpointThreshold"/> (256 MiB); otherwise at least <see cref="CheckpointThreshold"/>. Measured as
+    /// the records appended after the last checkpoint's position, checked every 32 commits and after every checkpoint.
     /// </summary>
     public long CheckpointBackpressureThreshold { get; set; }
 

@@ -53,6 +53,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private long _behindSince;
     private int _behind;
     private long _lastSequence;
+    private long _bytesAtCheckpoint; // the journal's AppendedBytes when the last checkpoint's snapshot was taken
     private long _lastTimestamp;
     private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (under the gate)
     private long _compactionIdleAt = -1; // the loop's: the checkpoint a pass that moved nothing ran at
@@ -63,9 +64,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
     /// <summary>Starts the checkpoint thread; <paramref name="isFaulted"/> says whether the store's journal failed
     /// (writers waiting for a checkpoint are then let go, to fail fast as every commit of a faulted store
-    /// does).</summary>
+    /// does); <paramref name="replayedBytes"/> is the journal after the data file's checkpoint that the open
+    /// replayed.</summary>
     public StoreCheckpointer(PageStore pages, WriteAheadJournal journal, VersionedIndex index,
-        DocumentStoreOptions options, ILogger logger, Func<bool> isFaulted)
+        DocumentStoreOptions options, ILogger logger, Func<bool> isFaulted, long replayedBytes)
     {
         _isFaulted = isFaulted;
         _pages = pages;
@@ -74,16 +76,22 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _options = options;
         _logger = logger;
         _lastSequence = pages.Current.Sequence;
+        _bytesAtCheckpoint = journal.AppendedBytes - replayedBytes;
         _lastTimestamp = Environment.TickCount64;
         _backpressureThreshold = options.EffectiveBackpressureThreshold;
         _metrics = new CheckpointMetrics(options.MeterFactory,
-            () => _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence),
+            () => BytesSinceCheckpoint,
             () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate);
         new Thread(RunLoop) { IsBackground = true, Name = "Folio checkpoints" }.Start();
     }
 
     /// <summary>The sequence the newest checkpoint covers.</summary>
     public long LastSequence => Interlocked.Read(ref _lastSequence);
+
+    /// <summary>The journal's bytes after the last checkpoint (what the thresholds measure): the records appended since
+    /// its snapshot was taken, plus at open those the open replayed. Records a group appended while the snapshot was
+    /// taken may count as covered; the next checkpoint covers them.</summary>
+    public long BytesSinceCheckpoint => Math.Max(0, _journal.AppendedBytes - Interlocked.Read(ref _bytesAtCheckpoint));
 
     /// <summary>Whether new commits wait for a checkpoint (acquire): checkpoints fell behind the writers.</summary>
     public bool IsBehind => Volatile.Read(ref _behind) != 0;
@@ -324,7 +332,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
     private void UpdateBackpressureLocked(bool failed)
     {
-        long bytes = _journal.IsDisposed ? 0 : _journal.BytesInSegmentsAfter(LastSequence);
+        long bytes = _journal.IsDisposed ? 0 : BytesSinceCheckpoint;
         if (bytes >= _backpressureThreshold && !failed && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
         {
             if (_behind == 0)
@@ -375,7 +383,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             return false;
         }
 
-        if (_journal.BytesInSegmentsAfter(last) >= _options.CheckpointThreshold)
+        if (BytesSinceCheckpoint >= _options.CheckpointThreshold)
         {
             return true;
         }
@@ -420,6 +428,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     {
         using IndexSnapshot snapshot = _index.OpenSnapshot();
         long sequence = snapshot.Sequence;
+        long appendedBytes = _journal.AppendedBytes; // at least every record up to the snapshot's sequence
         long deadline = Environment.TickCount64 + 1000 + (long)_options.BufferedSyncInterval.TotalMilliseconds;
         while (_journal.DurableSequence < sequence)
         {
@@ -455,6 +464,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             CheckpointStatistics statistics = _pages.LastCheckpoint;
             _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
                 statistics.Pages);
+            Interlocked.Exchange(ref _bytesAtCheckpoint, appendedBytes);
             Interlocked.Exchange(ref _lastSequence, sequence);
         }
         else

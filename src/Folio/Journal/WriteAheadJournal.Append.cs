@@ -124,6 +124,7 @@ public sealed partial class WriteAheadJournal
                 _lastTimestamp = timestamp;
                 _nextSequence = first + entryCount;
                 Volatile.Write(ref _appendedRecords, _appendedRecords + 1);
+                Volatile.Write(ref _appendedBytes, _appendedBytes + record.Length);
                 end = new JournalPosition(segment, segment.WrittenLength, segment.LastSequence);
                 return first;
             }

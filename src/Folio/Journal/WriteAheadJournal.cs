@@ -80,6 +80,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private int _syncsInFlight;
     private Exception? _fault;
     private long _appendedRecords;
+    private long _appendedBytes;
 
     private WriteAheadJournal(string directory, JournalOptions options, IDisposable directoryLock)
     {
@@ -203,26 +204,11 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// <summary>Records appended since open (diagnostics and benchmarks: one per commit group).</summary>
     internal long AppendedRecords => Volatile.Read(ref _appendedRecords);
 
+    /// <summary>Bytes of records appended since open (written under the write lock, read with an acquire read from
+    /// any thread): the checkpointer measures the journal after its last checkpoint by it.</summary>
+    internal long AppendedBytes => Volatile.Read(ref _appendedBytes);
+
     internal long SegmentsVersion => Volatile.Read(ref _segmentsVersion);
-
-    /// <summary>
-    /// The bytes written to segments that hold only entries after <paramref name="sequence"/> (a checkpoint's
-    /// trigger: what a purge up to the sequence could not remove). Approximate while appends run: the active
-    /// segment's written length is read without the write lock.
-    /// </summary>
-    internal long BytesInSegmentsAfter(long sequence)
-    {
-        long bytes = 0;
-        foreach (JournalSegment segment in Volatile.Read(ref _segmentSet).Segments)
-        {
-            if (segment.FirstSequence > sequence)
-            {
-                bytes += segment.WrittenLength;
-            }
-        }
-
-        return bytes;
-    }
 
     internal SegmentSet Segments => Volatile.Read(ref _segmentSet);
 

@@ -284,6 +284,70 @@ public sealed class StoreCheckpointTests
     }
 
     [Fact]
+    public async Task The_checkpoint_threshold_counts_the_journal_after_the_checkpoint_inside_its_own_segment()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments(); // 1 MiB: everything below stays in one
+        options.CheckpointThreshold = 64 * 1024;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointOnClose = false;
+        string tag = new('x', 400);
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            long first = await WriteUntilCheckpointAsync(store, 0);
+            Assert.Equal(1, store.Journal.SegmentCount);
+
+            // The next checkpoint starts once 64 KiB follow the first one, though no segment starts after it.
+            long second = await WriteUntilCheckpointAsync(store, 1000);
+            Assert.True(second > first);
+            Assert.Equal(1, store.Journal.SegmentCount);
+
+            // Below the threshold, nothing starts (the loop checks every 100 ms).
+            for (int i = 0; i < 10; i++)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, tag));
+            }
+
+            await Task.Delay(500);
+            Assert.Equal(second, store.Pages.Current.Sequence);
+
+            // What an open replays counts too: more than the threshold after the checkpoint, then a close without one.
+            for (int i = 0; i < 300; i++)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, tag));
+            }
+        }
+
+        await using var reopened = DocumentStore.Open(dir.Path, options);
+        long replayedFrom = reopened.Pages.Current.Sequence;
+        DateTime until = DateTime.UtcNow.AddSeconds(30);
+        while (reopened.Pages.Current.Sequence == replayedFrom && DateTime.UtcNow < until)
+        {
+            await Task.Delay(20);
+        }
+
+        Assert.Equal(reopened.LastCommittedSequence, reopened.Pages.Current.Sequence);
+
+        async Task<long> WriteUntilCheckpointAsync(DocumentStore store, int from)
+        {
+            long before = store.Pages.Current.Sequence;
+            for (int i = from; i < from + 200; i++) // about 90 KiB of records
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, tag));
+            }
+
+            DateTime deadline = DateTime.UtcNow.AddSeconds(30);
+            while (store.Pages.Current.Sequence == before && DateTime.UtcNow < deadline)
+            {
+                await Task.Delay(20);
+            }
+
+            Assert.True(store.Pages.Current.Sequence > before, "a checkpoint started past the threshold");
+            return store.Pages.Current.Sequence;
+        }
+    }
+
+    [Fact]
     public async Task Commits_wait_while_checkpoints_fall_behind_and_resume_when_one_finishes_losing_nothing()
     {
         using var dir = new TempDirectory();
