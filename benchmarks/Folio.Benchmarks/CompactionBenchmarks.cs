@@ -9,7 +9,7 @@ namespace Folio.Benchmarks;
 /// A steady overwrite workload on <see cref="BenchmarkConstants.CompactionDocuments"/> documents of about 1 KiB,
 /// with background compaction off and on (<c>CompactionFillRate</c> 0 and its default): each iteration, 16 writers
 /// commit <see cref="CommitsPerWriter"/> durable overwrites of random documents each, while checkpoints run every
-/// 4 MiB of journal. The store lives through all iterations, so later iterations run in the steady state. After each
+/// 32 MiB of journal. The store lives through all iterations, so later iterations run in the steady state. After each
 /// iteration the benchmark prints the data file's size against its live pages' bytes (the live chunks' lengths
 /// weighted by their share of live pages): the file's overhead over the live data.
 /// </summary>
@@ -32,7 +32,7 @@ public class CompactionBenchmarks : BenchmarkDirectory
         CreateRoot();
         _store = DocumentStore.Open(NewFolder("store"), new DocumentStoreOptions
         {
-            CheckpointThreshold = 4L << 20,
+            CheckpointThreshold = 32L << 20,
             CompactionFillRate = Compaction ? DocumentStoreOptions.DefaultCompactionFillRate : 0,
         });
         LargeDocument.LoadInOrder(_store, BenchmarkConstants.CompactionDocuments);

@@ -106,7 +106,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     [Params("PointRead", "RangeScan", "YcsbB")]
     public string Workload { get; set; } = "PointRead";
 
-    private static string Folder => Path.Combine(DataFolder, FormattableString.Invariant(
+    internal static string Folder => Path.Combine(DataFolder, FormattableString.Invariant(
         $"larger-than-memory-{s_documents}"));
 
     [GlobalSetup(Target = nameof(Folio))]
@@ -283,13 +283,13 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         OsPageCache.Drop(Path.Combine(Folder, peer.ToLowerInvariant()), SearchOption.AllDirectories); // closed
     }
 
-    private static DocumentStoreOptions FolioOptions() => new()
+    internal static DocumentStoreOptions FolioOptions() => new()
     {
         Durability = DurabilityMode.Buffered,
         CacheSize = s_cacheBytes,
     };
 
-    private static SqliteConnection OpenSqlite()
+    internal static SqliteConnection OpenSqlite()
     {
         var connection = new SqliteConnection($"Data Source={Path.Combine(Folder, "sqlite", "db.sqlite")};" +
             "Pooling=False");
@@ -373,7 +373,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         };
     }
 
-    private static SqliteCommand Prepared(SqliteConnection connection, string sql, params string[] parameters)
+    internal static SqliteCommand Prepared(SqliteConnection connection, string sql, params string[] parameters)
     {
         SqliteCommand command = connection.CreateCommand();
         command.CommandText = sql;

@@ -238,7 +238,15 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 {
                     if (due)
                     {
-                        CheckpointAndUpdateBackpressure();
+                        CompactionRequest? piggyback = null;
+                        if (compact)
+                        {
+                            _lastCompaction = Environment.TickCount64;
+                            piggyback = new CompactionRequest(_options.CompactionFillRate,
+                                _options.CompactionBytesPerSecond, MoveTail: false, WithinFreeSpace: true);
+                        }
+
+                        CheckpointAndUpdateBackpressure(piggyback);
                     }
                     else if (compact)
                     {
@@ -303,12 +311,12 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     }
 
     /// <summary>A checkpoint that purges, then the backpressure state for what it left (under the gate).</summary>
-    private long CheckpointAndUpdateBackpressure()
+    private long CheckpointAndUpdateBackpressure(CompactionRequest? compaction = null)
     {
         long sequence;
         try
         {
-            sequence = CheckpointNow(purge: true, waitForSync: true);
+            sequence = CheckpointNow(purge: true, waitForSync: true, compaction);
         }
         catch
         {
@@ -424,7 +432,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// journal: with <paramref name="waitForSync"/> it waits (up to a second past the buffered-sync interval) for the
     /// journal to make the snapshot durable, else it skips a snapshot that is not (at a close, the merger has already
     /// synced whatever it could).</summary>
-    private long CheckpointNow(bool purge, bool waitForSync)
+    private long CheckpointNow(bool purge, bool waitForSync, CompactionRequest? compaction = null)
     {
         using IndexSnapshot snapshot = _index.OpenSnapshot();
         long sequence = snapshot.Sequence;
@@ -449,7 +457,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 // The chains were read under the snapshot; had it outlived MaxSnapshotAge meanwhile, a prune may have
                 // cut what the reads needed: then this checkpoint is abandoned (its keys go back) and retried.
                 snapshot.ThrowIfExpired();
-                _pages.Checkpoint(sequence, changes.Collections);
+                _pages.Checkpoint(sequence, changes.Collections, compaction: compaction);
             }
             catch
             {

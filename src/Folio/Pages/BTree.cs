@@ -23,6 +23,14 @@ internal static class BTree
     /// position read from its parent stays valid after the parent's unpin.
     /// </summary>
     public static bool TryGet(PageReference? root, string key, IPageReader reader, out StoredValue value)
+        => Find(root, key, reader, copyValue: true, out value);
+
+    /// <summary>Whether the tree holds <paramref name="key"/> (a lookup that copies no value).</summary>
+    public static bool Contains(PageReference? root, string key, IPageReader reader)
+        => Find(root, key, reader, copyValue: false, out _);
+
+    private static bool Find(PageReference? root, string key, IPageReader reader, bool copyValue,
+        out StoredValue value)
     {
         value = default;
         PageReference? reference = root;
@@ -36,7 +44,7 @@ internal static class BTree
                 {
                     if (node.IsLeaf)
                     {
-                        return TryGetFrom(node, key, out value);
+                        return TryGetFrom(node, key, copyValue, out value);
                     }
 
                     reference = node.ChildAt(node.ChildIndex(key));
@@ -60,7 +68,7 @@ internal static class BTree
                 TreeNode decoded = PageFormat.DecodeChecked(pinned.Bytes.ToArray(), position);
                 if (decoded.IsLeaf)
                 {
-                    return TryGetFrom(decoded, key, out value);
+                    return TryGetFrom(decoded, key, copyValue, out value);
                 }
 
                 if (depth < ResidentLevels && reference is not null)
@@ -81,7 +89,7 @@ internal static class BTree
                     return false;
                 }
 
-                value = page.ValueAt(index);
+                value = copyValue ? page.ValueAt(index) : default;
                 return true;
             }
 
@@ -91,10 +99,10 @@ internal static class BTree
         }
     }
 
-    private static bool TryGetFrom(TreeNode leaf, string key, out StoredValue value)
+    private static bool TryGetFrom(TreeNode leaf, string key, bool copyValue, out StoredValue value)
     {
         int index = leaf.Search(key);
-        value = index >= 0 ? leaf.ValueAt(index) : default;
+        value = index >= 0 && copyValue ? leaf.ValueAt(index) : default;
         return index >= 0;
     }
 

@@ -98,6 +98,7 @@ public sealed class StoreCheckpointTests
                         .ToDictionary(e => e.Id, e => Encoding.UTF8.GetString(e.Version.Json.Span));
                     Assert.Equal(state.OrderBy(p => p.Key, StringComparer.Ordinal),
                         seen.OrderBy(p => p.Key, StringComparer.Ordinal));
+                    Assert.Equal(state.Count, store.Index.Count("people", snapshot));
                 }
 
                 session.Dispose();
