@@ -4,8 +4,9 @@ using Folio.Storage;
 namespace Folio.Pages;
 
 /// <summary>
-/// The bytes of a chunk: everything one checkpoint wrote, in one extent of the data file aligned to
-/// <see cref="Alignment"/> (docs/formats/pages.md):
+/// The bytes of a chunk: up to <see cref="MaxPagesPerChunk"/> of the pages one checkpoint wrote, in one extent of the
+/// data file aligned to <see cref="Alignment"/> (docs/formats/pages.md). Only a checkpoint's last chunk, the one its
+/// header names, has a catalog root and a chunk table:
 /// <code>
 /// [chunk header, 64 bytes][pages, in page-number order][table of contents][chunk table]
 /// header:  0 u32 magic "FCHK"   4 u32 chunk id        8 u64 checkpoint sequence   16 u32 page count
@@ -27,6 +28,30 @@ internal static class ChunkFormat
     public const int TableEntrySize = 32;
     public const int Alignment = 4096;
     private const int ChecksumOffset = 48;
+
+    /// <summary>
+    /// The most pages one chunk holds: a checkpoint numbers its pages 0, 1, 2, ... and page <c>n</c> goes into its
+    /// <c>n / MaxPagesPerChunk</c>-th chunk, so a checkpoint of many pages is several chunks of about 4 MiB (16 KiB
+    /// pages), each placed in a free extent of its own: the space a freed chunk leaves is reused piece by piece even
+    /// when the next checkpoint is a little larger, and compaction moves the file's tail a few chunks at a time.
+    /// </summary>
+    public const int MaxPagesPerChunk = 256;
+
+    /// <summary>The position of the checkpoint's page <paramref name="page"/> when its chunks start at
+    /// <paramref name="firstChunkId"/>.</summary>
+    public static PagePosition PositionOf(uint firstChunkId, uint page) =>
+        new(checked(firstChunkId + (page / MaxPagesPerChunk)), page % MaxPagesPerChunk);
+
+    /// <summary>The chunks a checkpoint of <paramref name="pageCount"/> pages writes (one when it has none: the
+    /// chunk table and the catalog root still need a chunk).</summary>
+    public static int ChunksFor(int pageCount) => Math.Max(1, (pageCount + MaxPagesPerChunk - 1) / MaxPagesPerChunk);
+
+    /// <summary>The checkpoint's pages [First, First + Count) that its chunk <paramref name="index"/> holds.</summary>
+    public static (int First, int Count) PagesOf(int index, int pageCount)
+    {
+        int first = index * MaxPagesPerChunk;
+        return (first, Math.Clamp(pageCount - first, 0, MaxPagesPerChunk));
+    }
 
     public static long Align(long length) => (length + Alignment - 1) & ~(long)(Alignment - 1);
 

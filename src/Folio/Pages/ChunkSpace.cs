@@ -28,8 +28,10 @@ internal sealed class ChunkSpace
         }
     }
 
-    /// <summary>The longest free extent before <see cref="End"/> (0 when there is none).</summary>
-    public long LargestFree
+    /// <summary>The free bytes before <see cref="End"/> that new chunks can be sure to use: each free extent counted
+    /// in whole full chunks (<see cref="ChunkFormat.MaxPagesPerChunk"/> pages of 16 KiB), or the longest free extent
+    /// when that is more (a checkpoint smaller than a full chunk is one chunk, which needs one extent).</summary>
+    public long Usable
     {
         get
         {
@@ -39,7 +41,16 @@ internal sealed class ChunkSpace
                 largest = Math.Max(largest, length);
             }
 
-            return largest;
+
+            long piece = ChunkFormat.Align((ChunkFormat.MaxPagesPerChunk * (long)(PageFormat.TargetPageSize
+                + ChunkFormat.TocEntrySize)) + ChunkFormat.HeaderSize);
+            long total = 0;
+            foreach (long length in _free.Values)
+            {
+                total += length / piece * piece;
+            }
+
+            return Math.Max(total, largest);
         }
     }
 

@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Buffers.Binary;
 using System.Diagnostics;
 using Folio.Buffers;
@@ -318,7 +319,7 @@ internal sealed class PageStore : IDisposable
         candidates.Sort((a, b) => a.Fill.CompareTo(b.Fill));
         var chosen = new HashSet<uint>();
         long bytes = 0;
-        long room = request.WithinFreeSpace ? _space.LargestFree * 4 / 5 : long.MaxValue;
+        long room = request.WithinFreeSpace ? _space.Usable * 4 / 5 : long.MaxValue;
         foreach (ChunkInfo chunk in candidates)
         {
             if ((chosen.Count > 0 && bytes >= request.MaxBytes) || bytes + chunk.LiveBytes > room)
@@ -334,8 +335,8 @@ internal sealed class PageStore : IDisposable
     }
 
     /// <summary>Compaction's tail move: the live chunks at the end of the file, last first, while their live pages
-    /// (with room for the branches above them) fit in four fifths of the longest free extent, so this checkpoint's
-    /// chunk lands in that extent and the end of the file is free once they are.</summary>
+    /// (with room for the branches above them) fit in four fifths of the free extents, so this checkpoint's chunks
+    /// land in those extents and the end of the file is free once they are.</summary>
     private HashSet<uint> SelectTailChunks()
     {
         var live = new List<ChunkInfo>();
@@ -348,7 +349,7 @@ internal sealed class PageStore : IDisposable
         }
 
         live.Sort((a, b) => b.FileOffset.CompareTo(a.FileOffset));
-        long room = _space.LargestFree * 4 / 5;
+        long room = _space.Usable * 4 / 5;
         var chosen = new HashSet<uint>();
         long bytes = 0;
         foreach (ChunkInfo chunk in live)
@@ -368,7 +369,7 @@ internal sealed class PageStore : IDisposable
     private PageCheckpoint Save(PageCheckpoint current, long sequence, CollectionEdit[] edits, int epoch,
         bool parallel, long started, int freed, HashSet<uint> rewrite)
     {
-        uint chunkId = ++_lastChunkId;
+        uint firstChunkId = _lastChunkId + 1;
 
         // Phase 1a (sequential): number each changed tree's unsaved pages, so page numbers are unique.
         var serializers = new List<(CollectionEdit Edit, TreeSerializer Serializer)>();
@@ -378,7 +379,7 @@ internal sealed class PageStore : IDisposable
             int pages = TreeSerializer.CountUnsaved(edit.Root, out long bytes);
             if (pages > 0)
             {
-                serializers.Add((edit, new TreeSerializer(chunkId, pageBase, (int)Math.Min(bytes, int.MaxValue))));
+                serializers.Add((edit, new TreeSerializer(firstChunkId, pageBase, (int)Math.Min(bytes, int.MaxValue))));
                 pageBase = checked(pageBase + (uint)pages);
             }
         }
@@ -437,7 +438,7 @@ internal sealed class PageStore : IDisposable
             PagePosition catalogPosition = catalogRoot?.Position ?? default;
             if (catalogPages > 0)
             {
-                catalogSerializer = new TreeSerializer(chunkId, pageBase, (int)catalogBytes);
+                catalogSerializer = new TreeSerializer(firstChunkId, pageBase, (int)catalogBytes);
                 catalogPosition = catalogSerializer.Serialize(catalogRoot!);
                 pageBase = checked(pageBase + (uint)catalogPages);
             }
@@ -451,7 +452,8 @@ internal sealed class PageStore : IDisposable
 
             CountSuperseded(catalogEdit.Superseded, superseded);
 
-            // Phase 3 (sequential): place the buffers, then the table of contents and the chunk table.
+            // Phase 3 (sequential): cut the numbered pages into chunks of at most MaxPagesPerChunk (each placed in
+            // the first free extent it fits), the last of which holds the chunk table and is what the header names.
             int pageCount = (int)pageBase;
             IReadOnlyDictionary<uint, ChunkInfo> chunks = _file.Chunks;
             var table = new List<ChunkInfo>();
@@ -474,65 +476,14 @@ internal sealed class PageStore : IDisposable
                 parts.Add(catalogSerializer);
             }
 
-            long tocOffset = ChunkFormat.HeaderSize;
-            foreach (TreeSerializer part in parts)
-            {
-                tocOffset += part.Bytes.Length;
-            }
-
-            int tableEntries = table.Count + 1;
-            long metadataLength = (pageCount * (long)ChunkFormat.TocEntrySize)
-                + (tableEntries * (long)ChunkFormat.TableEntrySize);
-            long length = tocOffset + metadataLength;
-            if (tocOffset > uint.MaxValue)
-            {
-                ThrowHelper.ThrowInvalidOperation(
-                    $"A checkpoint of {tocOffset} bytes exceeds the chunk limit of 4 GiB; checkpoint more often.");
-            }
-
-            long offset = _space.Allocate(ChunkFormat.Align(length));
-            var newChunk = new ChunkInfo(chunkId, offset, length, pageCount, pageCount) { BornAt = _generation + 1 };
-            long[] toc = new long[pageCount];
-            byte[] metadata = new byte[metadataLength];
-            int page = 0;
-            long at = ChunkFormat.HeaderSize;
-            foreach (TreeSerializer part in parts)
-            {
-                foreach (long entry in part.Toc)
-                {
-                    long placed = (((entry >>> 32) + at) << 32) | (entry & 0xFFFF_FFFF);
-                    toc[page] = placed;
-                    BinaryPrimitives.WriteUInt32LittleEndian(metadata.AsSpan(page * ChunkFormat.TocEntrySize),
-                        (uint)(placed >>> 32));
-                    BinaryPrimitives.WriteUInt32LittleEndian(metadata.AsSpan((page * ChunkFormat.TocEntrySize) + 4),
-                        (uint)placed);
-                    page++;
-                }
-
-                at += part.Bytes.Length;
-            }
-
-            Debug.Assert(page == pageCount, "every numbered page was serialized");
-            int tableAt = pageCount * ChunkFormat.TocEntrySize;
-            foreach (ChunkInfo chunk in table)
-            {
-                var copy = new ChunkInfo(chunk.Id, chunk.FileOffset, chunk.Length, chunk.PageCount,
-                    chunk.LivePages - superseded.GetValueOrDefault(chunk.Id));
-                ChunkFormat.WriteTableEntry(metadata.AsSpan(tableAt), copy);
-                tableAt += ChunkFormat.TableEntrySize;
-            }
-
-            ChunkFormat.WriteTableEntry(metadata.AsSpan(tableAt), newChunk);
-            byte[] header = new byte[ChunkFormat.HeaderSize];
-            ChunkFormat.WriteHeader(header, chunkId, sequence, pageCount, tableEntries, length, catalogPosition,
-                tocOffset);
-            ChunkFormat.Seal(header, metadata);
-
             long generation = _generation + 1;
-            _cache.WritePriority = true; // prefetch reads stop until the chunk and its header are durable
+            NewChunk[] written = PlanChunks(firstChunkId, pageCount, parts, table, superseded, sequence,
+                catalogPosition, generation);
+            NewChunk last = written[^1];
+            _cache.WritePriority = true; // prefetch reads stop until the chunks and the header are durable
             try
             {
-                WriteDurably(offset, header, parts, metadata, length, generation, chunkId, sequence);
+                WriteDurably(written, generation, sequence);
             }
             finally
             {
@@ -541,8 +492,16 @@ internal sealed class PageStore : IDisposable
 
             // Durable: publish.
             _generation = generation;
-            newChunk.PublishToc(toc);
-            var map = new Dictionary<uint, ChunkInfo>(chunks) { [chunkId] = newChunk };
+            var map = new Dictionary<uint, ChunkInfo>(chunks);
+            long length = 0;
+            foreach (NewChunk chunk in written)
+            {
+                chunk.Info.PublishToc(chunk.Toc);
+                map[chunk.Info.Id] = chunk.Info;
+                length += chunk.Info.Length;
+            }
+
+            uint chunkId = last.Info.Id;
             foreach ((uint id, int count) in superseded)
             {
                 map[id].LivePages -= count;
@@ -568,7 +527,7 @@ internal sealed class PageStore : IDisposable
             _catalogRoot = catalogRoot;
             var checkpoint = new PageCheckpoint(generation, sequence, collections)
             {
-                Header = new DataFileHeader(generation, chunkId, offset, length, sequence),
+                Header = new DataFileHeader(generation, chunkId, last.Info.FileOffset, last.Info.Length, sequence),
             };
             PageCheckpoint previous = Interlocked.Exchange(ref _current, checkpoint);
             _retired.Add(previous);
@@ -597,6 +556,8 @@ internal sealed class PageStore : IDisposable
         }
         finally
         {
+            // The chunk ids this checkpoint numbered pages in are never handed out again, whether or not it landed.
+            _lastChunkId = Math.Max(_lastChunkId, firstChunkId + (uint)ChunkFormat.ChunksFor((int)pageBase) - 1);
             foreach ((_, TreeSerializer serializer) in serializers)
             {
                 serializer.Dispose();
@@ -636,68 +597,206 @@ internal sealed class PageStore : IDisposable
         return false;
     }
 
-    /// <summary>Writes the chunk and fsyncs, then the header slot of <paramref name="generation"/> naming it, and
-    /// fsyncs again (the checkpoint's thread, under the checkpoint lock).</summary>
-    private void WriteDurably(long offset, byte[] header, List<TreeSerializer> parts, byte[] metadata, long length,
-        long generation, uint chunkId, long sequence)
+    /// <summary>
+    /// Cuts a checkpoint's <paramref name="pageCount"/> numbered pages (in <paramref name="parts"/>, in numbering
+    /// order) into chunks of at most <see cref="ChunkFormat.MaxPagesPerChunk"/> pages, the numbering
+    /// <see cref="ChunkFormat.PositionOf"/> gave them, and places each in the first free extent it fits. The last chunk
+    /// (the only one when there are no pages) names the catalog root and holds the chunk table: every live chunk of
+    /// <paramref name="table"/> with its live pages less <paramref name="superseded"/>, then the new chunks.
+    /// </summary>
+    private NewChunk[] PlanChunks(uint firstChunkId, int pageCount, List<TreeSerializer> parts, List<ChunkInfo> table,
+        Dictionary<uint, int> superseded, long sequence, PagePosition catalogRoot, long generation)
+    {
+        var pages = new (TreeSerializer Part, long Entry)[pageCount];
+        int numbered = 0;
+        foreach (TreeSerializer part in parts)
+        {
+            foreach (long entry in part.Toc)
+            {
+                pages[numbered++] = (part, entry);
+            }
+        }
+
+        int chunkCount = ChunkFormat.ChunksFor(pageCount);
+        var lengths = new long[chunkCount];
+        for (int j = 0; j < chunkCount; j++)
+        {
+            (int first, int count) = ChunkFormat.PagesOf(j, pageCount);
+            long pageBytes = 0;
+            for (int i = first; i < first + count; i++)
+            {
+                pageBytes += pages[i].Entry & 0xFFFF_FFFF;
+            }
+
+            long tocOffset = ChunkFormat.HeaderSize + pageBytes;
+            if (tocOffset > uint.MaxValue)
+            {
+                ThrowHelper.ThrowInvalidOperation(
+                    $"A chunk of {tocOffset} bytes exceeds the chunk limit of 4 GiB; use smaller documents.");
+            }
+
+            int tableEntries = j == chunkCount - 1 ? table.Count + chunkCount : 0;
+            lengths[j] = tocOffset + (count * (long)ChunkFormat.TocEntrySize)
+                + (tableEntries * (long)ChunkFormat.TableEntrySize);
+        }
+
+        var infos = new ChunkInfo[chunkCount];
+        for (int j = 0; j < chunkCount; j++)
+        {
+            long offset = _space.Allocate(ChunkFormat.Align(lengths[j]));
+            (_, int count) = ChunkFormat.PagesOf(j, pageCount);
+            infos[j] = new ChunkInfo(firstChunkId + (uint)j, offset, lengths[j], count, count) { BornAt = generation };
+        }
+
+        var planned = new NewChunk[chunkCount];
+        for (int j = 0; j < chunkCount; j++)
+        {
+            (int first, int count) = ChunkFormat.PagesOf(j, pageCount);
+            bool isLast = j == chunkCount - 1;
+            int tableEntries = isLast ? table.Count + chunkCount : 0;
+            byte[] metadata = new byte[(count * (long)ChunkFormat.TocEntrySize)
+                + (tableEntries * (long)ChunkFormat.TableEntrySize)];
+            long[] toc = new long[count];
+            var runs = new List<(TreeSerializer Part, int Offset, int Length)>();
+            long at = ChunkFormat.HeaderSize;
+            for (int i = 0; i < count; i++)
+            {
+                (TreeSerializer part, long entry) = pages[first + i];
+                int inPart = (int)(entry >>> 32);
+                int length = (int)(entry & 0xFFFF_FFFF);
+                toc[i] = (at << 32) | (uint)length;
+                BinaryPrimitives.WriteUInt32LittleEndian(metadata.AsSpan(i * ChunkFormat.TocEntrySize), (uint)at);
+                BinaryPrimitives.WriteUInt32LittleEndian(metadata.AsSpan((i * ChunkFormat.TocEntrySize) + 4),
+                    (uint)length);
+                at += length;
+                if (runs.Count > 0 && ReferenceEquals(runs[^1].Part, part)
+                    && runs[^1].Offset + runs[^1].Length == inPart)
+                {
+                    runs[^1] = (part, runs[^1].Offset, runs[^1].Length + length);
+                }
+                else
+                {
+                    runs.Add((part, inPart, length));
+                }
+            }
+
+            if (isLast)
+            {
+                int tableAt = count * ChunkFormat.TocEntrySize;
+                foreach (ChunkInfo chunk in table)
+                {
+                    var copy = new ChunkInfo(chunk.Id, chunk.FileOffset, chunk.Length, chunk.PageCount,
+                        chunk.LivePages - superseded.GetValueOrDefault(chunk.Id));
+                    ChunkFormat.WriteTableEntry(metadata.AsSpan(tableAt), copy);
+                    tableAt += ChunkFormat.TableEntrySize;
+                }
+
+                foreach (ChunkInfo chunk in infos)
+                {
+                    ChunkFormat.WriteTableEntry(metadata.AsSpan(tableAt), chunk);
+                    tableAt += ChunkFormat.TableEntrySize;
+                }
+            }
+
+            byte[] header = new byte[ChunkFormat.HeaderSize];
+            ChunkFormat.WriteHeader(header, infos[j].Id, sequence, count, tableEntries, infos[j].Length,
+                isLast ? catalogRoot : default, at);
+            ChunkFormat.Seal(header, metadata);
+            planned[j] = new NewChunk(infos[j], toc, header, metadata, runs);
+        }
+
+        return planned;
+    }
+
+    /// <summary>Writes the chunks and fsyncs, then the header slot of <paramref name="generation"/> naming the last
+    /// one, and fsyncs again (the checkpoint's thread, under the checkpoint lock).</summary>
+    private void WriteDurably(NewChunk[] chunks, long generation, long sequence)
     {
         try
         {
-            WriteChunk(offset, header, parts, metadata, length);
+            foreach (NewChunk chunk in chunks)
+            {
+                WriteChunk(chunk);
+            }
+
             _file.Sync();
         }
         catch
         {
-            _space.Free(offset, ChunkFormat.Align(length));
+            foreach (NewChunk chunk in chunks)
+            {
+                _space.Free(chunk.Info.FileOffset, chunk.Info.Extent);
+            }
+
             throw;
         }
 
         try
         {
+            ChunkInfo last = chunks[^1].Info;
             byte[] slot = new byte[DataFileHeader.SlotSize];
-            new DataFileHeader(generation, chunkId, offset, length, sequence).Write(slot);
+            new DataFileHeader(generation, last.Id, last.FileOffset, last.Length, sequence).Write(slot);
             _file.Write(slot, DataFileHeader.SlotOffset(generation));
             _file.Sync();
         }
         catch
         {
             // The slot may hold anything now; the next checkpoint writes the same generation into it again. The
-            // chunk may be what that slot names on disk, so its extent stays taken until a later header lands.
-            _orphans.Add((offset, ChunkFormat.Align(length)));
+            // chunks may be what that slot names on disk, so their extents stay taken until a later header lands.
+            foreach (NewChunk chunk in chunks)
+            {
+                _orphans.Add((chunk.Info.FileOffset, chunk.Info.Extent));
+            }
+
             throw;
         }
     }
 
-    private void WriteChunk(long offset, byte[] header, List<TreeSerializer> parts, byte[] metadata, long length)
+    /// <summary>Writes one chunk: up to 8 MiB in one write, a larger one (overflow pages) as consecutive writes of
+    /// its header, its runs of pages and its metadata, in file order.</summary>
+    private void WriteChunk(NewChunk chunk)
     {
         const int OneWriteLimit = 8 * 1024 * 1024;
-        if (length <= OneWriteLimit)
+        long offset = chunk.Info.FileOffset;
+        if (chunk.Info.Length <= OneWriteLimit)
         {
-            byte[] buffer = new byte[length];
-            header.CopyTo(buffer, 0);
-            int at = ChunkFormat.HeaderSize;
-            foreach (TreeSerializer part in parts)
+            byte[] buffer = ArrayPool<byte>.Shared.Rent((int)chunk.Info.Length);
+            try
             {
-                part.Bytes.CopyTo(buffer.AsSpan(at));
-                at += part.Bytes.Length;
+                chunk.Header.CopyTo(buffer, 0);
+                int at = ChunkFormat.HeaderSize;
+                foreach ((TreeSerializer part, int from, int length) in chunk.Runs)
+                {
+                    part.Bytes.Slice(from, length).CopyTo(buffer.AsSpan(at));
+                    at += length;
+                }
+
+                chunk.Metadata.CopyTo(buffer, at);
+                _file.Write(buffer.AsSpan(0, (int)chunk.Info.Length), offset);
+            }
+            finally
+            {
+                ArrayPool<byte>.Shared.Return(buffer);
             }
 
-            metadata.CopyTo(buffer, at);
-            _file.Write(buffer, offset);
             return;
         }
 
-        // A large chunk goes out as consecutive writes of its parts, in file order.
-        _file.Write(header, offset);
+        _file.Write(chunk.Header, offset);
         long position = offset + ChunkFormat.HeaderSize;
-        foreach (TreeSerializer part in parts)
+        foreach ((TreeSerializer part, int from, int length) in chunk.Runs)
         {
-            _file.Write(part.Bytes, position);
-            position += part.Bytes.Length;
+            _file.Write(part.Bytes.Slice(from, length), position);
+            position += length;
         }
 
-        _file.Write(metadata, position);
+        _file.Write(chunk.Metadata, position);
     }
+
+    /// <summary>One chunk a checkpoint writes: its place and size, its table of contents (published once it is
+    /// durable), its header and metadata, and the runs of serialized pages it holds, in order.</summary>
+    private sealed record NewChunk(ChunkInfo Info, long[] Toc, byte[] Header, byte[] Metadata,
+        List<(TreeSerializer Part, int Offset, int Length)> Runs);
 
     /// <summary>Gives the file's free tail back to the file system once the checkpoint is durable: neither it nor
     /// the previous checkpoint (the fallback if the next header tears) reaches a chunk there, and no pinned reader

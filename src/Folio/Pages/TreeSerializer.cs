@@ -5,8 +5,8 @@ namespace Folio.Pages;
 /// <summary>
 /// Serializes the unsaved pages of one tree into a buffer of its own, so trees serialize in parallel (seed 004's
 /// phase 1b). Page numbers come from a base handed out sequentially beforehand (<see cref="CountUnsaved"/> for
-/// each tree), so every page's position, and the checksum that covers it, is final while it is written; placing
-/// the buffer into the chunk only adds the buffer's offset to its table-of-contents entries.
+/// each tree), so every page's position (<see cref="ChunkFormat.PositionOf"/>), and the checksum that covers it, is
+/// final while it is written; placing the pages into their chunks only offsets their table-of-contents entries.
 /// <para>
 /// Owned by one worker thread for the duration of <see cref="Serialize"/>; it changes the tree's unsaved nodes
 /// (their positions, and overflow values' positions), which belong to the checkpoint's edit and are not published.
@@ -16,15 +16,18 @@ internal sealed class TreeSerializer : IDisposable
 {
     private const int PooledLimit = 1024 * 1024;
 
-    private readonly uint _chunkId;
+    private readonly uint _firstChunkId;
     private readonly uint _pageBase;
     private byte[] _buffer;
     private int _length;
     private readonly List<long> _toc = [];
 
-    public TreeSerializer(uint chunkId, uint pageBase, int expectedBytes)
+    /// <param name="firstChunkId">The checkpoint's first chunk id (<see cref="ChunkFormat.PositionOf"/>).</param>
+    /// <param name="pageBase">The checkpoint's number of this tree's first page.</param>
+    /// <param name="expectedBytes">The tree's unsaved bytes (<see cref="CountUnsaved"/>).</param>
+    public TreeSerializer(uint firstChunkId, uint pageBase, int expectedBytes)
     {
-        _chunkId = chunkId;
+        _firstChunkId = firstChunkId;
         _pageBase = pageBase;
         _buffer = Rent(Math.Max(4096, expectedBytes));
     }
@@ -150,7 +153,7 @@ internal sealed class TreeSerializer : IDisposable
         }
     }
 
-    private PagePosition NextPosition() => new(_chunkId, checked(_pageBase + (uint)_toc.Count));
+    private PagePosition NextPosition() => ChunkFormat.PositionOf(_firstChunkId, checked(_pageBase + (uint)_toc.Count));
 
     private Span<byte> Reserve(int length)
     {

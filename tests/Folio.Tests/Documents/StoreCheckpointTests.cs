@@ -288,12 +288,8 @@ public sealed class StoreCheckpointTests
     public async Task The_checkpoint_threshold_counts_the_journal_after_the_checkpoint_inside_its_own_segment()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments(); // 1 MiB: everything below stays in one
-        options.CheckpointThreshold = 64 * 1024;
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointOnClose = false;
         string tag = new('x', 400);
-        await using (var store = DocumentStore.Open(dir.Path, options))
+        await using (var store = DocumentStore.Open(dir.Path, ThresholdOptions(64 * 1024)))
         {
             long first = await WriteUntilCheckpointAsync(store, 0);
             Assert.Equal(1, store.Journal.SegmentCount);
@@ -311,16 +307,21 @@ public sealed class StoreCheckpointTests
 
             await Task.Delay(500);
             Assert.Equal(second, store.Pages.Current.Sequence);
+        }
 
-            // What an open replays counts too: more than the threshold after the checkpoint, then a close without one.
+        // What an open replays counts too: 130 KiB written after the checkpoint (under a threshold that does not
+        // start one), then closed without one, then opened with the 64 KiB threshold.
+        await using (var store = DocumentStore.Open(dir.Path, ThresholdOptions(1 << 20)))
+        {
             for (int i = 0; i < 300; i++)
             {
                 await store.PutAsync("Doc", Id(i), Json(i, tag));
             }
         }
 
-        await using var reopened = DocumentStore.Open(dir.Path, options);
+        await using var reopened = DocumentStore.Open(dir.Path, ThresholdOptions(64 * 1024));
         long replayedFrom = reopened.Pages.Current.Sequence;
+        Assert.True(reopened.LastCommittedSequence >= replayedFrom + 300);
         DateTime until = DateTime.UtcNow.AddSeconds(30);
         while (reopened.Pages.Current.Sequence == replayedFrom && DateTime.UtcNow < until)
         {
@@ -328,6 +329,15 @@ public sealed class StoreCheckpointTests
         }
 
         Assert.Equal(reopened.LastCommittedSequence, reopened.Pages.Current.Sequence);
+
+        static DocumentStoreOptions ThresholdOptions(long threshold)
+        {
+            DocumentStoreOptions options = TestStoreOptions.SmallSegments(); // 1 MiB: everything here stays in one
+            options.CheckpointThreshold = threshold;
+            options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+            options.CheckpointOnClose = false;
+            return options;
+        }
 
         async Task<long> WriteUntilCheckpointAsync(DocumentStore store, int from)
         {

@@ -1,4 +1,5 @@
 using System.Text;
+using Folio.Pages;
 using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Documents;
@@ -116,7 +117,7 @@ public sealed class StoreCompactionTests
                 // Each writer owns the ids i % 4 == w, so the model's last write is the store's.
                 int i = (random.Next(500) * 4) + w;
                 string id = Id(i);
-                string json = Json(i, n);
+                string json = Json(i, n, 60);
                 await store.PutAsync("docs", id, Encoding.UTF8.GetBytes(json));
                 model[id] = json;
             }
@@ -169,6 +170,41 @@ public sealed class StoreCompactionTests
         Assert.True(live > 0);
     }
 
+    [Fact]
+    public async Task Checkpoints_rewriting_a_growing_tree_reuse_the_space_of_the_one_before_in_pieces()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        options.CompactionFillRate = 0; // placement alone, no compaction
+        string folder = Path.Combine(dir.Path, "store");
+        var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            // Every round rewrites every document a little longer, so each checkpoint writes a whole tree slightly
+            // larger than the one whose space the round before freed. In one chunk it would not fit that space and
+            // would go to the end (three trees' worth of file); in chunks of at most 256 pages it fills the space
+            // and puts only the excess at the end.
+            for (int round = 0; round < 6; round++)
+            {
+                await PutAsync(store, model, Enumerable.Range(0, 40_000), round, pad: 400 + (round * 40));
+                await store.CheckpointAsync();
+                Assert.True(store.Pages.LastCheckpoint.Pages > ChunkFormat.MaxPagesPerChunk);
+                Assert.True(store.Pages.ChunksForTests().Count(c => c.DeadAt == 0) >= 2, "the tree spans chunks");
+                long live = store.Pages.ChunksForTests().Where(c => c.DeadAt == 0).Sum(c => c.LiveBytes);
+                const long chunk = 256 * 17 * 1024; // a full chunk of 16 KiB pages, with its metadata
+                Assert.True(store.Pages.FileLength <= (2 * live) + (2 * chunk),
+                    $"round {round}: file {store.Pages.FileLength}, live {live}");
+            }
+
+            AssertHolds(store, model);
+            Assert.True((await store.VerifyAsync()).IsHealthy);
+        }
+
+        await using DocumentStore reopened = DocumentStore.Open(folder, options);
+        AssertHolds(reopened, model);
+        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+    }
+
     private static DocumentStoreOptions Options()
     {
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
@@ -179,16 +215,16 @@ public sealed class StoreCompactionTests
 
     private static string Id(int i) => $"d{i:D5}";
 
-    private static string Json(int i, int round, bool big = false) =>
-        $"{{\"i\":{i},\"round\":{round},\"pad\":\"{new string('x', big ? 5000 : 60)}\"}}";
+    private static string Json(int i, int round, int pad) =>
+        $"{{\"i\":{i},\"round\":{round},\"pad\":\"{new string('x', pad)}\"}}";
 
     private static async Task PutAsync(DocumentStore store, SortedDictionary<string, string> model,
-        IEnumerable<int> ids, int round, bool big = false)
+        IEnumerable<int> ids, int round, bool big = false, int pad = 0)
     {
         var batch = new CommitBatch();
         foreach (int i in ids)
         {
-            string json = Json(i, round, big);
+            string json = Json(i, round, pad > 0 ? pad : big ? 5000 : 60);
             batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
             model[Id(i)] = json;
             if (batch.Count == 200)
