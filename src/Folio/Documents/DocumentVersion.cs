@@ -11,8 +11,9 @@ internal sealed class DocumentVersion
     private readonly ReadOnlyMemory<byte> _json;
 
     public DocumentVersion(long sequence, long timestampTicks, ReadOnlyMemory<byte> json, bool isDeleted,
-        DocumentVersion? older)
+        DocumentVersion? older, bool isFirst = false)
     {
+        IsFirst = isFirst;
         Sequence = sequence;
         TimestampTicks = timestampTicks;
         _json = json;
@@ -32,6 +33,11 @@ internal sealed class DocumentVersion
 
     /// <summary>Whether this version is a delete (a tombstone).</summary>
     public bool IsDeleted { get; }
+
+    /// <summary>Whether the document had no earlier version: the committer wrote this one when the id was in neither
+    /// the heads, the replayed documents nor the checkpointed tree (so no tree before it holds the id). Pruning cuts
+    /// versions, never this flag: a chain that ends in a version without it may have lost older ones.</summary>
+    public bool IsFirst { get; }
 
     /// <summary>The previous version, or null (none, or pruned). Acquire read.</summary>
     public DocumentVersion? Older => Volatile.Read(ref _older);

@@ -347,7 +347,7 @@ internal sealed class VersionedIndex : ICommitState
     /// reads them (the list first, the layer pinned after, and the list read again), so the list holds every id
     /// appended before the layer was published: one the layer holds though the snapshot does not see it (written after
     /// the snapshot) is corrected too. Each such id counts its presence at the snapshot less its presence in the
-    /// pinned tree; the lookups copy no value.
+    /// pinned tree, which its chain gives when it can (<see cref="InTree"/>), else a search that copies no value.
     /// </remarks>
     public int Count(string collection, long snapshot)
     {
@@ -386,7 +386,7 @@ internal sealed class VersionedIndex : ICommitState
             IdSkipList added = addedIds.Sorted();
             foreach (string id in MergeSinceOpen(replayed, 0, replayed.Length, added, null, null, descending: false))
             {
-                bool inTree = layer?.Root is not null && BTree.Contains(layer.Root, id, _pages!);
+                bool inTree = layer?.Root is not null && InTree(keys, id, snapshot, layer);
                 bool live = IsLive(keys, id, snapshot, layer, inTree);
                 count += (live ? 1 : 0) - (inTree ? 1 : 0);
             }
@@ -400,6 +400,40 @@ internal sealed class VersionedIndex : ICommitState
                 PageStore.Unpin(layer.Checkpoint);
             }
         }
+    }
+
+    /// <summary>
+    /// Whether the tree of <paramref name="layer"/> (pinned, with a root) holds <paramref name="id"/>, read from the
+    /// id's chain when it can be: its newest version at or below the layer's sequence is what the tree holds, and a
+    /// chain whose versions are all above it but whose oldest is the id's first (<see cref="DocumentVersion.IsFirst"/>)
+    /// at or below <paramref name="snapshot"/> means the tree lacks it (that version was written before this count
+    /// pinned the layer, so against a layer at most as new, which lacked the id, and nothing wrote the id between).
+    /// Otherwise (no chain, or one pruned below the layer) the tree is searched.
+    /// </summary>
+    private bool InTree(SortedKeys keys, string id, long snapshot, TreeLayer layer)
+    {
+        if (keys.Heads.TryGetValue(id, out DocumentVersion? version))
+        {
+            long treeSequence = layer.Checkpoint.Sequence;
+            DocumentVersion oldest = version;
+            while (version is not null && version.Sequence > treeSequence)
+            {
+                oldest = version;
+                version = version.Older;
+            }
+
+            if (version is not null)
+            {
+                return !version.IsDeleted;
+            }
+
+            if (oldest.IsFirst && oldest.Sequence <= snapshot)
+            {
+                return false;
+            }
+        }
+
+        return BTree.Contains(layer.Root, id, _pages!);
     }
 
     /// <summary>The walk <see cref="Count"/> replaces: every live document of the collection at the snapshot,
@@ -535,7 +569,8 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             ReadOnlyMemory<byte> value = isDelete ? ReadOnlyMemory<byte>.Empty : command.Value;
-            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, value, isDelete, head);
+            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, value, isDelete, head,
+                isFirst: absent);
             if (shadowedSlot >= 0)
             {
                 keys.Replayed!.Shadow(shadowedSlot);
