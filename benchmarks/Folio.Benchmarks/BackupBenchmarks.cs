@@ -15,7 +15,8 @@ namespace Folio.Benchmarks;
 /// <c>Verify</c> is <c>store.VerifyAsync()</c>. <c>Commits</c> and <c>CommitsDuringBackup</c>: 16 writers each
 /// commit <see cref="CommitsPerWriter"/> durable puts, alone or while backups run one after another. Both copies
 /// read a store the page cache holds (the machine's memory holds it whole), so they compare what each does with
-/// the bytes, not the disk's reads.
+/// the bytes, not the disk's reads. <c>RawReadCold</c>, <c>RestoreCold</c> and <c>VerifyCold</c> are the same with
+/// the backup file and the store's files dropped from the page cache before each iteration: the disk's reads.
 /// </summary>
 [InvocationCount(1)]
 [IterationCount(6)]
@@ -140,6 +141,23 @@ public class BackupBenchmarks : BenchmarkDirectory
             .ConfigureAwait(false);
         return result.Documents;
     }
+
+    [IterationSetup(Targets = [nameof(RawReadCold), nameof(RestoreCold), nameof(VerifyCold)])]
+    public void DropCaches()
+    {
+        OsPageCache.Drop(StoreFolder, SearchOption.AllDirectories);
+        using var backup = new FileStream(_backupFile, FileMode.Open, FileAccess.Read, FileShare.Read);
+        OsPageCache.Drop(backup.SafeFileHandle);
+    }
+
+    [Benchmark]
+    public long RawReadCold() => RawRead();
+
+    [Benchmark]
+    public Task<long> RestoreCold() => Restore();
+
+    [Benchmark]
+    public Task<long> VerifyCold() => Verify();
 
     [Benchmark]
     public async Task<long> Verify()

@@ -28,15 +28,17 @@ public static class StoreCrashWorkload
     /// <summary>Puts per put batch.</summary>
     public const int BatchSize = FreshPerBatch + HotPerBatch;
 
-    /// <summary>Small segments, so a run's journal rotates through several.</summary>
-    /// <summary>The store's options: small segments, and a page cache of four 16 KiB frames, so checkpointed stores
-    /// are many times larger than their cache and every read of them goes through evictions.</summary>
+    /// <summary>The store's options: small segments (a run's journal rotates through several), a page cache of four
+    /// 16 KiB frames, so checkpointed stores are many times larger than their cache and every read of them goes
+    /// through evictions, and chunks of at most 8 pages, so a kill can land between the chunks of a checkpoint.
+    /// </summary>
     public static DocumentStoreOptions Options() => new()
     {
         SegmentSize = 1 << 20,
         MaxDocumentSize = 64 * 1024,
         MaxGroupBytes = 512 * 1024,
         TestCacheBytes = 4 * 16 * 1024,
+        PagesPerChunk = 8,
     };
 
     /// <summary>Whether batch <paramref name="k"/> deletes (the ids of batch k - 1) rather than puts.</summary>

@@ -113,6 +113,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                     pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger,
                         cacheBytes, new BufferPoolOptions { MeterFactory = options.MeterFactory },
                         options.RangePrefetch);
+                    pages.PagesPerChunk = options.PagesPerChunk;
                     return pages.Current.Sequence;
                 }
                 catch (Exception e)

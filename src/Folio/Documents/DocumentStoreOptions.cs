@@ -34,6 +34,10 @@ public sealed class DocumentStoreOptions
     /// <summary>The clock <see cref="MaxSnapshotAge"/> is measured with (tests move it by hand).</summary>
     internal TimeProvider SnapshotClock { get; set; } = TimeProvider.System;
 
+    /// <summary>Tests only: the most pages a data-file chunk holds (default 256), so that small stores write
+    /// checkpoints of several chunks.</summary>
+    internal int PagesPerChunk { get; set; } = Pages.ChunkFormat.MaxPagesPerChunk;
+
     /// <summary>Tests only: a page cache of this many bytes, below <see cref="MinCacheSize"/> (0: use
     /// <see cref="CacheSize"/>), so crash and power-loss tests run stores many times larger than their cache.</summary>
     internal long TestCacheBytes { get; set; }

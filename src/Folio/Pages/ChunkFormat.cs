@@ -38,19 +38,20 @@ internal static class ChunkFormat
     public const int MaxPagesPerChunk = 256;
 
     /// <summary>The position of the checkpoint's page <paramref name="page"/> when its chunks start at
-    /// <paramref name="firstChunkId"/>.</summary>
-    public static PagePosition PositionOf(uint firstChunkId, uint page) =>
-        new(checked(firstChunkId + (page / MaxPagesPerChunk)), page % MaxPagesPerChunk);
+    /// <paramref name="firstChunkId"/> and hold <paramref name="pagesPerChunk"/> pages each (the last fewer).</summary>
+    public static PagePosition PositionOf(uint firstChunkId, uint page, int pagesPerChunk) =>
+        new(checked(firstChunkId + (page / (uint)pagesPerChunk)), page % (uint)pagesPerChunk);
 
     /// <summary>The chunks a checkpoint of <paramref name="pageCount"/> pages writes (one when it has none: the
     /// chunk table and the catalog root still need a chunk).</summary>
-    public static int ChunksFor(int pageCount) => Math.Max(1, (pageCount + MaxPagesPerChunk - 1) / MaxPagesPerChunk);
+    public static int ChunksFor(int pageCount, int pagesPerChunk) =>
+        Math.Max(1, (pageCount + pagesPerChunk - 1) / pagesPerChunk);
 
     /// <summary>The checkpoint's pages [First, First + Count) that its chunk <paramref name="index"/> holds.</summary>
-    public static (int First, int Count) PagesOf(int index, int pageCount)
+    public static (int First, int Count) PagesOf(int index, int pageCount, int pagesPerChunk)
     {
-        int first = index * MaxPagesPerChunk;
-        return (first, Math.Clamp(pageCount - first, 0, MaxPagesPerChunk));
+        int first = index * pagesPerChunk;
+        return (first, Math.Clamp(pageCount - first, 0, pagesPerChunk));
     }
 
     public static long Align(long length) => (length + Alignment - 1) & ~(long)(Alignment - 1);

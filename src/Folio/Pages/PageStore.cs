@@ -40,6 +40,7 @@ internal sealed class PageStore : IDisposable
     private PageReference? _catalogRoot;
     private long _generation;
     private uint _lastChunkId;
+    private int _pagesPerChunk = ChunkFormat.MaxPagesPerChunk;
     private int _epoch;
     private bool _disposed;
     private CheckpointStatistics _last; // replaced by the checkpoint's thread (release), read by anyone (acquire)
@@ -73,6 +74,15 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>The chunks of the data file (tests and diagnostics).</summary>
     internal IEnumerable<ChunkInfo> ChunksForTests() => _file.Chunks.Values;
+
+    /// <summary>The most pages a chunk this store writes holds: <see cref="ChunkFormat.MaxPagesPerChunk"/>; tests set
+    /// fewer, so small stores write checkpoints of several chunks (set before the first checkpoint).</summary>
+    internal int PagesPerChunk
+    {
+        get => _pagesPerChunk;
+        set => _pagesPerChunk = value is >= 1 and <= ChunkFormat.MaxPagesPerChunk ? value
+            : throw new ArgumentOutOfRangeException(nameof(value));
+    }
 
     /// <summary>The data file's length in bytes.</summary>
     public long FileLength => _file.Length;
@@ -379,7 +389,8 @@ internal sealed class PageStore : IDisposable
             int pages = TreeSerializer.CountUnsaved(edit.Root, out long bytes);
             if (pages > 0)
             {
-                serializers.Add((edit, new TreeSerializer(firstChunkId, pageBase, (int)Math.Min(bytes, int.MaxValue))));
+                serializers.Add((edit, new TreeSerializer(firstChunkId, PagesPerChunk, pageBase,
+                    (int)Math.Min(bytes, int.MaxValue))));
                 pageBase = checked(pageBase + (uint)pages);
             }
         }
@@ -438,7 +449,7 @@ internal sealed class PageStore : IDisposable
             PagePosition catalogPosition = catalogRoot?.Position ?? default;
             if (catalogPages > 0)
             {
-                catalogSerializer = new TreeSerializer(firstChunkId, pageBase, (int)catalogBytes);
+                catalogSerializer = new TreeSerializer(firstChunkId, PagesPerChunk, pageBase, (int)catalogBytes);
                 catalogPosition = catalogSerializer.Serialize(catalogRoot!);
                 pageBase = checked(pageBase + (uint)catalogPages);
             }
@@ -452,7 +463,7 @@ internal sealed class PageStore : IDisposable
 
             CountSuperseded(catalogEdit.Superseded, superseded);
 
-            // Phase 3 (sequential): cut the numbered pages into chunks of at most MaxPagesPerChunk (each placed in
+            // Phase 3 (sequential): cut the numbered pages into chunks of at most PagesPerChunk (each placed in
             // the first free extent it fits), the last of which holds the chunk table and is what the header names.
             int pageCount = (int)pageBase;
             IReadOnlyDictionary<uint, ChunkInfo> chunks = _file.Chunks;
@@ -557,7 +568,8 @@ internal sealed class PageStore : IDisposable
         finally
         {
             // The chunk ids this checkpoint numbered pages in are never handed out again, whether or not it landed.
-            _lastChunkId = Math.Max(_lastChunkId, firstChunkId + (uint)ChunkFormat.ChunksFor((int)pageBase) - 1);
+            int numbered = ChunkFormat.ChunksFor((int)pageBase, PagesPerChunk);
+            _lastChunkId = Math.Max(_lastChunkId, firstChunkId + (uint)numbered - 1);
             foreach ((_, TreeSerializer serializer) in serializers)
             {
                 serializer.Dispose();
@@ -599,7 +611,7 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>
     /// Cuts a checkpoint's <paramref name="pageCount"/> numbered pages (in <paramref name="parts"/>, in numbering
-    /// order) into chunks of at most <see cref="ChunkFormat.MaxPagesPerChunk"/> pages, the numbering
+    /// order) into chunks of at most <see cref="PagesPerChunk"/> pages, the numbering
     /// <see cref="ChunkFormat.PositionOf"/> gave them, and places each in the first free extent it fits. The last chunk
     /// (the only one when there are no pages) names the catalog root and holds the chunk table: every live chunk of
     /// <paramref name="table"/> with its live pages less <paramref name="superseded"/>, then the new chunks.
@@ -617,11 +629,11 @@ internal sealed class PageStore : IDisposable
             }
         }
 
-        int chunkCount = ChunkFormat.ChunksFor(pageCount);
+        int chunkCount = ChunkFormat.ChunksFor(pageCount, PagesPerChunk);
         var lengths = new long[chunkCount];
         for (int j = 0; j < chunkCount; j++)
         {
-            (int first, int count) = ChunkFormat.PagesOf(j, pageCount);
+            (int first, int count) = ChunkFormat.PagesOf(j, pageCount, PagesPerChunk);
             long pageBytes = 0;
             for (int i = first; i < first + count; i++)
             {
@@ -644,14 +656,14 @@ internal sealed class PageStore : IDisposable
         for (int j = 0; j < chunkCount; j++)
         {
             long offset = _space.Allocate(ChunkFormat.Align(lengths[j]));
-            (_, int count) = ChunkFormat.PagesOf(j, pageCount);
+            (_, int count) = ChunkFormat.PagesOf(j, pageCount, PagesPerChunk);
             infos[j] = new ChunkInfo(firstChunkId + (uint)j, offset, lengths[j], count, count) { BornAt = generation };
         }
 
         var planned = new NewChunk[chunkCount];
         for (int j = 0; j < chunkCount; j++)
         {
-            (int first, int count) = ChunkFormat.PagesOf(j, pageCount);
+            (int first, int count) = ChunkFormat.PagesOf(j, pageCount, PagesPerChunk);
             bool isLast = j == chunkCount - 1;
             int tableEntries = isLast ? table.Count + chunkCount : 0;
             byte[] metadata = new byte[(count * (long)ChunkFormat.TocEntrySize)

@@ -17,17 +17,20 @@ internal sealed class TreeSerializer : IDisposable
     private const int PooledLimit = 1024 * 1024;
 
     private readonly uint _firstChunkId;
+    private readonly int _pagesPerChunk;
     private readonly uint _pageBase;
     private byte[] _buffer;
     private int _length;
     private readonly List<long> _toc = [];
 
     /// <param name="firstChunkId">The checkpoint's first chunk id (<see cref="ChunkFormat.PositionOf"/>).</param>
+    /// <param name="pagesPerChunk">The pages each of the checkpoint's chunks holds (the last fewer).</param>
     /// <param name="pageBase">The checkpoint's number of this tree's first page.</param>
     /// <param name="expectedBytes">The tree's unsaved bytes (<see cref="CountUnsaved"/>).</param>
-    public TreeSerializer(uint firstChunkId, uint pageBase, int expectedBytes)
+    public TreeSerializer(uint firstChunkId, int pagesPerChunk, uint pageBase, int expectedBytes)
     {
         _firstChunkId = firstChunkId;
+        _pagesPerChunk = pagesPerChunk;
         _pageBase = pageBase;
         _buffer = Rent(Math.Max(4096, expectedBytes));
     }
@@ -153,7 +156,8 @@ internal sealed class TreeSerializer : IDisposable
         }
     }
 
-    private PagePosition NextPosition() => ChunkFormat.PositionOf(_firstChunkId, checked(_pageBase + (uint)_toc.Count));
+    private PagePosition NextPosition() =>
+        ChunkFormat.PositionOf(_firstChunkId, checked(_pageBase + (uint)_toc.Count), _pagesPerChunk);
 
     private Span<byte> Reserve(int length)
     {

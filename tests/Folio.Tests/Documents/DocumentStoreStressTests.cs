@@ -145,6 +145,7 @@ public sealed class DocumentStoreStressTests
         options.CheckpointThreshold = 1L << 40;
         options.AddedIdsTrimMinimum = 4; // the toggled ids' list is rebuilt at almost every checkpoint
         options.CacheSize = DocumentStoreOptions.MinCacheSize; // 64 frames: every checkpoint's new pages evict
+        options.PagesPerChunk = 4; // checkpoints of several chunks, freed and reused one by one
         await using var store = DocumentStore.Open(dir.Path, options);
         string[] stable = Enumerable.Range(0, 48).Select(i => $"k/{i:D3}").ToArray();
         string[] toggled = Enumerable.Range(0, 16).Select(i => $"t/{i:D3}").ToArray();

@@ -3,6 +3,7 @@ using System.Text;
 using System.Text.Json;
 using Folio.Documents;
 using Folio.Journal;
+using Folio.Pages;
 using Folio.Tests.Infrastructure;
 using Folio.Transactions;
 using Xunit.Abstractions;
@@ -321,6 +322,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         CompactionBytesPerSecond = random.Next(2) == 0 ? 64 * 1024
             : DocumentStoreOptions.DefaultCompactionBytesPerSecond,
         CompactionPassInterval = TimeSpan.FromMilliseconds(random.Next(2, 20)),
+        // Chunks of 256 pages (a checkpoint here is one chunk), or of 2 or 5 (several, cut anywhere between them).
+        PagesPerChunk = random.Next(3) switch { 0 => ChunkFormat.MaxPagesPerChunk, 1 => 5, _ => 2 },
     };
 
     private static string Describe(DocumentStoreOptions options) =>
@@ -328,7 +331,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             $"{options.BufferedSyncInterval.TotalMilliseconds} ms, checkpoint threshold {options.CheckpointThreshold}" +
             $", cache {(options.TestCacheBytes > 0 ? options.TestCacheBytes : options.CacheSize)}" +
             $" bytes, checkpoint interval {options.CheckpointInterval.TotalMilliseconds} ms, compaction below " +
-            $"{options.CompactionFillRate}, {options.CompactionBytesPerSecond} bytes a pass";
+            $"{options.CompactionFillRate}, {options.CompactionBytesPerSecond} bytes a pass, " +
+            $"{options.PagesPerChunk} pages a chunk";
 
     /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
     private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer,

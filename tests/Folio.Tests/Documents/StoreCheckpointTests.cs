@@ -23,6 +23,7 @@ public sealed class StoreCheckpointTests
         using var dir = new TempDirectory();
         string folder = Path.Combine(dir.Path, "store");
         DocumentStoreOptions options = Options();
+        options.PagesPerChunk = 3; // every checkpoint of more than three pages is several chunks
         var store = DocumentStore.Open(folder, options);
         var model = s_collections.ToDictionary(c => c,
             _ => new SortedDictionary<string, string>(StringComparer.Ordinal));
