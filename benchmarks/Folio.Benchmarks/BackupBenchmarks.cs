@@ -145,9 +145,12 @@ public class BackupBenchmarks : BenchmarkDirectory
     [IterationSetup(Targets = [nameof(RawReadCold), nameof(RestoreCold), nameof(VerifyCold)])]
     public void DropCaches()
     {
-        OsPageCache.Drop(StoreFolder, SearchOption.AllDirectories);
-        using var backup = new FileStream(_backupFile, FileMode.Open, FileAccess.Read, FileShare.Read);
-        OsPageCache.Drop(backup.SafeFileHandle);
+        foreach (string file in StoreFiles().Append(_backupFile))
+        {
+            using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
+                FileShare.ReadWrite | FileShare.Delete);
+            OsPageCache.Drop(stream.SafeFileHandle);
+        }
     }
 
     [Benchmark]

@@ -40,8 +40,8 @@ internal static class ToolStore
         }
     }
 
-    /// <summary>The size of the store's files (data file and journal segments): what a backup reads at most, cheap
-    /// to find (<see cref="DocumentStore.GetInfo"/> also counts every document).</summary>
+    /// <summary>The size of the store's files (data file and journal segments): what a backup reads at most, read
+    /// from the file system alone.</summary>
     public static long FileBytes(string folder)
     {
         string data = Path.Combine(folder, "data.folio");

@@ -65,9 +65,11 @@ public sealed partial class DocumentSession
             predicate, skip, take, cancellationToken);
     }
 
-    /// <summary>The number of documents in <typeparamref name="T"/>'s collection at the session's snapshot.</summary>
+    /// <summary>The number of documents in <typeparamref name="T"/>'s collection at the session's snapshot. The
+    /// collection is not walked: the count is the one the last checkpoint stored with the collection's tree, corrected
+    /// for each document created or deleted since (at most a tree lookup for each).</summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
-    /// <param name="cancellationToken">Unused today (counts are in memory).</param>
+    /// <param name="cancellationToken">Checked once before the count.</param>
     /// <returns>The count.</returns>
     public ValueTask<int> CountAsync<T>(CancellationToken cancellationToken = default)
     {

@@ -58,7 +58,8 @@ public sealed partial class DocumentStore
 
     /// <summary>
     /// Describes the store: its files' sizes and formats, the checkpoint and journal positions, and every collection
-    /// with its live documents. Counting walks every collection's ids, so it takes time on a large store.
+    /// with its live documents (counted as <see cref="DocumentSession.CountAsync{T}"/> counts: from the checkpoint's
+    /// stored counts and the documents created or deleted since, without walking the collections).
     /// </summary>
     /// <returns>The description, as of the call.</returns>
     public StoreInfo GetInfo()

@@ -348,9 +348,16 @@ public sealed partial class DocumentStore
 
             long done = 0;
             long pages = 0;
-            foreach (ChunkInfo chunk in chunks)
+            for (int i = 0; i < chunks.Count; i++)
             {
+                ChunkInfo chunk = chunks[i];
                 cancellationToken.ThrowIfCancellationRequested();
+                if (i + 1 < chunks.Count)
+                {
+                    // The disk reads the next chunk while this one is checked.
+                    _pages.AdviseWillNeed(chunks[i + 1].FileOffset, chunks[i + 1].Length);
+                }
+
                 try
                 {
                     pages += _pages.VerifyChunk(chunk);

@@ -216,6 +216,10 @@ internal sealed class PageStore : IDisposable
     /// returns the pages checked. Throws <see cref="StoreCorruptedException"/> at the first failure.</summary>
     public int VerifyChunk(ChunkInfo chunk) => _file.VerifyChunk(chunk);
 
+    /// <summary>Asks the kernel to start reading a range of the data file (a scrub, for the chunk after the one it
+    /// checks).</summary>
+    public void AdviseWillNeed(long offset, long length) => _file.AdviseWillNeed(offset, length);
+
     public static void Unpin(PageCheckpoint checkpoint)
     {
         if (checkpoint.RemovePin() < 0)
