@@ -109,8 +109,8 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public long CheckpointBackpressureThreshold { get; set; }
 
-    /// <summary>The default <see cref="CompactionFillRate"/>: 0.7, so the data file holds at most about 1.5 times its
-    /// live pages.</summary>
+    /// <summary>The default <see cref="CompactionFillRate"/>: 0.7, so a chunk is rewritten once fewer than 70% of its
+    /// pages are live.</summary>
     public const double DefaultCompactionFillRate = 0.7;
 
     /// <summary>
