@@ -15,9 +15,13 @@ internal static class OsPageCache
 
     /// <summary>Drops the files of <paramref name="folder"/> (with <paramref name="search"/>, those of its subfolders
     /// too) from the page cache.</summary>
-    public static void Drop(string folder, SearchOption search)
+    public static void Drop(string folder, SearchOption search) =>
+        Drop(Directory.EnumerateFiles(folder, "*", search));
+
+    /// <summary>Drops <paramref name="files"/> from the page cache.</summary>
+    public static void Drop(IEnumerable<string> files)
     {
-        foreach (string file in Directory.EnumerateFiles(folder, "*", search))
+        foreach (string file in files)
         {
             using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
                 FileShare.ReadWrite | FileShare.Delete);

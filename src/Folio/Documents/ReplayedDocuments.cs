@@ -43,7 +43,6 @@ internal sealed class ReplayedDocuments
     private readonly DocumentVersion?[] _versions;
     private readonly int[] _shadowed;
     private readonly bool[]? _deleted;
-    private int _shadowedCount; // written by the writer only (Shadow), read by diagnostics
 
     private ReplayedDocuments(Dictionary<string, int> slots, long[] sequences, long[] timestamps,
         ReadOnlyMemory<byte>[] values, string[] sortedIds, bool[]? deleted)
@@ -68,19 +67,11 @@ internal sealed class ReplayedDocuments
     /// <summary>Whether the heads hold a newer version of the document in <paramref name="slot"/> (acquire).</summary>
     public bool IsShadowed(int slot) => Volatile.Read(ref _shadowed[slot]) != 0;
 
-    /// <summary>Replayed documents (tombstones included) not shadowed yet: those still read from here rather than
-    /// from the heads.</summary>
-    public int UnshadowedCount => SortedIds.Length - Volatile.Read(ref _shadowedCount);
-
     /// <summary>
     /// Marks <paramref name="slot"/> shadowed (release): the writer calls it once per slot, after putting the newer
     /// version in the heads.
     /// </summary>
-    public void Shadow(int slot)
-    {
-        Volatile.Write(ref _shadowed[slot], 1);
-        Volatile.Write(ref _shadowedCount, _shadowedCount + 1);
-    }
+    public void Shadow(int slot) => Volatile.Write(ref _shadowed[slot], 1);
 
     /// <summary>The sequence of the replayed version in <paramref name="slot"/>.</summary>
     public long SequenceAt(int slot) => _sequences[slot];

@@ -238,27 +238,16 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 {
                     if (due)
                     {
-                        CompactionRequest? piggyback = null;
-                        if (compact)
-                        {
-                            _lastCompaction = Environment.TickCount64;
-                            piggyback = new CompactionRequest(_options.CompactionFillRate,
-                                _options.CompactionBytesPerSecond, MoveTail: false, WithinFreeSpace: true);
-                        }
-
-                        CheckpointAndUpdateBackpressure(piggyback);
+                        // When compaction is due too, this checkpoint also rewrites the sparsest chunks (else a
+                        // checkpoint due at every tick would never leave compaction a turn).
+                        CheckpointAndUpdateBackpressure(compact ? BackgroundCompaction(moveTail: false) : null);
                     }
                     else if (compact)
                     {
-                        // A checkpoint that also rewrites the sparsest chunks, at most a second's worth of the rate
-                        // limit's bytes and no more than fits in free space (background compaction never grows the
-                        // file); the chunks it empties are freed by the next checkpoint. When a quarter of the file is
-                        // free space between chunks (new chunks did not fit the holes), it moves the file's last
+                        // A checkpoint of no new commits that rewrites the sparsest chunks. When a quarter of the file
+                        // is free space between chunks (new chunks did not fit the holes), it moves the file's last
                         // chunks into that space instead, so the end can be given back.
-                        _lastCompaction = Environment.TickCount64;
-                        bool moveTail = _pages.FreeBytes > _pages.FileLength / 4;
-                        CompactNow(new CompactionRequest(_options.CompactionFillRate,
-                            _options.CompactionBytesPerSecond, moveTail, WithinFreeSpace: true));
+                        CompactNow(BackgroundCompaction(moveTail: _pages.FreeBytes > _pages.FileLength / 4));
                         if (_pages.LastCheckpoint.CompactedChunks == 0)
                         {
                             // Nothing could move: wait for the next checkpoint of new commits before trying again.
@@ -366,6 +355,17 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     }
 
     private static TaskCompletionSource NewSignal() => new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+    /// <summary>A background compaction pass's request (the loop's thread, which counts it against the pass
+    /// interval): at most a second's worth of <see cref="DocumentStoreOptions.CompactionBytesPerSecond"/>, and no
+    /// more than fits in free space (background compaction never grows the file); the chunks it empties are freed by
+    /// the next checkpoint.</summary>
+    private CompactionRequest BackgroundCompaction(bool moveTail)
+    {
+        _lastCompaction = Environment.TickCount64;
+        return new CompactionRequest(_options.CompactionFillRate, _options.CompactionBytesPerSecond, moveTail,
+            WithinFreeSpace: true);
+    }
 
     /// <summary>Whether background compaction should run now: enabled, the data file's live chunks are less full
     /// than <see cref="DocumentStoreOptions.CompactionFillRate"/> (or chunks compaction emptied wait to be freed),

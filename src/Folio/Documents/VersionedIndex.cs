@@ -195,8 +195,8 @@ internal sealed class VersionedIndex : ICommitState
     /// (a test writes and checkpoints there: the race the re-check of the heads closes).</summary>
     internal Action<string>? AfterHeadsMiss { get; set; }
 
-    /// <summary>Tests only: called with the collection by a range read between taking the added-id list and pinning
-    /// the tree layer (a test deletes and checkpoints there: the race merging after the pin closes).</summary>
+    /// <summary>Tests only: called with the collection by a range read or a count between taking the added-id list and
+    /// pinning the tree layer (a test deletes and checkpoints there: the race merging after the pin closes).</summary>
     internal Action<string>? AfterAddedIdsTaken { get; set; }
 
     /// <summary>
@@ -253,22 +253,37 @@ internal sealed class VersionedIndex : ICommitState
         return version;
     }
 
-    /// <summary>The version of <paramref name="id"/> in the collection's newest checkpointed tree, or null; a read
-    /// through a layer a newer checkpoint replaced meanwhile that fails its page checks retries with the new layer
-    /// (see the protocol).</summary>
-    private DocumentVersion? FromCheckpoint(SortedKeys keys, string id)
+    /// <summary>The version of <paramref name="id"/> in the collection's newest checkpointed tree, or null.</summary>
+    private DocumentVersion? FromCheckpoint(SortedKeys keys, string id) =>
+        SearchCheckpoint(keys, id, readValue: true, out DocumentVersion? version) ? version : null;
+
+    /// <summary>Whether the collection's newest checkpointed tree holds <paramref name="id"/> (no value
+    /// read).</summary>
+    private bool TreeContains(SortedKeys keys, string id) => SearchCheckpoint(keys, id, readValue: false, out _);
+
+    /// <summary>Searches the collection's newest checkpointed tree for <paramref name="id"/>, with its value when
+    /// <paramref name="readValue"/>; a read through a layer a newer checkpoint replaced meanwhile that fails its page
+    /// checks retries with the new layer (see the protocol).</summary>
+    private bool SearchCheckpoint(SortedKeys keys, string id, bool readValue, out DocumentVersion? version)
     {
         TreeLayer? layer = keys.Tree;
         while (true)
         {
+            version = null;
             if (layer?.Root is null)
             {
-                return null;
+                return false;
             }
 
             try
             {
-                return FromTree(layer.Root, id);
+                if (!readValue)
+                {
+                    return BTree.Contains(layer.Root, id, _pages!);
+                }
+
+                version = FromTree(layer.Root, id);
+                return version is not null;
             }
             catch (StoreCorruptedException) when (!ReferenceEquals(layer, keys.Tree))
             {
@@ -357,23 +372,7 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         string[] replayed = keys.Replayed?.SortedIds ?? [];
-        AddedIds addedIds;
-        TreeLayer? layer;
-        while (true)
-        {
-            addedIds = keys.Added;
-            layer = PinTree(keys);
-            if (ReferenceEquals(addedIds, keys.Added))
-            {
-                break;
-            }
-
-            if (layer is not null)
-            {
-                PageStore.Unpin(layer.Checkpoint);
-            }
-        }
-
+        (AddedIds addedIds, TreeLayer? layer) = PinAddedIdsAndTree(keys, collection);
         try
         {
             long count = 0;
@@ -465,9 +464,7 @@ internal sealed class VersionedIndex : ICommitState
         while (!keys.Heads.TryGetValue(id, out head))
         {
             // As in Find: the tree's answer holds only if the key is still not in the heads after it was read.
-            TreeLayer? current = keys.Tree;
-            bool present = ReferenceEquals(current, layer) ? inTree
-                : current?.Root is not null && TreeContains(keys, id);
+            bool present = ReferenceEquals(keys.Tree, layer) ? inTree : TreeContains(keys, id);
             if (!keys.Heads.ContainsKey(id))
             {
                 return present;
@@ -475,28 +472,6 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         return At(head, snapshot) is { IsDeleted: false };
-    }
-
-    /// <summary><see cref="FromCheckpoint"/> without reading the value.</summary>
-    private bool TreeContains(SortedKeys keys, string id)
-    {
-        TreeLayer? layer = keys.Tree;
-        while (true)
-        {
-            if (layer?.Root is null)
-            {
-                return false;
-            }
-
-            try
-            {
-                return BTree.Contains(layer.Root, id, _pages!);
-            }
-            catch (StoreCorruptedException) when (!ReferenceEquals(layer, keys.Tree))
-            {
-                layer = keys.Tree;
-            }
-        }
     }
 
     /// <inheritdoc/>
@@ -1031,35 +1006,18 @@ internal sealed class VersionedIndex : ICommitState
     /// the trees).</summary>
     internal long CheckpointedDocuments { get; private set; }
 
-    /// <summary>Live documents across all collections at the visible sequence (diagnostics and tests; walks every
-    /// chain, and the ids of every collection with a checkpointed tree).</summary>
+    /// <summary>Live documents across all collections at the visible sequence (<see cref="Count"/> of each; a
+    /// restore's result, diagnostics and tests).</summary>
     internal long LiveDocuments()
     {
-        if (_pages is not null)
-        {
-            long live = 0;
-            foreach (string name in _collections.Keys)
-            {
-                live += Count(name, VisibleSequence);
-            }
-
-            return live;
-        }
-
         long snapshot = VisibleSequence;
-        long count = 0;
-        foreach (SortedKeys keys in _collections.Values)
+        long live = 0;
+        foreach (string name in _collections.Keys)
         {
-            foreach (KeyValuePair<string, DocumentVersion> pair in keys.Heads)
-            {
-                count += At(pair.Value, snapshot) is { IsDeleted: false } ? 1 : 0;
-            }
-
-            // A shadowed document is counted through the heads, above.
-            count += keys.Replayed?.UnshadowedCount ?? 0;
+            live += Count(name, snapshot);
         }
 
-        return count;
+        return live;
     }
 
     /// <summary>How many versions of <paramref name="key"/> are still reachable (tests and diagnostics).</summary>
@@ -1103,24 +1061,7 @@ internal sealed class VersionedIndex : ICommitState
         // snapshot is appended when the delete is applied, before any layer that lacks it is published, so merging
         // after the pin puts it in the walk (merged before the pin, an append in between could be passed over while
         // the pinned layer had already dropped the id). A trim between the two reads starts over.
-        AddedIds addedIds;
-        TreeLayer? layer;
-        while (true)
-        {
-            addedIds = keys.Added;
-            AfterAddedIdsTaken?.Invoke(collection);
-            layer = PinTree(keys);
-            if (ReferenceEquals(addedIds, keys.Added))
-            {
-                break;
-            }
-
-            if (layer is not null)
-            {
-                PageStore.Unpin(layer.Checkpoint);
-            }
-        }
-
+        (AddedIds addedIds, TreeLayer? layer) = PinAddedIdsAndTree(keys, collection);
         IdSkipList added = addedIds.Sorted(); // every id appended before the layer was published, merged
         IEnumerable<string> sinceOpen = MergeSinceOpen(replayed, replayedStart, replayedEnd, added, fromInclusive,
             toExclusive, descending);
@@ -1144,6 +1085,28 @@ internal sealed class VersionedIndex : ICommitState
         finally
         {
             lease?.Dispose(); // or its finalizer, if the caller abandons the enumerator undisposed
+        }
+    }
+
+    /// <summary>The collection's added-id list and its current tree layer, pinned (null when it has none), read in
+    /// the order a range read needs (see <see cref="RangeIterator"/>): the list, then the layer, then the list again,
+    /// starting over when a trim replaced it in between. The caller unpins the layer's checkpoint.</summary>
+    private (AddedIds Added, TreeLayer? Layer) PinAddedIdsAndTree(SortedKeys keys, string collection)
+    {
+        while (true)
+        {
+            AddedIds addedIds = keys.Added;
+            AfterAddedIdsTaken?.Invoke(collection);
+            TreeLayer? layer = PinTree(keys);
+            if (ReferenceEquals(addedIds, keys.Added))
+            {
+                return (addedIds, layer);
+            }
+
+            if (layer is not null)
+            {
+                PageStore.Unpin(layer.Checkpoint);
+            }
         }
     }
 

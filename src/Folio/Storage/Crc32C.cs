@@ -1,3 +1,4 @@
+using System.Buffers.Binary;
 using System.Numerics;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
@@ -55,12 +56,14 @@ internal static class Crc32C
         int i = 0;
         for (; i + 8 <= length; i += 8)
         {
-            crc = BitOperations.Crc32C(crc, Unsafe.ReadUnaligned<ulong>(ref Unsafe.Add(ref start, i)));
+            crc = BitOperations.Crc32C(crc, Word(ref Unsafe.Add(ref start, i)));
         }
 
         if (i + 4 <= length)
         {
-            crc = BitOperations.Crc32C(crc, Unsafe.ReadUnaligned<uint>(ref Unsafe.Add(ref start, i)));
+            uint word = Unsafe.ReadUnaligned<uint>(ref Unsafe.Add(ref start, i));
+            crc = BitOperations.Crc32C(crc,
+                BitConverter.IsLittleEndian ? word : BinaryPrimitives.ReverseEndianness(word));
             i += 4;
         }
 
@@ -84,11 +87,6 @@ internal static class Crc32C
     /// <paramref name="data"/>, three checksums at once.</summary>
     private static uint Interleaved(uint crc, ref ReadOnlySpan<byte> data, int block, uint[] zeros)
     {
-        if (!BitConverter.IsLittleEndian)
-        {
-            return crc; // the loads below read little-endian words; a big-endian machine takes the serial path
-        }
-
         ref byte start = ref MemoryMarshal.GetReference(data);
         int done = 0;
         while (data.Length - done >= 3 * block)
@@ -98,10 +96,9 @@ internal static class Crc32C
             ref byte first = ref Unsafe.Add(ref start, done);
             for (int i = 0; i < block; i += 8)
             {
-                crc = BitOperations.Crc32C(crc, Unsafe.ReadUnaligned<ulong>(ref Unsafe.Add(ref first, i)));
-                crc1 = BitOperations.Crc32C(crc1, Unsafe.ReadUnaligned<ulong>(ref Unsafe.Add(ref first, i + block)));
-                crc2 = BitOperations.Crc32C(crc2,
-                    Unsafe.ReadUnaligned<ulong>(ref Unsafe.Add(ref first, i + (2 * block))));
+                crc = BitOperations.Crc32C(crc, Word(ref Unsafe.Add(ref first, i)));
+                crc1 = BitOperations.Crc32C(crc1, Word(ref Unsafe.Add(ref first, i + block)));
+                crc2 = BitOperations.Crc32C(crc2, Word(ref Unsafe.Add(ref first, i + (2 * block))));
             }
 
             crc = Shift(zeros, crc) ^ crc1;
@@ -111,6 +108,15 @@ internal static class Crc32C
 
         data = data[done..];
         return crc;
+    }
+
+    /// <summary>The eight bytes at <paramref name="source"/> as a little-endian word (the CRC consumes bytes in
+    /// order, lowest first).</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static ulong Word(ref byte source)
+    {
+        ulong word = Unsafe.ReadUnaligned<ulong>(ref source);
+        return BitConverter.IsLittleEndian ? word : BinaryPrimitives.ReverseEndianness(word);
     }
 
     /// <summary>The register <paramref name="crc"/> moved past the tables' number of zero bytes.</summary>

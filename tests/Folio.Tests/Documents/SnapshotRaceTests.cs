@@ -105,6 +105,18 @@ public sealed class SnapshotRaceTests
         Assert.True(race.Ran);
         IEnumerable<string> all = Enumerable.Range(0, 20).Select(i => $"k{i:D2}");
         Assert.Equal(descending ? all.Reverse() : all, ids);
+
+        // A count takes the list and the layer the same way: the same race on another id still counts all 20.
+        var countRace = new Race("Item", async () =>
+        {
+            await store.DeleteAsync("Item", "k08");
+            await store.CheckpointAsync();
+        });
+        store.Index.AfterAddedIdsTaken = countRace.At;
+        int counted = await session.CountAsync<Item>();
+        store.Index.AfterAddedIdsTaken = null;
+        Assert.True(countRace.Ran);
+        Assert.Equal(20, counted);
         await using DocumentSession later = store.OpenSession();
         Assert.Null(await later.LoadAsync<Item>("k07"));
     }

@@ -333,9 +333,8 @@ public sealed class StoreCheckpointTests
 
         static DocumentStoreOptions ThresholdOptions(long threshold)
         {
-            DocumentStoreOptions options = TestStoreOptions.SmallSegments(); // 1 MiB: everything here stays in one
+            DocumentStoreOptions options = Options(); // 1 MiB segments: everything here stays in one
             options.CheckpointThreshold = threshold;
-            options.CheckpointInterval = Timeout.InfiniteTimeSpan;
             options.CheckpointOnClose = false;
             return options;
         }

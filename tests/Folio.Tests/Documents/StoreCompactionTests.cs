@@ -48,7 +48,6 @@ public sealed class StoreCompactionTests
             Assert.True(result.DataFileBytesAfter <= before + (8 * 1024), $"{result}");
             AssertHolds(store, model);
             Assert.True((await store.VerifyAsync()).IsHealthy);
-
         }
 
         await using DocumentStore reopened = DocumentStore.Open(folder, options);
