@@ -1,3 +1,5 @@
+using System.Buffers;
+
 namespace Folio.Documents;
 
 /// <summary>
@@ -32,6 +34,10 @@ internal sealed class AddedIds
     /// <summary>Waiting ids at which the committer schedules a background merge (a reader merges whatever
     /// waits).</summary>
     internal const int BackgroundMergeThreshold = 4 * ChunkSize;
+
+    /// <summary>Chunks one merge step sorts and inserts together (a larger batch puts its ids closer together in the
+    /// list, so each insert starts nearer its place).</summary>
+    private const int MergeBatchChunks = 16;
 
     private readonly IdSkipList _sorted = new();
     private readonly Lock _mergeLock = new();
@@ -96,34 +102,56 @@ internal sealed class AddedIds
         Volatile.Write(ref _mergeScheduled, 0);
     }
 
-    /// <summary>Inserts every id appended so far that is not merged yet, under the merge lock.</summary>
+    /// <summary>
+    /// Inserts every id appended so far that is not merged yet, under the merge lock: up to
+    /// <see cref="MergeBatchChunks"/> chunks at a time, sorted first and inserted in order
+    /// (<see cref="IdSkipList.AddSorted"/>), each batch's progress published (release) once all of it is in.
+    /// </summary>
     private void Merge()
     {
         lock (_mergeLock)
         {
             long appended = Volatile.Read(ref _appended);
             long merged = _merged;
-            Chunk chunk = _mergeHead;
-            while (merged < appended)
+            if (merged >= appended)
             {
-                int slot = (int)(merged - chunk.First);
-                if (slot == ChunkSize)
-                {
-                    chunk = Volatile.Read(ref chunk.Next)!; // linked before any count reaching into it was published
-                    _mergeHead = chunk;
-                    continue;
-                }
-
-                _sorted.Add(chunk.Ids[slot]);
-                chunk.Ids[slot] = null!; // merged: the log no longer holds it
-                merged++;
-                if ((merged & (ChunkSize - 1)) == 0)
-                {
-                    Volatile.Write(ref _merged, merged); // publish progress per chunk, so readers see it early
-                }
+                return;
             }
 
-            Volatile.Write(ref _merged, merged);
+            int most = (int)Math.Min(appended - merged, MergeBatchChunks * ChunkSize);
+            string[] batch = ArrayPool<string>.Shared.Rent(most);
+            try
+            {
+                while (merged < appended)
+                {
+                    int count = 0;
+                    Chunk chunk = _mergeHead;
+                    while (merged + count < appended && count < batch.Length)
+                    {
+                        int slot = (int)(merged + count - chunk.First);
+                        if (slot == ChunkSize)
+                        {
+                            chunk = Volatile.Read(ref chunk.Next)!; // linked before any count reaching into it
+                            _mergeHead = chunk;
+                            continue;
+                        }
+
+                        batch[count++] = chunk.Ids[slot];
+                        chunk.Ids[slot] = null!; // taken: the log no longer holds it
+                    }
+
+                    Span<string> ids = batch.AsSpan(0, count);
+                    ids.Sort(string.CompareOrdinal);
+                    _sorted.AddSorted(ids);
+                    ids.Clear();
+                    merged += count;
+                    Volatile.Write(ref _merged, merged); // publish per batch, so readers see progress early
+                }
+            }
+            finally
+            {
+                ArrayPool<string>.Shared.Return(batch, clearArray: true);
+            }
         }
     }
 

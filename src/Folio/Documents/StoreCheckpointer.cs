@@ -409,7 +409,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// </summary>
     private void CompactNow(CompactionRequest request)
     {
-        var none = new CheckpointChanges([], [], CoveredReplayed: false);
+        var none = new CheckpointChanges([], [], CoveredReplayed: false, Evictable: []);
         long started = System.Diagnostics.Stopwatch.GetTimestamp();
         try
         {

@@ -1,5 +1,6 @@
 using System.Collections.Concurrent;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using Folio.Journal;
 using Folio.Pages;
 using Folio.Transactions;
@@ -88,7 +89,7 @@ internal sealed class VersionedIndex : ICommitState
     // (AttachCheckpoint, AdvanceCheckpoint, ReleaseCheckpoint: the open, then the checkpoint's thread). _evictLater:
     // keys a checkpoint covered whose eviction an open snapshot held back (the checkpoint's thread only).
     private PageCheckpoint? _layer;
-    private HashSet<DocumentKey> _evictLater = [];
+    private List<EvictionCandidate> _evictLater = [];
 
     // Collections whose added-id list the committer should rebuild from its heads (queued by the checkpoint's thread
     // after an eviction, taken by the committer at its next apply: TrimAddedIds).
@@ -659,7 +660,7 @@ internal sealed class VersionedIndex : ICommitState
             PageStore.Unpin(previous);
         }
 
-        _evictLater.UnionWith(changes.Keys);
+        _evictLater.AddRange(changes.Evictable);
         EvictCheckpointed();
     }
 
@@ -673,30 +674,30 @@ internal sealed class VersionedIndex : ICommitState
     /// </summary>
     internal int EvictCheckpointed()
     {
-        if (_evictLater.Count == 0 || _layer is not { } layer)
+        if (_evictLater.Count == 0 || _layer is null)
         {
             return 0;
         }
 
-        HashSet<DocumentKey> waiting = _evictLater;
+        List<EvictionCandidate> waiting = _evictLater;
         _evictLater = [];
         long oldest = _snapshots.OldestOpen(VisibleSequence);
         int evicted = 0;
-        foreach (DocumentKey key in waiting)
+        foreach (EvictionCandidate candidate in waiting)
         {
-            if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
-                || !keys.Heads.TryGetValue(key.Id, out DocumentVersion? head) || head.Sequence > layer.Sequence)
+            ConcurrentDictionary<string, DocumentVersion> heads = candidate.Keys.Heads;
+            if (candidate.Head.Sequence > oldest)
             {
-                continue; // gone already, or written after the checkpoint (logged again for the next one)
+                // Held back by a snapshot: kept while the head is still the one checkpointed (a newer head is logged
+                // again, and its own checkpoint offers it).
+                if (heads.TryGetValue(candidate.Id, out DocumentVersion? head) && ReferenceEquals(head, candidate.Head))
+                {
+                    _evictLater.Add(candidate);
+                }
             }
-
-            if (head.Sequence > oldest)
+            else if (heads.TryRemove(new KeyValuePair<string, DocumentVersion>(candidate.Id, candidate.Head)))
             {
-                _evictLater.Add(key);
-            }
-            else if (keys.Heads.TryRemove(new KeyValuePair<string, DocumentVersion>(key.Id, head)))
-            {
-                evicted++;
+                evicted++; // removed only while the head is the checkpointed version (compared by reference)
             }
         }
 
@@ -873,7 +874,10 @@ internal sealed class VersionedIndex : ICommitState
             _swapSequence = sequence;
         }
 
-        var byCollection = new Dictionary<string, Dictionary<string, TreeChange>>(StringComparer.Ordinal);
+        // One entry per id and collection, for the replayed documents and the logged keys alike: the change's index
+        // in the collection's list while only the open's replay put it there (> 0, one more than the index), or
+        // Handled once a logged key was seen (its duplicates in the log are skipped).
+        var byCollection = new Dictionary<string, CollectedChanges>(StringComparer.Ordinal);
         if (_replayedPending)
         {
             foreach ((string name, SortedKeys keys) in _collections)
@@ -883,29 +887,44 @@ internal sealed class VersionedIndex : ICommitState
                     continue;
                 }
 
+                CollectedChanges? collected = null;
                 foreach (string id in replayed.SortedIds)
                 {
                     replayed.TryGetSlot(id, out int slot);
                     long replayedSequence = replayed.SequenceAt(slot);
                     if (replayedSequence > since && replayedSequence <= sequence && !replayed.IsShadowed(slot))
                     {
-                        ChangesOf(byCollection, name)[id] = ToChange(id, replayed.VersionAt(slot));
+                        collected ??= CollectedOf(byCollection, name);
+                        collected.Changes.Add(ToChange(id, replayed.VersionAt(slot)));
+                        collected.Positions[id] = collected.Changes.Count;
                     }
                 }
             }
         }
 
         var carried = new List<DocumentKey>();
-        var seen = new HashSet<DocumentKey>();
+        var evictable = new List<EvictionCandidate>();
+        string? collection = null;
+        CollectedChanges current = null!;
+        SortedKeys? currentKeys = null;
         foreach (DocumentKey key in changed)
         {
-            if (!seen.Add(key))
+            if (!string.Equals(key.Collection, collection, StringComparison.Ordinal))
+            {
+                collection = key.Collection; // a batch's keys share their collection's name, so this rarely runs
+                current = CollectedOf(byCollection, collection);
+                _collections.TryGetValue(collection, out currentKeys);
+            }
+
+            ref int position = ref CollectionsMarshal.GetValueRefOrAddDefault(current.Positions, key.Id, out _);
+            if (position == CollectedChanges.Handled)
             {
                 continue;
             }
 
-            if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
-                || !keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
+            int replayedAt = position - 1;
+            position = CollectedChanges.Handled;
+            if (currentKeys is null || !currentKeys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
             {
                 carried.Add(key); // not applied yet (cannot happen while keys are logged after their heads)
                 continue;
@@ -915,10 +934,22 @@ internal sealed class VersionedIndex : ICommitState
             {
                 carried.Add(key); // written again after the checkpoint's sequence: the next one takes it
             }
+            else
+            {
+                evictable.Add(new EvictionCandidate(currentKeys, key.Id, head));
+            }
 
             if (At(head, sequence) is { } version && version.Sequence > since)
             {
-                ChangesOf(byCollection, key.Collection)[key.Id] = ToChange(key.Id, version);
+                TreeChange change = ToChange(key.Id, version);
+                if (replayedAt >= 0)
+                {
+                    current.Changes[replayedAt] = change;
+                }
+                else
+                {
+                    current.Changes.Add(change);
+                }
             }
         }
 
@@ -931,14 +962,17 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         var result = new List<CollectionChanges>(byCollection.Count);
-        foreach ((string name, Dictionary<string, TreeChange> changes) in byCollection)
+        foreach ((string name, CollectedChanges collected) in byCollection)
         {
-            var collection = new CollectionChanges(name);
-            collection.Changes.AddRange(changes.Values);
-            result.Add(collection);
+            if (collected.Changes.Count > 0)
+            {
+                var changes = new CollectionChanges(name);
+                changes.Changes.AddRange(collected.Changes);
+                result.Add(changes);
+            }
         }
 
-        return new CheckpointChanges(result, changed, _replayedPending);
+        return new CheckpointChanges(result, changed, _replayedPending, evictable);
 
         static TreeChange ToChange(string id, DocumentVersion version) => version.IsDeleted
             ? TreeChange.Delete(id)
@@ -976,16 +1010,27 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    private static Dictionary<string, TreeChange> ChangesOf(
-        Dictionary<string, Dictionary<string, TreeChange>> byCollection, string collection)
+    private static CollectedChanges CollectedOf(Dictionary<string, CollectedChanges> byCollection, string collection)
     {
-        if (!byCollection.TryGetValue(collection, out Dictionary<string, TreeChange>? changes))
+        if (!byCollection.TryGetValue(collection, out CollectedChanges? collected))
         {
-            changes = new Dictionary<string, TreeChange>(StringComparer.Ordinal);
-            byCollection[collection] = changes;
+            collected = new CollectedChanges();
+            byCollection[collection] = collected;
         }
 
-        return changes;
+        return collected;
+    }
+
+    /// <summary>One collection's changes as <see cref="CollectChanges"/> gathers them (the checkpoint's thread
+    /// only).</summary>
+    private sealed class CollectedChanges
+    {
+        /// <summary>The position of an id whose logged key was seen.</summary>
+        public const int Handled = -1;
+
+        public Dictionary<string, int> Positions { get; } = new(StringComparer.Ordinal);
+
+        public List<TreeChange> Changes { get; } = [];
     }
 
     /// <summary>Whether any version was applied or replayed (a checkpoint's trees aside).</summary>
@@ -1258,7 +1303,7 @@ internal sealed class VersionedIndex : ICommitState
     /// before any reader), the newest version of each id written since (<see cref="Heads"/>), and the ids added since
     /// the open (<see cref="Added"/>, in ordinal order; disjoint from the replayed ids).
     /// </summary>
-    private sealed class SortedKeys
+    internal sealed class SortedKeys
     {
         private TreeLayer? _tree;
         private ReplayedDocuments? _replayed;
@@ -1293,9 +1338,15 @@ internal sealed class VersionedIndex : ICommitState
         public void PublishTree(TreeLayer layer) => Volatile.Write(ref _tree, layer);
     }
 
+    /// <summary>
+    /// A head a checkpoint holds (its version is at or below the checkpoint's sequence): evicted from
+    /// <paramref name="Keys"/> once no open snapshot is older than it, if it is still the id's head then.
+    /// </summary>
+    internal readonly record struct EvictionCandidate(SortedKeys Keys, string Id, DocumentVersion Head);
+
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>
-    private sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
+    internal sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
 
     /// <summary>The state of a bulk load: a builder per collection.</summary>
     private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)

@@ -30,6 +30,7 @@ public sealed class IdSkipListTests
             Assert.Equal(model.Add(id), list.Add(id));
         }
 
+        Assert.True(list.LevelsAreOrdered());
         Assert.Equal(model.Count, list.Count);
         Assert.Equal([.. model], Walk(list, null, null, descending: false));
         Assert.Equal(model.Reverse(), Walk(list, null, null, descending: true));
@@ -50,6 +51,63 @@ public sealed class IdSkipListTests
         }
     }
 
+    /// <summary>
+    /// Sorted batches (<see cref="IdSkipList.AddSorted"/>) of ids from the same alphabet, duplicates within a batch and
+    /// of ids present included, mixed with single inserts: the count each batch reports and every walk match a sorted
+    /// set.
+    /// </summary>
+    [Property(MaxTest = 300)]
+    public void Sorted_batches_match_a_sorted_set(int[][] batches)
+    {
+        var list = new IdSkipList();
+        var model = new SortedSet<string>(StringComparer.Ordinal);
+        foreach (int[] batch in batches)
+        {
+            if (batch.Length == 1)
+            {
+                string single = IdFrom(batch[0]);
+                Assert.Equal(model.Add(single), list.Add(single));
+                continue;
+            }
+
+            string[] ids = batch.Select(IdFrom).Order(StringComparer.Ordinal).ToArray();
+            int added = ids.Count(model.Add);
+            Assert.Equal(added, list.AddSorted(ids));
+        }
+
+        Assert.True(list.LevelsAreOrdered());
+        Assert.Equal(model.Count, list.Count);
+        Assert.Equal([.. model], Walk(list, null, null, descending: false));
+        Assert.Equal(model.Reverse(), Walk(list, null, null, descending: true));
+        foreach (string from in s_alphabet)
+        {
+            Assert.Equal(model.Where(id => string.CompareOrdinal(id, from) >= 0),
+                Walk(list, from, null, descending: false));
+            Assert.Equal(model.Where(id => string.CompareOrdinal(id, from) < 0).Reverse(),
+                Walk(list, null, from, descending: true));
+        }
+    }
+
+    /// <summary>Many ids in sorted batches of random sizes land where single inserts put them (the finger search over
+    /// a list tall enough to climb several levels).</summary>
+    [Fact]
+    public void Large_sorted_batches_build_the_same_order_as_single_inserts()
+    {
+        var random = new Random(7);
+        var list = new IdSkipList();
+        var model = new SortedSet<string>(StringComparer.Ordinal);
+        for (int round = 0; round < 60; round++)
+        {
+            string[] ids = Enumerable.Range(0, random.Next(1, 5000))
+                .Select(_ => $"id{random.Next(200_000)}").Order(StringComparer.Ordinal).ToArray();
+            Assert.Equal(ids.Count(model.Add), list.AddSorted(ids));
+        }
+
+        Assert.True(list.LevelsAreOrdered());
+        Assert.Equal([.. model], Walk(list, null, null, descending: false));
+        Assert.Equal(model.Reverse(), Walk(list, null, null, descending: true));
+    }
+
     [Theory]
     [InlineData("", null)]
     [InlineData("a", "b")]
@@ -64,16 +122,20 @@ public sealed class IdSkipListTests
     }
 
     /// <summary>
-    /// One writer inserts shuffled ids and, after each, publishes how many it inserted (a release store, as the index
-    /// publishes a commit); readers walk forward and backward from random bounds and assert each walk is strictly in
-    /// order, holds only inserted ids, and holds every id inserted before the walk began that lies in its range.
+    /// One writer inserts shuffled ids (one at a time, or in sorted batches) and, after each insert or batch, publishes
+    /// how many it inserted (a release store, as the index publishes a commit); readers walk forward and backward from
+    /// random bounds and assert each walk is strictly in order, holds only inserted ids, and holds every id inserted
+    /// before the walk began that lies in its range.
     /// </summary>
-    [Fact]
-    public void Readers_walking_while_the_writer_inserts_see_every_published_id_in_order()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void Readers_walking_while_the_writer_inserts_see_every_published_id_in_order(bool sortedBatches)
     {
         double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
             System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 2;
         const int Ids = 200_000;
+        const int MaxBatch = 2048;
         string[] ids = Enumerable.Range(0, Ids).Select(i => $"k{i * 7919 % Ids:D6}").ToArray();
         var list = new IdSkipList();
         int published = 0;
@@ -83,10 +145,23 @@ public sealed class IdSkipListTests
 
         var writer = new Thread(() =>
         {
-            for (int i = 0; i < ids.Length && !stop.IsCancellationRequested; i++)
+            var random = new Random(3);
+            for (int i = 0; i < ids.Length && !stop.IsCancellationRequested;)
             {
-                list.Add(ids[i]);
-                Volatile.Write(ref published, i + 1);
+                if (!sortedBatches)
+                {
+                    list.Add(ids[i++]);
+                }
+                else
+                {
+                    int count = Math.Min(random.Next(1, MaxBatch + 1), ids.Length - i);
+                    string[] batch = ids[i..(i + count)];
+                    Array.Sort(batch, StringComparer.Ordinal);
+                    list.AddSorted(batch);
+                    i += count;
+                }
+
+                Volatile.Write(ref published, i);
             }
         });
         var readers = Enumerable.Range(0, 3).Select(r => new Thread(() =>
@@ -126,10 +201,11 @@ public sealed class IdSkipListTests
                     }
                 }
 
-                int after = Volatile.Read(ref published);
+                // A walk may also see ids of the batch being inserted, which are published after it.
+                int after = Volatile.Read(ref published) + (sortedBatches ? MaxBatch : 0);
                 if (seen.Count > after)
                 {
-                    failures.Enqueue($"a walk of [{from}, {to}) saw {seen.Count} ids, only {after} were inserted");
+                    failures.Enqueue($"a walk of [{from}, {to}) saw {seen.Count} ids, at most {after} were inserted");
                 }
 
                 if (failures.Count > 10)
@@ -145,6 +221,7 @@ public sealed class IdSkipListTests
         readers.ForEach(t => t.Join());
         Assert.Empty(failures);
         Assert.True(Volatile.Read(ref published) > 1000, "the writer made progress");
+        Assert.True(list.LevelsAreOrdered());
     }
 
     private static string IdFrom(int op)
