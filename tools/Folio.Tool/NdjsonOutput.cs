@@ -24,7 +24,14 @@ internal sealed class NdjsonOutput : IAsyncDisposable
         Json.Flush();
         Json.Reset();
         _buffered.WriteByte((byte)'\n');
+        Written = true;
     }
+
+    /// <summary>Whether any line was written.</summary>
+    public bool Written { get; private set; }
+
+    /// <summary>Writes what is buffered to standard output now (a follower shows each batch as it comes).</summary>
+    public Task FlushAsync() => _buffered.FlushAsync();
 
     public async ValueTask DisposeAsync()
     {

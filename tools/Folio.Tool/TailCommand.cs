@@ -1,9 +1,12 @@
 using System.CommandLine;
+using Folio.Journal;
 
 namespace Folio.Tool;
 
-/// <summary><c>folio tail &lt;store&gt; [--from &lt;sequence&gt;]</c>: the change feed from a commit to the last one,
-/// as NDJSON on standard output (<see cref="NdjsonLine"/>).</summary>
+/// <summary><c>folio tail &lt;store&gt; [--from &lt;sequence&gt;] [--follow]</c>: the change feed from a commit to the
+/// last one (or, with <c>--follow</c>, on as new commits come), as NDJSON on standard output
+/// (<see cref="NdjsonLine"/>). It reads the journal's files (<see cref="DocumentChanges.ReadFilesAsync"/>), so it
+/// works while a service has the store open.</summary>
 internal static class TailCommand
 {
     public static Command Create()
@@ -13,30 +16,56 @@ internal static class TailCommand
         {
             Description = "The first commit to show (default: the oldest the journal still holds).",
         };
-        var command = new Command("tail", "Write the change feed as NDJSON, from a commit to the last one.")
+        var follow = new Option<bool>("--follow", "-f")
         {
-            store, from,
+            Description = "Keep waiting for new commits (until interrupted) instead of ending at the last one.",
+        };
+        var command = new Command("tail",
+            "Write the change feed as NDJSON, from a commit to the last one; reads a store another process has open.")
+        {
+            store, from, follow,
         };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
-            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
-            long last = opened.LastCommittedSequence;
-            long first = parse.GetValue(from) ?? opened.Changes.FirstSequence;
+            string path = ToolStore.RequireStore(parse.GetValue(store)!);
+            long first = parse.GetValue(from) ?? 1;
             if (first < 1)
             {
                 throw new ToolException($"--from must be 1 or more, not {first}");
             }
 
+            bool following = parse.GetValue(follow);
             await using var output = new NdjsonOutput();
-            await foreach (DocumentChange change in opened.Changes.ReadAsync(first, last, cancellationToken)
-                .ConfigureAwait(false))
+            while (true)
             {
-                NdjsonLine.WriteChange(output.Json, change);
-                output.EndLine();
+                try
+                {
+                    await WriteChangesAsync(path, first, following, output, cancellationToken).ConfigureAwait(false);
+                    break;
+                }
+                catch (JournalPositionPurgedException e) when (parse.GetValue(from) is null && !output.Written)
+                {
+                    first = e.FirstAvailableSequence; // the oldest segment was purged as tail started: start after it
+                }
             }
 
             return 0;
         }));
         return command;
+    }
+
+    private static async Task WriteChangesAsync(string path, long first, bool follow, NdjsonOutput output,
+        CancellationToken cancellationToken)
+    {
+        await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(path, first, follow, cancellationToken)
+            .ConfigureAwait(false))
+        {
+            NdjsonLine.WriteChange(output.Json, change);
+            output.EndLine();
+            if (follow)
+            {
+                await output.FlushAsync().ConfigureAwait(false);
+            }
+        }
     }
 }

@@ -22,12 +22,7 @@ internal static class ToolStore
     /// <paramref name="create"/>, the store must exist.</summary>
     public static DocumentStore Open(string folder, bool create = false)
     {
-        string path = Path.GetFullPath(folder);
-        if (!create && !Directory.Exists(Path.Combine(path, "journal"))
-            && !File.Exists(Path.Combine(path, "data.folio")))
-        {
-            throw new ToolException($"no Folio store at '{path}'");
-        }
+        string path = create ? Path.GetFullPath(folder) : RequireStore(folder);
 
         try
         {
@@ -38,6 +33,18 @@ internal static class ToolStore
             throw new ToolException($"the store '{path}' is open in another process (its lock is held); stop that "
                 + "process first, or back it up from there with DocumentStore.BackupAsync");
         }
+    }
+
+    /// <summary>The full path of the store in <paramref name="folder"/>; a folder with no store fails.</summary>
+    public static string RequireStore(string folder)
+    {
+        string path = Path.GetFullPath(folder);
+        if (!Directory.Exists(Path.Combine(path, "journal")) && !File.Exists(Path.Combine(path, "data.folio")))
+        {
+            throw new ToolException($"no Folio store at '{path}'");
+        }
+
+        return path;
     }
 
     /// <summary>The size of the store's files (data file and journal segments): what a backup reads at most, read

@@ -504,7 +504,7 @@ internal sealed class StoreRestorer : IDisposable
             FileSystem = _fileSystem,
             NewJournalFirstSequence = _begin.CheckpointSequence + 1,
         };
-        _journal = WriteAheadJournal.Open(Path.Combine(_staging, "journal"), journalOptions);
+        _journal = WriteAheadJournal.Open(Path.Combine(_staging, DocumentStore.JournalFolderName), journalOptions);
     }
 
     private void ReadEntries(ReadOnlySpan<byte> payload)

@@ -11,6 +11,9 @@ namespace Folio;
 /// </summary>
 public sealed class DocumentChanges
 {
+    /// <summary>How often <see cref="ReadFilesAsync"/> looks for new commits while it follows.</summary>
+    private static readonly TimeSpan s_followInterval = TimeSpan.FromMilliseconds(50);
+
     private readonly DocumentStore _store;
 
     internal DocumentChanges(DocumentStore store) => _store = store;
@@ -71,6 +74,83 @@ public sealed class DocumentChanges
         _store.ThrowIfDisposed();
         JournalReader reader = _store.Journal.OpenReader(fromSequence);
         return Stream(reader, cancellationToken, toSequence);
+    }
+
+    /// <summary>
+    /// Reads the change feed of the store in <paramref name="folder"/> from its journal files, without opening the
+    /// store: no lock is taken and nothing is written, so it works while another process (or this one) has the store
+    /// open and keeps committing; this is what <c>folio tail</c> uses. Only complete, checksummed records are
+    /// returned, and on Linux each is made durable (fdatasync) before it is, so a change seen here survives a power
+    /// loss even if the writer had not synced it yet.
+    /// </summary>
+    /// <param name="folder">The store's folder (the one given to <see cref="DocumentStore.Open"/>).</param>
+    /// <param name="fromSequence">The first commit to report; 1 or more.</param>
+    /// <param name="follow">False: end at the last complete commit in the files. True: then wait for new ones,
+    /// looking every 50 ms, until <paramref name="cancellationToken"/> fires.</param>
+    /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
+    /// <returns>The changes, in commit order, each once.</returns>
+    /// <exception cref="DirectoryNotFoundException">The folder holds no store (thrown at once).</exception>
+    /// <exception cref="ArgumentOutOfRangeException"><paramref name="fromSequence"/> is below 1 (thrown at
+    /// once).</exception>
+    /// <exception cref="JournalPositionPurgedException">The position is older than the journal's oldest segment
+    /// (a checkpoint covered it and it was purged).</exception>
+    /// <exception cref="JournalCorruptedException">A segment, or a record the writer has written past, is
+    /// damaged.</exception>
+    public static IAsyncEnumerable<DocumentChange> ReadFilesAsync(string folder, long fromSequence, bool follow,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
+        string journal = Path.Combine(Path.GetFullPath(folder), DocumentStore.JournalFolderName);
+        if (!Directory.Exists(journal))
+        {
+            throw new DirectoryNotFoundException(
+                $"No Folio store at '{Path.GetFullPath(folder)}' (no journal folder).");
+        }
+
+        return StreamFiles(new JournalFollower(journal, fromSequence), follow, cancellationToken);
+    }
+
+    private static async IAsyncEnumerable<DocumentChange> StreamFiles(JournalFollower follower, bool follow,
+        [EnumeratorCancellation] CancellationToken cancellationToken)
+    {
+        using (follower)
+        {
+            var entries = new List<JournalEntryCopy>();
+            var batch = new List<DocumentChange>();
+            while (true)
+            {
+                cancellationToken.ThrowIfCancellationRequested();
+                entries.Clear();
+                if (follower.ReadAvailable(entries, 1024) == 0)
+                {
+                    if (!follow)
+                    {
+                        yield break;
+                    }
+
+                    await Task.Delay(s_followInterval, cancellationToken).ConfigureAwait(false);
+                    continue;
+                }
+
+                batch.Clear();
+                foreach (JournalEntryCopy entry in entries)
+                {
+                    var timestamp = new DateTimeOffset(entry.TimestampTicks, TimeSpan.Zero);
+                    foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))
+                    {
+                        batch.Add(new DocumentChange(entry.Sequence, timestamp, command.Key.Collection,
+                            command.Key.Id, command.Kind, command.Value));
+                    }
+                }
+
+                foreach (DocumentChange change in batch)
+                {
+                    cancellationToken.ThrowIfCancellationRequested();
+                    yield return change;
+                }
+            }
+        }
     }
 
     private static async IAsyncEnumerable<DocumentChange> Stream(JournalReader reader,

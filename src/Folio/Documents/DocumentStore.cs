@@ -76,6 +76,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>The name of the data file (the page store) in the store's folder.</summary>
     internal const string DataFileName = "data.folio";
 
+    /// <summary>The journal's folder inside the store's folder.</summary>
+    internal const string JournalFolderName = "journal";
+
     /// <summary>
     /// Opens (or creates) the store in <paramref name="path"/>: takes the folder's lock, recovers the journal and
     /// replays it into memory.
@@ -158,7 +161,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             throw new IOException($"Cannot open the store '{path}': the path is a file; a store is a folder.");
         }
 
-        string journalPath = System.IO.Path.Combine(path, "journal");
+        string journalPath = System.IO.Path.Combine(path, JournalFolderName);
         try
         {
             return WriteAheadJournal.Open(journalPath, options.ToJournalOptions(), checkpointSequence);

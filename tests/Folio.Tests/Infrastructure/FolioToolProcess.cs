@@ -31,6 +31,20 @@ internal static class FolioToolProcess
         return (child.ExitCode, await output, await error);
     }
 
+    /// <summary>Starts <c>folio</c> with <paramref name="arguments"/> and standard output redirected, for a command
+    /// that runs until it is stopped (the caller reads its lines and kills it).</summary>
+    public static Process Start(params string[] arguments)
+    {
+        string tool = ToolDll();
+        Assert.True(File.Exists(tool), $"the tool is built with the tests: {tool}");
+        var start = new ProcessStartInfo("dotnet", [tool, .. arguments])
+        {
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+        };
+        return Process.Start(start)!;
+    }
+
     /// <summary>The tool in its own build output (with its dependencies, not the tests'): from
     /// tests/Folio.Tests/bin/&lt;Configuration&gt;/net10.0/ to
     /// tools/Folio.Tool/bin/&lt;Configuration&gt;/net10.0/.</summary>

@@ -138,6 +138,49 @@ public sealed class FolioToolTests
     }
 
     [Fact]
+    public async Task Tail_follows_commits_of_a_store_another_process_has_open()
+    {
+        using var dir = new TempDirectory();
+        string store = Path.Combine(dir.Path, "store");
+        await using DocumentStore opened = DocumentStore.Open(store, TestStoreOptions.SmallSegments());
+        await opened.PutAsync("people", "before", "{\"v\":0}"u8.ToArray());
+
+        using System.Diagnostics.Process tail = FolioToolProcess.Start("tail", store, "--follow");
+        try
+        {
+            using var deadline = new CancellationTokenSource(TimeSpan.FromMinutes(2));
+            string? first = await tail.StandardOutput.ReadLineAsync(deadline.Token);
+            Assert.NotNull(first);
+            using (JsonDocument line = JsonDocument.Parse(first))
+            {
+                Assert.Equal("before", line.RootElement.GetProperty("id").GetString());
+            }
+
+            // Commits made after tail started reach it while the store stays open here.
+            for (int i = 1; i <= 3; i++)
+            {
+                await opened.PutAsync("people", $"after{i}", System.Text.Encoding.UTF8.GetBytes($"{{\"v\":{i}}}"));
+            }
+
+            await opened.DeleteAsync("people", "before");
+            for (int i = 1; i <= 4; i++)
+            {
+                string? next = await tail.StandardOutput.ReadLineAsync(deadline.Token);
+                Assert.NotNull(next);
+                using JsonDocument line = JsonDocument.Parse(next);
+                Assert.Equal(i + 1, line.RootElement.GetProperty("sequence").GetInt64());
+                Assert.Equal(i <= 3 ? $"after{i}" : "before", line.RootElement.GetProperty("id").GetString());
+                Assert.Equal(i <= 3 ? "put" : "delete", line.RootElement.GetProperty("kind").GetString());
+            }
+        }
+        finally
+        {
+            tail.Kill(entireProcessTree: true);
+            await tail.WaitForExitAsync();
+        }
+    }
+
+    [Fact]
     public async Task A_store_open_in_another_process_a_missing_store_and_a_damaged_store_fail_with_one_line()
     {
         using var dir = new TempDirectory();

@@ -1,0 +1,394 @@
+using System.Buffers;
+using System.Buffers.Binary;
+using System.Runtime.InteropServices;
+using Folio.Storage;
+using Microsoft.Win32.SafeHandles;
+
+namespace Folio.Journal;
+
+/// <summary>
+/// Reads a journal's committed entries from its segment files, without opening the journal: no lock, no mapping, no
+/// shared state, so it works while the journal is open for writing in another process (or in this one).
+/// <para>
+/// Owners. One consumer at a time (like an enumerator). The writer, elsewhere, only appends records behind the end of
+/// its data, renames a prepared segment into place when it rotates (the new file's header is written and synced
+/// before the rename), and deletes whole segments when it purges; it never rewrites a record a reader may have read,
+/// except a torn tail its recovery discards after a crash.
+/// </para>
+/// <para>
+/// What is returned. A record is returned only once it is complete: its header has the right shape, its checksum
+/// matches, its entries fill it, and its first sequence is the one expected next. A record that is not complete yet
+/// (the writer is still writing it, or crashed in the middle) ends what <see cref="ReadAvailable"/> returns, and is
+/// read again at the next call. The segment ends where no further record is; the follower moves to the segment named
+/// after the next sequence once that file exists. Damage at a place the writer has moved past (the next segment
+/// exists, or a complete record names a sequence other than the next) is a <see cref="JournalCorruptedException"/>.
+/// Before it returns records, the follower makes them durable itself (fdatasync of the segment, on Linux): a record
+/// the writer wrote but had not synced yet survives a power loss once a follower returned it, so no consumer sees a
+/// change that could vanish.
+/// </para>
+/// </summary>
+internal sealed class JournalFollower : IDisposable
+{
+    private readonly string _directory;
+    private long _nextSequence; // the next entry to return
+    private SafeFileHandle? _segment;
+    private string _segmentPath = "";
+    private long _segmentLength;
+    private long _offset; // where the next record of _segment starts
+    private byte[] _buffer = [];
+    private bool _searching = true; // until the first entry is taken
+    private bool _disposed;
+
+    /// <param name="journalDirectory">The journal's folder (a store's <c>journal</c> folder).</param>
+    /// <param name="fromSequence">The first entry to return; 1 or more.</param>
+    public JournalFollower(string journalDirectory, long fromSequence)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
+        _directory = journalDirectory;
+        _nextSequence = fromSequence;
+    }
+
+    /// <summary>The sequence of the next entry <see cref="ReadAvailable"/> returns.</summary>
+    public long NextSequence => _nextSequence;
+
+    /// <summary>
+    /// Appends to <paramref name="entries"/> the complete records' entries from <see cref="NextSequence"/> on, as many
+    /// as the files hold now (at least one record's worth when one is there, then up to
+    /// <paramref name="maxEntries"/>), each with its own copy of its bytes, made durable first. Returns how many it
+    /// appended: 0 when no complete record follows yet.
+    /// </summary>
+    /// <exception cref="JournalPositionPurgedException">The next sequence is older than the oldest segment.</exception>
+    /// <exception cref="JournalCorruptedException">A segment or a record the writer moved past is damaged.</exception>
+    public int ReadAvailable(List<JournalEntryCopy> entries, int maxEntries)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        if (_segment is null && !OpenFirstSegment())
+        {
+            return 0;
+        }
+
+        int added = 0;
+        while (added < maxEntries)
+        {
+            if (TryReadRecord(out JournalFormat.RecordHeader header))
+            {
+                added += TakeEntries(header, entries);
+                _offset += header.Length;
+                continue;
+            }
+
+            // No complete record here: the end of the data for now, or of this segment if the next one exists.
+            if (!TryMoveToNextSegment(syncFirst: added > 0))
+            {
+                break;
+            }
+        }
+
+        if (added > 0)
+        {
+            Sync();
+        }
+
+        return added;
+    }
+
+    public void Dispose()
+    {
+        if (!_disposed)
+        {
+            _disposed = true;
+            _segment?.Dispose();
+            _segment = null;
+            if (_buffer.Length > 0)
+            {
+                ArrayPool<byte>.Shared.Return(_buffer);
+                _buffer = [];
+            }
+        }
+    }
+
+    /// <summary>Opens the segment holding <see cref="NextSequence"/>: the newest whose first sequence is at or below
+    /// it. False when the journal has no segment yet.</summary>
+    private bool OpenFirstSegment()
+    {
+        long oldest = long.MaxValue;
+        long chosen = 0;
+        foreach (string path in Directory.EnumerateFiles(_directory, JournalFormat.SegmentSearchPattern))
+        {
+            if (!JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first))
+            {
+                continue;
+            }
+
+            oldest = Math.Min(oldest, first);
+            if (first <= _nextSequence && first > chosen)
+            {
+                chosen = first;
+            }
+        }
+
+        if (oldest == long.MaxValue)
+        {
+            return false;
+        }
+
+        if (_nextSequence < oldest)
+        {
+            throw new JournalPositionPurgedException(_nextSequence, oldest);
+        }
+
+        if (!TryOpenSegment(chosen))
+        {
+            // Purged between the listing and the open: the position is gone, or the listing is stale.
+            throw new JournalPositionPurgedException(_nextSequence, chosen + 1);
+        }
+
+        return true;
+    }
+
+    /// <summary>Opens segment <paramref name="first"/> and checks its header; false when the file is gone.</summary>
+    private bool TryOpenSegment(long first)
+    {
+        string path = Path.Combine(_directory, JournalFormat.SegmentFileName(first));
+        SafeFileHandle handle;
+        try
+        {
+            handle = File.OpenHandle(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete);
+        }
+        catch (FileNotFoundException)
+        {
+            return false;
+        }
+
+        Span<byte> header = stackalloc byte[JournalFormat.SegmentHeaderSize];
+        int read = RandomAccess.Read(handle, header, 0);
+        if (JournalFormat.ValidateSegmentHeader(header[..read], first) is { } problem)
+        {
+            handle.Dispose();
+            ThrowHelper.ThrowJournalCorrupted(path, 0, problem);
+        }
+
+        _segment?.Dispose();
+        _segment = handle;
+        _segmentPath = path;
+        _segmentLength = RandomAccess.GetLength(handle);
+        _offset = JournalFormat.SegmentHeaderSize;
+        return true;
+    }
+
+    /// <summary>
+    /// Moves to the segment that starts at the next record's sequence, if it exists (syncing the current one first
+    /// when records were read from it). Damage left behind in the current segment, non-zero bytes where no complete
+    /// record is, is a corruption once the writer has moved on.
+    /// </summary>
+    private bool TryMoveToNextSegment(bool syncFirst)
+    {
+        long next = _nextSequence;
+        string nextPath = Path.Combine(_directory, JournalFormat.SegmentFileName(next));
+        if (!File.Exists(nextPath))
+        {
+            return false;
+        }
+
+        if (!RestIsZero())
+        {
+            ThrowHelper.ThrowJournalCorrupted(_segmentPath, _offset,
+                "a damaged record where the writer has moved on to the next segment");
+        }
+
+        if (syncFirst)
+        {
+            Sync();
+        }
+
+        return TryOpenSegment(next);
+    }
+
+    /// <summary>Reads the record at the current offset into the buffer; false unless it is complete and
+    /// next.</summary>
+    private bool TryReadRecord(out JournalFormat.RecordHeader header)
+    {
+        header = default;
+        long available = _segmentLength - _offset;
+        if (available < JournalFormat.LegacyRecordHeaderSize)
+        {
+            return false;
+        }
+
+        // The length field first, so the whole record is read in one call and checked as recovery checks it.
+        Span<byte> head = stackalloc byte[JournalFormat.LegacyRecordHeaderSize];
+        int read = RandomAccess.Read(_segment!, head, _offset);
+        if (read < JournalFormat.LegacyRecordHeaderSize)
+        {
+            return false;
+        }
+
+        uint claimed = BinaryPrimitives.ReadUInt32LittleEndian(head[8..]);
+        if (claimed < JournalFormat.LegacyRecordHeaderSize || claimed > available)
+        {
+            return false;
+        }
+
+        EnsureBuffer((int)claimed);
+        Span<byte> record = _buffer.AsSpan(0, (int)claimed);
+        if (RandomAccess.Read(_segment!, record, _offset) != record.Length
+            || !JournalFormat.TryReadRecordHeader(record, out header)
+            || header.Length != record.Length
+            || !JournalFormat.ChecksumMatches(record)
+            || !JournalFormat.EntriesFillPayload(record, header))
+        {
+            // Incomplete, or damaged: the writer appends in order, so a complete record right after this one, with
+            // the sequences that follow it, means this one was written whole and is damaged.
+            if (JournalFormat.TryReadRecordHeader(record, out JournalFormat.RecordHeader shape)
+                && IsCompleteRecordAt(_offset + shape.Length, shape.FirstSequence + shape.EntryCount))
+            {
+                ThrowHelper.ThrowJournalCorrupted(_segmentPath, _offset,
+                    "a record fails its checksum where the writer has written the next one");
+            }
+
+            return false;
+        }
+
+        // Gap-free: the next record starts at the next sequence, except while the follower looks for the record
+        // holding the sequence it started at (earlier records are skipped, a record may hold it in its middle).
+        long expected = _nextSequence;
+        if (_searching ? header.FirstSequence > expected : header.FirstSequence != expected)
+        {
+            ThrowHelper.ThrowJournalCorrupted(_segmentPath, _offset,
+                $"a record holds sequences {header.FirstSequence} to {header.FirstSequence + header.EntryCount - 1} " +
+                $"where sequence {expected} is next");
+        }
+
+        return true;
+    }
+
+    /// <summary>Whether a complete record starting at sequence <paramref name="firstSequence"/> lies at
+    /// <paramref name="offset"/> of the current segment (read into a buffer of its own).</summary>
+    private bool IsCompleteRecordAt(long offset, long firstSequence)
+    {
+        long available = _segmentLength - offset;
+        if (available < JournalFormat.RecordHeaderSize)
+        {
+            return false;
+        }
+
+        Span<byte> head = stackalloc byte[JournalFormat.LegacyRecordHeaderSize];
+        if (RandomAccess.Read(_segment!, head, offset) < head.Length)
+        {
+            return false;
+        }
+
+        uint claimed = BinaryPrimitives.ReadUInt32LittleEndian(head[8..]);
+        if (claimed < JournalFormat.LegacyRecordHeaderSize || claimed > available)
+        {
+            return false;
+        }
+
+        byte[] next = ArrayPool<byte>.Shared.Rent((int)claimed);
+        try
+        {
+            Span<byte> record = next.AsSpan(0, (int)claimed);
+            return RandomAccess.Read(_segment!, record, offset) == record.Length
+                && JournalFormat.TryReadRecordHeader(record, out JournalFormat.RecordHeader header)
+                && header.Length == record.Length && header.FirstSequence == firstSequence
+                && JournalFormat.ChecksumMatches(record);
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(next);
+        }
+    }
+
+    /// <summary>Copies the record's entries at or after the next sequence; returns how many.</summary>
+    private int TakeEntries(in JournalFormat.RecordHeader header, List<JournalEntryCopy> entries)
+    {
+        ReadOnlySpan<byte> record = _buffer.AsSpan(0, header.Length);
+        int at = header.HeaderSize;
+        int taken = 0;
+        for (int i = 0; i < header.EntryCount; i++)
+        {
+            int length = (int)BinaryPrimitives.ReadUInt32LittleEndian(record[at..]);
+            long sequence = header.FirstSequence + i;
+            if (sequence >= _nextSequence)
+            {
+                entries.Add(new JournalEntryCopy(sequence, header.TimestampTicks,
+                    record.Slice(at + JournalFormat.EntryHeaderSize, length).ToArray()));
+                _nextSequence = sequence + 1;
+                _searching = false;
+                taken++;
+            }
+
+            at += JournalFormat.EntryHeaderSize + length;
+        }
+
+        return taken;
+    }
+
+    /// <summary>Whether the current segment holds only zero bytes from the current offset to its end.</summary>
+    private bool RestIsZero()
+    {
+        EnsureBuffer(64 * 1024);
+        for (long at = _offset; at < _segmentLength;)
+        {
+            int read = RandomAccess.Read(_segment!, _buffer.AsSpan(0, (int)Math.Min(_buffer.Length,
+                _segmentLength - at)), at);
+            if (read <= 0)
+            {
+                return true;
+            }
+
+            if (_buffer.AsSpan(0, read).ContainsAnyExcept((byte)0))
+            {
+                return false;
+            }
+
+            at += read;
+        }
+
+        return true;
+    }
+
+    private void EnsureBuffer(int length)
+    {
+        if (_buffer.Length < length)
+        {
+            if (_buffer.Length > 0)
+            {
+                ArrayPool<byte>.Shared.Return(_buffer);
+            }
+
+            _buffer = ArrayPool<byte>.Shared.Rent(length);
+        }
+    }
+
+    /// <summary>Makes what was read from the current segment durable (fdatasync on Linux; elsewhere a read-only
+    /// handle cannot be flushed, and records are returned as written).</summary>
+    private void Sync()
+    {
+        if (!OperatingSystem.IsLinux() || _segment is null)
+        {
+            return;
+        }
+
+        bool added = false;
+        _segment.DangerousAddRef(ref added);
+        try
+        {
+            if (NativeMethods.fdatasync((int)_segment.DangerousGetHandle()) != 0)
+            {
+                int errno = Marshal.GetLastPInvokeError();
+                throw new IOException($"fdatasync of '{_segmentPath}' failed (errno {errno}).", errno);
+            }
+        }
+        finally
+        {
+            if (added)
+            {
+                _segment.DangerousRelease();
+            }
+        }
+    }
+}
+
+/// <summary>A journal entry read by a <see cref="JournalFollower"/>, with its own copy of its bytes.</summary>
+internal readonly record struct JournalEntryCopy(long Sequence, long TimestampTicks, byte[] Data);

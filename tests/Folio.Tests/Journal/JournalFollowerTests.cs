@@ -1,0 +1,236 @@
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Journal;
+
+/// <summary>
+/// Reading a store's change feed from its journal files (<see cref="DocumentChanges.ReadFilesAsync"/>, over
+/// <see cref="JournalFollower"/>) while the store is open and writing: the same changes as the store's own feed, across
+/// rotations; a record still being written is held back until complete; damage the writer has moved past is a
+/// corruption; purged positions and missing stores are refused.
+/// </summary>
+public sealed class JournalFollowerTests
+{
+    [Fact]
+    public async Task Reading_the_files_of_an_open_store_returns_what_its_own_feed_returns_across_rotations()
+    {
+        using var dir = new TempDirectory();
+        await using DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments());
+        await WriteHistoryAsync(store, 1000);
+        Assert.True(Directory.GetFiles(Path.Combine(dir.Path, "journal"), "*.journal").Length > 3, "rotated");
+
+        long last = store.LastCommittedSequence;
+        List<DocumentChange> expected = await ToListAsync(store.Changes.ReadAsync(1, last));
+        AssertSameChanges(expected, await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false)));
+
+        long middle = last / 2;
+        AssertSameChanges(expected.Where(c => c.Sequence >= middle).ToList(),
+            await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, middle, follow: false)));
+        Assert.Empty(await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, last + 1, follow: false)));
+    }
+
+    [Fact]
+    public async Task A_follower_sees_every_commit_made_while_it_follows_in_order_and_stops_when_cancelled()
+    {
+        using var dir = new TempDirectory();
+        await using DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments());
+        await store.PutAsync("people", "first", "{\"n\":0}"u8.ToArray());
+        using var stop = new CancellationTokenSource(TimeSpan.FromMinutes(2));
+        const int Writes = 600;
+        var seen = new List<DocumentChange>();
+        Task follow = Task.Run(async () =>
+        {
+            await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: true,
+                stop.Token))
+            {
+                seen.Add(change);
+                if (seen.Count == Writes + 1)
+                {
+                    await stop.CancelAsync();
+                }
+            }
+        });
+
+        Task[] writers = Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        {
+            for (int i = 0; i < Writes / 4; i++)
+            {
+                await store.PutAsync("people", $"w{w}-{i}", System.Text.Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
+            }
+        })).ToArray();
+        await Task.WhenAll(writers);
+
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => follow);
+        Assert.False(stop.IsCancellationRequested && seen.Count < Writes + 1, "the follower saw every commit");
+        List<DocumentChange> expected = await ToListAsync(store.Changes.ReadAsync(1, store.LastCommittedSequence));
+        AssertSameChanges(expected, seen);
+    }
+
+    [Fact]
+    public async Task A_record_still_being_written_is_held_back_until_it_is_complete()
+    {
+        using var dir = new TempDirectory();
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            await WriteHistoryAsync(store, 20);
+        }
+
+        string segment = NewestSegment(dir.Path);
+        List<(long Offset, int Length)> records = Records(segment);
+        (long lastOffset, int lastLength) = records[^1];
+        byte[] whole = ReadBytes(segment, lastOffset, lastLength);
+
+        // The last record half written: its second half still zero.
+        WriteBytes(segment, lastOffset + (lastLength / 2), new byte[lastLength - (lastLength / 2)]);
+        List<DocumentChange> before = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        long lastSequence = before[^1].Sequence;
+
+        using var stop = new CancellationTokenSource(TimeSpan.FromMinutes(1));
+        var seen = new List<DocumentChange>();
+        Task follow = Task.Run(async () =>
+        {
+            await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(dir.Path, lastSequence + 1,
+                follow: true, stop.Token))
+            {
+                seen.Add(change);
+                await stop.CancelAsync();
+            }
+        });
+
+        await Task.Delay(300);
+        Assert.Empty(seen); // nothing returned from the torn record
+        WriteBytes(segment, lastOffset, whole); // the writer finishes it
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => follow);
+        Assert.Single(seen);
+        Assert.Equal(lastSequence + 1, seen[0].Sequence);
+
+        List<DocumentChange> after = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        Assert.Equal(lastSequence + 1, after[^1].Sequence);
+    }
+
+    [Fact]
+    public async Task A_damaged_record_the_writer_has_written_past_is_a_corruption_not_the_end()
+    {
+        using var dir = new TempDirectory();
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            await WriteHistoryAsync(store, 20);
+        }
+
+        string segment = NewestSegment(dir.Path);
+        List<(long Offset, int Length)> records = Records(segment);
+        (long offset, int length) = records[records.Count / 2];
+        FileDamage.FlipByte(segment, offset + length - 1, 0x10);
+
+        var error = await Assert.ThrowsAsync<JournalCorruptedException>(() =>
+            ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false)));
+        Assert.Contains(Path.GetFileName(segment), error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_purged_position_a_bad_sequence_and_a_missing_store_are_refused()
+    {
+        using var dir = new TempDirectory();
+        await using DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments());
+        await WriteHistoryAsync(store, 400);
+        await store.CheckpointAsync();
+        long oldest = store.Changes.FirstSequence;
+        Assert.True(oldest > 1, "the checkpoint let the journal purge its oldest segments");
+
+        var purged = await Assert.ThrowsAsync<JournalPositionPurgedException>(() =>
+            ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false)));
+        Assert.True(purged.FirstAvailableSequence >= oldest, $"{purged.FirstAvailableSequence} >= {oldest}");
+        List<DocumentChange> rest = await ToListAsync(
+            DocumentChanges.ReadFilesAsync(dir.Path, purged.FirstAvailableSequence, follow: false));
+        Assert.Equal(store.LastCommittedSequence, rest[^1].Sequence);
+
+        Assert.Throws<ArgumentOutOfRangeException>(() => DocumentChanges.ReadFilesAsync(dir.Path, 0, follow: false));
+        Assert.Throws<DirectoryNotFoundException>(() =>
+            DocumentChanges.ReadFilesAsync(Path.Combine(dir.Path, "nothing"), 1, follow: false));
+    }
+
+    /// <summary>Puts (several documents per batch now and then) and deletes: <paramref name="commits"/>
+    /// commits.</summary>
+    private static async Task WriteHistoryAsync(DocumentStore store, int commits)
+    {
+        for (int i = 0; i < commits; i++)
+        {
+            if (i % 7 == 3)
+            {
+                await store.DeleteAsync("people", $"p{i - 1}");
+            }
+            else if (i % 5 == 0)
+            {
+                string pad = new('x', 200);
+                await store.WriteAsync(new CommitBatch()
+                    .Put("people", $"p{i}", System.Text.Encoding.UTF8.GetBytes($"{{\"i\":{i},\"pad\":\"{pad}\"}}"))
+                    .Put("orders", $"o{i}", System.Text.Encoding.UTF8.GetBytes($"{{\"i\":{i}}}")));
+            }
+            else
+            {
+                await store.PutAsync("people", $"p{i}",
+                    System.Text.Encoding.UTF8.GetBytes($"{{\"i\":{i},\"pad\":\"{new string('y', 300)}\"}}"));
+            }
+        }
+    }
+
+    private static void AssertSameChanges(List<DocumentChange> expected, List<DocumentChange> actual)
+    {
+        Assert.Equal(expected.Count, actual.Count);
+        for (int i = 0; i < expected.Count; i++)
+        {
+            Assert.Equal(expected[i].Sequence, actual[i].Sequence);
+            Assert.Equal(expected[i].Timestamp, actual[i].Timestamp);
+            Assert.Equal(expected[i].Collection, actual[i].Collection);
+            Assert.Equal(expected[i].Id, actual[i].Id);
+            Assert.Equal(expected[i].Kind, actual[i].Kind);
+            Assert.Equal(expected[i].Json.ToArray(), actual[i].Json.ToArray());
+        }
+    }
+
+    private static async Task<List<DocumentChange>> ToListAsync(IAsyncEnumerable<DocumentChange> changes)
+    {
+        var list = new List<DocumentChange>();
+        await foreach (DocumentChange change in changes)
+        {
+            list.Add(change);
+        }
+
+        return list;
+    }
+
+    private static string NewestSegment(string store) =>
+        Directory.GetFiles(Path.Combine(store, "journal"), "*.journal").Order(StringComparer.Ordinal).Last();
+
+    /// <summary>The records of a segment file, by their headers (offset and length each).</summary>
+    private static List<(long Offset, int Length)> Records(string segment)
+    {
+        byte[] bytes = File.ReadAllBytes(segment);
+        var records = new List<(long, int)>();
+        long at = JournalFormat.SegmentHeaderSize;
+        while (JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header))
+        {
+            records.Add((at, header.Length));
+            at += header.Length;
+        }
+
+        Assert.True(records.Count >= 4, $"the segment holds records ({records.Count})");
+        return records;
+    }
+
+    private static byte[] ReadBytes(string path, long offset, int length)
+    {
+        using var file = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite);
+        byte[] bytes = new byte[length];
+        file.Position = offset;
+        file.ReadExactly(bytes);
+        return bytes;
+    }
+
+    private static void WriteBytes(string path, long offset, byte[] bytes)
+    {
+        using var file = new FileStream(path, FileMode.Open, FileAccess.Write, FileShare.ReadWrite);
+        file.Position = offset;
+        file.Write(bytes);
+    }
+}
