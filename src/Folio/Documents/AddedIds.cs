@@ -6,8 +6,11 @@ namespace Folio.Documents;
 /// The ids of one collection a range read merges with the collection's tree (ids added since the open, or since the
 /// list was last rebuilt from the heads: <c>VersionedIndex.TrimAddedIds</c>): appended in commit order by the
 /// committer in O(1), and sorted into an <see cref="IdSkipList"/> later, off the commit path, by whoever needs the
-/// order first (a range or prefix read) or by a background merge once enough ids are waiting. A store that is
-/// written fast and read by key pays no ordered insert on its serial commit path.
+/// order first (a range or prefix read, a count) or, once a reader has asked for the order, by a background merge
+/// whenever enough ids are waiting. A store that is written fast and read by key pays no ordered insert on its
+/// serial commit path, and none at all until it reads a range: the first range read of a collection sorts what
+/// waits (a few tens of milliseconds for a checkpoint's worth of new ids), and background merges keep later reads
+/// short.
 /// <para>
 /// Owners. The committer alone appends (<see cref="Append"/>): it stores the id in the tail chunk, then publishes the
 /// new count with a release store, so a thread that reads the count (acquire) sees every id below it. Merging, which
@@ -46,12 +49,20 @@ internal sealed class AddedIds
     private long _appended; // written by the committer (release), read by all (acquire)
     private long _merged; // written under _mergeLock (release), read by all (acquire)
     private int _mergeScheduled; // 1 while a background merge is queued or running
+    private int _read; // 1 once a reader asked for the sorted ids (release by the reader, acquire by the committer)
 
-    public AddedIds()
+    /// <param name="readBefore">Whether the collection's sorted ids were asked for already (by the list this one
+    /// replaces), so background merges run from the start.</param>
+    public AddedIds(bool readBefore = false)
     {
         _tail = new Chunk(0);
         _mergeHead = _tail;
+        _read = readBefore ? 1 : 0;
     }
+
+    /// <summary>Whether a reader has asked for the sorted ids (<see cref="Sorted"/>): from then on, background merges
+    /// keep the waiting ids few.</summary>
+    public bool WasRead => Volatile.Read(ref _read) != 0;
 
     /// <summary>Ids appended so far.</summary>
     public long Count => Volatile.Read(ref _appended);
@@ -75,6 +86,7 @@ internal sealed class AddedIds
         _tail.Ids[slot] = id;
         Volatile.Write(ref _appended, index + 1);
         if (index + 1 - Volatile.Read(ref _merged) >= BackgroundMergeThreshold
+            && Volatile.Read(ref _read) != 0
             && Volatile.Read(ref _mergeScheduled) == 0
             && Interlocked.CompareExchange(ref _mergeScheduled, 1, 0) == 0)
         {
@@ -88,6 +100,11 @@ internal sealed class AddedIds
     /// </summary>
     public IdSkipList Sorted()
     {
+        if (Volatile.Read(ref _read) == 0)
+        {
+            Volatile.Write(ref _read, 1);
+        }
+
         if (Volatile.Read(ref _merged) < Volatile.Read(ref _appended))
         {
             Merge();

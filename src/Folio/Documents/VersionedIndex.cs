@@ -734,7 +734,7 @@ internal sealed class VersionedIndex : ICommitState
     {
         while (_trimDue.TryDequeue(out SortedKeys? keys))
         {
-            var fresh = new AddedIds();
+            var fresh = new AddedIds(readBefore: keys.Added.WasRead);
             foreach (KeyValuePair<string, DocumentVersion> head in keys.Heads)
             {
                 fresh.Append(head.Key);

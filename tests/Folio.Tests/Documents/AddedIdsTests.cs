@@ -111,5 +111,39 @@ public sealed class AddedIdsTests
         Assert.Equal(Volatile.Read(ref published), Walk(added.Sorted()).Count);
     }
 
+    /// <summary>Until a reader asks for the order, appended ids only wait (nothing sorts them); the first read sorts
+    /// them all, and from then on background merges keep up without reads.</summary>
+    [Fact]
+    public async Task Ids_wait_unsorted_until_the_first_read_and_merge_in_the_background_after_it()
+    {
+        var added = new AddedIds();
+        int n = 3 * AddedIds.BackgroundMergeThreshold;
+        for (int i = 0; i < n; i++)
+        {
+            added.Append($"k{i * 7919 % n:D6}");
+        }
+
+        await Task.Delay(200);
+        Assert.Equal(0, added.MergedCount);
+        Assert.False(added.WasRead);
+
+        Assert.Equal(n, Walk(added.Sorted()).Count);
+        Assert.Equal(n, added.MergedCount);
+        Assert.True(added.WasRead);
+
+        for (int i = 0; i < 2 * AddedIds.BackgroundMergeThreshold; i++)
+        {
+            added.Append($"m{i:D6}");
+        }
+
+        using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+        while (added.MergedCount < n + AddedIds.BackgroundMergeThreshold)
+        {
+            await Task.Delay(10, deadline.Token);
+        }
+
+        Assert.True(new AddedIds(readBefore: true).WasRead, "a list rebuilt from a read one merges in the background");
+    }
+
     private static List<string> Walk(IdSkipList list) => IdSkipListTests.Walk(list, null, null, descending: false);
 }
