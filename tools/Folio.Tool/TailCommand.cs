@@ -45,7 +45,7 @@ internal static class TailCommand
                 }
                 catch (JournalPositionPurgedException e) when (parse.GetValue(from) is null && !output.Written)
                 {
-                    first = e.FirstAvailableSequence; // the oldest segment was purged as tail started: start after it
+                    first = e.FirstAvailableSequence; // purged as tail started: from the oldest segment left
                 }
             }
 

@@ -1,6 +1,5 @@
 using System.Buffers;
 using System.Buffers.Binary;
-using System.Runtime.InteropServices;
 using Folio.Storage;
 using Microsoft.Win32.SafeHandles;
 
@@ -108,42 +107,43 @@ internal sealed class JournalFollower : IDisposable
     }
 
     /// <summary>Opens the segment holding <see cref="NextSequence"/>: the newest whose first sequence is at or below
-    /// it. False when the journal has no segment yet.</summary>
+    /// it. False when the journal has no segment yet. A segment purged between the listing and the open is listed
+    /// again.</summary>
     private bool OpenFirstSegment()
     {
-        long oldest = long.MaxValue;
-        long chosen = 0;
-        foreach (string path in Directory.EnumerateFiles(_directory, JournalFormat.SegmentSearchPattern))
+        while (true)
         {
-            if (!JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first))
+            long oldest = long.MaxValue;
+            long chosen = 0;
+            foreach (string path in Directory.EnumerateFiles(_directory, JournalFormat.SegmentSearchPattern))
             {
-                continue;
+                if (!JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first))
+                {
+                    continue;
+                }
+
+                oldest = Math.Min(oldest, first);
+                if (first <= _nextSequence && first > chosen)
+                {
+                    chosen = first;
+                }
             }
 
-            oldest = Math.Min(oldest, first);
-            if (first <= _nextSequence && first > chosen)
+            if (oldest == long.MaxValue)
             {
-                chosen = first;
+                return false;
+            }
+
+            if (_nextSequence < oldest)
+            {
+                throw new JournalPositionPurgedException(_nextSequence, oldest);
+            }
+
+            if (TryOpenSegment(chosen))
+            {
+                return true;
             }
         }
-
-        if (oldest == long.MaxValue)
-        {
-            return false;
-        }
-
-        if (_nextSequence < oldest)
-        {
-            throw new JournalPositionPurgedException(_nextSequence, oldest);
-        }
-
-        if (!TryOpenSegment(chosen))
-        {
-            // Purged between the listing and the open: the position is gone, or the listing is stale.
-            throw new JournalPositionPurgedException(_nextSequence, chosen + 1);
-        }
-
-        return true;
     }
 
     /// <summary>Opens segment <paramref name="first"/> and checks its header; false when the file is gone.</summary>
@@ -370,25 +370,6 @@ internal sealed class JournalFollower : IDisposable
             return;
         }
 
-        bool added = false;
-        _segment.DangerousAddRef(ref added);
-        try
-        {
-            if (NativeMethods.fdatasync((int)_segment.DangerousGetHandle()) != 0)
-            {
-                int errno = Marshal.GetLastPInvokeError();
-                throw new IOException($"fdatasync of '{_segmentPath}' failed (errno {errno}).", errno);
-            }
-        }
-        finally
-        {
-            if (added)
-            {
-                _segment.DangerousRelease();
-            }
-        }
+        NativeMethods.DataSync(_segment, _segmentPath);
     }
 }
-
-/// <summary>A journal entry read by a <see cref="JournalFollower"/>, with its own copy of its bytes.</summary>
-internal readonly record struct JournalEntryCopy(long Sequence, long TimestampTicks, byte[] Data);

@@ -1,4 +1,5 @@
 using System.Runtime.InteropServices;
+using Microsoft.Win32.SafeHandles;
 
 namespace Folio.Storage;
 
@@ -14,6 +15,31 @@ internal static partial class NativeMethods
 
     [LibraryImport("libc", SetLastError = true)]
     internal static partial int fsync(int fd);
+
+    /// <summary>fdatasync of an open file (Linux only): its data and the metadata needed to read it back, not its
+    /// timestamps. Works on a handle opened for reading too.</summary>
+    /// <exception cref="IOException">The call failed; the message names <paramref name="path"/> and the
+    /// errno.</exception>
+    internal static void DataSync(SafeFileHandle handle, string path)
+    {
+        bool added = false;
+        handle.DangerousAddRef(ref added);
+        try
+        {
+            if (fdatasync((int)handle.DangerousGetHandle()) != 0)
+            {
+                int errno = Marshal.GetLastPInvokeError();
+                throw new IOException($"fdatasync of '{path}' failed (errno {errno}).", errno);
+            }
+        }
+        finally
+        {
+            if (added)
+            {
+                handle.DangerousRelease();
+            }
+        }
+    }
 
     private const int PopulateWrite = 23; // MADV_POPULATE_WRITE, Linux 5.14 and later
     private const int InvalidArgument = 22; // EINVAL

@@ -1,4 +1,3 @@
-using System.Runtime.InteropServices;
 using Microsoft.Win32.SafeHandles;
 
 namespace Folio.Storage;
@@ -31,23 +30,7 @@ internal sealed class PhysicalStorageFile : IStorageFile
         {
             // fdatasync: the data and the metadata needed to read it back, not the timestamps. Segments are
             // preallocated, so the file size never changes on the commit path and this is the cheapest durable sync.
-            bool added = false;
-            _handle.DangerousAddRef(ref added);
-            try
-            {
-                if (NativeMethods.fdatasync((int)_handle.DangerousGetHandle()) != 0)
-                {
-                    int errno = Marshal.GetLastPInvokeError();
-                    throw new IOException($"fdatasync of '{Path}' failed (errno {errno}).", errno);
-                }
-            }
-            finally
-            {
-                if (added)
-                {
-                    _handle.DangerousRelease();
-                }
-            }
+            NativeMethods.DataSync(_handle, Path);
         }
         else
         {
