@@ -16,11 +16,13 @@ namespace Folio.Journal;
 /// </para>
 /// <para>
 /// What is returned. A record is returned only once it is complete: its header has the right shape, its checksum
-/// matches, its entries fill it, and its first sequence is the one expected next. A record that is not complete yet
+/// matches, its entries fill it, and it starts where the record before it ended (the segment's first sequence for its
+/// first record); entries before the sequence the follower started at are skipped. A record that is not complete yet
 /// (the writer is still writing it, or crashed in the middle) ends what <see cref="ReadAvailable"/> returns, and is
 /// read again at the next call. The segment ends where no further record is; the follower moves to the segment named
-/// after the next sequence once that file exists. Damage at a place the writer has moved past (the next segment
-/// exists, or a complete record names a sequence other than the next) is a <see cref="JournalCorruptedException"/>.
+/// after the sequence that follows the segment's last record once that file exists. Damage at a place the writer has
+/// moved past (the next segment exists, or a complete record names other sequences than those that follow) is a
+/// <see cref="JournalCorruptedException"/>.
 /// Before it returns records, the follower makes them durable itself (fdatasync of the segment, on Linux): a record
 /// the writer wrote but had not synced yet survives a power loss once a follower returned it, so no consumer sees a
 /// change that could vanish.
@@ -35,7 +37,7 @@ internal sealed class JournalFollower : IDisposable
     private long _segmentLength;
     private long _offset; // where the next record of _segment starts
     private byte[] _buffer = [];
-    private bool _searching = true; // until the first entry is taken
+    private long _segmentNext; // the first sequence of the current segment's next record
     private bool _disposed;
 
     /// <param name="journalDirectory">The journal's folder (a store's <c>journal</c> folder).</param>
@@ -71,8 +73,9 @@ internal sealed class JournalFollower : IDisposable
         {
             if (TryReadRecord(out JournalFormat.RecordHeader header))
             {
-                added += TakeEntries(header, entries);
+                added += TakeEntries(header, entries); // those before the starting sequence are skipped
                 _offset += header.Length;
+                _segmentNext = header.FirstSequence + header.EntryCount;
                 continue;
             }
 
@@ -173,17 +176,18 @@ internal sealed class JournalFollower : IDisposable
         _segmentPath = path;
         _segmentLength = RandomAccess.GetLength(handle);
         _offset = JournalFormat.SegmentHeaderSize;
+        _segmentNext = first;
         return true;
     }
 
     /// <summary>
-    /// Moves to the segment that starts at the next record's sequence, if it exists (syncing the current one first
-    /// when records were read from it). Damage left behind in the current segment, non-zero bytes where no complete
-    /// record is, is a corruption once the writer has moved on.
+    /// Moves to the segment that starts after the current one's last record, if it exists (syncing the current one
+    /// first when records were read from it). Damage left behind in the current segment, non-zero bytes where no
+    /// complete record is, is a corruption once the writer has moved on.
     /// </summary>
     private bool TryMoveToNextSegment(bool syncFirst)
     {
-        long next = _nextSequence;
+        long next = _segmentNext; // not the next to return: a follower that starts ahead skips whole segments
         string nextPath = Path.Combine(_directory, JournalFormat.SegmentFileName(next));
         if (!File.Exists(nextPath))
         {
@@ -249,14 +253,12 @@ internal sealed class JournalFollower : IDisposable
             return false;
         }
 
-        // Gap-free: the next record starts at the next sequence, except while the follower looks for the record
-        // holding the sequence it started at (earlier records are skipped, a record may hold it in its middle).
-        long expected = _nextSequence;
-        if (_searching ? header.FirstSequence > expected : header.FirstSequence != expected)
+        // Gap-free: every record starts where the one before it ended (the segment's first sequence for its first).
+        if (header.FirstSequence != _segmentNext)
         {
             ThrowHelper.ThrowJournalCorrupted(_segmentPath, _offset,
                 $"a record holds sequences {header.FirstSequence} to {header.FirstSequence + header.EntryCount - 1} " +
-                $"where sequence {expected} is next");
+                $"where sequence {_segmentNext} is next");
         }
 
         return true;
@@ -314,7 +316,6 @@ internal sealed class JournalFollower : IDisposable
                 entries.Add(new JournalEntryCopy(sequence, header.TimestampTicks,
                     record.Slice(at + JournalFormat.EntryHeaderSize, length).ToArray()));
                 _nextSequence = sequence + 1;
-                _searching = false;
                 taken++;
             }
 

@@ -108,6 +108,33 @@ public sealed class JournalFollowerTests
     }
 
     [Fact]
+    public async Task A_follower_that_starts_ahead_of_the_writer_skips_to_its_sequence_across_rotations()
+    {
+        using var dir = new TempDirectory();
+        await using DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments());
+        await WriteHistoryAsync(store, 10);
+        long from = store.LastCommittedSequence + 500; // several segments ahead of the newest one
+        const int Writes = 800;
+        long target = store.LastCommittedSequence + Writes;
+        using var follower = new JournalFollower(Path.Combine(dir.Path, "journal"), from);
+        var entries = new List<JournalEntryCopy>();
+        Assert.Equal(0, follower.ReadAvailable(entries, 1024)); // positioned in today's newest segment
+
+        int segmentsBefore = Directory.GetFiles(Path.Combine(dir.Path, "journal"), "*.journal").Length;
+        await WriteHistoryAsync(store, Writes);
+        Assert.True(Directory.GetFiles(Path.Combine(dir.Path, "journal"), "*.journal").Length > segmentsBefore + 2,
+            "the writes rotated through several segments");
+        while (follower.ReadAvailable(entries, 1024) > 0)
+        {
+        }
+
+        Assert.Equal(from, entries[0].Sequence);
+        Assert.Equal(target, entries[^1].Sequence);
+        Assert.Equal(Enumerable.Range(0, (int)(target - from + 1)).Select(i => from + i),
+            entries.Select(e => e.Sequence));
+    }
+
+    [Fact]
     public async Task A_record_still_being_written_is_held_back_until_it_is_complete()
     {
         using var dir = new TempDirectory();
