@@ -93,7 +93,8 @@ public sealed class DocumentChanges
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="fromSequence"/> is below 1 (thrown at
     /// once).</exception>
     /// <exception cref="JournalPositionPurgedException">The position is older than the journal's oldest segment
-    /// (a checkpoint covered it and it was purged).</exception>
+    /// (a checkpoint covered it and it was purged), at the start or later: a reader that falls behind the store's
+    /// purges is told so rather than left waiting.</exception>
     /// <exception cref="JournalCorruptedException">A segment, or a record the writer has written past, is
     /// damaged.</exception>
     public static IAsyncEnumerable<DocumentChange> ReadFilesAsync(string folder, long fromSequence, bool follow,

@@ -22,7 +22,8 @@ namespace Folio.Journal;
 /// read again at the next call. The segment ends where no further record is; the follower moves to the segment named
 /// after the sequence that follows the segment's last record once that file exists. Damage at a place the writer has
 /// moved past (the next segment exists, or a complete record names other sequences than those that follow) is a
-/// <see cref="JournalCorruptedException"/>.
+/// <see cref="JournalCorruptedException"/>. A next segment that is missing while later ones exist was purged before
+/// the follower got to it: a <see cref="JournalPositionPurgedException"/>, not an endless wait.
 /// Before it returns records, the follower makes them durable itself (fdatasync of the segment, on Linux): a record
 /// the writer wrote but had not synced yet survives a power loss once a follower returned it, so no consumer sees a
 /// change that could vanish.
@@ -191,6 +192,7 @@ internal sealed class JournalFollower : IDisposable
         string nextPath = Path.Combine(_directory, JournalFormat.SegmentFileName(next));
         if (!File.Exists(nextPath))
         {
+            ThrowIfPurgedPast(next);
             return false;
         }
 
@@ -205,7 +207,34 @@ internal sealed class JournalFollower : IDisposable
             Sync();
         }
 
-        return TryOpenSegment(next);
+        if (!TryOpenSegment(next))
+        {
+            ThrowIfPurgedPast(next);
+            return false;
+        }
+
+        return true;
+    }
+
+    /// <summary>
+    /// The segment starting at <paramref name="next"/> is not there: the end of the data for now, unless a later
+    /// segment exists, which means the writer purged it (a checkpoint covered it) before the follower got to it.
+    /// </summary>
+    private void ThrowIfPurgedPast(long next)
+    {
+        long oldestLater = long.MaxValue;
+        foreach (string path in Directory.EnumerateFiles(_directory, JournalFormat.SegmentSearchPattern))
+        {
+            if (JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first) && first > next)
+            {
+                oldestLater = Math.Min(oldestLater, first);
+            }
+        }
+
+        if (oldestLater != long.MaxValue)
+        {
+            throw new JournalPositionPurgedException(Math.Max(_nextSequence, next), oldestLater);
+        }
     }
 
     /// <summary>Reads the record at the current offset into the buffer; false unless it is complete and

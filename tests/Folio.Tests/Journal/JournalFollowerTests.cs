@@ -135,6 +135,32 @@ public sealed class JournalFollowerTests
     }
 
     [Fact]
+    public async Task A_follower_left_behind_by_a_purge_is_told_so_instead_of_waiting_forever()
+    {
+        using var dir = new TempDirectory();
+        await using DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments());
+        await WriteHistoryAsync(store, 10);
+        using var follower = new JournalFollower(Path.Combine(dir.Path, "journal"), 1);
+        var entries = new List<JournalEntryCopy>();
+        Assert.Equal(10, follower.ReadAvailable(entries, 10)); // reading the first segment, which stays open
+
+        await WriteHistoryAsync(store, 1000);
+        await store.CheckpointAsync(); // purges the segments the checkpoint covers, the follower's next ones too
+        long oldest = store.Changes.FirstSequence;
+        Assert.True(oldest > 11, $"the checkpoint purged the segments after the follower's ({oldest})");
+
+        var purged = Assert.Throws<JournalPositionPurgedException>(() =>
+        {
+            for (int i = 0; i < 1000; i++)
+            {
+                entries.Clear();
+                follower.ReadAvailable(entries, 1024); // the rest of the open segment, then the gap
+            }
+        });
+        Assert.True(purged.FirstAvailableSequence >= oldest, $"{purged.FirstAvailableSequence} >= {oldest}");
+    }
+
+    [Fact]
     public async Task A_record_still_being_written_is_held_back_until_it_is_complete()
     {
         using var dir = new TempDirectory();
