@@ -79,9 +79,10 @@ public sealed class DocumentChanges
     /// <summary>
     /// Reads the change feed of the store in <paramref name="folder"/> from its journal files, without opening the
     /// store: no lock is taken and nothing is written, so it works while another process (or this one) has the store
-    /// open and keeps committing; this is what <c>folio tail</c> uses. Only complete, checksummed records are
-    /// returned, and on Linux each is made durable (fdatasync) before it is, so a change seen here survives a power
-    /// loss even if the writer had not synced it yet.
+    /// open and keeps committing; this is what <c>folio tail</c> uses. Only complete, checksummed, durable records
+    /// are returned: durable by the writer's own fdatasync (as a later record's header records), or else, on Linux,
+    /// made durable by the reader's (while following, after one interval), so a change seen here survives a power
+    /// loss.
     /// </summary>
     /// <param name="folder">The store's folder (the one given to <see cref="DocumentStore.Open"/>).</param>
     /// <param name="fromSequence">The first commit to report; 1 or more.</param>
@@ -119,11 +120,15 @@ public sealed class DocumentChanges
         {
             var entries = new List<JournalEntryCopy>();
             var batch = new List<DocumentChange>();
+            bool waited = false;
             while (true)
             {
                 cancellationToken.ThrowIfCancellationRequested();
                 entries.Clear();
-                if (follower.ReadAvailable(entries, 1024) == 0)
+
+                // Following, records no later header covers yet wait one interval for the writer's next record
+                // before the follower syncs them itself, so keeping up with a busy writer adds no syncs to its disk.
+                if (follower.ReadAvailable(entries, 1024, allowSync: !follow || waited) == 0)
                 {
                     if (!follow)
                     {
@@ -131,8 +136,11 @@ public sealed class DocumentChanges
                     }
 
                     await Task.Delay(s_followInterval, cancellationToken).ConfigureAwait(false);
+                    waited = true;
                     continue;
                 }
+
+                waited = false;
 
                 batch.Clear();
                 foreach (JournalEntryCopy entry in entries)

@@ -24,9 +24,9 @@ namespace Folio.Journal;
 /// moved past (the next segment exists, or a complete record names other sequences than those that follow) is a
 /// <see cref="JournalCorruptedException"/>. A next segment that is missing while later ones exist was purged before
 /// the follower got to it: a <see cref="JournalPositionPurgedException"/>, not an endless wait.
-/// Before it returns records, the follower makes them durable itself (fdatasync of the segment, on Linux): a record
-/// the writer wrote but had not synced yet survives a power loss once a follower returned it, so no consumer sees a
-/// change that could vanish.
+/// Only durable records are returned, so no consumer sees a change a power loss could take back: a record a later
+/// record's header covers (its synced length: what the writer's fdatasync had made durable when it wrote that
+/// record), or one the follower made durable itself (fdatasync of the segment, on Linux) when the caller allows it.
 /// </para>
 /// </summary>
 internal sealed class JournalFollower : IDisposable
@@ -39,6 +39,8 @@ internal sealed class JournalFollower : IDisposable
     private long _offset; // where the next record of _segment starts
     private byte[] _buffer = [];
     private long _segmentNext; // the first sequence of the current segment's next record
+    private long _durableEnd; // the current segment's bytes a record header says a writer's fdatasync covered
+    private readonly List<TakenRecord> _taken = []; // records of the current segment the current call took from
     private bool _disposed;
 
     /// <param name="journalDirectory">The journal's folder (a store's <c>journal</c> folder).</param>
@@ -56,12 +58,17 @@ internal sealed class JournalFollower : IDisposable
     /// <summary>
     /// Appends to <paramref name="entries"/> the complete records' entries from <see cref="NextSequence"/> on, as many
     /// as the files hold now (at least one record's worth when one is there, then up to
-    /// <paramref name="maxEntries"/>), each with its own copy of its bytes, made durable first. Returns how many it
-    /// appended: 0 when no complete record follows yet.
+    /// <paramref name="maxEntries"/>), each with its own copy of its bytes, and only durable ones. A record is known
+    /// durable when a later record's header says the writer's fdatasync covered it; for the records at the end that
+    /// none covers yet, the follower syncs the segment itself when <paramref name="allowSync"/>, and otherwise leaves
+    /// them for a later call (by then the writer's next record usually covers them, so a follower that keeps up with a
+    /// busy writer rarely adds a sync of its own). Returns how many it appended: 0 when no durable complete record
+    /// follows yet.
     /// </summary>
-    /// <exception cref="JournalPositionPurgedException">The next sequence is older than the oldest segment.</exception>
+    /// <exception cref="JournalPositionPurgedException">The next sequence is older than the oldest segment, or the
+    /// writer purged a segment the follower had not reached.</exception>
     /// <exception cref="JournalCorruptedException">A segment or a record the writer moved past is damaged.</exception>
-    public int ReadAvailable(List<JournalEntryCopy> entries, int maxEntries)
+    public int ReadAvailable(List<JournalEntryCopy> entries, int maxEntries, bool allowSync = true)
     {
         ObjectDisposedException.ThrowIf(_disposed, this);
         if (_segment is null && !OpenFirstSegment())
@@ -69,31 +76,64 @@ internal sealed class JournalFollower : IDisposable
             return 0;
         }
 
+        _taken.Clear();
         int added = 0;
         while (added < maxEntries)
         {
             if (TryReadRecord(out JournalFormat.RecordHeader header))
             {
-                added += TakeEntries(header, entries); // those before the starting sequence are skipped
+                var mark = new TakenRecord(entries.Count, _offset, _segmentNext, _nextSequence,
+                    _offset + header.Length);
+                _durableEnd = Math.Max(_durableEnd,
+                    header.SyncedLength == JournalFormat.SyncedUpToItself ? _offset : header.SyncedLength);
+                int taken = TakeEntries(header, entries); // those before the starting sequence are skipped
+                if (taken > 0)
+                {
+                    _taken.Add(mark);
+                    added += taken;
+                }
+
                 _offset += header.Length;
                 _segmentNext = header.FirstSequence + header.EntryCount;
                 continue;
             }
 
             // No complete record here: the end of the data for now, or of this segment if the next one exists.
-            if (!TryMoveToNextSegment(syncFirst: added > 0))
+            if (!TryMoveToNextSegment())
             {
                 break;
             }
         }
 
-        if (added > 0)
+        if (_taken.Count > 0 && _taken[^1].End > _durableEnd)
         {
-            Sync();
+            if (allowSync)
+            {
+                Sync();
+            }
+            else
+            {
+                // Leave the records no header covers yet for a later call: back to the first of them.
+                int first = 0;
+                while (_taken[first].End <= _durableEnd)
+                {
+                    first++;
+                }
+
+                TakenRecord back = _taken[first];
+                added -= entries.Count - back.EntriesBefore;
+                entries.RemoveRange(back.EntriesBefore, entries.Count - back.EntriesBefore);
+                _offset = back.Offset;
+                _segmentNext = back.SegmentNext;
+                _nextSequence = back.NextSequence;
+            }
         }
 
         return added;
     }
+
+    /// <summary>The follower's own fdatasyncs so far (tests).</summary>
+    internal int SyncCount { get; private set; }
 
     public void Dispose()
     {
@@ -178,15 +218,16 @@ internal sealed class JournalFollower : IDisposable
         _segmentLength = RandomAccess.GetLength(handle);
         _offset = JournalFormat.SegmentHeaderSize;
         _segmentNext = first;
+        _durableEnd = JournalFormat.SegmentHeaderSize; // the writer syncs a segment's header before it names it
         return true;
     }
 
     /// <summary>
     /// Moves to the segment that starts after the current one's last record, if it exists (syncing the current one
-    /// first when records were read from it). Damage left behind in the current segment, non-zero bytes where no
-    /// complete record is, is a corruption once the writer has moved on.
+    /// first when this call took records from it that no header covers). Damage left behind in the current segment,
+    /// non-zero bytes where no complete record is, is a corruption once the writer has moved on.
     /// </summary>
-    private bool TryMoveToNextSegment(bool syncFirst)
+    private bool TryMoveToNextSegment()
     {
         long next = _segmentNext; // not the next to return: a follower that starts ahead skips whole segments
         string nextPath = Path.Combine(_directory, JournalFormat.SegmentFileName(next));
@@ -202,11 +243,12 @@ internal sealed class JournalFollower : IDisposable
                 "a damaged record where the writer has moved on to the next segment");
         }
 
-        if (syncFirst)
+        if (_taken.Count > 0 && _taken[^1].End > _durableEnd)
         {
-            Sync();
+            Sync(); // what this call took from the segment it leaves is durable before it is returned
         }
 
+        _taken.Clear();
         if (!TryOpenSegment(next))
         {
             ThrowIfPurgedPast(next);
@@ -401,5 +443,11 @@ internal sealed class JournalFollower : IDisposable
         }
 
         NativeMethods.DataSync(_segment, _segmentPath);
+        SyncCount++;
     }
+
+    /// <summary>Where a record the current call took entries from began, and the state before it (to leave it for a
+    /// later call), and where it ends.</summary>
+    private readonly record struct TakenRecord(int EntriesBefore, long Offset, long SegmentNext, long NextSequence,
+        long End);
 }

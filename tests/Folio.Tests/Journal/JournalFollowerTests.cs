@@ -161,6 +161,48 @@ public sealed class JournalFollowerTests
     }
 
     [Fact]
+    public async Task Records_a_later_header_covers_come_without_a_sync_of_the_followers_own_and_the_tail_with_one()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.Durability = DurabilityMode.Durable;
+        await using DocumentStore store = DocumentStore.Open(dir.Path, options);
+        using var follower = new JournalFollower(Path.Combine(dir.Path, "journal"), 1);
+        var entries = new List<JournalEntryCopy>();
+
+        await store.PutAsync("people", "a", "{}"u8.ToArray());
+        Assert.Equal(0, follower.ReadAvailable(entries, 1024, allowSync: false)); // no later header covers it yet
+        await store.PutAsync("people", "b", "{}"u8.ToArray()); // written after the first one's fdatasync completed
+        Assert.Equal(1, follower.ReadAvailable(entries, 1024, allowSync: false));
+        Assert.Equal(1, entries[^1].Sequence);
+        Assert.Equal(0, follower.SyncCount);
+        Assert.Equal(1, follower.ReadAvailable(entries, 1024, allowSync: true)); // the tail: synced by the follower
+        Assert.Equal(2, entries[^1].Sequence);
+        Assert.Equal(OperatingSystem.IsLinux() ? 1 : 0, follower.SyncCount);
+
+        // A follower polling while writers commit takes what the writer's syncs cover, and syncs only at the end.
+        Task writers = Task.WhenAll(Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        {
+            for (int i = 0; i < 150; i++)
+            {
+                await store.PutAsync("people", $"w{w}-{i}", "{\"v\":1}"u8.ToArray());
+            }
+        })));
+        while (!writers.IsCompleted)
+        {
+            follower.ReadAvailable(entries, 1024, allowSync: false);
+        }
+
+        await writers;
+        while (follower.ReadAvailable(entries, 1024, allowSync: true) > 0)
+        {
+        }
+
+        Assert.Equal(Enumerable.Range(1, 602).Select(i => (long)i), entries.Select(e => e.Sequence));
+        Assert.Equal(OperatingSystem.IsLinux() ? 2 : 0, follower.SyncCount);
+    }
+
+    [Fact]
     public async Task A_record_still_being_written_is_held_back_until_it_is_complete()
     {
         using var dir = new TempDirectory();
