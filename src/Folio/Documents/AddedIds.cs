@@ -8,9 +8,9 @@ namespace Folio.Documents;
 /// committer in O(1), and sorted into an <see cref="IdSkipList"/> later, off the commit path, by whoever needs the
 /// order first (a range or prefix read, a count) or, once a reader has asked for the order, by a background merge
 /// whenever enough ids are waiting. A store that is written fast and read by key pays no ordered insert on its
-/// serial commit path, and none at all until it reads a range: the first range read of a collection sorts what
-/// waits (a few tens of milliseconds for a checkpoint's worth of new ids), and background merges keep later reads
-/// short.
+/// serial commit path, and none at all until it reads in order: the first ordered read of a collection sorts what
+/// waits (a one-time pause that grows with the ids waiting, at most those added since the last trim; see
+/// docs/measurements.md), and background merges keep later reads short.
 /// <para>
 /// Owners. The committer alone appends (<see cref="Append"/>): it stores the id in the tail chunk, then publishes the
 /// new count with a release store, so a thread that reads the count (acquire) sees every id below it. Merging, which

@@ -145,12 +145,7 @@ public sealed class DocumentChanges
                 batch.Clear();
                 foreach (JournalEntryCopy entry in entries)
                 {
-                    var timestamp = new DateTimeOffset(entry.TimestampTicks, TimeSpan.Zero);
-                    foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))
-                    {
-                        batch.Add(new DocumentChange(entry.Sequence, timestamp, command.Key.Collection,
-                            command.Key.Id, command.Kind, command.Value));
-                    }
+                    AddChanges(batch, entry.Sequence, entry.TimestampTicks, entry.Data);
                 }
 
                 foreach (DocumentChange change in batch)
@@ -192,13 +187,7 @@ public sealed class DocumentChanges
                     while (batch.Count < 1024 && reader.NextSequence <= toSequence
                         && reader.TryRead(out JournalEntry entry))
                     {
-                        var timestamp = new DateTimeOffset(entry.TimestampTicks, TimeSpan.Zero);
-                        foreach (BatchCommand command in BatchEncoding.Decode(entry.Data))
-                        {
-                            batch.Add(
-                                new DocumentChange(entry.Sequence, timestamp, command.Key.Collection, command.Key.Id,
-                                command.Kind, command.Value));
-                        }
+                        AddChanges(batch, entry.Sequence, entry.TimestampTicks, entry.Data);
                     }
                 }
                 catch (ObjectDisposedException)
@@ -213,6 +202,19 @@ public sealed class DocumentChanges
                     yield return change;
                 }
             }
+        }
+    }
+
+    /// <summary>Decodes one journal entry (a committed batch) into its changes, one per command, with copies of their
+    /// values.</summary>
+    private static void AddChanges(List<DocumentChange> batch, long sequence, long timestampTicks,
+        ReadOnlySpan<byte> entry)
+    {
+        var timestamp = new DateTimeOffset(timestampTicks, TimeSpan.Zero);
+        foreach (BatchCommand command in BatchEncoding.Decode(entry))
+        {
+            batch.Add(new DocumentChange(sequence, timestamp, command.Key.Collection, command.Key.Id, command.Kind,
+                command.Value));
         }
     }
 }

@@ -44,47 +44,7 @@ internal sealed class IdSkipList
     public int Count => Volatile.Read(ref _count);
 
     /// <summary>Adds <paramref name="id"/> at its place in the order; false when it is present. Writer only.</summary>
-    public bool Add(string id)
-    {
-        Node node = _head;
-        int height = _height;
-        for (int level = height - 1; level >= 0; level--)
-        {
-            Node? next = node.NextAt(level);
-            while (next is not null && string.CompareOrdinal(next.Id, id) < 0)
-            {
-                node = next;
-                next = node.NextAt(level);
-            }
-
-            _predecessors[level] = node;
-        }
-
-        Node? successor = _predecessors[0].Next;
-        if (successor is not null && string.Equals(successor.Id, id, StringComparison.Ordinal))
-        {
-            return false;
-        }
-
-        int levels = RandomLevel();
-        if (levels > height)
-        {
-            for (int level = height; level < levels; level++)
-            {
-                _predecessors[level] = _head;
-            }
-        }
-
-        Link(id, levels, _predecessors, successor);
-        if (levels > height)
-        {
-            Volatile.Write(ref _height, levels);
-        }
-
-        Volatile.Write(ref _count, _count + 1);
-        Array.Clear(_predecessors, 0, Math.Max(levels, height));
-        return true;
-    }
+    public bool Add(string id) => AddSorted(new ReadOnlySpan<string>(in id)) == 1;
 
     /// <summary>
     /// Adds ids given in ascending ordinal order (duplicates allowed, of each other or of ids present), each at its

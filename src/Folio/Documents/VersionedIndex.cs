@@ -685,7 +685,7 @@ internal sealed class VersionedIndex : ICommitState
         int evicted = 0;
         foreach (EvictionCandidate candidate in waiting)
         {
-            ConcurrentDictionary<string, DocumentVersion> heads = candidate.Keys.Heads;
+            ConcurrentDictionary<string, DocumentVersion> heads = candidate.Heads;
             if (candidate.Head.Sequence > oldest)
             {
                 // Held back by a snapshot: kept while the head is still the one checkpointed (a newer head is logged
@@ -936,7 +936,7 @@ internal sealed class VersionedIndex : ICommitState
             }
             else
             {
-                evictable.Add(new EvictionCandidate(currentKeys, key.Id, head));
+                evictable.Add(new EvictionCandidate(currentKeys.Heads, key.Id, head));
             }
 
             if (At(head, sequence) is { } version && version.Sequence > since)
@@ -1303,7 +1303,7 @@ internal sealed class VersionedIndex : ICommitState
     /// before any reader), the newest version of each id written since (<see cref="Heads"/>), and the ids added since
     /// the open (<see cref="Added"/>, in ordinal order; disjoint from the replayed ids).
     /// </summary>
-    internal sealed class SortedKeys
+    private sealed class SortedKeys
     {
         private TreeLayer? _tree;
         private ReplayedDocuments? _replayed;
@@ -1339,14 +1339,15 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>
-    /// A head a checkpoint holds (its version is at or below the checkpoint's sequence): evicted from
-    /// <paramref name="Keys"/> once no open snapshot is older than it, if it is still the id's head then.
+    /// A head a checkpoint holds (its version is at or below the checkpoint's sequence): evicted from its collection's
+    /// <paramref name="Heads"/> once no open snapshot is older than it, if it is still the id's head then.
     /// </summary>
-    internal readonly record struct EvictionCandidate(SortedKeys Keys, string Id, DocumentVersion Head);
+    internal readonly record struct EvictionCandidate(ConcurrentDictionary<string, DocumentVersion> Heads, string Id,
+        DocumentVersion Head);
 
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>
-    internal sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
+    private sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
 
     /// <summary>The state of a bulk load: a builder per collection.</summary>
     private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)

@@ -157,23 +157,8 @@ internal sealed class JournalFollower : IDisposable
     {
         while (true)
         {
-            long oldest = long.MaxValue;
-            long chosen = 0;
-            foreach (string path in Directory.EnumerateFiles(_directory, JournalFormat.SegmentSearchPattern))
-            {
-                if (!JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first))
-                {
-                    continue;
-                }
-
-                oldest = Math.Min(oldest, first);
-                if (first <= _nextSequence && first > chosen)
-                {
-                    chosen = first;
-                }
-            }
-
-            if (oldest == long.MaxValue)
+            (long oldest, long chosen, _) = ListSegments(_nextSequence);
+            if (oldest == 0)
             {
                 return false;
             }
@@ -188,6 +173,34 @@ internal sealed class JournalFollower : IDisposable
                 return true;
             }
         }
+    }
+
+    /// <summary>The first sequences of the segments on disk: the oldest, the newest at or below
+    /// <paramref name="sequence"/>, and the oldest above it (0 for none).</summary>
+    private (long Oldest, long AtOrBelow, long Above) ListSegments(long sequence)
+    {
+        long oldest = 0;
+        long atOrBelow = 0;
+        long above = 0;
+        foreach (string path in Directory.EnumerateFiles(_directory, JournalFormat.SegmentSearchPattern))
+        {
+            if (!JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first))
+            {
+                continue;
+            }
+
+            oldest = oldest == 0 ? first : Math.Min(oldest, first);
+            if (first <= sequence)
+            {
+                atOrBelow = Math.Max(atOrBelow, first);
+            }
+            else
+            {
+                above = above == 0 ? first : Math.Min(above, first);
+            }
+        }
+
+        return (oldest, atOrBelow, above);
     }
 
     /// <summary>Opens segment <paramref name="first"/> and checks its header; false when the file is gone.</summary>
@@ -264,18 +277,9 @@ internal sealed class JournalFollower : IDisposable
     /// </summary>
     private void ThrowIfPurgedPast(long next)
     {
-        long oldestLater = long.MaxValue;
-        foreach (string path in Directory.EnumerateFiles(_directory, JournalFormat.SegmentSearchPattern))
+        if (ListSegments(next) is { Above: > 0 } segments)
         {
-            if (JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first) && first > next)
-            {
-                oldestLater = Math.Min(oldestLater, first);
-            }
-        }
-
-        if (oldestLater != long.MaxValue)
-        {
-            throw new JournalPositionPurgedException(Math.Max(_nextSequence, next), oldestLater);
+            throw new JournalPositionPurgedException(Math.Max(_nextSequence, next), segments.Above);
         }
     }
 
@@ -283,39 +287,12 @@ internal sealed class JournalFollower : IDisposable
     /// next.</summary>
     private bool TryReadRecord(out JournalFormat.RecordHeader header)
     {
-        header = default;
-        long available = _segmentLength - _offset;
-        if (available < JournalFormat.LegacyRecordHeaderSize)
-        {
-            return false;
-        }
-
-        // The length field first, so the whole record is read in one call and checked as recovery checks it.
-        Span<byte> head = stackalloc byte[JournalFormat.LegacyRecordHeaderSize];
-        int read = RandomAccess.Read(_segment!, head, _offset);
-        if (read < JournalFormat.LegacyRecordHeaderSize)
-        {
-            return false;
-        }
-
-        uint claimed = BinaryPrimitives.ReadUInt32LittleEndian(head[8..]);
-        if (claimed < JournalFormat.LegacyRecordHeaderSize || claimed > available)
-        {
-            return false;
-        }
-
-        EnsureBuffer((int)claimed);
-        Span<byte> record = _buffer.AsSpan(0, (int)claimed);
-        if (RandomAccess.Read(_segment!, record, _offset) != record.Length
-            || !JournalFormat.TryReadRecordHeader(record, out header)
-            || header.Length != record.Length
-            || !JournalFormat.ChecksumMatches(record)
-            || !JournalFormat.EntriesFillPayload(record, header))
+        if (!TryReadWholeRecord(_offset, out header, out bool hasShape))
         {
             // Incomplete, or damaged: the writer appends in order, so a complete record right after this one, with
             // the sequences that follow it, means this one was written whole and is damaged.
-            if (JournalFormat.TryReadRecordHeader(record, out JournalFormat.RecordHeader shape)
-                && IsCompleteRecordAt(_offset + shape.Length, shape.FirstSequence + shape.EntryCount))
+            if (hasShape && TryReadWholeRecord(_offset + header.Length, out JournalFormat.RecordHeader next, out _)
+                && next.FirstSequence == header.FirstSequence + header.EntryCount)
             {
                 ThrowHelper.ThrowJournalCorrupted(_segmentPath, _offset,
                     "a record fails its checksum where the writer has written the next one");
@@ -335,12 +312,18 @@ internal sealed class JournalFollower : IDisposable
         return true;
     }
 
-    /// <summary>Whether a complete record starting at sequence <paramref name="firstSequence"/> lies at
-    /// <paramref name="offset"/> of the current segment (read into a buffer of its own).</summary>
-    private bool IsCompleteRecordAt(long offset, long firstSequence)
+    /// <summary>
+    /// Reads the record at <paramref name="offset"/> of the current segment into the buffer (its length field first,
+    /// so the whole record is read in one call); true when it is complete: its header has the right shape (then
+    /// <paramref name="hasShape"/>, and <paramref name="header"/> holds it), its checksum matches and its entries fill
+    /// it, as recovery checks a record.
+    /// </summary>
+    private bool TryReadWholeRecord(long offset, out JournalFormat.RecordHeader header, out bool hasShape)
     {
+        header = default;
+        hasShape = false;
         long available = _segmentLength - offset;
-        if (available < JournalFormat.RecordHeaderSize)
+        if (available < JournalFormat.LegacyRecordHeaderSize)
         {
             return false;
         }
@@ -357,19 +340,16 @@ internal sealed class JournalFollower : IDisposable
             return false;
         }
 
-        byte[] next = ArrayPool<byte>.Shared.Rent((int)claimed);
-        try
+        EnsureBuffer((int)claimed);
+        Span<byte> record = _buffer.AsSpan(0, (int)claimed);
+        if (RandomAccess.Read(_segment!, record, offset) != record.Length
+            || !JournalFormat.TryReadRecordHeader(record, out header))
         {
-            Span<byte> record = next.AsSpan(0, (int)claimed);
-            return RandomAccess.Read(_segment!, record, offset) == record.Length
-                && JournalFormat.TryReadRecordHeader(record, out JournalFormat.RecordHeader header)
-                && header.Length == record.Length && header.FirstSequence == firstSequence
-                && JournalFormat.ChecksumMatches(record);
+            return false;
         }
-        finally
-        {
-            ArrayPool<byte>.Shared.Return(next);
-        }
+
+        hasShape = true;
+        return JournalFormat.ChecksumMatches(record) && JournalFormat.EntriesFillPayload(record, header);
     }
 
     /// <summary>Copies the record's entries at or after the next sequence; returns how many.</summary>
