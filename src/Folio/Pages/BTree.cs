@@ -83,7 +83,7 @@ internal static class BTree
 
             if (page.IsLeaf)
             {
-                int index = page.Search(key);
+                int index = page.Find(key);
                 if (index < 0)
                 {
                     return false;

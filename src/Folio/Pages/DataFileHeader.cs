@@ -18,9 +18,11 @@ internal readonly record struct DataFileHeader(
     long Generation, uint ChunkId, long ChunkOffset, long ChunkLength, long CheckpointSequence)
 {
     public const ulong Magic = 0x5347_5050_494C_4F46; // "FOLIOPGS"
-    /// <summary>The version this Folio writes: 2, pages with slot directories. It reads version 1 too (pages
-    /// without slots, decoded to be read); an older Folio refuses a version 2 file instead of misreading it.</summary>
-    public const int FormatVersion = 2;
+    /// <summary>The version this Folio writes: 3, leaves with a fingerprint per id after their slot directory. It
+    /// reads versions 1 (pages without slots, decoded to be read) and 2 (leaves without fingerprints,
+    /// binary-searched) too, and a file holds pages of every version it was written with; an older Folio refuses a
+    /// newer file instead of misreading it.</summary>
+    public const int FormatVersion = 3;
 
     /// <summary>The oldest version this Folio reads.</summary>
     public const int OldestReadableVersion = 1;

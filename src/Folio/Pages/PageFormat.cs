@@ -1,4 +1,5 @@
 using System.Buffers.Binary;
+using System.Numerics;
 using System.Runtime.InteropServices;
 using Folio.Storage;
 
@@ -11,17 +12,22 @@ namespace Folio.Pages;
 ///  4  u32 crc        CRC-32C of bytes [0, 4) and [8, length) followed by the page's position (8 bytes LE), so a
 ///                    page read from the wrong place fails its check even when its bytes are intact
 ///  8  u8  type       1 leaf, 2 branch, 3 overflow
-///  9  u8  flags      bit 0: the page has a slot directory (every tree page this version writes)
+///  9  u8  flags      bit 0: the page has a slot directory (every tree page this version writes); bit 1: the
+///                    leaf has fingerprints (every leaf this version writes)
 /// 10  u16 0
 /// 12  u32 count      entries (leaf), children (branch), value bytes (overflow)
 /// </code>
-/// Leaf body: count u32 slots (each entry's offset from the page's start), then per entry: u16 id length in UTF-16
-/// code units, the id (UTF-16LE), i64 sequence, i64 timestamp (UTC ticks), i32 value length, then the value's bytes
-/// when the length is at most <see cref="OverflowThreshold"/>, else the u64 position of its overflow page. Branch
+/// Leaf body: count u32 slots (each entry's offset from the page's start), count u8 fingerprints (each id's
+/// <see cref="Fingerprint"/>, in slot order; flag bit 1), then per entry: u16 id length in UTF-16 code units, the
+/// id (UTF-16LE), i64 sequence, i64 timestamp (UTC ticks), i32 value length, then the value's bytes when the length
+/// is at most <see cref="OverflowThreshold"/>, else the u64 position of its overflow page. Branch
 /// body: count u64 child positions, count - 1 u32 slots (each separator's offset), then the separators (u16 length,
 /// UTF-16LE). Overflow body: the value's bytes. Integers are little-endian. The slots let a reader binary-search a
 /// page where it lies (<see cref="TreePage"/>, in a buffer pool frame) without decoding it; pages without the flag
-/// (written before slots existed) have no slot directory and are decoded to be read.
+/// (written before slots existed) have no slot directory and are decoded to be read. The fingerprints let a point
+/// read find its id by scanning count bytes and comparing the ids whose fingerprint matches (one in 256 of the others
+/// on average), instead of a binary search whose every step reads an id elsewhere in the page; leaves without the
+/// fingerprint flag (format version 2) are binary-searched.
 /// </summary>
 internal static class PageFormat
 {
@@ -33,6 +39,12 @@ internal static class PageFormat
 
     /// <summary>Header byte 9, bit 0: the page has a slot directory.</summary>
     public const byte SlotDirectoryFlag = 1;
+
+    /// <summary>Header byte 9, bit 1: the leaf has a fingerprint per id after its slots.</summary>
+    public const byte FingerprintFlag = 2;
+
+    /// <summary>A leaf entry's fingerprint: one byte.</summary>
+    public const int FingerprintSize = 1;
 
     /// <summary>Values longer than this go to an overflow page.</summary>
     public const int OverflowThreshold = 2048;
@@ -53,7 +65,28 @@ internal static class PageFormat
     public static int ValueSize(in StoredValue value) =>
         8 + 8 + 4 + (value.IsOverflow ? 8 : value.Length);
 
-    public static int EntrySize(string key, in StoredValue value) => KeySize(key) + ValueSize(value);
+    /// <summary>The bytes a leaf entry takes, its slot and fingerprint included.</summary>
+    public static int EntrySize(string key, in StoredValue value) => KeySize(key) + FingerprintSize + ValueSize(value);
+
+    /// <summary>
+    /// The fingerprint of a leaf's id: the low byte of the CRC-32C of its UTF-16LE bytes (the bytes the page stores),
+    /// so equal ids have equal fingerprints on every machine and unequal ones differ in all but one case in 256.
+    /// </summary>
+    public static byte Fingerprint(ReadOnlySpan<char> key)
+    {
+        if (BitConverter.IsLittleEndian)
+        {
+            return (byte)Crc32C.Compute(MemoryMarshal.AsBytes(key));
+        }
+
+        uint crc = Crc32C.Seed;
+        foreach (char c in key)
+        {
+            crc = BitOperations.Crc32C(BitOperations.Crc32C(crc, (byte)c), (byte)(c >> 8));
+        }
+
+        return (byte)Crc32C.Finish(crc);
+    }
 
     /// <summary>Writes the header's checksum once the page's bytes are in place.</summary>
     public static void Seal(Span<byte> page, PagePosition position)
@@ -85,13 +118,15 @@ internal static class PageFormat
     /// written.</summary>
     public static int WriteLeaf(Span<byte> page, TreeNode leaf)
     {
-        WriteHeader(page, leaf.ByteSize, LeafType, leaf.Count, SlotDirectoryFlag);
+        WriteHeader(page, leaf.ByteSize, LeafType, leaf.Count, SlotDirectoryFlag | FingerprintFlag);
         ReadOnlySpan<string> keys = leaf.Keys;
         ReadOnlySpan<StoredValue> values = leaf.Values;
-        int at = PageHeaderSize + (keys.Length * SlotSize);
+        int fingerprints = PageHeaderSize + (keys.Length * SlotSize);
+        int at = fingerprints + (keys.Length * FingerprintSize);
         for (int i = 0; i < keys.Length; i++)
         {
             BinaryPrimitives.WriteInt32LittleEndian(page[(PageHeaderSize + (i * SlotSize))..], at);
+            page[fingerprints + i] = Fingerprint(keys[i]);
             at = WriteKey(page, at, keys[i]);
             StoredValue value = values[i];
             BinaryPrimitives.WriteInt64LittleEndian(page[at..], value.Sequence);
@@ -158,12 +193,14 @@ internal static class PageFormat
     {
         ReadOnlySpan<byte> bytes = page.Span;
         bool slotted = (bytes[9] & SlotDirectoryFlag) != 0;
+        bool fingerprinted = (bytes[9] & FingerprintFlag) != 0;
         int count = BinaryPrimitives.ReadInt32LittleEndian(bytes[12..]);
         int at = PageHeaderSize;
         if (bytes[8] == LeafType)
         {
-            // A page without slots is sized as this version would write it, so a copy of it splits correctly.
-            at += slotted ? count * SlotSize : 0;
+            // A page without slots or fingerprints is sized as this version would write it, so a copy of it splits
+            // correctly.
+            at += (slotted ? count * SlotSize : 0) + (fingerprinted ? count * FingerprintSize : 0);
             var keys = new string[count];
             var values = new StoredValue[count];
             for (int i = 0; i < count; i++)
@@ -186,7 +223,8 @@ internal static class PageFormat
                 }
             }
 
-            return TreeNode.SavedLeaf(position, keys, values, bytes.Length + (slotted ? 0 : count * SlotSize));
+            return TreeNode.SavedLeaf(position, keys, values,
+                bytes.Length + (slotted ? 0 : count * SlotSize) + (fingerprinted ? 0 : count * FingerprintSize));
         }
 
         var children = new PageReference[count];
@@ -210,7 +248,8 @@ internal static class PageFormat
     /// <summary>
     /// Checks the structure of a tree page whose length and checksum were checked, without allocating: its type and
     /// count, that every entry (separator) lies inside the page where its slot says, one after another, ending at
-    /// the page's length, that a leaf's ids ascend, and that a branch's children are saved. A page that passes can
+    /// the page's length, that a leaf's ids ascend and carry their fingerprints, and that a branch's children are
+    /// saved. A page that passes can
     /// be read in place (<see cref="TreePage"/>) or decoded without further checks. False with
     /// <paramref name="problem"/> set otherwise.
     /// </summary>
@@ -225,11 +264,18 @@ internal static class PageFormat
 
         byte type = page[8];
         bool slotted = (page[9] & SlotDirectoryFlag) != 0;
+        bool fingerprinted = (page[9] & FingerprintFlag) != 0;
         int count = BinaryPrimitives.ReadInt32LittleEndian(page[12..]);
         int at = PageHeaderSize;
         if (type == LeafType)
         {
-            int perEntry = 22 + (slotted ? SlotSize : 0);
+            if ((page[9] & ~(SlotDirectoryFlag | FingerprintFlag)) != 0 || (fingerprinted && !slotted))
+            {
+                problem = $"a leaf has flags {page[9]}";
+                return false;
+            }
+
+            int perEntry = 22 + (slotted ? SlotSize : 0) + (fingerprinted ? FingerprintSize : 0);
             if (count < 0 || count > (page.Length - at) / perEntry)
             {
                 problem = $"a leaf claims {count} entries";
@@ -238,6 +284,8 @@ internal static class PageFormat
 
             int slots = at;
             at += slotted ? count * SlotSize : 0;
+            int fingerprints = at;
+            at += fingerprinted ? count * FingerprintSize : 0;
             ReadOnlySpan<char> previous = default;
             for (int i = 0; i < count; i++)
             {
@@ -259,6 +307,12 @@ internal static class PageFormat
                     return false;
                 }
 
+                if (fingerprinted && page[fingerprints + i] != Fingerprint(key))
+                {
+                    problem = $"the fingerprint of entry {i} does not match its id";
+                    return false;
+                }
+
                 previous = key;
                 int length = BinaryPrimitives.ReadInt32LittleEndian(page[(at + 16)..]);
                 at += 20;
@@ -274,6 +328,12 @@ internal static class PageFormat
         }
         else if (type == BranchType)
         {
+            if ((page[9] & ~SlotDirectoryFlag) != 0)
+            {
+                problem = $"a branch has flags {page[9]}";
+                return false;
+            }
+
             if (count < 1 || count > (page.Length - at) / 8)
             {
                 problem = $"a branch claims {count} children";

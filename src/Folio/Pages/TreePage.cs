@@ -19,6 +19,10 @@ internal readonly ref struct TreePage
 
     public bool IsLeaf => _page[8] == PageFormat.LeafType;
 
+    /// <summary>Whether the leaf carries a fingerprint per id (format version 3), so <see cref="Find"/> can scan
+    /// them.</summary>
+    public bool HasFingerprints => (_page[9] & PageFormat.FingerprintFlag) != 0;
+
     /// <summary>Entries (leaf) or children (branch).</summary>
     public int Count => BinaryPrimitives.ReadInt32LittleEndian(_page[12..]);
 
@@ -47,6 +51,43 @@ internal readonly ref struct TreePage
         }
 
         return ~low;
+    }
+
+    /// <summary>
+    /// The index of <paramref name="key"/> in a leaf, or -1: the fingerprints (one byte an entry, next to the slots)
+    /// are scanned for the key's, and only the ids whose fingerprint matches are compared, so a point read touches
+    /// the page's first few cache lines and the entry it finds, where a binary search reads an id at a different
+    /// place in the page at every step. Leaves without fingerprints are binary-searched.
+    /// </summary>
+    public int Find(ReadOnlySpan<char> key)
+    {
+        if (!HasFingerprints)
+        {
+            int index = Search(key);
+            return index >= 0 ? index : -1;
+        }
+
+        int count = Count;
+        int start = PageFormat.PageHeaderSize + (count * PageFormat.SlotSize);
+        ReadOnlySpan<byte> fingerprints = _page.Slice(start, count);
+        byte fingerprint = PageFormat.Fingerprint(key);
+        int from = 0;
+        while (true)
+        {
+            int match = fingerprints[from..].IndexOf(fingerprint);
+            if (match < 0)
+            {
+                return -1;
+            }
+
+            from += match;
+            if (PageFormat.KeyAt(_page, LeafSlot(from)).SequenceEqual(key))
+            {
+                return from;
+            }
+
+            from++;
+        }
     }
 
     /// <summary>The child of a branch whose subtree holds <paramref name="key"/>: the number of separators at or

@@ -8,9 +8,10 @@ namespace Folio.Tests.Pages;
 
 /// <summary>
 /// Pages read in place through their slot directory (<see cref="TreePage"/>, how the buffer pool's frames are read)
-/// against the sorted arrays they were written from: every search, child choice and value agrees, for ids of any
-/// UTF-16 code units (lone surrogates and U+FFFF included); a page without slots (format version 1) decodes to the
-/// same node; and a slot that does not point at its entry fails the page's structure check.
+/// against the sorted arrays they were written from: every search, fingerprint lookup, child choice and value agrees,
+/// for ids of any UTF-16 code units (lone surrogates and U+FFFF included); a page without slots (format version 1)
+/// and a leaf without fingerprints (version 2) decode to the same node and are found alike; and a slot that does not
+/// point at its entry, or a fingerprint that does not match its id, fails the page's structure check.
 /// </summary>
 public sealed class TreePageTests
 {
@@ -28,11 +29,13 @@ public sealed class TreePageTests
         Assert.True(PageFormat.Check(bytes, out string? problem), problem);
         var page = new TreePage(bytes);
         Assert.True(page.HasSlots);
+        Assert.True(page.HasFingerprints);
         Assert.True(page.IsLeaf);
         Assert.Equal(keys.Length, page.Count);
         for (int i = 0; i < keys.Length; i++)
         {
             Assert.Equal(i, page.Search(keys[i]));
+            Assert.Equal(i, page.Find(keys[i]));
             Assert.True(page.KeyAt(i).SequenceEqual(keys[i]));
             StoredValue value = page.ValueAt(i);
             StoredValue expected = ValueFor(i);
@@ -46,10 +49,25 @@ public sealed class TreePageTests
         foreach (string probe in probes.Concat(probes.Select(p => "users/\uD800\u00E9000" + p)).Append("users/"))
         {
             // Found: the index; absent: the complement of where it would go, as Array.BinarySearch answers.
-            Assert.Equal(Array.BinarySearch(keys, probe, StringComparer.Ordinal), page.Search(probe));
+            int expected = Array.BinarySearch(keys, probe, StringComparer.Ordinal);
+            Assert.Equal(expected, page.Search(probe));
+            Assert.Equal(Math.Max(expected, -1), page.Find(probe));
         }
 
         AssertLegacyDecodesAlike(bytes, leaf);
+        byte[] withoutFingerprints = WithoutFingerprints(bytes);
+        Assert.True(PageFormat.Check(withoutFingerprints, out problem), problem);
+        var version2 = new TreePage(withoutFingerprints);
+        Assert.False(version2.HasFingerprints);
+        foreach (string probe in keys.Concat(probes))
+        {
+            Assert.Equal(Math.Max(Array.BinarySearch(keys, probe, StringComparer.Ordinal), -1), version2.Find(probe));
+        }
+
+        TreeNode decoded = PageFormat.Decode(withoutFingerprints, new PagePosition(2, 2), out problem)!;
+        Assert.Null(problem);
+        Assert.Equal(leaf.ByteSize, decoded.ByteSize);
+        Assert.Equal(keys, decoded.Keys.ToArray());
     }
 
     [Property(MaxTest = 200, Arbitrary = [typeof(TreePageTests)])]
@@ -109,6 +127,34 @@ public sealed class TreePageTests
         Assert.Null(PageFormat.Decode(bytes, new PagePosition(1, 1), out _));
     }
 
+    [Fact]
+    public void A_fingerprint_that_does_not_match_its_id_fails_the_structure_check()
+    {
+        TreeNode leaf = TreeNode.NewLeaf(1);
+        leaf.InsertEntry(0, "a", ValueFor(0));
+        leaf.InsertEntry(1, "b", ValueFor(1));
+        byte[] bytes = Write(leaf);
+        Assert.True(PageFormat.Check(bytes, out _));
+        int fingerprint = PageFormat.PageHeaderSize + (2 * PageFormat.SlotSize) + 1;
+        Assert.Equal(PageFormat.Fingerprint("b"), bytes[fingerprint]);
+        bytes[fingerprint] ^= 0x10;
+        Assert.False(PageFormat.Check(bytes, out string? problem));
+        Assert.Contains("fingerprint of entry 1", problem, StringComparison.Ordinal);
+        Assert.Null(PageFormat.Decode(bytes, new PagePosition(1, 1), out _));
+    }
+
+    [Fact]
+    public void A_fingerprint_is_the_low_byte_of_the_ids_crc32c_in_utf16le()
+    {
+        // The format's definition (docs/formats/pages.md), independent of the machine's byte order.
+        foreach (string id in new[] { "", "a", "people/0001234", "users/\uD800\u00E9\uFFFF" })
+        {
+            // UTF-16LE by hand: an encoder would replace the lone surrogate.
+            byte[] bytes = id.SelectMany(c => new[] { (byte)c, (byte)(c >> 8) }).ToArray();
+            Assert.Equal((byte)Folio.Storage.Crc32C.Compute(bytes), PageFormat.Fingerprint(id));
+        }
+    }
+
     public static Arbitrary<string> Ids() =>
         Gen.Choose(0, 40)
             .SelectMany(length => Gen.ArrayOf(Gen.Elements('a', 'b', 'z', '0', '\uD800', '\uDC00', '\uFFFF', '\u00E9'),
@@ -147,13 +193,33 @@ public sealed class TreePageTests
         return bytes;
     }
 
-    /// <summary>The page with its slot directory cut out and its flag cleared (how format version 1 wrote it)
-    /// decodes to the same ids, values and children, sized as this version writes it.</summary>
+    /// <summary>A leaf as format version 2 wrote it: no fingerprints, so the slots point that much earlier.</summary>
+    private static byte[] WithoutFingerprints(byte[] page)
+    {
+        int count = BinaryPrimitives.ReadInt32LittleEndian(page.AsSpan(12));
+        int fingerprintsAt = PageFormat.PageHeaderSize + (count * PageFormat.SlotSize);
+        byte[] version2 = [.. page.AsSpan(0, fingerprintsAt), .. page.AsSpan(fingerprintsAt + count)];
+        version2[9] = PageFormat.SlotDirectoryFlag;
+        BinaryPrimitives.WriteInt32LittleEndian(version2, version2.Length);
+        for (int i = 0; i < count; i++)
+        {
+            Span<byte> slot = version2.AsSpan(PageFormat.PageHeaderSize + (i * PageFormat.SlotSize));
+            BinaryPrimitives.WriteInt32LittleEndian(slot, BinaryPrimitives.ReadInt32LittleEndian(slot) - count);
+        }
+
+        return version2;
+    }
+
+    /// <summary>The page with its slot directory (and a leaf's fingerprints) cut out and its flags cleared (how
+    /// format version 1 wrote it) decodes to the same ids, values and children, sized as this version writes
+    /// it.</summary>
     private static void AssertLegacyDecodesAlike(byte[] page, TreeNode node)
     {
         int count = BinaryPrimitives.ReadInt32LittleEndian(page.AsSpan(12));
         int slotsAt = PageFormat.PageHeaderSize + (node.IsLeaf ? 0 : count * PageFormat.ChildReferenceSize);
-        int slotBytes = (node.IsLeaf ? count : count - 1) * PageFormat.SlotSize;
+        int slotBytes = node.IsLeaf
+            ? count * (PageFormat.SlotSize + PageFormat.FingerprintSize)
+            : (count - 1) * PageFormat.SlotSize;
         byte[] legacy = [.. page.AsSpan(0, slotsAt), .. page.AsSpan(slotsAt + slotBytes)];
         legacy[9] = 0;
         BinaryPrimitives.WriteInt32LittleEndian(legacy, legacy.Length);

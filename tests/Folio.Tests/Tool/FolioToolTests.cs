@@ -20,7 +20,7 @@ public sealed class FolioToolTests
         Assert.Contains("people  30 documents", output, StringComparison.Ordinal);
         Assert.Contains("orders  12 documents", output, StringComparison.Ordinal);
         Assert.Contains("last commit   42", output, StringComparison.Ordinal);
-        Assert.Contains("data file     format 2", output, StringComparison.Ordinal);
+        Assert.Contains("data file     format 3", output, StringComparison.Ordinal);
     }
 
     [Fact]
