@@ -43,6 +43,9 @@ internal delegate void PageLoader(long page, Span<byte> frame);
 /// <item>Unpin: an atomic decrement; above zero it returns at once. The last unpin (slow path) updates the
 /// pinned-frames count, wakes pins waiting for a frame when every frame was pinned, and with
 /// <see cref="BufferPoolOptions.EvictOnLastUnpin"/> evicts the page at once.</item>
+/// <item>The pinned-frames count (a pin from zero readers adds one, the last unpin takes it back) is a
+/// <see cref="StripedCounter"/>: every read of a page that no one else pins changes it twice, so one shared field
+/// would be a cache line the cores pass back and forth on every read.</item>
 /// </list>
 /// The frames' memory is 2 MiB aligned and advised for transparent huge pages
 /// (<see cref="BufferPoolOptions.HugePages"/>): a read at random touches a few lines of a random frame, and with 4 KiB
@@ -71,7 +74,7 @@ internal sealed unsafe class BufferPool : IDisposable
     private readonly object _unpinned = new();
     private readonly BufferPoolOptions _options;
     private readonly BufferPoolMetrics _metrics;
-    private int _pinnedFrames;
+    private readonly StripedCounter _pinnedFrames = new();
     private int _exhaustedWaiters;
     private long _misses;
     private long _evictions;
@@ -117,7 +120,7 @@ internal sealed unsafe class BufferPool : IDisposable
 
         _table = new ConcurrentDictionary<long, int>(Environment.ProcessorCount, frameCount);
         _clock = new FrameClock(frameCount, _options.ScanResistant);
-        _metrics = new BufferPoolMetrics(_options.MeterFactory, () => Volatile.Read(ref _pinnedFrames),
+        _metrics = new BufferPoolMetrics(_options.MeterFactory, () => PinnedFrames,
             () => (long)_table.Count * _frameSize);
     }
 
@@ -128,7 +131,7 @@ internal sealed unsafe class BufferPool : IDisposable
     public int FrameCount => _frameCount;
 
     /// <summary>Frames pinned now.</summary>
-    public int PinnedFrames => Volatile.Read(ref _pinnedFrames);
+    public int PinnedFrames => Math.Max(0, _pinnedFrames.Sum()); // a sum taken while pins change may dip below 0
 
     /// <summary>Pins that loaded their page.</summary>
     public long Misses => Interlocked.Read(ref _misses);
@@ -274,7 +277,7 @@ internal sealed unsafe class BufferPool : IDisposable
         }
 
         _metrics.Dispose();
-        if (Volatile.Read(ref _pinnedFrames) == 0)
+        if (_pinnedFrames.Sum() == 0)
         {
             NativeMemory.AlignedFree(_memory);
         }
@@ -351,7 +354,7 @@ internal sealed unsafe class BufferPool : IDisposable
             {
                 if (FrameWord.Readers(seen) == 0)
                 {
-                    Interlocked.Increment(ref _pinnedFrames);
+                    _pinnedFrames.Increment();
                 }
 
                 if (_clock.Touch(frame))
@@ -416,7 +419,7 @@ internal sealed unsafe class BufferPool : IDisposable
             }
 
             _clock.Loaded(claimed);
-            Interlocked.Increment(ref _pinnedFrames);
+            _pinnedFrames.Increment();
             Interlocked.Increment(ref _misses);
             _metrics.Miss();
             Publish(claimed, FrameWord.Loaded, readers: 1);
@@ -601,7 +604,7 @@ internal sealed unsafe class BufferPool : IDisposable
         {
             lock (_unpinned)
             {
-                if (Volatile.Read(ref _pinnedFrames) >= _frameCount)
+                if (_pinnedFrames.Sum() >= _frameCount)
                 {
                     Monitor.Wait(_unpinned, 10);
                 }
@@ -617,7 +620,7 @@ internal sealed unsafe class BufferPool : IDisposable
     [MethodImpl(MethodImplOptions.NoInlining)]
     private void LastUnpin(int frame)
     {
-        Interlocked.Decrement(ref _pinnedFrames);
+        _pinnedFrames.Decrement();
         if (_options.EvictOnLastUnpin)
         {
             EvictIfUnpinned(frame);
