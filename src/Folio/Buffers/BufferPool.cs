@@ -37,6 +37,11 @@ internal delegate void PageLoader(long page, Span<byte> frame);
 /// frame goes back to Free), loads the bytes with no lock held, and publishes Loaded with one reader (release, under
 /// the gate). A failed load removes the entry and publishes Free. No lock is held while a loader runs and the clock
 /// lock never waits for a frame, so loads and evictions cannot deadlock (DuckDB #12391).</item>
+/// <item>Pin at a remembered frame (<see cref="TryPinAt"/>): the swap of a pin found through the table, from any
+/// reader count, at a frame the caller kept from an earlier pin instead of one the table gives. The table's answer
+/// can be just as stale (the frame evicted and reloaded after the lookup), so the checks that make that swap pin the
+/// page it names (Loaded, the page number, the generation) make this one safe too; a frame that holds another page
+/// now fails them and the caller pins through the table.</item>
 /// <item>Prefetch (<see cref="Prefetch"/>): a load like a miss's, by the prefetch worker, that claims only what the
 /// clock's normal search gives (never waits, never forces) and publishes Loaded with zero readers; pins waiting on
 /// the gate meanwhile then pin it from zero like any cached page.</item>
@@ -193,6 +198,23 @@ internal sealed unsafe class BufferPool : IDisposable
         }
 
         return PinSlow(page, loader: null, out handle);
+    }
+
+    /// <summary>Pins <paramref name="page"/> in <paramref name="frame"/> if that frame holds it, loaded, now (a frame
+    /// a caller remembered from an earlier pin: no page-table lookup); false, and no pin, otherwise (the caller pins
+    /// through the table). The same swap as a pin through the table, which proves the frame held the page.</summary>
+    public bool TryPinAt(int frame, long page, out PageHandle handle)
+    {
+        if ((uint)frame < (uint)_frameCount && Volatile.Read(ref _disposed) == 0
+            && (_options.FastPath ? TryPinCached(frame, page) : PinLocked(frame, page)) == CachedPin.Pinned)
+        {
+            _metrics.Hit();
+            handle = new PageHandle(this, frame);
+            return true;
+        }
+
+        handle = default;
+        return false;
     }
 
     /// <summary>

@@ -59,7 +59,9 @@ internal static class BTree
                 return false; // an empty tree
             }
 
-            using PinnedPage pinned = reader.Pin(position);
+            using PinnedPage pinned = reference is not null
+                ? reader.Pin(position, ref reference.FrameHint)
+                : reader.Pin(position);
             var page = new TreePage(pinned.Bytes);
             if (!page.HasSlots || (!page.IsLeaf && depth < ResidentLevels))
             {

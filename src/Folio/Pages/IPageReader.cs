@@ -10,6 +10,11 @@ internal interface IPageReader
     /// Throws <see cref="StoreCorruptedException"/> when the page fails its checks.</summary>
     PinnedPage Pin(PagePosition position);
 
+    /// <summary><see cref="Pin(PagePosition)"/> trying the frame <paramref name="frameHint"/> names first, and
+    /// leaving in it the frame the page was pinned in (a hint kept by the caller: see
+    /// <see cref="PageReference.FrameHint"/>).</summary>
+    PinnedPage Pin(PagePosition position, ref int frameHint) => Pin(position);
+
     /// <summary>Reads and decodes the tree page at <paramref name="position"/> into a node of its own (not cached:
     /// the caller keeps it as long as it needs it); throws <see cref="StoreCorruptedException"/> when it fails its
     /// checks.</summary>

@@ -90,6 +90,23 @@ internal sealed class PageCache : IPageReader, IDisposable
         return new PinnedPage(loaded, PageLength(loaded.Bytes));
     }
 
+    public PinnedPage Pin(PagePosition position, ref int frameHint)
+    {
+        int hint = frameHint;
+        if (hint >= 0 && _pool.TryPinAt(hint, Key(position), out PageHandle cached))
+        {
+            return new PinnedPage(cached, PageLength(cached.Bytes));
+        }
+
+        PinnedPage pinned = Pin(position);
+        if (pinned.Frame != hint)
+        {
+            frameHint = pinned.Frame;
+        }
+
+        return pinned;
+    }
+
     public TreeNode ReadNode(PagePosition position)
     {
         byte[] copy;

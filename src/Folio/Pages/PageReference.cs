@@ -18,6 +18,7 @@ internal sealed class PageReference
     private TreeNode? _node;
     private int _leafDepth;
     private int _entriesPerLeaf;
+    private int _frameHint = -1;
 
     /// <summary>A reference to a node in memory (unsaved, or saved at <see cref="TreeNode.Position"/>).</summary>
     public PageReference(TreeNode node)
@@ -68,6 +69,11 @@ internal sealed class PageReference
             _entriesPerLeaf = entries;
         }
     }
+
+    /// <summary>The buffer pool frame the child's page was last pinned in (-1: none yet): a hint that spares the next
+    /// pin its page-table lookup. Written and read without ordering by any reader; the pool checks that the frame
+    /// still holds the page before it pins it there, so a stale hint only costs the lookup it was to spare.</summary>
+    public ref int FrameHint => ref _frameHint;
 
     /// <summary>Drops the cached node of a saved child, so the next read goes to the data file.</summary>
     public void DropCached()

@@ -107,6 +107,49 @@ public sealed class BufferPoolTests
     }
 
     [Fact]
+    public void A_pin_at_a_remembered_frame_pins_the_page_only_while_that_frame_holds_it()
+    {
+        using var pool = new BufferPool(2, FrameSize);
+        int frame;
+        using (PageHandle first = pool.Pin(1, Fill))
+        {
+            frame = first.Frame;
+        }
+
+        // Still cached there (from zero readers, and beside another reader): pinned in place, counted as a hit.
+        Assert.True(pool.TryPinAt(frame, 1, out PageHandle again));
+        Assert.True(pool.TryPinAt(frame, 1, out PageHandle shared));
+        Assert.Equal(frame, again.Frame);
+        Assert.Equal(-1, Mismatch(1, again.Bytes));
+        Assert.Equal(1, pool.PinnedFrames);
+        shared.Dispose();
+        again.Dispose();
+        Assert.Equal(0, pool.PinnedFrames);
+
+        // Another page's frame, a frame out of range, and a page no frame holds: no pin.
+        using (PageHandle two = pool.Pin(2, Fill))
+        {
+            Assert.NotEqual(frame, two.Frame);
+            Assert.False(pool.TryPinAt(two.Frame, 1, out _));
+        }
+
+        Assert.False(pool.TryPinAt(-1, 1, out _));
+        Assert.False(pool.TryPinAt(2, 1, out _));
+        Assert.False(pool.TryPinAt(frame, 9, out _));
+
+        // Page 1 evicted and its frame reused for page 3: the remembered frame no longer pins page 1.
+        using (PageHandle two = pool.Pin(2, Fill))
+        using (PageHandle three = pool.Pin(3, Fill))
+        {
+            Assert.Equal(frame, three.Frame);
+            Assert.False(pool.TryPinAt(frame, 1, out _));
+        }
+
+        Assert.Equal(0, pool.PinnedFrames);
+        Assert.Equal(3, pool.Misses);
+    }
+
+    [Fact]
     public void A_frame_evicted_and_reloaded_between_the_check_and_the_pin_is_not_pinned_as_the_old_page()
     {
         // DuckDB #15893. A reader checks that page 1's frame is loaded with readers, then, before its swap, the other
