@@ -114,33 +114,21 @@ public sealed class TreePageTests
     [Fact]
     public void A_slot_that_does_not_point_at_its_entry_fails_the_structure_check()
     {
-        TreeNode leaf = TreeNode.NewLeaf(1);
-        leaf.InsertEntry(0, "a", ValueFor(0));
-        leaf.InsertEntry(1, "b", ValueFor(1));
-        byte[] bytes = Write(leaf);
-        Assert.True(PageFormat.Check(bytes, out _));
+        byte[] bytes = LeafOfAAndB();
         int slot = PageFormat.PageHeaderSize + PageFormat.SlotSize;
         BinaryPrimitives.WriteInt32LittleEndian(bytes.AsSpan(slot),
             BinaryPrimitives.ReadInt32LittleEndian(bytes.AsSpan(slot)) + 2);
-        Assert.False(PageFormat.Check(bytes, out string? problem));
-        Assert.Contains("slot of entry 1", problem, StringComparison.Ordinal);
-        Assert.Null(PageFormat.Decode(bytes, new PagePosition(1, 1), out _));
+        AssertFailsTheCheck(bytes, "slot of entry 1");
     }
 
     [Fact]
     public void A_fingerprint_that_does_not_match_its_id_fails_the_structure_check()
     {
-        TreeNode leaf = TreeNode.NewLeaf(1);
-        leaf.InsertEntry(0, "a", ValueFor(0));
-        leaf.InsertEntry(1, "b", ValueFor(1));
-        byte[] bytes = Write(leaf);
-        Assert.True(PageFormat.Check(bytes, out _));
+        byte[] bytes = LeafOfAAndB();
         int fingerprint = PageFormat.PageHeaderSize + (2 * PageFormat.SlotSize) + 1;
         Assert.Equal(PageFormat.Fingerprint("b"), bytes[fingerprint]);
         bytes[fingerprint] ^= 0x10;
-        Assert.False(PageFormat.Check(bytes, out string? problem));
-        Assert.Contains("fingerprint of entry 1", problem, StringComparison.Ordinal);
-        Assert.Null(PageFormat.Decode(bytes, new PagePosition(1, 1), out _));
+        AssertFailsTheCheck(bytes, "fingerprint of entry 1");
     }
 
     [Fact]
@@ -183,6 +171,26 @@ public sealed class TreePageTests
             .ToArray();
         Array.Sort(keys, StringComparer.Ordinal);
         return keys.Length > PageFormat.MaxLeafEntries ? keys[..PageFormat.MaxLeafEntries] : keys;
+    }
+
+    /// <summary>A leaf of the ids "a" and "b" as this version writes it (it passes the structure check).</summary>
+    private static byte[] LeafOfAAndB()
+    {
+        TreeNode leaf = TreeNode.NewLeaf(1);
+        leaf.InsertEntry(0, "a", ValueFor(0));
+        leaf.InsertEntry(1, "b", ValueFor(1));
+        byte[] bytes = Write(leaf);
+        Assert.True(PageFormat.Check(bytes, out _));
+        return bytes;
+    }
+
+    /// <summary>The damaged page fails the structure check with a problem naming <paramref name="what"/>, and does
+    /// not decode.</summary>
+    private static void AssertFailsTheCheck(byte[] page, string what)
+    {
+        Assert.False(PageFormat.Check(page, out string? problem));
+        Assert.Contains(what, problem, StringComparison.Ordinal);
+        Assert.Null(PageFormat.Decode(page, new PagePosition(1, 1), out _));
     }
 
     private static byte[] Write(TreeNode node)
