@@ -246,12 +246,11 @@ internal static class PageFormat
     }
 
     /// <summary>
-    /// Checks the structure of a tree page whose length and checksum were checked, without allocating: its type and
-    /// count, that every entry (separator) lies inside the page where its slot says, one after another, ending at
-    /// the page's length, that a leaf's ids ascend and carry their fingerprints, and that a branch's children are
-    /// saved. A page that passes can
-    /// be read in place (<see cref="TreePage"/>) or decoded without further checks. False with
-    /// <paramref name="problem"/> set otherwise.
+    /// Checks the structure of a tree page whose length and checksum were checked, without allocating: its type,
+    /// flags and count, that every entry (separator) lies inside the page where its slot says, one after another,
+    /// ending at the page's length, that a leaf's ids ascend and carry their fingerprints, and that a branch's
+    /// children are saved. A page that passes can be read in place (<see cref="TreePage"/>) or decoded without
+    /// further checks. False with <paramref name="problem"/> set otherwise.
     /// </summary>
     public static bool Check(ReadOnlySpan<byte> page, out string? problem)
     {
