@@ -48,7 +48,8 @@ public sealed class AddedIdsTests
         var added = new AddedIds();
         int published = 0;
         var failures = new System.Collections.Concurrent.ConcurrentQueue<string>();
-        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds));
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
+            () => Volatile.Read(ref published) <= AddedIds.BackgroundMergeThreshold, TimeSpan.FromSeconds(60));
 
         var committer = new Thread(() =>
         {

@@ -49,8 +49,9 @@ public sealed class CountTests
         await using var store = DocumentStore.Open(dir.Path, options);
         Assert.Equal(350, store.Index.Count(Collection, store.LastCommittedSequence));
         var failures = new ConcurrentQueue<string>();
-        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds));
         long counted = 0;
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
+            () => Interlocked.Read(ref counted) <= 20, TimeSpan.FromSeconds(60));
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
             var random = new Random(w);

@@ -158,9 +158,14 @@ public sealed class DocumentStoreStressTests
         }
 
         await store.CheckpointAsync();
-        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds));
         long checkpoints = 0;
         long dropped = 0;
+
+        // Run for the set time, and on a starved machine a while longer until every count asserted below is reached.
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
+            () => Interlocked.Read(ref checkpoints) <= 5 || observed.Count <= 100
+                || store.Pages.Cache.Pool.Evictions == 0,
+            TimeSpan.FromSeconds(60));
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
             for (int n = 1; !stop.IsCancellationRequested; n++)
@@ -193,7 +198,7 @@ public sealed class DocumentStoreStressTests
             }
         });
 
-        var getReader = Task.Run(() =>
+        var getReader = Task.Factory.StartNew(() =>
         {
             var last = new Dictionary<string, long>();
             for (int n = 0; !stop.IsCancellationRequested; n++)
@@ -218,7 +223,7 @@ public sealed class DocumentStoreStressTests
                     observed.Enqueue((id, document.Version, item.N, item.Key));
                 }
             }
-        });
+        }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default); // a thread of its own
 
         var sessionReaders = Enumerable.Range(0, 2).Select(r => Task.Run(async () =>
         {
@@ -340,7 +345,9 @@ public sealed class DocumentStoreStressTests
         options.MaxGroupsInFlight = maxGroupsInFlight;
         await using var store = DocumentStore.Open(dir.Path, options);
         await store.PutAsync("C", "k", "{\"n\":0}"u8.ToArray());
-        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds));
+        long gets = 0;
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
+            () => Volatile.Read(ref gets) <= 1000, TimeSpan.FromSeconds(60));
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
             byte[] json = Encoding.UTF8.GetBytes($"{{\"writer\":{w}}}");
@@ -350,16 +357,15 @@ public sealed class DocumentStoreStressTests
             }
         })).ToList();
 
-        long gets = 0;
         long nulls = 0;
         string? regression = null;
-        var reader = Task.Run(() =>
+        var reader = Task.Factory.StartNew(() =>
         {
             long last = 0;
             while (!stop.IsCancellationRequested)
             {
                 StoredDocument? document = store.Get("C", "k");
-                gets++;
+                Volatile.Write(ref gets, gets + 1);
                 if (document is not { } found)
                 {
                     nulls++;
@@ -373,7 +379,7 @@ public sealed class DocumentStoreStressTests
 
                 last = found.Version;
             }
-        });
+        }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default); // a thread of its own
 
         await Task.WhenAll(writers.Append(reader));
         Assert.True(nulls == 0, $"{nulls} of {gets} gets returned null for a document that exists");

@@ -140,8 +140,8 @@ public sealed class IdSkipListTests
         var list = new IdSkipList();
         int published = 0;
         var failures = new System.Collections.Concurrent.ConcurrentQueue<string>();
-        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds), () => false,
-            TimeSpan.Zero);
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
+            () => Volatile.Read(ref published) <= 1000, TimeSpan.FromSeconds(60));
 
         var writer = new Thread(() =>
         {
