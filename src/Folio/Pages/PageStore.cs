@@ -29,6 +29,10 @@ internal sealed class PageStore : IDisposable
     /// <summary>The cache a store gets when its opener names none: 256 MiB.</summary>
     public const long DefaultCacheBytes = 256L * 1024 * 1024;
 
+    /// <summary>A checkpoint's parallel phases use at most one thread per processor: more would only time-slice
+    /// the same cores and share their caches.</summary>
+    private static readonly ParallelOptions s_workers = new() { MaxDegreeOfParallelism = Environment.ProcessorCount };
+
     private readonly DataFile _file;
     private readonly PageCache _cache;
     private readonly ILogger _logger;
@@ -275,7 +279,7 @@ internal sealed class PageStore : IDisposable
 
             if (parallel && edits.Count > 1)
             {
-                Parallel.For(0, edits.Count, i => edits[i].Apply());
+                Parallel.For(0, edits.Count, s_workers, i => edits[i].Apply());
             }
             else
             {
@@ -285,9 +289,10 @@ internal sealed class PageStore : IDisposable
                 }
             }
 
+            long applied = Stopwatch.GetTimestamp();
             try
             {
-                return Save(current, sequence, [.. edits], epoch, parallel, started, freed, rewrite);
+                return Save(current, sequence, [.. edits], epoch, parallel, started, applied, freed, rewrite);
             }
             catch (Exception error) when (error is not ObjectDisposedException)
             {
@@ -381,7 +386,7 @@ internal sealed class PageStore : IDisposable
     }
 
     private PageCheckpoint Save(PageCheckpoint current, long sequence, CollectionEdit[] edits, int epoch,
-        bool parallel, long started, int freed, HashSet<uint> rewrite)
+        bool parallel, long started, long applied, int freed, HashSet<uint> rewrite)
     {
         uint firstChunkId = _lastChunkId + 1;
 
@@ -405,7 +410,8 @@ internal sealed class PageStore : IDisposable
             // Phase 1b (parallel): each tree into its own buffer.
             if (parallel && serializers.Count > 1)
             {
-                Parallel.For(0, serializers.Count, i => serializers[i].Serializer.Serialize(serializers[i].Edit.Root!));
+                Parallel.For(0, serializers.Count, s_workers,
+                    i => serializers[i].Serializer.Serialize(serializers[i].Edit.Root!));
             }
             else
             {
@@ -495,6 +501,7 @@ internal sealed class PageStore : IDisposable
             NewChunk[] written = PlanChunks(firstChunkId, pageCount, parts, table, superseded, sequence,
                 catalogPosition, generation);
             NewChunk last = written[^1];
+            long serialized = Stopwatch.GetTimestamp();
             _cache.WritePriority = true; // prefetch reads stop until the chunks and the header are durable
             try
             {
@@ -504,6 +511,8 @@ internal sealed class PageStore : IDisposable
             {
                 _cache.WritePriority = false;
             }
+
+            long wrote = Stopwatch.GetTimestamp();
 
             // Durable: publish.
             _generation = generation;
@@ -561,12 +570,18 @@ internal sealed class PageStore : IDisposable
             }
 
             TruncateFreeTail();
+            long ended = Stopwatch.GetTimestamp();
+            var phases = new CheckpointPhases(Stopwatch.GetElapsedTime(started, applied),
+                Stopwatch.GetElapsedTime(applied, serialized), Stopwatch.GetElapsedTime(serialized, wrote),
+                Stopwatch.GetElapsedTime(wrote, ended));
             var statistics = new CheckpointStatistics(generation, sequence, chunkId, pageCount, length,
-                Stopwatch.GetElapsedTime(started), map.Count, FillRate(map.Values), freed, supersededPages,
-                rewrite.Count, rewritten);
+                Stopwatch.GetElapsedTime(started, ended), map.Count, FillRate(map.Values), freed, supersededPages,
+                rewrite.Count, rewritten, phases);
             Volatile.Write(ref _last, statistics);
             PageStoreLog.Checkpointed(_logger, generation, sequence, chunkId, pageCount, length,
-                statistics.Elapsed.TotalMilliseconds, map.Count, statistics.FillRate, freed);
+                statistics.Elapsed.TotalMilliseconds, phases.Apply.TotalMilliseconds,
+                phases.Serialize.TotalMilliseconds, phases.Write.TotalMilliseconds, map.Count, statistics.FillRate,
+                freed);
             return checkpoint;
         }
         finally

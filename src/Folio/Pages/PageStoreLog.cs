@@ -13,9 +13,11 @@ internal static partial class PageStoreLog
 
     [LoggerMessage(EventId = 5002, Level = LogLevel.Information,
         Message = "Checkpoint {Generation} (sequence {Sequence}) wrote chunk {ChunkId}: {Pages} pages, {Bytes} bytes " +
-        "in {ElapsedMs} ms; {Chunks} chunks, fill rate {FillRate:P0}, {FreedChunks} chunks freed")]
+        "in {ElapsedMs} ms (apply {ApplyMs}, serialize {SerializeMs}, write {WriteMs}); {Chunks} chunks, fill rate " +
+        "{FillRate:P0}, {FreedChunks} chunks freed")]
     public static partial void Checkpointed(ILogger logger, long generation, long sequence, uint chunkId, int pages,
-        long bytes, double elapsedMs, int chunks, double fillRate, int freedChunks);
+        long bytes, double elapsedMs, double applyMs, double serializeMs, double writeMs, int chunks, double fillRate,
+        int freedChunks);
 
     [LoggerMessage(EventId = 5003, Level = LogLevel.Warning,
         Message = "Checkpoint to sequence {Sequence} failed; checkpoint {Generation} stays current")]

@@ -380,12 +380,18 @@ public sealed class PageStoreTests
             Assert.InRange(statistics.Bytes, 100_000, new FileInfo(path).Length);
             Assert.InRange(statistics.FillRate, 0.01, 1);
             Assert.Equal(round > 0, statistics.SupersededPages > 0);
+            CheckpointPhases phases = statistics.Phases;
+            Assert.True(phases.Apply > TimeSpan.Zero && phases.Serialize > TimeSpan.Zero && phases.Write > TimeSpan.Zero
+                && phases.Publish >= TimeSpan.Zero, $"{phases}");
+            TimeSpan phasesTotal = phases.Apply + phases.Serialize + phases.Write + phases.Publish;
+            Assert.True((statistics.Elapsed - phasesTotal).Duration() < TimeSpan.FromMilliseconds(1),
+                $"{statistics.Elapsed} in all, {phases}");
             freed += statistics.FreedChunks;
         }
 
         Assert.True(freed > 0, "overwritten chunks were freed");
         Assert.Contains(logs.Lines, line => line.Id.Id == 5002 && line.Message.Contains("Checkpoint 6 (sequence",
-            StringComparison.Ordinal));
+            StringComparison.Ordinal) && line.Message.Contains(" ms (apply ", StringComparison.Ordinal));
 
         fileSystem.Arm(FileFault.SyncFails);
         Fill(model, collections: 2, documents: 100, round: 7);
