@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using Folio.Diagnostics;
 using Folio.Journal;
 using Folio.Pages;
@@ -9,10 +10,16 @@ namespace Folio.Documents;
 /// Writes a document store's checkpoints: the committed state up to a sequence C goes into the data file
 /// (<see cref="PageStore"/>), and then the journal segments wholly at or below C are purged.
 /// <para>
-/// Owners. One checkpoint at a time (<see cref="_gate"/>): from the background loop (when the journal after the last
-/// checkpoint passes <see cref="DocumentStoreOptions.CheckpointThreshold"/>, or
-/// <see cref="DocumentStoreOptions.CheckpointInterval"/> passed with commits since), from
-/// <see cref="DocumentStore.CheckpointAsync"/>, or at a clean close. <see cref="_lastSequence"/> is written under the
+/// Owners. One checkpoint at a time (<see cref="_gate"/>), on the checkpoint thread: from the background loop (when
+/// the journal after the last checkpoint passes <see cref="DocumentStoreOptions.CheckpointThreshold"/>, or
+/// <see cref="DocumentStoreOptions.CheckpointInterval"/> passed with commits since), or for an operator's
+/// <see cref="DocumentStore.CheckpointAsync"/> or <see cref="DocumentStore.CompactAsync"/>, which queue a request
+/// (<see cref="_requests"/>) the thread runs and complete when it has (so no thread-pool thread blocks in a
+/// checkpoint's writes and fsyncs); and at a clean close, after the thread exited. A request is started or cancelled
+/// once (<see cref="OperatorRequest"/>); the ones the thread did not start when it stops fail with
+/// <see cref="ObjectDisposedException"/> (<see cref="StopAsync"/> drains the queue after the thread exited, and a
+/// request queued after that drain sees the stop when it re-checks: both sides make the queue operation and the
+/// stop flag's store interlocked, so one of them sees the other). <see cref="_lastSequence"/> is written under the
 /// gate only (interlocked, so the loop's check may read it outside). A checkpoint registers a snapshot at C, so the
 /// versions it reads are not pruned while commits continue; it covers only commits the journal already made durable
 /// (a buffered commit is visible before its fsync: the checkpoint waits for the buffered sync), so the data file is
@@ -61,6 +68,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// <summary>The most tail moves one <see cref="CompactAsync"/> makes (each is two checkpoints).</summary>
     private const int MaxTailMoves = 8;
     private int _stopped;
+    private readonly ConcurrentQueue<OperatorRequest> _requests = new();
+    private readonly AutoResetEvent _wake = new(false);
 
     /// <summary>Starts the checkpoint thread; <paramref name="isFaulted"/> says whether the store's journal failed
     /// (writers waiting for a checkpoint are then let go, to fail fast as every commit of a faulted store
@@ -111,63 +120,92 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
     }
 
-    /// <summary>Checkpoints everything durable and visible now; returns the sequence the data file covers.</summary>
-    public async Task<long> CheckpointAsync(CancellationToken cancellationToken)
-    {
-        await _gate.WaitAsync(cancellationToken).ConfigureAwait(false);
-        try
-        {
-            return await Task.Run(() => CheckpointAndUpdateBackpressure(), CancellationToken.None)
-                .ConfigureAwait(false);
-        }
-        finally
-        {
-            _gate.Release();
-        }
-    }
+    /// <summary>Checkpoints everything durable and visible now, on the checkpoint thread; returns the sequence the
+    /// data file covers. <paramref name="cancellationToken"/> cancels while the request waits for the thread.</summary>
+    public Task<long> CheckpointAsync(CancellationToken cancellationToken) =>
+        SubmitAsync(() => CheckpointAndUpdateBackpressure(), cancellationToken);
 
     /// <summary>
-    /// Compaction on demand: a checkpoint that also rewrites every chunk whose share of live pages is below
-    /// <paramref name="fillBelow"/>, then a second that frees them (once no reader pins a checkpoint that reaches them)
-    /// and gives the data file's free tail back.
+    /// Compaction on demand, on the checkpoint thread: a checkpoint that also rewrites every chunk whose share of live
+    /// pages is below <paramref name="fillBelow"/>, then a second that frees them (once no reader pins a checkpoint
+    /// that reaches them) and gives the data file's free tail back.
     /// </summary>
-    public async Task<CheckpointStatistics> CompactAsync(double fillBelow, CancellationToken cancellationToken)
-    {
-        await _gate.WaitAsync(cancellationToken).ConfigureAwait(false);
-        try
+    public Task<CheckpointStatistics> CompactAsync(double fillBelow, CancellationToken cancellationToken) =>
+        SubmitAsync(() =>
         {
-            return await Task.Run(() =>
+            CompactNow(new CompactionRequest(fillBelow, long.MaxValue));
+            CheckpointStatistics compacted = _pages.LastCheckpoint;
+            int chunks = compacted.CompactedChunks;
+            int pages = compacted.RewrittenPages;
+            CompactNow(new CompactionRequest(0, 0));
+
+            // The rewritten chunks were freed where they lay, and the compaction's own chunk may have gone to the end
+            // of the file: move the last chunks into the free space before them, a few at a time, so the file's end
+            // comes free and is given back.
+            for (int pass = 0; pass < MaxTailMoves; pass++)
             {
-                CompactNow(new CompactionRequest(fillBelow, long.MaxValue));
-                CheckpointStatistics compacted = _pages.LastCheckpoint;
-                int chunks = compacted.CompactedChunks;
-                int pages = compacted.RewrittenPages;
+                long length = _pages.FileLength;
+                CompactNow(new CompactionRequest(0, 0, MoveTail: true));
+                CheckpointStatistics moved = _pages.LastCheckpoint;
                 CompactNow(new CompactionRequest(0, 0));
-
-                // The rewritten chunks were freed where they lay, and the compaction's own chunk may have gone to the
-                // end of the file: move the last chunks into the free space before them, a few at a time, so the
-                // file's end comes free and is given back.
-                for (int pass = 0; pass < MaxTailMoves; pass++)
+                chunks += moved.CompactedChunks;
+                pages += moved.RewrittenPages;
+                if (moved.CompactedChunks == 0 || _pages.FileLength >= length)
                 {
-                    long length = _pages.FileLength;
-                    CompactNow(new CompactionRequest(0, 0, MoveTail: true));
-                    CheckpointStatistics moved = _pages.LastCheckpoint;
-                    CompactNow(new CompactionRequest(0, 0));
-                    chunks += moved.CompactedChunks;
-                    pages += moved.RewrittenPages;
-                    if (moved.CompactedChunks == 0 || _pages.FileLength >= length)
-                    {
-                        break;
-                    }
+                    break;
                 }
+            }
 
-                _lastCompaction = Environment.TickCount64;
-                return compacted with { CompactedChunks = chunks, RewrittenPages = pages };
-            }, CancellationToken.None).ConfigureAwait(false);
-        }
-        finally
+            _lastCompaction = Environment.TickCount64;
+            return compacted with { CompactedChunks = chunks, RewrittenPages = pages };
+        }, cancellationToken);
+
+    /// <summary>Queues <paramref name="work"/> for the checkpoint thread and wakes it (see the protocol).</summary>
+    private async Task<T> SubmitAsync<T>(Func<T> work, CancellationToken cancellationToken)
+    {
+        cancellationToken.ThrowIfCancellationRequested();
+        var request = new OperatorRequest<T>(work);
+        using CancellationTokenRegistration registration = cancellationToken.UnsafeRegister(
+            static (state, token) => ((OperatorRequest)state!).TryCancel(token), request);
+        _requests.Enqueue(request);
+        if (Volatile.Read(ref _stopped) != 0)
         {
-            _gate.Release();
+            request.TryFail(new ObjectDisposedException(nameof(DocumentStore)));
+        }
+        else
+        {
+            try
+            {
+                _wake.Set();
+            }
+            catch (ObjectDisposedException)
+            {
+                // The store stopped meanwhile; its drain failed the request.
+            }
+        }
+
+        return await request.Completion.ConfigureAwait(false);
+    }
+
+    /// <summary>Runs the queued operator requests (the checkpoint thread, each under the gate).</summary>
+    private void RunRequests()
+    {
+        while (_requests.TryDequeue(out OperatorRequest? request))
+        {
+            if (!request.TryStart())
+            {
+                continue; // cancelled while it waited
+            }
+
+            _gate.Wait();
+            try
+            {
+                request.Run();
+            }
+            finally
+            {
+                _gate.Release();
+            }
         }
     }
 
@@ -183,6 +221,12 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
         await _stop.CancelAsync().ConfigureAwait(false);
         await _loopExited.Task.ConfigureAwait(false);
+        while (_requests.TryDequeue(out OperatorRequest? request))
+        {
+            request.TryFail(new ObjectDisposedException(nameof(DocumentStore)));
+        }
+
+        _wake.Dispose();
         ReleaseWaiters(); // writers waiting now meet the closed store
         await _gate.WaitAsync().ConfigureAwait(false);
         try
@@ -210,17 +254,19 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// The checkpoint thread's loop. A thread of its own, not the thread pool's: a checkpoint blocks in its writes and
     /// fsyncs for as long as they take, and writers that commit in a synchronous loop can keep the pool from running a
     /// timer's work (it injects no thread while the processors are busy), which would starve checkpoints and leave
-    /// the journal and the memory behind them to grow.
+    /// the journal and the memory behind them to grow. Operators' requests run first at every wake.
     /// </summary>
     private void RunLoop()
     {
         TimeSpan tick = _options.CheckpointInterval == Timeout.InfiniteTimeSpan
             ? TimeSpan.FromMilliseconds(100)
             : TimeSpan.FromMilliseconds(Math.Clamp(_options.CheckpointInterval.TotalMilliseconds / 4, 10, 100));
+        WaitHandle[] wakers = [_stop.Token.WaitHandle, _wake];
         try
         {
-            while (!_stop.Token.WaitHandle.WaitOne(tick))
+            while (WaitHandle.WaitAny(wakers, tick) != 0)
             {
+                RunRequests();
                 if (IsBehind)
                 {
                     UpdateBackpressure(failed: false); // a store that faulted meanwhile lets its writers go
@@ -487,5 +533,70 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
         Interlocked.Exchange(ref _lastTimestamp, Environment.TickCount64);
         return sequence;
+    }
+
+    /// <summary>
+    /// An operator's request for the checkpoint thread. Its state goes from pending to started (the thread, which
+    /// then runs it and completes it with its result or exception) or to cancelled (the caller's token, or a stop
+    /// that fails it), by one compare-and-swap, so exactly one of them completes it.
+    /// </summary>
+    private abstract class OperatorRequest
+    {
+        private const int Pending = 0;
+        private const int Started = 1;
+        private const int Abandoned = 2;
+        private int _state;
+
+        public bool TryStart() => Interlocked.CompareExchange(ref _state, Started, Pending) == Pending;
+
+        public void TryCancel(CancellationToken token)
+        {
+            if (Interlocked.CompareExchange(ref _state, Abandoned, Pending) == Pending)
+            {
+                SetCanceled(token);
+            }
+        }
+
+        public void TryFail(Exception error)
+        {
+            if (Interlocked.CompareExchange(ref _state, Abandoned, Pending) == Pending)
+            {
+                SetException(error);
+            }
+        }
+
+        /// <summary>Runs the work and completes the request (after <see cref="TryStart"/>).</summary>
+        public abstract void Run();
+
+        protected abstract void SetCanceled(CancellationToken token);
+
+        protected abstract void SetException(Exception error);
+    }
+
+    private sealed class OperatorRequest<T>(Func<T> work) : OperatorRequest
+    {
+        private readonly TaskCompletionSource<T> _completion = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        public Task<T> Completion => _completion.Task;
+
+        public override void Run()
+        {
+            T result;
+            try
+            {
+                result = work();
+            }
+            catch (Exception error)
+            {
+                _completion.SetException(error);
+                return;
+            }
+
+            _completion.SetResult(result);
+        }
+
+        protected override void SetCanceled(CancellationToken token) => _completion.SetCanceled(token);
+
+        protected override void SetException(Exception error) => _completion.SetException(error);
     }
 }

@@ -581,6 +581,85 @@ public sealed class StoreCheckpointTests
     }
 
     [Fact]
+    public async Task An_operators_checkpoint_and_compaction_run_on_the_checkpoint_thread_not_the_thread_pool()
+    {
+        using var dir = new TempDirectory();
+        var threads = new System.Collections.Concurrent.ConcurrentQueue<(string? Name, bool Pooled)>();
+        using var meters = new TestMeterFactory();
+        using System.Diagnostics.Metrics.MeterListener listener =
+            meters.Listen(instrument => instrument.Name == "folio.checkpoint.duration");
+        listener.SetMeasurementEventCallback<double>((_, _, _, _) =>
+            threads.Enqueue((Thread.CurrentThread.Name, Thread.CurrentThread.IsThreadPoolThread)));
+        listener.Start();
+        DocumentStoreOptions options = Options();
+        options.MeterFactory = meters;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int round = 0; round < 3; round++)
+        {
+            for (int i = 0; i < 200; i++)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, $"round {round}"));
+            }
+
+            Assert.Equal(store.LastCommittedSequence, await store.CheckpointAsync());
+        }
+
+        await store.CompactAsync();
+        Assert.True(threads.Count >= 4, $"{threads.Count} checkpoints recorded");
+        Assert.All(threads, thread => Assert.Equal(("Folio checkpoints", false), thread));
+    }
+
+    [Fact]
+    public async Task A_cancelled_checkpoint_request_throws_and_requests_racing_a_close_finish_or_fail_as_disposed()
+    {
+        using var dir = new TempDirectory();
+        var store = DocumentStore.Open(dir.Path, Options());
+        for (int i = 0; i < 100; i++)
+        {
+            await store.PutAsync("Doc", Id(i), Json(i, "x"));
+        }
+
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(
+            () => store.CheckpointAsync(new CancellationToken(canceled: true)).AsTask());
+        Assert.Equal(store.LastCommittedSequence, await store.CheckpointAsync()); // still usable
+
+        // Requests from many threads while the store closes: each either checkpoints or meets the closed store, and
+        // every put acknowledged before is there after a reopen.
+        using var start = new ManualResetEventSlim();
+        var acknowledged = new System.Collections.Concurrent.ConcurrentQueue<string>();
+        Task<long>[] requests = Enumerable.Range(0, 32).Select(i => Task.Run(async () =>
+        {
+            start.Wait();
+            try
+            {
+                await store.PutAsync("Doc", Id(1_000 + i), Json(i, "y"));
+                acknowledged.Enqueue(Id(1_000 + i));
+            }
+            catch (ObjectDisposedException)
+            {
+            }
+
+            return await store.CheckpointAsync();
+        })).ToArray();
+        start.Set();
+        await Task.Delay(1);
+        await store.DisposeAsync();
+        Task all = Task.WhenAll(requests);
+        await Task.WhenAny(all, Task.Delay(TimeSpan.FromSeconds(60)));
+        Assert.All(requests, request => Assert.True(request.IsCompleted, "a request outlived the close"));
+        foreach (Task<long> request in requests)
+        {
+            if (!request.IsCompletedSuccessfully)
+            {
+                Assert.IsType<ObjectDisposedException>(request.Exception!.InnerException);
+            }
+        }
+
+        await using var reopened = DocumentStore.Open(dir.Path, Options());
+        Assert.All(acknowledged, id => Assert.NotNull(reopened.Get("Doc", id)));
+    }
+
+    [Fact]
     public async Task A_journal_purged_past_a_missing_data_file_is_corruption_not_an_empty_store()
     {
         using var dir = new TempDirectory();
