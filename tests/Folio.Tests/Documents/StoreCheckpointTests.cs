@@ -401,8 +401,17 @@ public sealed class StoreCheckpointTests
             }
 
             Assert.True(store.IsCheckpointBehind, "the journal after the held checkpoint passed the limit");
-            await Task.Delay(300); // commits in flight when the flag rose finish
+            // Commits in flight when the flag rose finish (on a busy machine that may take a while): wait until the
+            // sequence holds still for 300 ms, then check that it stays there.
             long held = store.LastCommittedSequence;
+            until = DateTime.UtcNow.AddSeconds(30);
+            do
+            {
+                held = store.LastCommittedSequence;
+                await Task.Delay(300);
+            }
+            while (store.LastCommittedSequence != held && DateTime.UtcNow < until);
+
             await Task.Delay(500);
             Assert.Equal(held, store.LastCommittedSequence); // nobody commits past the limit
             Assert.False(store.IsFaulted);
