@@ -300,7 +300,7 @@ internal sealed class TreeNode
     {
         int keep = atEnd ? _count - 1 : BalancedSplit();
         int move = _count - keep;
-        var keys = new string[Math.Max(8, move + 4)];
+        var keys = new string[Math.Max(move + 4, _keys.Length)]; // the upper half fills up as this node did
         if (IsLeaf)
         {
             var values = new StoredValue[keys.Length];
@@ -417,6 +417,17 @@ internal sealed class TreeNode
         _byteSize = size;
     }
 
+    /// <summary>The most entries (leaf) or children (branch) a node holds before it splits.</summary>
+    private int MaxCount => IsLeaf ? PageFormat.MaxLeafEntries : PageFormat.MaxChildren;
+
+    /// <summary>The entries the node will hold when it passes <see cref="PageFormat.TargetPageSize"/>, were its
+    /// entries to come as large as its average so far (at most <see cref="MaxCount"/> + 1).</summary>
+    private int FullCount()
+    {
+        long perEntry = Math.Max(1, (_byteSize - PageFormat.PageHeaderSize) / Math.Max(1, _count));
+        return (int)Math.Min(MaxCount + 1, ((PageFormat.TargetPageSize - PageFormat.PageHeaderSize) / perEntry) + 2);
+    }
+
     private void EnsureCapacity(int count)
     {
         if (count <= _keys.Length)
@@ -424,7 +435,11 @@ internal sealed class TreeNode
             return;
         }
 
-        int capacity = Math.Max(count, _keys.Length * 2);
+        // Grow once to the entries the node holds when it splits (from its average entry so far), not by doubling
+        // three times on the way: a node's arrays are its checkpoint's garbage, and two threads that allocate them
+        // share the workstation collector's heap.
+        int full = FullCount();
+        int capacity = Math.Max(count, Math.Min(full >= count ? full : _keys.Length * 2, MaxCount + 1));
         Array.Resize(ref _keys, capacity);
         if (_values is not null)
         {
