@@ -1,4 +1,5 @@
 using System.Diagnostics.Metrics;
+using Folio.Pages;
 
 namespace Folio.Diagnostics;
 
@@ -9,8 +10,14 @@ namespace Folio.Diagnostics;
 /// </summary>
 internal sealed class CheckpointMetrics : IDisposable
 {
+    private static readonly KeyValuePair<string, object?> s_apply = new("folio.phase", "apply");
+    private static readonly KeyValuePair<string, object?> s_serialize = new("folio.phase", "serialize");
+    private static readonly KeyValuePair<string, object?> s_write = new("folio.phase", "write");
+    private static readonly KeyValuePair<string, object?> s_publish = new("folio.phase", "publish");
+
     private readonly FolioMeter _folioMeter;
     private readonly Histogram<double> _duration;
+    private readonly Histogram<double> _phaseDuration;
     private readonly Counter<long> _bytes;
     private readonly Counter<long> _pages;
     private readonly Counter<long> _failures;
@@ -23,6 +30,9 @@ internal sealed class CheckpointMetrics : IDisposable
         Meter meter = _folioMeter.Meter;
         _duration = meter.CreateHistogram<double>("folio.checkpoint.duration", "ms",
             "Duration of one checkpoint, from collecting its changes to its durable header.");
+        _phaseDuration = meter.CreateHistogram<double>("folio.checkpoint.phase.duration", "ms",
+            "Duration of one phase of a checkpoint, tagged folio.phase: apply (the changes to the trees), serialize "
+            + "(the changed pages into chunks), write (the chunks and the header, with their fdatasyncs) or publish.");
         _bytes = meter.CreateCounter<long>("folio.checkpoint.bytes", "By",
             "Bytes written to the data file by checkpoints.");
         _pages = meter.CreateCounter<long>("folio.checkpoint.pages", "{page}", "Pages written by checkpoints.");
@@ -37,9 +47,13 @@ internal sealed class CheckpointMetrics : IDisposable
             "Live pages over all pages of the data file's live chunks, at the last checkpoint.");
     }
 
-    public void Checkpointed(TimeSpan duration, long bytes, int pages)
+    public void Checkpointed(TimeSpan duration, long bytes, int pages, CheckpointPhases phases)
     {
         _duration.Record(duration.TotalMilliseconds);
+        _phaseDuration.Record(phases.Apply.TotalMilliseconds, s_apply);
+        _phaseDuration.Record(phases.Serialize.TotalMilliseconds, s_serialize);
+        _phaseDuration.Record(phases.Write.TotalMilliseconds, s_write);
+        _phaseDuration.Record(phases.Publish.TotalMilliseconds, s_publish);
         _bytes.Add(bytes);
         _pages.Add(pages);
     }

@@ -470,7 +470,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _index.AdvanceCheckpoint(_pages.Pin(), none);
         CheckpointStatistics statistics = _pages.LastCheckpoint;
         _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
-            statistics.Pages);
+            statistics.Pages, statistics.Phases);
     }
 
     /// <summary>One checkpoint, under the gate, on a thread that may block (fsyncs); with <paramref name="purge"/>,
@@ -517,7 +517,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             _index.AdvanceCheckpoint(_pages.Pin(), changes);
             CheckpointStatistics statistics = _pages.LastCheckpoint;
             _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
-                statistics.Pages);
+                statistics.Pages, statistics.Phases);
             Interlocked.Exchange(ref _bytesAtCheckpoint, appendedBytes);
             Interlocked.Exchange(ref _lastSequence, sequence);
         }

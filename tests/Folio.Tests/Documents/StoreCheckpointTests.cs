@@ -559,14 +559,24 @@ public sealed class StoreCheckpointTests
     }
 
     [Fact]
-    public async Task A_checkpoint_records_its_duration_bytes_and_pages_on_the_Folio_meter()
+    public async Task A_checkpoint_records_its_duration_phases_bytes_and_pages_on_the_Folio_meter()
     {
         using var dir = new TempDirectory();
         var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, double>();
+        var phases = new System.Collections.Concurrent.ConcurrentDictionary<string, int>();
         using var meters = new TestMeterFactory();
         using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
-        listener.SetMeasurementEventCallback<double>((instrument, value, _, _) =>
-            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.SetMeasurementEventCallback<double>((instrument, value, tags, _) =>
+        {
+            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value);
+            foreach (KeyValuePair<string, object?> tag in tags)
+            {
+                if (tag.Key == "folio.phase" && value >= 0)
+                {
+                    phases.AddOrUpdate((string)tag.Value!, 1, (_, count) => count + 1);
+                }
+            }
+        });
         listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
             recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
         listener.SetMeasurementEventCallback<int>((instrument, value, _, _) =>
@@ -583,6 +593,9 @@ public sealed class StoreCheckpointTests
         await store.CheckpointAsync();
         listener.RecordObservableInstruments();
         Assert.True(recorded.GetValueOrDefault("folio.checkpoint.duration") > 0);
+        Assert.True(recorded.GetValueOrDefault("folio.checkpoint.phase.duration") > 0);
+        Assert.Equal(["apply", "publish", "serialize", "write"], phases.Keys.Order(StringComparer.Ordinal));
+        Assert.All(phases.Values, count => Assert.Equal(phases["write"], count)); // each checkpoint records all four
         Assert.Equal(store.Pages.LastCheckpoint.Bytes, recorded.GetValueOrDefault("folio.checkpoint.bytes"));
         Assert.Equal(store.Pages.LastCheckpoint.Pages, recorded.GetValueOrDefault("folio.checkpoint.pages"));
         Assert.Equal(store.Pages.ChunkCount, recorded.GetValueOrDefault("folio.datafile.chunks"));
