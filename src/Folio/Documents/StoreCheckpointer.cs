@@ -10,22 +10,22 @@ namespace Folio.Documents;
 /// Writes a document store's checkpoints: the committed state up to a sequence C goes into the data file
 /// (<see cref="PageStore"/>), and then the journal segments wholly at or below C are purged.
 /// <para>
-/// Owners. One checkpoint at a time (<see cref="_gate"/>), on the checkpoint thread: from the background loop (when
-/// the journal after the last checkpoint passes <see cref="DocumentStoreOptions.CheckpointThreshold"/>, or
+/// Owners. One checkpoint at a time, because one thread runs them all, the checkpoint thread: from the background
+/// loop (when the journal after the last checkpoint passes <see cref="DocumentStoreOptions.CheckpointThreshold"/>, or
 /// <see cref="DocumentStoreOptions.CheckpointInterval"/> passed with commits since), or for an operator's
 /// <see cref="DocumentStore.CheckpointAsync"/> or <see cref="DocumentStore.CompactAsync"/>, which queue a request
 /// (<see cref="_requests"/>) the thread runs and complete when it has (so no thread-pool thread blocks in a
-/// checkpoint's writes and fsyncs); and at a clean close, after the thread exited. A request is started or cancelled
-/// once (<see cref="OperatorRequest"/>); the ones the thread did not start when it stops fail with
-/// <see cref="ObjectDisposedException"/> (<see cref="StopAsync"/> drains the queue after the thread exited, and a
-/// request queued after that drain sees the stop when it re-checks: both sides make the queue operation and the
-/// stop flag's store interlocked, so one of them sees the other). <see cref="_lastSequence"/> is written under the
-/// gate only (interlocked, so the loop's check may read it outside). A checkpoint registers a snapshot at C, so the
-/// versions it reads are not pruned while commits continue; it covers only commits the journal already made durable
-/// (a buffered commit is visible before its fsync: the checkpoint waits for the buffered sync), so the data file is
-/// never ahead of the journal, and the journal is purged only once the data file's header naming C is durable. The
-/// close's checkpoint does not purge: the journal keeps its segments (for change-feed readers that resume after a
-/// restart) until a checkpoint of a running store covers them.
+/// checkpoint's writes and fsyncs); then, at a clean close, the closing thread, once the checkpoint thread exited
+/// (<see cref="_loopExited"/>). A request is started or cancelled once (<see cref="OperatorRequest"/>); the ones the
+/// thread did not start when it stops fail with <see cref="ObjectDisposedException"/> (<see cref="StopAsync"/>
+/// drains the queue after the thread exited, and a request queued after that drain sees the stop when it re-checks:
+/// both sides make the queue operation and the stop flag's store interlocked, so one of them sees the other).
+/// <see cref="_lastSequence"/> is written by checkpoints only (interlocked, so any thread may read it). A checkpoint
+/// registers a snapshot at C, so the versions it reads are not pruned while commits continue; it covers only commits
+/// the journal already made durable (a buffered commit is visible before its fsync: the checkpoint waits for the
+/// buffered sync), so the data file is never ahead of the journal, and the journal is purged only once the data
+/// file's header naming C is durable. The close's checkpoint does not purge: the journal keeps its segments (for
+/// change-feed readers that resume after a restart) until a checkpoint of a running store covers them.
 /// </para>
 /// <para>
 /// Backpressure. The documents written since the last checkpoint stay in memory until a checkpoint moves them to the
@@ -48,7 +48,6 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private readonly VersionedIndex _index;
     private readonly DocumentStoreOptions _options;
     private readonly ILogger _logger;
-    private readonly SemaphoreSlim _gate = new(1, 1);
     private readonly CancellationTokenSource _stop = new();
     private readonly TaskCompletionSource _loopExited = NewSignal();
     private int _commitsSinceCheck;
@@ -62,7 +61,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private long _lastSequence;
     private long _bytesAtCheckpoint; // the journal's AppendedBytes when the last checkpoint's snapshot was taken
     private long _lastTimestamp;
-    private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (under the gate)
+    private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (on the checkpoint thread)
     private long _compactionIdleAt = -1; // the loop's: the checkpoint a pass that moved nothing ran at
 
     /// <summary>The most tail moves one <see cref="CompactAsync"/> makes (each is two checkpoints).</summary>
@@ -187,7 +186,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         return await request.Completion.ConfigureAwait(false);
     }
 
-    /// <summary>Runs the queued operator requests (the checkpoint thread, each under the gate).</summary>
+    /// <summary>Runs the queued operator requests (on the checkpoint thread).</summary>
     private void RunRequests()
     {
         while (_requests.TryDequeue(out OperatorRequest? request))
@@ -197,15 +196,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 continue; // cancelled while it waited
             }
 
-            _gate.Wait();
-            try
-            {
-                request.Run();
-            }
-            finally
-            {
-                _gate.Release();
-            }
+            request.Run();
         }
     }
 
@@ -228,7 +219,6 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
         _wake.Dispose();
         ReleaseWaiters(); // writers waiting now meet the closed store
-        await _gate.WaitAsync().ConfigureAwait(false);
         try
         {
             if (final && _index.VisibleSequence > _lastSequence)
@@ -242,7 +232,6 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
         finally
         {
-            _gate.Release();
             _metrics.Dispose();
             _stop.Dispose();
         }
@@ -279,7 +268,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                     continue;
                 }
 
-                _gate.Wait(_stop.Token);
+                _stop.Token.ThrowIfCancellationRequested(); // a close began: no checkpoint starts now
                 try
                 {
                     if (due)
@@ -309,10 +298,6 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 {
                     // The journal still holds everything; the next tick tries again.
                     StoreLog.CheckpointFailed(_logger, error);
-                }
-                finally
-                {
-                    _gate.Release();
                 }
             }
         }
@@ -345,7 +330,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
     }
 
-    /// <summary>A checkpoint that purges, then the backpressure state for what it left (under the gate).</summary>
+    /// <summary>A checkpoint that purges, then the backpressure state for what it left (on the checkpoint
+    /// thread).</summary>
     private long CheckpointAndUpdateBackpressure(CompactionRequest? compaction = null)
     {
         long sequence;
@@ -448,10 +434,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     }
 
     /// <summary>
-    /// A compaction pass (under the gate): a checkpoint at the sequence the data file already covers, with no new
-    /// commits, that rewrites what <paramref name="request"/> selects (and frees what earlier passes emptied). It
-    /// changes no document and no journal position, so checkpoints of commits keep their own rhythm and the journal its
-    /// purges.
+    /// A compaction pass (on the checkpoint thread): a checkpoint at the sequence the data file already covers, with
+    /// no new commits, that rewrites what <paramref name="request"/> selects (and frees what earlier passes emptied).
+    /// It changes no document and no journal position, so checkpoints of commits keep their own rhythm and the journal
+    /// its purges.
     /// </summary>
     private void CompactNow(CompactionRequest request)
     {
@@ -473,11 +459,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             statistics.Pages, statistics.Phases);
     }
 
-    /// <summary>One checkpoint, under the gate, on a thread that may block (fsyncs); with <paramref name="purge"/>,
-    /// the journal's sealed segments it covers are removed after it. The data file must never be ahead of the
-    /// journal: with <paramref name="waitForSync"/> it waits (up to a second past the buffered-sync interval) for the
-    /// journal to make the snapshot durable, else it skips a snapshot that is not (at a close, the merger has already
-    /// synced whatever it could).</summary>
+    /// <summary>One checkpoint, on the checkpoint thread (or at the close, after it exited), which may block in
+    /// fsyncs; with <paramref name="purge"/>, the journal's sealed segments it covers are removed after it. The data
+    /// file must never be ahead of the journal: with <paramref name="waitForSync"/> it waits (up to a second past the
+    /// buffered-sync interval) for the journal to make the snapshot durable, else it skips a snapshot that is not (at
+    /// a close, the merger has already synced whatever it could).</summary>
     private long CheckpointNow(bool purge, bool waitForSync, CompactionRequest? compaction = null)
     {
         using IndexSnapshot snapshot = _index.OpenSnapshot();
