@@ -393,7 +393,7 @@ internal sealed class TreeNode
     /// <summary>Whether the node has outgrown a page and must split.</summary>
     public bool IsOverfull => _count > 2
         && (_byteSize > PageFormat.TargetPageSize
-            || _count > (IsLeaf ? PageFormat.MaxLeafEntries : PageFormat.MaxChildren));
+            || _count > MaxCount);
 
     private void RecomputeSize()
     {
