@@ -61,13 +61,7 @@ internal sealed class CheckpointStats
         }
 
         var measured = all.Skip(Math.Max(0, all.Count - MeasuredIterations)).ToList();
-        return (Median(measured.Select(p => p.Apply + p.Serialize)), Median(measured.Select(p => p.Write)));
-    }
-
-    private static double Median(IEnumerable<double> values)
-    {
-        double[] sorted = values.Order().ToArray();
-        return sorted.Length % 2 == 1 ? sorted[sorted.Length / 2]
-            : (sorted[(sorted.Length / 2) - 1] + sorted[sorted.Length / 2]) / 2;
+        return (GroupCommitStats.Median(measured.Select(p => p.Apply + p.Serialize)),
+            GroupCommitStats.Median(measured.Select(p => p.Write)));
     }
 }
