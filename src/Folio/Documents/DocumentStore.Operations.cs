@@ -287,8 +287,9 @@ public sealed partial class DocumentStore
     }
 
     /// <summary>
-    /// Compacts the data file now, while commits and reads go on: a checkpoint rewrites the live pages of every chunk
-    /// whose share of live pages is below <see cref="DocumentStoreOptions.CompactionFillRate"/> (or
+    /// Compacts the data file now, while commits and reads go on: the commits made so far are checkpointed, then a
+    /// checkpoint rewrites the live pages of every chunk whose share of live pages is below
+    /// <see cref="DocumentStoreOptions.CompactionFillRate"/> (or
     /// <see cref="DocumentStoreOptions.DefaultCompactionFillRate"/> when background compaction is off) into a new
     /// chunk, and a second checkpoint frees the emptied chunks and gives the file's free tail back. A chunk an open
     /// reader's checkpoint still reaches (a long scan, a backup in progress) is freed by a later checkpoint.
@@ -300,13 +301,9 @@ public sealed partial class DocumentStore
     public async ValueTask<CompactionResult> CompactAsync(CancellationToken cancellationToken = default)
     {
         ThrowIfDisposed();
-        long before = _pages.FileLength;
         double fill = Options.CompactionFillRate > 0 ? Options.CompactionFillRate
             : DocumentStoreOptions.DefaultCompactionFillRate;
-        CheckpointStatistics compacted = await _checkpointer.CompactAsync(fill, cancellationToken)
-            .ConfigureAwait(false);
-        return new CompactionResult(compacted.CompactedChunks, compacted.RewrittenPages, before, _pages.FileLength,
-            _pages.LastCheckpoint.FillRate);
+        return await _checkpointer.CompactAsync(fill, cancellationToken).ConfigureAwait(false);
     }
 
     /// <summary>

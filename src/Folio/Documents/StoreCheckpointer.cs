@@ -125,17 +125,24 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         SubmitAsync(() => CheckpointAndUpdateBackpressure(), cancellationToken);
 
     /// <summary>
-    /// Compaction on demand, on the checkpoint thread: a checkpoint that also rewrites every chunk whose share of live
-    /// pages is below <paramref name="fillBelow"/>, then a second that frees them (once no reader pins a checkpoint
-    /// that reaches them) and gives the data file's free tail back.
+    /// Compaction on demand, on the checkpoint thread: a checkpoint of the commits since the last one, then a
+    /// checkpoint that also rewrites every chunk whose share of live pages is below <paramref name="fillBelow"/>, then
+    /// a second that frees them (once no reader pins a checkpoint that reaches them) and gives the data file's free
+    /// tail back. The result is measured here, before the thread runs anything else.
     /// </summary>
-    public Task<CheckpointStatistics> CompactAsync(double fillBelow, CancellationToken cancellationToken) =>
+    public Task<CompactionResult> CompactAsync(double fillBelow, CancellationToken cancellationToken) =>
         SubmitAsync(() =>
         {
+            long before = _pages.FileLength;
+
+            // Compaction passes checkpoint no commits. Without this checkpoint first, the one that next covers the
+            // commits already made would supersede pages the passes just packed, and the chunks would be sparse
+            // again right after a compaction that reported them dense.
+            CheckpointAndUpdateBackpressure();
             CompactNow(new CompactionRequest(fillBelow, long.MaxValue));
             CheckpointStatistics compacted = _pages.LastCheckpoint;
             int chunks = compacted.CompactedChunks;
-            int pages = compacted.RewrittenPages;
+            long pages = compacted.RewrittenPages;
             CompactNow(new CompactionRequest(0, 0));
 
             // The rewritten chunks were freed where they lay, and the compaction's own chunk may have gone to the end
@@ -156,7 +163,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             }
 
             _lastCompaction = Environment.TickCount64;
-            return compacted with { CompactedChunks = chunks, RewrittenPages = pages };
+            return new CompactionResult(chunks, pages, before, _pages.FileLength, _pages.LastCheckpoint.FillRate);
         }, cancellationToken);
 
     /// <summary>Queues <paramref name="work"/> for the checkpoint thread and wakes it (see the protocol).</summary>

@@ -88,6 +88,45 @@ public sealed class StoreCompactionTests
     }
 
     [Fact]
+    public async Task Compacting_covers_the_commits_not_yet_checkpointed_so_no_later_checkpoint_undoes_it()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options(); // no background checkpoints
+        options.CompactionFillRate = 0;
+        string folder = Path.Combine(dir.Path, "store");
+        var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            await PutAsync(store, model, Enumerable.Range(0, 3000), round: 0);
+            await store.CheckpointAsync();
+            for (int round = 1; round <= 3; round++)
+            {
+                await PutAsync(store, model, Enumerable.Range(0, 3000).Where(i => i % 4 != round), round);
+                await store.CheckpointAsync();
+            }
+
+            // Overwrites of every leaf, committed but not checkpointed when compaction starts.
+            await PutAsync(store, model, Enumerable.Range(0, 3000).Where(i => i % 3 == 0), round: 4);
+            long committed = store.LastCommittedSequence;
+            Assert.True(store.Pages.LastCheckpoint.Sequence < committed);
+
+            CompactionResult result = await store.CompactAsync();
+            Assert.Equal(committed, store.Pages.LastCheckpoint.Sequence);
+            Assert.True(result.FillRate >= DocumentStoreOptions.DefaultCompactionFillRate, $"{result}");
+            Assert.Equal(result.FillRate, store.Pages.LastCheckpoint.FillRate);
+            Assert.Equal(result.DataFileBytesAfter, store.Pages.FileLength);
+
+            await store.CheckpointAsync(); // nothing left to cover: the compacted chunks stay as they are
+            Assert.Equal(result.FillRate, store.Pages.LastCheckpoint.FillRate);
+            AssertHolds(store, model);
+        }
+
+        await using DocumentStore reopened = DocumentStore.Open(folder, options);
+        AssertHolds(reopened, model);
+        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+    }
+
+    [Fact]
     public async Task Background_compaction_bounds_the_file_while_writers_overwrite_and_readers_scan()
     {
         using var dir = new TempDirectory();
