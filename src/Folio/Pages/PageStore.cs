@@ -79,6 +79,9 @@ internal sealed class PageStore : IDisposable
     /// <summary>The chunks of the data file (tests and diagnostics).</summary>
     internal IEnumerable<ChunkInfo> ChunksForTests() => _file.Chunks.Values;
 
+    /// <summary>The catalog tree's root, naming the collections' roots (tests, between checkpoints).</summary>
+    internal PageReference? CatalogRootForTests => _catalogRoot;
+
     /// <summary>The most pages a chunk this store writes holds: <see cref="ChunkFormat.MaxPagesPerChunk"/>; tests set
     /// fewer, so small stores write checkpoints of several chunks (set before the first checkpoint).</summary>
     internal int PagesPerChunk

@@ -1,6 +1,7 @@
 using System.Text;
 using Folio.Pages;
 using Folio.Tests.Infrastructure;
+using Folio.Tests.Pages;
 
 namespace Folio.Tests.Documents;
 
@@ -46,6 +47,7 @@ public sealed class StoreCompactionTests
             Assert.Equal(before, result.DataFileBytesBefore);
             Assert.True(result.FillRate >= DocumentStoreOptions.DefaultCompactionFillRate, $"{result}");
             Assert.True(result.DataFileBytesAfter <= before + (8 * 1024), $"{result}");
+            PageStoreModel.AssertLiveCountsMatchTheTrees(store.Pages);
             AssertHolds(store, model);
             Assert.True((await store.VerifyAsync()).IsHealthy);
         }
@@ -79,6 +81,7 @@ public sealed class StoreCompactionTests
             Assert.True(result.ChunksRewritten >= 1, $"{result}");
             Assert.True(result.DataFileBytesAfter < before * 2 / 3, $"{result}");
             Assert.Equal(result.DataFileBytesAfter, new FileInfo(Path.Combine(folder, "data.folio")).Length);
+            PageStoreModel.AssertLiveCountsMatchTheTrees(store.Pages);
             AssertHolds(store, model);
         }
 
@@ -118,6 +121,7 @@ public sealed class StoreCompactionTests
 
             await store.CheckpointAsync(); // nothing left to cover: the compacted chunks stay as they are
             Assert.Equal(result.FillRate, store.Pages.LastCheckpoint.FillRate);
+            PageStoreModel.AssertLiveCountsMatchTheTrees(store.Pages);
             AssertHolds(store, model);
         }
 

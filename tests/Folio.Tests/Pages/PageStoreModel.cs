@@ -4,8 +4,8 @@ namespace Folio.Tests.Pages;
 
 /// <summary>
 /// The simple model a page store is checked against: per collection, a sorted dictionary of id to (sequence, bytes),
-/// plus the changes not yet checkpointed. Helpers compare a store's checkpoint with it, and drop every cached page of
-/// a checkpoint so the next reads go to disk.
+/// plus the changes not yet checkpointed. Helpers compare a store's checkpoint with it, check the chunks' live-page
+/// counts against the trees, and drop every cached page of a checkpoint so the next reads go to disk.
 /// </summary>
 internal sealed class PageStoreModel
 {
@@ -136,6 +136,75 @@ internal sealed class PageStoreModel
                 Assert.Equal(inRange, BTree.Range(tree.Root, from, to, true, reader).Select(e => e.Key));
             }
         }
+    }
+
+    /// <summary>Asserts that every live chunk's live-page count equals the pages the current roots (the catalog's
+    /// included) reach in it, and that no dead chunk is reached. Call it between checkpoints.</summary>
+    public static void AssertLiveCountsMatchTheTrees(PageStore store)
+    {
+        var reached = new Dictionary<uint, int>();
+        if (store.CatalogRootForTests is { } catalog)
+        {
+            Reach(store, catalog, reached);
+        }
+
+        foreach (CollectionTree tree in store.Current.Collections.Values)
+        {
+            Reach(store, tree.Root, reached);
+        }
+
+        var chunks = new Dictionary<uint, ChunkInfo>();
+        foreach (ChunkInfo chunk in store.ChunksForTests())
+        {
+            chunks[chunk.Id] = chunk;
+        }
+
+        foreach ((uint id, int pages) in reached)
+        {
+            Assert.True(chunks.TryGetValue(id, out ChunkInfo? chunk), $"chunk {id} is reached but not in the file");
+            Assert.True(chunk.DeadAt == 0, $"chunk {id} is reached but dead since generation {chunk.DeadAt}");
+        }
+
+        foreach (ChunkInfo chunk in chunks.Values)
+        {
+            if (chunk.DeadAt == 0)
+            {
+                Assert.True(reached.GetValueOrDefault(chunk.Id) == chunk.LivePages,
+                    $"chunk {chunk.Id}: {chunk.LivePages} live pages counted, {reached.GetValueOrDefault(chunk.Id)} "
+                    + $"reached, of {chunk.PageCount}");
+            }
+        }
+
+    }
+
+    /// <summary>Counts the saved pages under <paramref name="reference"/> per chunk (overflow pages too).</summary>
+    private static void Reach(PageStore store, PageReference reference, Dictionary<uint, int> reached)
+    {
+        Count(reference.Position, reached);
+        TreeNode node = reference.GetNode(store.Reader);
+        if (node.IsLeaf)
+        {
+            foreach (StoredValue value in node.Values)
+            {
+                if (value.IsOverflow)
+                {
+                    Count(value.Overflow, reached);
+                }
+            }
+
+            return;
+        }
+
+        foreach (PageReference child in node.Children)
+        {
+            Reach(store, child, reached);
+        }
+    }
+
+    private static void Count(PagePosition position, Dictionary<uint, int> reached)
+    {
+        Assert.True(position.IsSaved, "a checkpoint's tree holds an unsaved page");
+        reached[position.ChunkId] = reached.GetValueOrDefault(position.ChunkId) + 1;
     }
 
     /// <summary>Nodes of <paramref name="checkpoint"/>'s trees decoded in memory that are not resident branches

@@ -55,12 +55,14 @@ public sealed class PageStorePropertyTests
                         store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);
                         model.Checkpointed();
                         PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
+                        PageStoreModel.AssertLiveCountsMatchTheTrees(store);
                         break;
                     case 11:
                         store.Dispose();
                         model.Pending.Clear();
                         store = PageStore.Open(PhysicalFileSystem.Instance, path);
                         PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
+                        PageStoreModel.AssertLiveCountsMatchTheTrees(store);
                         break;
                     case 12:
                         PageStoreModel.DropCachedPages(store.Current);
