@@ -870,7 +870,8 @@ internal sealed class VersionedIndex : ICommitState
         lock (_changedLock)
         {
             changed = _changed;
-            _changed = [];
+            // Sized like the log just taken: the committer appends to it without regrowing it step by step.
+            _changed = new List<DocumentKey>(changed.Count);
             _swapSequence = sequence;
         }
 
@@ -878,6 +879,7 @@ internal sealed class VersionedIndex : ICommitState
         // in the collection's list while only the open's replay put it there (> 0, one more than the index), or
         // Handled once a logged key was seen (its duplicates in the log are skipped).
         var byCollection = new Dictionary<string, CollectedChanges>(StringComparer.Ordinal);
+        Dictionary<string, int> logged = CountByCollection(changed);
         if (_replayedPending)
         {
             foreach ((string name, SortedKeys keys) in _collections)
@@ -894,7 +896,7 @@ internal sealed class VersionedIndex : ICommitState
                     long replayedSequence = replayed.SequenceAt(slot);
                     if (replayedSequence > since && replayedSequence <= sequence && !replayed.IsShadowed(slot))
                     {
-                        collected ??= CollectedOf(byCollection, name);
+                        collected ??= CollectedOf(byCollection, name, logged.GetValueOrDefault(name));
                         collected.Changes.Add(ToChange(id, replayed.VersionAt(slot)));
                         collected.Positions[id] = collected.Changes.Count;
                     }
@@ -903,7 +905,7 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         var carried = new List<DocumentKey>();
-        var evictable = new List<EvictionCandidate>();
+        var evictable = new List<EvictionCandidate>(changed.Count);
         string? collection = null;
         CollectedChanges current = null!;
         SortedKeys? currentKeys = null;
@@ -912,7 +914,7 @@ internal sealed class VersionedIndex : ICommitState
             if (!string.Equals(key.Collection, collection, StringComparison.Ordinal))
             {
                 collection = key.Collection; // a batch's keys share their collection's name, so this rarely runs
-                current = CollectedOf(byCollection, collection);
+                current = CollectedOf(byCollection, collection, logged.GetValueOrDefault(collection));
                 _collections.TryGetValue(collection, out currentKeys);
             }
 
@@ -966,9 +968,7 @@ internal sealed class VersionedIndex : ICommitState
         {
             if (collected.Changes.Count > 0)
             {
-                var changes = new CollectionChanges(name);
-                changes.Changes.AddRange(collected.Changes);
-                result.Add(changes);
+                result.Add(new CollectionChanges(name, collected.Changes));
             }
         }
 
@@ -1010,27 +1010,59 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    private static CollectedChanges CollectedOf(Dictionary<string, CollectedChanges> byCollection, string collection)
+    private static CollectedChanges CollectedOf(Dictionary<string, CollectedChanges> byCollection, string collection,
+        int capacity)
     {
         if (!byCollection.TryGetValue(collection, out CollectedChanges? collected))
         {
-            collected = new CollectedChanges();
+            collected = new CollectedChanges(capacity);
             byCollection[collection] = collected;
         }
 
         return collected;
     }
 
+    /// <summary>The logged keys per collection, duplicates included (an upper bound of each collection's changes, so
+    /// their lists and maps are allocated once at their size).</summary>
+    private static Dictionary<string, int> CountByCollection(List<DocumentKey> changed)
+    {
+        var counts = new Dictionary<string, int>(StringComparer.Ordinal);
+        string? collection = null;
+        int run = 0;
+        foreach (DocumentKey key in changed)
+        {
+            if (!string.Equals(key.Collection, collection, StringComparison.Ordinal))
+            {
+                if (collection is not null)
+                {
+                    counts[collection] = counts.GetValueOrDefault(collection) + run;
+                }
+
+                collection = key.Collection;
+                run = 0;
+            }
+
+            run++;
+        }
+
+        if (collection is not null)
+        {
+            counts[collection] = counts.GetValueOrDefault(collection) + run;
+        }
+
+        return counts;
+    }
+
     /// <summary>One collection's changes as <see cref="CollectChanges"/> gathers them (the checkpoint's thread
     /// only).</summary>
-    private sealed class CollectedChanges
+    private sealed class CollectedChanges(int capacity)
     {
         /// <summary>The position of an id whose logged key was seen.</summary>
         public const int Handled = -1;
 
-        public Dictionary<string, int> Positions { get; } = new(StringComparer.Ordinal);
+        public Dictionary<string, int> Positions { get; } = new(capacity, StringComparer.Ordinal);
 
-        public List<TreeChange> Changes { get; } = [];
+        public List<TreeChange> Changes { get; } = new(capacity);
     }
 
     /// <summary>Whether any version was applied or replayed (a checkpoint's trees aside).</summary>
