@@ -28,7 +28,8 @@ public sealed partial class DocumentSession
 
     /// <summary>
     /// Streams the documents of <typeparamref name="T"/>'s collection with ids in [<paramref name="fromInclusive"/>,
-    /// <paramref name="toExclusive"/>) (null: unbounded), in ordinal id order, from the session's snapshot.
+    /// <paramref name="toExclusive"/>) (null: unbounded), in ordinal id order, from the session's snapshot. Results are
+    /// not tracked (load them to change them).
     /// </summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
     /// <param name="fromInclusive">The lowest id, or null.</param>
@@ -49,7 +50,8 @@ public sealed partial class DocumentSession
     }
 
     /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches
-    /// <paramref name="predicate"/>, in id order.</summary>
+    /// <paramref name="predicate"/>, in id order, from the session's snapshot. Results are not tracked (load them to
+    /// change them).</summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
     /// <param name="predicate">The filter, applied to each deserialized entity; null for all.</param>
     /// <param name="skip">Matches to skip; 0 or more.</param>

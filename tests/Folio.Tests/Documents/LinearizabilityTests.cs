@@ -19,8 +19,9 @@ namespace Folio.Tests.Documents;
 /// not older than the newest write to the id that completed before the read was invoked (and a read that finds
 /// nothing follows a delete, or no write);</item>
 /// <item>a read is never older than a read of the same id that completed before it was invoked;</item>
-/// <item>a session's reads show, for every id, exactly the newest write at or below its snapshot sequence, and that
-/// snapshot is not older than any commit completed before the session's first read.</item>
+/// <item>a session's reads show, for every id, exactly the newest write at or below its snapshot sequence, its range
+/// scans exactly the ids alive there (both ways), and that snapshot is not older than any commit completed before the
+/// session's first read.</item>
 /// </list>
 /// </summary>
 public sealed class LinearizabilityTests
@@ -140,7 +141,19 @@ public sealed class LinearizabilityTests
                     seen[id] = (value is null ? null : session.GetVersion(value), value);
                 }
 
-                sessions.Enqueue(new SessionRead(session.SnapshotSequence!.Value, invoked, seen));
+                // A range of the ids at the same snapshot, one way or the other: exactly the ids alive there.
+                int from = random.Next(ids.Length);
+                int to = from + random.Next(ids.Length - from + 1);
+                bool descending = random.Next(2) == 0;
+                var scanned = new List<Reg>(); // query results are not tracked: their (W, N) name their write
+                await foreach (Reg value in session.QueryByRangeAsync<Reg>(ids[from],
+                    to < ids.Length ? ids[to] : null, descending))
+                {
+                    scanned.Add(value);
+                }
+
+                sessions.Enqueue(new SessionRead(session.SnapshotSequence!.Value, invoked, seen,
+                    new RangeRead(ids[from..to], descending, scanned)));
                 Interlocked.Increment(ref sessionReads);
             }
         });
@@ -262,6 +275,29 @@ public sealed class LinearizabilityTests
                     + "committed before its first read");
             }
 
+            var alive = new List<Write>();
+            foreach (string id in session.Range.Ids)
+            {
+                if (NewestAtOrBelow(byId.GetValueOrDefault(id) ?? [], session.Snapshot) is { IsDelete: false } write)
+                {
+                    alive.Add(write);
+                }
+            }
+
+            if (session.Range.Descending)
+            {
+                alive.Reverse();
+            }
+
+            string expectedRange = string.Join(" ", alive.Select(w => $"{w.Id}:{w.Writer}/{w.N}"));
+            string scannedRange = string.Join(" ",
+                session.Range.Scanned.Select(value => $"{value.Id}:{value.W}/{value.N}"));
+            if (expectedRange != scannedRange)
+            {
+                failures.Add($"a session at {session.Snapshot} scanned [{scannedRange}] where [{expectedRange}] was "
+                    + $"alive ({(session.Range.Descending ? "descending" : "ascending")})");
+            }
+
             foreach ((string id, (long? version, Reg? value)) in session.Seen)
             {
                 Write? expected = NewestAtOrBelow(byId.GetValueOrDefault(id) ?? [], session.Snapshot);
@@ -343,7 +379,12 @@ public sealed class LinearizabilityTests
 
     private sealed record Read(string Id, long? Version, Reg? Value, long Invoked, long Completed) : IOperation;
 
-    private sealed record SessionRead(long Snapshot, long Invoked, Dictionary<string, (long?, Reg?)> Seen);
+    private sealed record SessionRead(long Snapshot, long Invoked, Dictionary<string, (long?, Reg?)> Seen,
+        RangeRead Range);
+
+    /// <summary>A session's range read: the ids in the range (ascending) and what the scan returned, in its
+    /// order.</summary>
+    private sealed record RangeRead(string[] Ids, bool Descending, List<Reg> Scanned);
 
     /// <summary>The document every write puts: who wrote it (writer and its operation number).</summary>
     public sealed record Reg(string Id, int W, int N);
