@@ -1,4 +1,5 @@
 using Folio.Buffers;
+using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Buffers;
 
@@ -29,8 +30,7 @@ public sealed class BufferPoolStressTests
 
         // Threads, not pool tasks: a pin that waits for a frame blocks its thread, and holders parked on a starved
         // thread pool would never unpin.
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = StressDuration.Seconds(3);
         using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(seconds));
         long pins = 0;
         var failures = new System.Collections.Concurrent.ConcurrentQueue<Exception>();

@@ -41,8 +41,7 @@ public sealed class AddedIdsTests
     [Fact]
     public void Readers_and_background_merges_racing_the_committer_see_every_published_id_in_order()
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 2;
+        double seconds = StressDuration.Seconds(2);
         const int Ids = 300_000;
         string[] ids = Enumerable.Range(0, Ids).Select(i => $"k{i * 7919 % Ids:D6}").ToArray();
         var added = new AddedIds();

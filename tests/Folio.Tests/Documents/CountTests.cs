@@ -18,8 +18,7 @@ public sealed class CountTests
     [Fact]
     public async Task Counts_agree_with_a_walk_at_their_snapshot_while_ids_come_and_go_across_checkpoints_and_a_replay()
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            NumberStyles.Float, CultureInfo.InvariantCulture, out double s) ? s : 2;
+        double seconds = StressDuration.Seconds(2);
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.CheckpointInterval = Timeout.InfiniteTimeSpan;

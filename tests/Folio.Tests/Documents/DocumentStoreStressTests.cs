@@ -19,8 +19,7 @@ public sealed class DocumentStoreStressTests
     public async Task Readers_see_only_committed_versions_in_increasing_order_while_writers_conflict_and_retry(
         DurabilityMode durability, int maxGroupsInFlight)
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
         await using var store = DocumentStore.Open(dir.Path,
             new DocumentStoreOptions { Durability = durability, MaxGroupsInFlight = maxGroupsInFlight });
@@ -137,8 +136,7 @@ public sealed class DocumentStoreStressTests
     [Fact]
     public async Task Readers_check_every_value_while_checkpoints_evict_and_old_trees_chunks_are_reused()
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.CheckpointInterval = Timeout.InfiniteTimeSpan;
@@ -337,8 +335,7 @@ public sealed class DocumentStoreStressTests
     public async Task Get_always_finds_a_document_that_other_threads_keep_overwriting(DurabilityMode durability,
         int maxGroupsInFlight)
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.Durability = durability;

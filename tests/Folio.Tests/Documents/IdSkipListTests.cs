@@ -132,8 +132,7 @@ public sealed class IdSkipListTests
     [InlineData(true)]
     public void Readers_walking_while_the_writer_inserts_see_every_published_id_in_order(bool sortedBatches)
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 2;
+        double seconds = StressDuration.Seconds(2);
         const int Ids = 200_000;
         const int MaxBatch = 2048;
         string[] ids = Enumerable.Range(0, Ids).Select(i => $"k{i * 7919 % Ids:D6}").ToArray();

@@ -34,8 +34,7 @@ public sealed class LinearizabilityTests
     public async Task A_concurrent_history_of_writes_reads_and_session_snapshots_is_linearizable(
         DurabilityMode durability)
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.Durability = durability;

@@ -52,9 +52,7 @@ public sealed class StoreCompactionTests
             Assert.True((await store.VerifyAsync()).IsHealthy);
         }
 
-        await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        AssertHolds(reopened, model);
-        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+        await AssertReopenedHoldsAsync(folder, options, model);
     }
 
     [Fact]
@@ -85,9 +83,7 @@ public sealed class StoreCompactionTests
             AssertHolds(store, model);
         }
 
-        await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        AssertHolds(reopened, model);
-        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+        await AssertReopenedHoldsAsync(folder, options, model);
     }
 
     [Fact]
@@ -125,9 +121,7 @@ public sealed class StoreCompactionTests
             AssertHolds(store, model);
         }
 
-        await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        AssertHolds(reopened, model);
-        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+        await AssertReopenedHoldsAsync(folder, options, model);
     }
 
     [Fact]
@@ -242,9 +236,7 @@ public sealed class StoreCompactionTests
             Assert.True((await store.VerifyAsync()).IsHealthy);
         }
 
-        await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        AssertHolds(reopened, model);
-        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+        await AssertReopenedHoldsAsync(folder, options, model);
     }
 
     private static DocumentStoreOptions Options()
@@ -280,6 +272,16 @@ public sealed class StoreCompactionTests
         {
             await store.WriteAsync(batch);
         }
+    }
+
+    /// <summary>The store reopened from <paramref name="folder"/> holds <paramref name="model"/> and scrubs
+    /// healthy.</summary>
+    private static async Task AssertReopenedHoldsAsync(string folder, DocumentStoreOptions options,
+        SortedDictionary<string, string> model)
+    {
+        await using DocumentStore reopened = DocumentStore.Open(folder, options);
+        AssertHolds(reopened, model);
+        Assert.True((await reopened.VerifyAsync()).IsHealthy);
     }
 
     private static void AssertHolds(DocumentStore store, SortedDictionary<string, string> model)

@@ -17,8 +17,7 @@ public sealed class JournalStressTests(ITestOutputHelper output)
     [Fact]
     public async Task Readers_see_gap_free_identical_entries_while_writer_rotates_and_purger_purges()
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double s) ? s : 3;
+        double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
         using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
         using var stop = new CancellationTokenSource();

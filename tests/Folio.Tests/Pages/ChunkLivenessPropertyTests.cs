@@ -41,21 +41,13 @@ public sealed class ChunkLivenessPropertyTests
                         model.Put(collection, Id(argument / 3), PageStoreModel.Value(argument, Length(argument)));
                         break;
                     case 6 or 7:
-                        for (int i = 0; i < 50; i++)
-                        {
-                            model.Put(collection, Id((argument / 3) + (i * 5)), PageStoreModel.Value(argument + i, 60));
-                        }
-
+                        model.PutRun(collection, Id, argument / 3, count: 50, stride: 5, length: 60);
                         break;
                     case 8 or 9:
                         model.Delete(collection, Id(argument / 3));
                         break;
                     case 10:
-                        for (int i = 0; i < 40; i++)
-                        {
-                            model.Delete(collection, Id((argument / 3) + i));
-                        }
-
+                        model.DeleteRun(collection, Id, argument / 3, count: 40);
                         break;
                     case 11 or 12 or 13:
                         store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);

@@ -21,6 +21,27 @@ internal sealed class PageStoreModel
 
     public void Delete(string collection, string id) => PendingOf(collection)[id] = (++Sequence, null);
 
+    /// <summary>Puts <paramref name="count"/> values of <paramref name="length"/> bytes at the ids
+    /// <paramref name="id"/> names for <paramref name="first"/>, first + <paramref name="stride"/>, and so on (a bulk
+    /// step of a random program).</summary>
+    public void PutRun(string collection, Func<int, string> id, int first, int count, int stride, int length)
+    {
+        for (int i = 0; i < count; i++)
+        {
+            Put(collection, id(first + (i * stride)), Value(first + i, length));
+        }
+    }
+
+    /// <summary>Deletes the ids <paramref name="id"/> names for <paramref name="count"/> numbers from
+    /// <paramref name="first"/>.</summary>
+    public void DeleteRun(string collection, Func<int, string> id, int first, int count)
+    {
+        for (int i = 0; i < count; i++)
+        {
+            Delete(collection, id(first + i));
+        }
+    }
+
     /// <summary>The pending changes as a checkpoint's input.</summary>
     public List<CollectionChanges> Changes()
     {

@@ -35,21 +35,13 @@ public sealed class PageStorePropertyTests
                         model.Put(collection, Id(argument / 3), PageStoreModel.Value(argument, Length(argument)));
                         break;
                     case 4:
-                        for (int i = 0; i < 60; i++)
-                        {
-                            model.Put(collection, Id((argument / 3) + (i * 7)), PageStoreModel.Value(argument + i, 40));
-                        }
-
+                        model.PutRun(collection, Id, argument / 3, count: 60, stride: 7, length: 40);
                         break;
                     case 5 or 6:
                         model.Delete(collection, Id(argument / 3));
                         break;
                     case 7:
-                        for (int i = 0; i < 40; i++)
-                        {
-                            model.Delete(collection, Id((argument / 3) + i));
-                        }
-
+                        model.DeleteRun(collection, Id, argument / 3, count: 40);
                         break;
                     case 8 or 9 or 10:
                         store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);

@@ -19,8 +19,7 @@ public sealed class PageStoreStressTests
     [Fact]
     public void Readers_of_pinned_checkpoints_see_exactly_their_round_while_checkpoints_and_evictions_run()
     {
-        double seconds = double.TryParse(Environment.GetEnvironmentVariable("FOLIO_STRESS_SECONDS"),
-            System.Globalization.CultureInfo.InvariantCulture, out double configured) ? configured : 2;
+        double seconds = StressDuration.Seconds(2);
         using var dir = new TempDirectory();
         using var store = PageStore.Open(PhysicalFileSystem.Instance, Path.Combine(dir.Path, "data.folio"));
         store.Checkpoint(1, [Round(1)]);
