@@ -1,5 +1,4 @@
 using FsCheck;
-using FsCheck.Fluent;
 using FsCheck.Xunit;
 using Folio.Pages;
 using Folio.Storage;
@@ -33,21 +32,12 @@ public sealed class ChunkLivenessPropertyTests
         {
             foreach (int op in program)
             {
-                int argument = (op >>> 5) & 0xFFFFF;
-                string collection = "c" + (argument % 3);
-                switch (op & 0x1F)
+                (int kind, int argument, string collection) = PageStoreModel.Decode(op, kindBits: 5);
+                switch (kind)
                 {
-                    case <= 5:
-                        model.Put(collection, Id(argument / 3), PageStoreModel.Value(argument, Length(argument)));
-                        break;
-                    case 6 or 7:
-                        model.PutRun(collection, Id, argument / 3, count: 50, stride: 5, length: 60);
-                        break;
-                    case 8 or 9:
-                        model.Delete(collection, Id(argument / 3));
-                        break;
-                    case 10:
-                        model.DeleteRun(collection, Id, argument / 3, count: 40);
+                    case <= 10:
+                        int step = kind switch { <= 5 => 0, 6 or 7 => 1, 8 or 9 => 2, _ => 3 };
+                        model.WriteStep(step, collection, Id, argument, Length(argument));
                         break;
                     case 11 or 12 or 13:
                         store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);
@@ -109,8 +99,7 @@ public sealed class ChunkLivenessPropertyTests
         }
     }
 
-    public static Arbitrary<int[]> Programs() =>
-        Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(ops => ops.Length > 150 ? ops[..150] : ops).ToArbitrary();
+    public static Arbitrary<int[]> Programs() => PageStoreModel.Programs(maxLength: 150);
 
     /// <summary>A small cache and chunks of at most 8 pages, so checkpoints spread over many chunks and pinned
     /// checkpoints' pages are read back from disk.</summary>

@@ -1,3 +1,5 @@
+using FsCheck;
+using FsCheck.Fluent;
 using Folio.Pages;
 
 namespace Folio.Tests.Pages;
@@ -21,24 +23,47 @@ internal sealed class PageStoreModel
 
     public void Delete(string collection, string id) => PendingOf(collection)[id] = (++Sequence, null);
 
-    /// <summary>Puts <paramref name="count"/> values of <paramref name="length"/> bytes at the ids
-    /// <paramref name="id"/> names for <paramref name="first"/>, first + <paramref name="stride"/>, and so on (a bulk
-    /// step of a random program).</summary>
-    public void PutRun(string collection, Func<int, string> id, int first, int count, int stride, int length)
+    /// <summary>Random programs for FsCheck: arrays of operations, at most <paramref name="maxLength"/> long.</summary>
+    public static Arbitrary<int[]> Programs(int maxLength) =>
+        Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(ops => ops.Length > maxLength ? ops[..maxLength] : ops)
+            .ToArbitrary();
+
+    /// <summary>Splits a program's operation into its kind (the low <paramref name="kindBits"/> bits), its argument
+    /// (the next 20 bits) and the collection the argument names (one of three).</summary>
+    public static (int Kind, int Argument, string Collection) Decode(int op, int kindBits)
     {
-        for (int i = 0; i < count; i++)
-        {
-            Put(collection, id(first + (i * stride)), Value(first + i, length));
-        }
+        int argument = (op >>> kindBits) & 0xFFFFF;
+        return (op & ((1 << kindBits) - 1), argument, "c" + (argument % 3));
     }
 
-    /// <summary>Deletes the ids <paramref name="id"/> names for <paramref name="count"/> numbers from
-    /// <paramref name="first"/>.</summary>
-    public void DeleteRun(string collection, Func<int, string> id, int first, int count)
+    /// <summary>One write step of a random program, on ids <paramref name="id"/> names from
+    /// <paramref name="argument"/> / 3: <paramref name="step"/> 0 puts one value of <paramref name="length"/> bytes, 1
+    /// puts 60 values of 40 bytes at every seventh id, 2 deletes one id, 3 deletes 40 consecutive ids.</summary>
+    public void WriteStep(int step, string collection, Func<int, string> id, int argument, int length)
     {
-        for (int i = 0; i < count; i++)
+        int first = argument / 3;
+        switch (step)
         {
-            Delete(collection, id(first + i));
+            case 0:
+                Put(collection, id(first), Value(argument, length));
+                break;
+            case 1:
+                for (int i = 0; i < 60; i++)
+                {
+                    Put(collection, id(first + (i * 7)), Value(argument + i, 40));
+                }
+
+                break;
+            case 2:
+                Delete(collection, id(first));
+                break;
+            default:
+                for (int i = 0; i < 40; i++)
+                {
+                    Delete(collection, id(first + i));
+                }
+
+                break;
         }
     }
 

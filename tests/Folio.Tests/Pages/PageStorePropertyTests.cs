@@ -1,5 +1,4 @@
 using FsCheck;
-using FsCheck.Fluent;
 using FsCheck.Xunit;
 using Folio.Pages;
 using Folio.Storage;
@@ -27,21 +26,12 @@ public sealed class PageStorePropertyTests
         {
             foreach (int op in program)
             {
-                int argument = (op >>> 4) & 0xFFFFF;
-                string collection = "c" + (argument % 3);
-                switch (op & 0xF)
+                (int kind, int argument, string collection) = PageStoreModel.Decode(op, kindBits: 4);
+                switch (kind)
                 {
-                    case 0 or 1 or 2 or 3:
-                        model.Put(collection, Id(argument / 3), PageStoreModel.Value(argument, Length(argument)));
-                        break;
-                    case 4:
-                        model.PutRun(collection, Id, argument / 3, count: 60, stride: 7, length: 40);
-                        break;
-                    case 5 or 6:
-                        model.Delete(collection, Id(argument / 3));
-                        break;
-                    case 7:
-                        model.DeleteRun(collection, Id, argument / 3, count: 40);
+                    case <= 7:
+                        int step = kind switch { <= 3 => 0, 4 => 1, 5 or 6 => 2, _ => 3 };
+                        model.WriteStep(step, collection, Id, argument, Length(argument));
                         break;
                     case 8 or 9 or 10:
                         store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);
@@ -76,8 +66,7 @@ public sealed class PageStorePropertyTests
         }
     }
 
-    public static Arbitrary<int[]> Programs() =>
-        Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(ops => ops.Length > 120 ? ops[..120] : ops).ToArbitrary();
+    public static Arbitrary<int[]> Programs() => PageStoreModel.Programs(maxLength: 120);
 
     private static string Id(int n) => $"doc/{n % 700:D5}";
 
