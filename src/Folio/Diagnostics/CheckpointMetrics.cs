@@ -47,15 +47,16 @@ internal sealed class CheckpointMetrics : IDisposable
             "Live pages over all pages of the data file's live chunks, at the last checkpoint.");
     }
 
-    public void Checkpointed(TimeSpan duration, long bytes, int pages, CheckpointPhases phases)
+    public void Checkpointed(TimeSpan duration, CheckpointStatistics statistics)
     {
         _duration.Record(duration.TotalMilliseconds);
+        CheckpointPhases phases = statistics.Phases;
         _phaseDuration.Record(phases.Apply.TotalMilliseconds, s_apply);
         _phaseDuration.Record(phases.Serialize.TotalMilliseconds, s_serialize);
         _phaseDuration.Record(phases.Write.TotalMilliseconds, s_write);
         _phaseDuration.Record(phases.Publish.TotalMilliseconds, s_publish);
-        _bytes.Add(bytes);
-        _pages.Add(pages);
+        _bytes.Add(statistics.Bytes);
+        _pages.Add(statistics.Pages);
     }
 
     public void Failed() => _failures.Add(1);

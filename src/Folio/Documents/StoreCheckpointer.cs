@@ -461,9 +461,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
 
         _index.AdvanceCheckpoint(_pages.Pin(), none);
-        CheckpointStatistics statistics = _pages.LastCheckpoint;
-        _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
-            statistics.Pages, statistics.Phases);
+        _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), _pages.LastCheckpoint);
     }
 
     /// <summary>One checkpoint, on the checkpoint thread (or at the close, after it exited), which may block in
@@ -508,9 +506,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             _index.ChangesCheckpointed(changes);
             // Reads move to the new trees and the heads they cover leave memory (the index owns this pin).
             _index.AdvanceCheckpoint(_pages.Pin(), changes);
-            CheckpointStatistics statistics = _pages.LastCheckpoint;
-            _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), statistics.Bytes,
-                statistics.Pages, statistics.Phases);
+            _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), _pages.LastCheckpoint);
             Interlocked.Exchange(ref _bytesAtCheckpoint, appendedBytes);
             Interlocked.Exchange(ref _lastSequence, sequence);
         }
