@@ -163,9 +163,10 @@ public sealed class LinearizabilityTests
         var byId = writes.GroupBy(write => write.Id).ToDictionary(group => group.Key,
             group => group.OrderBy(write => write.Sequence).ToList());
         var byWriter = writes.ToDictionary(write => (write.Id, write.Writer, write.N));
-        CheckWriteOrder([.. writes.DistinctBy(write => write.Sequence)], failures);
+        var commits = new Timeline<Write>(writes, write => write.Sequence);
+        CheckWriteOrder(writes, commits, failures);
         CheckReads(reads, byId, byWriter, failures);
-        CheckSessions(sessions, byId, writes, failures);
+        CheckSessions(sessions, byId, commits, failures);
         Assert.True(failures.Count == 0, string.Join(Environment.NewLine, failures.Take(20)));
         Assert.True(reads.Count > 1000 && sessions.Count >= 50 && conditionalWins >= 20,
             $"{reads.Count} reads, {sessions.Count} session reads, {conditionalWins} conditional puts");
@@ -173,21 +174,13 @@ public sealed class LinearizabilityTests
     }
 
     /// <summary>A commit that completed before another was invoked has the lower sequence.</summary>
-    private static void CheckWriteOrder(List<Write> commits, List<string> failures)
+    private static void CheckWriteOrder(IEnumerable<Write> writes, Timeline<Write> commits, List<string> failures)
     {
-        commits.Sort((a, b) => a.Completed.CompareTo(b.Completed));
-        var highest = new long[commits.Count]; // the highest sequence among the first i + 1 to complete
-        for (int i = 0; i < commits.Count; i++)
+        foreach (Write write in writes)
         {
-            highest[i] = Math.Max(commits[i].Sequence, i > 0 ? highest[i - 1] : 0);
-        }
-
-        foreach (Write write in commits)
-        {
-            int before = CompletedBefore(commits, write.Invoked);
-            if (before >= 0 && highest[before] >= write.Sequence)
+            if (commits.HighestCompletedBefore(write.Invoked) is { } earlier && earlier.Sequence >= write.Sequence)
             {
-                failures.Add($"{write} got sequence {write.Sequence}, but sequence {highest[before]} had completed "
+                failures.Add($"{write} got sequence {write.Sequence}, but sequence {earlier.Sequence} had completed "
                     + "before it was invoked");
             }
         }
@@ -200,25 +193,11 @@ public sealed class LinearizabilityTests
         {
             List<Write> history = byId.GetValueOrDefault(group.Key) ?? [];
             List<Write> deletes = history.FindAll(write => write.IsDelete);
-            List<Write> byCompletion = [.. history.OrderBy(write => write.Completed)];
-            var newestWrite = new Write[byCompletion.Count]; // the newest among the first i + 1 writes to complete
-            for (int i = 0; i < byCompletion.Count; i++)
+            var writesOfId = new Timeline<Write>(history, write => write.Sequence);
+            var readsOfId = new Timeline<Read>(group, read => read.Version ?? 0);
+            foreach (Read read in group)
             {
-                newestWrite[i] = i > 0 && newestWrite[i - 1].Sequence > byCompletion[i].Sequence
-                    ? newestWrite[i - 1] : byCompletion[i];
-            }
-
-            List<Read> sorted = [.. group.OrderBy(read => read.Completed)];
-            var newest = new long[sorted.Count]; // the newest version among the first i + 1 reads to complete
-            for (int i = 0; i < sorted.Count; i++)
-            {
-                newest[i] = Math.Max(sorted[i].Version ?? 0, i > 0 ? newest[i - 1] : 0);
-            }
-
-            foreach (Read read in sorted)
-            {
-                int completed = CompletedBefore(byCompletion, read.Invoked);
-                Write? latest = completed >= 0 ? newestWrite[completed] : null;
+                Write? latest = writesOfId.HighestCompletedBefore(read.Invoked);
                 if (read.Version is long version)
                 {
                     if (read.Value is null || !byWriter.TryGetValue((read.Id, read.Value.W, read.Value.N),
@@ -239,11 +218,10 @@ public sealed class LinearizabilityTests
                             + "before the read was invoked");
                     }
 
-                    int before = CompletedBefore(sorted, read.Invoked);
-                    if (before >= 0 && newest[before] > version)
+                    if (readsOfId.HighestCompletedBefore(read.Invoked) is { Version: long seen } && seen > version)
                     {
-                        failures.Add($"{read} returned version {version}, older than version {newest[before]} "
-                            + "an earlier read returned");
+                        failures.Add($"{read} returned version {version}, older than version {seen} an earlier read "
+                            + "returned");
                     }
                 }
                 else if (latest is { IsDelete: false }
@@ -256,21 +234,13 @@ public sealed class LinearizabilityTests
     }
 
     private static void CheckSessions(IEnumerable<SessionRead> sessions, Dictionary<string, List<Write>> byId,
-        IEnumerable<Write> writes, List<string> failures)
+        Timeline<Write> commits, List<string> failures)
     {
-        List<Write> commits = [.. writes.OrderBy(write => write.Completed)];
-        var highest = new long[commits.Count];
-        for (int i = 0; i < commits.Count; i++)
-        {
-            highest[i] = Math.Max(commits[i].Sequence, i > 0 ? highest[i - 1] : 0);
-        }
-
         foreach (SessionRead session in sessions)
         {
-            int before = CompletedBefore(commits, session.Invoked);
-            if (before >= 0 && highest[before] > session.Snapshot)
+            if (commits.HighestCompletedBefore(session.Invoked) is { } earlier && earlier.Sequence > session.Snapshot)
             {
-                failures.Add($"a session's snapshot {session.Snapshot} is older than sequence {highest[before]}, "
+                failures.Add($"a session's snapshot {session.Snapshot} is older than sequence {earlier.Sequence}, "
                     + "committed before its first read");
             }
 
@@ -322,34 +292,20 @@ public sealed class LinearizabilityTests
     /// <paramref name="sequence"/>; null for none.</summary>
     private static Write? NewestAtOrBelow(List<Write> history, long sequence)
     {
-        int low = 0;
-        int high = history.Count - 1;
-        while (low <= high)
-        {
-            int middle = (low + high) >>> 1;
-            if (history[middle].Sequence <= sequence)
-            {
-                low = middle + 1;
-            }
-            else
-            {
-                high = middle - 1;
-            }
-        }
-
-        return high >= 0 ? history[high] : null;
+        int count = PrefixLength(history, write => write.Sequence <= sequence);
+        return count > 0 ? history[count - 1] : null;
     }
 
-    /// <summary>The index of the last operation of <paramref name="sorted"/> (by completion) that completed before
-    /// <paramref name="time"/>; -1 for none.</summary>
-    private static int CompletedBefore<T>(List<T> sorted, long time) where T : IOperation
+    /// <summary>How many leading items of <paramref name="sorted"/> satisfy <paramref name="holds"/>, which holds for
+    /// a prefix of them (a binary search).</summary>
+    private static int PrefixLength<T>(List<T> sorted, Func<T, bool> holds)
     {
         int low = 0;
         int high = sorted.Count - 1;
         while (low <= high)
         {
             int middle = (low + high) >>> 1;
-            if (sorted[middle].Completed < time)
+            if (holds(sorted[middle]))
             {
                 low = middle + 1;
             }
@@ -359,7 +315,7 @@ public sealed class LinearizabilityTests
             }
         }
 
-        return high;
+        return low;
     }
 
     private static byte[] Json(string id, int writer, int n) =>
@@ -370,6 +326,33 @@ public sealed class LinearizabilityTests
     private interface IOperation
     {
         long Completed { get; }
+    }
+
+    /// <summary>Operations in the order they completed, each with the one of highest <c>key</c> among those that
+    /// completed up to it: which operation of highest key had completed before a given time.</summary>
+    private sealed class Timeline<T> where T : class, IOperation
+    {
+        private readonly List<T> _byCompletion;
+        private readonly T[] _highest;
+
+        public Timeline(IEnumerable<T> operations, Func<T, long> key)
+        {
+            _byCompletion = [.. operations.OrderBy(operation => operation.Completed)];
+            _highest = new T[_byCompletion.Count];
+            for (int i = 0; i < _byCompletion.Count; i++)
+            {
+                T operation = _byCompletion[i];
+                _highest[i] = i > 0 && key(_highest[i - 1]) > key(operation) ? _highest[i - 1] : operation;
+            }
+        }
+
+        /// <summary>Of the operations that completed before <paramref name="time"/>, the one of highest key; null for
+        /// none.</summary>
+        public T? HighestCompletedBefore(long time)
+        {
+            int count = PrefixLength(_byCompletion, operation => operation.Completed < time);
+            return count > 0 ? _highest[count - 1] : null;
+        }
     }
 
     /// <summary>A committed write (a delete, or a put of <c>{Id, W, N}</c>) and its sequence.</summary>

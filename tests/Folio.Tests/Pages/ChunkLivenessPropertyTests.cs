@@ -24,8 +24,7 @@ public sealed class ChunkLivenessPropertyTests
         using var dir = new TempDirectory();
         string path = Path.Combine(dir.Path, "data.folio");
         var model = new PageStoreModel();
-        var pinned = new List<(PageCheckpoint Checkpoint, Dictionary<string, SortedDictionary<string,
-            (long Sequence, byte[] Bytes)>> State)>();
+        var pinned = new List<Pinned>();
         long durable = 0;
         PageStore store = Open(path);
         try
@@ -39,15 +38,11 @@ public sealed class ChunkLivenessPropertyTests
                         int step = kind switch { <= 5 => 0, 6 or 7 => 1, 8 or 9 => 2, _ => 3 };
                         model.WriteStep(step, collection, Id, argument, Length(argument));
                         break;
-                    case 11 or 12 or 13:
-                        store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);
-                        model.Checkpointed();
-                        durable = model.Sequence;
-                        AssertAccounting(store, model);
-                        break;
-                    case 14 or 15:
-                        // A checkpoint of commits that also compacts (background compaction when one is due).
-                        store.Checkpoint(model.Sequence, model.Changes(), compaction: Compaction(argument));
+                    case <= 15:
+                        // 14 and 15: a checkpoint of commits that also compacts (background compaction when one is
+                        // due).
+                        store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0,
+                            compaction: kind >= 14 ? Compaction(argument) : null);
                         model.Checkpointed();
                         durable = model.Sequence;
                         AssertAccounting(store, model);
@@ -62,7 +57,7 @@ public sealed class ChunkLivenessPropertyTests
                         AssertAccounting(store, model);
                         break;
                     case 19 or 20 when pinned.Count < MaxPinned:
-                        pinned.Add((store.Pin(), model.CopyDurable()));
+                        pinned.Add(new Pinned(store.Pin(), model.CopyDurable()));
                         break;
                     case 21 or 22 when pinned.Count > 0:
                         AssertPinnedHold(store, pinned[0]);
@@ -90,9 +85,9 @@ public sealed class ChunkLivenessPropertyTests
         }
         finally
         {
-            foreach ((PageCheckpoint checkpoint, _) in pinned)
+            foreach (Pinned pin in pinned)
             {
-                PageStore.Unpin(checkpoint);
+                PageStore.Unpin(pin.Checkpoint);
             }
 
             store.Dispose();
@@ -115,17 +110,15 @@ public sealed class ChunkLivenessPropertyTests
         MaxBytes: (argument / 3 % 2) == 0 ? 0 : long.MaxValue,
         WithinFreeSpace: (argument / 6 % 2) == 0);
 
-    private static void AssertPinnedHold(PageStore store, (PageCheckpoint Checkpoint,
-        Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> State) pin)
+    private static void AssertPinnedHold(PageStore store, Pinned pin)
     {
         PageStoreModel.DropCachedPages(pin.Checkpoint);
         PageStoreModel.AssertHolds(pin.State, pin.Checkpoint, store.Reader);
     }
 
-    private static void UnpinAll(PageStore store, List<(PageCheckpoint Checkpoint,
-        Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> State)> pinned)
+    private static void UnpinAll(PageStore store, List<Pinned> pinned)
     {
-        foreach (var pin in pinned)
+        foreach (Pinned pin in pinned)
         {
             AssertPinnedHold(store, pin);
             PageStore.Unpin(pin.Checkpoint);
@@ -142,6 +135,10 @@ public sealed class ChunkLivenessPropertyTests
     }
 
     private static string Id(int n) => $"doc/{n % 900:D5}";
+
+    /// <summary>A pinned checkpoint and the model's durable state when it was pinned.</summary>
+    private sealed record Pinned(PageCheckpoint Checkpoint,
+        Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> State);
 
     private static int Length(int argument) => (argument % 9) switch
     {

@@ -205,7 +205,7 @@ internal sealed class PageStoreModel
             chunks[chunk.Id] = chunk;
         }
 
-        foreach ((uint id, int pages) in reached)
+        foreach (uint id in reached.Keys)
         {
             Assert.True(chunks.TryGetValue(id, out ChunkInfo? chunk), $"chunk {id} is reached but not in the file");
             Assert.True(chunk.DeadAt == 0, $"chunk {id} is reached but dead since generation {chunk.DeadAt}");
@@ -220,7 +220,6 @@ internal sealed class PageStoreModel
                     + $"reached, of {chunk.PageCount}");
             }
         }
-
     }
 
     /// <summary>Counts the saved pages under <paramref name="reference"/> per chunk (overflow pages too).</summary>
