@@ -244,7 +244,10 @@ internal sealed class JournalFollower : IDisposable
     {
         long next = _segmentNext; // not the next to return: a follower that starts ahead skips whole segments
         string nextPath = Path.Combine(_directory, JournalFormat.SegmentFileName(next));
-        if (!File.Exists(nextPath))
+
+        // A segment is named by its first sequence, so while no record of the current one is complete, the name of
+        // the next is the current one's own: the writer has not moved on (its first record is still being written).
+        if (string.Equals(nextPath, _segmentPath, StringComparison.Ordinal) || !File.Exists(nextPath))
         {
             ThrowIfPurgedPast(next);
             return false;

@@ -239,6 +239,25 @@ public sealed class JournalFollowerTests
     }
 
     [Fact]
+    public async Task The_first_record_of_a_segment_still_being_written_is_held_back_not_a_corruption()
+    {
+        using var dir = new TempDirectory();
+        (string segment, List<(long Offset, int Length)> records) = await ClosedStoreWithRecordsAsync(dir.Path);
+        (long firstOffset, int firstLength) = records[0];
+        long end = records[^1].Offset + records[^1].Length;
+        byte[] first = ReadBytes(segment, firstOffset, firstLength);
+
+        // The segment as a writer that just rotated into it leaves it: its first record half written, nothing after.
+        WriteBytes(segment, firstOffset + (firstLength / 2), new byte[end - firstOffset - (firstLength / 2)]);
+        List<DocumentChange> before = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        long lastSequence = before.Count > 0 ? before[^1].Sequence : 0;
+
+        WriteBytes(segment, firstOffset, first); // the writer finishes it
+        List<DocumentChange> after = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        Assert.Equal(lastSequence + 1, after[before.Count].Sequence);
+    }
+
+    [Fact]
     public async Task A_damaged_record_the_writer_has_written_past_is_a_corruption_not_the_end()
     {
         using var dir = new TempDirectory();
