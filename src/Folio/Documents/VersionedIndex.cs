@@ -200,6 +200,11 @@ internal sealed class VersionedIndex : ICommitState
     /// pinning the tree layer (a test deletes and checkpoints there: the race merging after the pin closes).</summary>
     internal Action<string>? AfterAddedIdsTaken { get; set; }
 
+    /// <summary>Tests only: called by the committer with each written id once its version is in the heads, before the
+    /// batch's keys are logged for the next checkpoint (a test checkpoints there: the race the checkpoint's handling of
+    /// shadowed replayed documents closes).</summary>
+    internal Action<string>? AfterWriteApplied { get; set; }
+
     /// <summary>
     /// The newest version of <paramref name="key"/> at or below <paramref name="snapshot"/>, deletes included, or null;
     /// <paramref name="ranOffChain"/> says the key has versions but the walk found none at or below the snapshot.
@@ -500,6 +505,7 @@ internal sealed class VersionedIndex : ICommitState
             SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
             keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
             _toLog.Add((command.Key, head?.Sequence ?? -1));
+            ReplayedDocuments? shadowIn = null;
             int shadowedSlot = -1;
             bool isDelete = command.Kind == ChangeKind.Delete;
             bool absent = false;
@@ -511,6 +517,7 @@ internal sealed class VersionedIndex : ICommitState
                     // First write of a replayed document since the open: its replayed version becomes the oldest of the
                     // chain, and the slot is marked shadowed once the heads hold the new version (ReplayedDocuments).
                     head = replayed.VersionAt(slot);
+                    shadowIn = replayed; // not re-read: a checkpoint may drop the replayed documents meanwhile
                     shadowedSlot = slot;
                 }
                 else if (FromCheckpoint(keys, command.Key.Id) is { } checkpointed)
@@ -547,10 +554,8 @@ internal sealed class VersionedIndex : ICommitState
             ReadOnlyMemory<byte> value = isDelete ? ReadOnlyMemory<byte>.Empty : command.Value;
             keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, value, isDelete, head,
                 isFirst: absent);
-            if (shadowedSlot >= 0)
-            {
-                keys.Replayed!.Shadow(shadowedSlot);
-            }
+            shadowIn?.Shadow(shadowedSlot);
+            AfterWriteApplied?.Invoke(command.Key.Id);
         }
 
         // Logged after the heads hold the batch's versions: a checkpoint that swaps the log out meanwhile finds each
@@ -894,7 +899,10 @@ internal sealed class VersionedIndex : ICommitState
                 {
                     replayed.TryGetSlot(id, out int slot);
                     long replayedSequence = replayed.SequenceAt(slot);
-                    if (replayedSequence > since && replayedSequence <= sequence && !replayed.IsShadowed(slot))
+                    // Shadowed or not: a shadowed document's key may have been logged after the swap above (the
+                    // committer shadows before it logs), its first write then being above the sequence, so the
+                    // replayed version is its version here; a key in the log replaces it below.
+                    if (replayedSequence > since && replayedSequence <= sequence)
                     {
                         collected ??= CollectedOf(byCollection, name, logged.GetValueOrDefault(name));
                         collected.Changes.Add(ToChange(id, replayed.VersionAt(slot)));

@@ -8,7 +8,9 @@ namespace Folio.Tests.Documents;
 /// <summary>
 /// Counts made from the checkpoint's per-tree counts and the ids whose existence changed since, against the walk of
 /// every document at the same snapshot, while ids are created and deleted, checkpoints move the trees and trim the
-/// added ids, and documents replayed at the open are written over and deleted.
+/// added ids, and documents replayed at the open are written over and deleted; and counts, walks and queries against a
+/// model of the writes, over many opens whose first checkpoint (the one that drops the replayed documents) races the
+/// first writes.
 /// </summary>
 public sealed class CountTests
 {
@@ -20,31 +22,8 @@ public sealed class CountTests
     {
         double seconds = StressDuration.Seconds(2);
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
-        options.CheckpointOnClose = false; // the next open replays what follows the checkpoint
-        options.AddedIdsTrimMinimum = 4;
-        options.PagesPerChunk = 4;
-        await using (var first = DocumentStore.Open(dir.Path, options))
-        {
-            for (int i = 0; i < 300; i++)
-            {
-                await first.PutAsync(Collection, Id(i), Json(i, 0));
-            }
-
-            await first.CheckpointAsync();
-            for (int i = 0; i < 50; i++)
-            {
-                await first.DeleteAsync(Collection, Id(i * 3));
-            }
-
-            for (int i = 300; i < Ids; i++)
-            {
-                await first.PutAsync(Collection, Id(i), Json(i, 0));
-            }
-        }
-
+        DocumentStoreOptions options = Options();
+        await SeedAsync(dir.Path, options);
         await using var store = DocumentStore.Open(dir.Path, options);
         Assert.Equal(350, store.Index.Count(Collection, store.LastCommittedSequence));
         var failures = new ConcurrentQueue<string>();
@@ -103,6 +82,139 @@ public sealed class CountTests
         Assert.True(Interlocked.Read(ref counted) > 20, $"{counted} counts made");
         Assert.Equal(store.Index.CountByWalking(Collection, store.LastCommittedSequence),
             store.Index.Count(Collection, store.LastCommittedSequence));
+    }
+
+    [Fact]
+    public async Task Counts_and_queries_match_a_model_while_the_first_checkpoint_after_an_open_races_the_first_writes()
+    {
+        // The first checkpoint after an open takes the replayed documents and then drops them from memory, while the
+        // first writes since the open shadow them: a short run after each of many opens, checked against a model.
+        double seconds = StressDuration.Seconds(3);
+        var failures = new List<string>();
+        long deadline = Environment.TickCount64 + (long)(seconds * 1000);
+        int opens = 0;
+        do
+        {
+            failures.AddRange(await OneOpenAsync());
+            opens++;
+        }
+        while (failures.Count == 0 && (Environment.TickCount64 < deadline || opens < 3));
+
+        Assert.True(failures.Count == 0, $"after {opens} opens:\n" + string.Join("\n", failures.Take(10)));
+    }
+
+    /// <summary>Seeds a store, reopens it, and for 300 ms runs two writers, a checkpointer and a reader; returns every
+    /// read (a count, a walk of the index, a session query, all at one snapshot) that differs from the model of the
+    /// seeded state and the writes at or below the snapshot.</summary>
+    private static async Task<List<string>> OneOpenAsync()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        await SeedAsync(dir.Path, options);
+        await using var store = DocumentStore.Open(dir.Path, options);
+        var writes = new ConcurrentBag<(long Sequence, int Id, bool Deleted)>();
+        var reads = new ConcurrentBag<(long Snapshot, int Count, List<string> Walked, List<string> Queried)>();
+        using var stop = new CancellationTokenSource(TimeSpan.FromMilliseconds(300));
+        var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
+        {
+            var random = new Random(w);
+            for (int n = 1; !stop.IsCancellationRequested; n++)
+            {
+                int i = (random.Next(Ids / 2) * 2) + w;
+                bool delete = random.Next(3) == 0;
+                long sequence = delete ? await store.DeleteAsync(Collection, Id(i))
+                    : await store.PutAsync(Collection, Id(i), Json(i, n));
+                writes.Add((sequence, i, delete));
+            }
+        })).ToList();
+        Task checkpointer = Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                await store.CheckpointAsync();
+            }
+        });
+        Task reader = Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                await using DocumentSession session = store.OpenSession();
+                int count = await session.CountAsync<Item>();
+                long snapshot = session.SnapshotSequence!.Value;
+                var walked = store.Index.Range(Collection, null, null, descending: false, snapshot)
+                    .Select(entry => entry.Id).ToList();
+                var queried = new List<string>();
+                await foreach (Item item in session.QueryAsync<Item>())
+                {
+                    queried.Add(item.Key);
+                }
+
+                reads.Add((snapshot, count, walked, queried));
+            }
+        });
+        await Task.WhenAll(writers.Append(checkpointer).Append(reader));
+
+        var failures = new List<string>();
+        var ordered = writes.OrderBy(write => write.Sequence).ToList();
+        foreach ((long snapshot, int count, List<string> walked, List<string> queried) in reads)
+        {
+            var model = new SortedSet<string>(Enumerable.Range(0, Ids).Where(i => i >= 150 || i % 3 != 0).Select(Id),
+                StringComparer.Ordinal);
+            foreach ((long sequence, int id, bool deleted) in ordered.TakeWhile(write => write.Sequence <= snapshot))
+            {
+                if (deleted)
+                {
+                    model.Remove(Id(id));
+                }
+                else
+                {
+                    model.Add(Id(id));
+                }
+            }
+
+            if (count != model.Count || !model.SequenceEqual(walked) || !model.SequenceEqual(queried))
+            {
+                failures.Add($"snapshot {snapshot}: model {model.Count}, count {count}; walk lacks "
+                    + $"[{string.Join(",", model.Except(walked))}], has [{string.Join(",", walked.Except(model))}]; "
+                    + $"query lacks [{string.Join(",", model.Except(queried))}], has "
+                    + $"[{string.Join(",", queried.Except(model))}]");
+            }
+        }
+
+        return failures;
+    }
+
+    private static DocumentStoreOptions Options()
+    {
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        options.CheckpointOnClose = false; // the next open replays what follows the checkpoint
+        options.AddedIdsTrimMinimum = 4;
+        options.PagesPerChunk = 4;
+        return options;
+    }
+
+    /// <summary>Ids 0-299 checkpointed, then every third of 0-149 deleted and 300-399 put, left to the journal:
+    /// 350 live documents, 150 of them replayed at the next open.</summary>
+    private static async Task SeedAsync(string path, DocumentStoreOptions options)
+    {
+        await using var first = DocumentStore.Open(path, options);
+        for (int i = 0; i < 300; i++)
+        {
+            await first.PutAsync(Collection, Id(i), Json(i, 0));
+        }
+
+        await first.CheckpointAsync();
+        for (int i = 0; i < 50; i++)
+        {
+            await first.DeleteAsync(Collection, Id(i * 3));
+        }
+
+        for (int i = 300; i < Ids; i++)
+        {
+            await first.PutAsync(Collection, Id(i), Json(i, 0));
+        }
     }
 
     private static string Id(int i) => string.Create(CultureInfo.InvariantCulture, $"items/{i:D4}");
