@@ -4,7 +4,8 @@ using System.Globalization;
 namespace Folio.Tool;
 
 /// <summary><c>folio info &lt;store&gt;</c>: format versions, sizes, fill rate, checkpoint and journal positions, and
-/// every collection with its documents.</summary>
+/// every collection with its documents, read from the store's files (<see cref="DocumentStore.ReadInfoAsync"/>), so it
+/// works on a store another process has open.</summary>
 internal static class InfoCommand
 {
     public static Command Create()
@@ -13,8 +14,9 @@ internal static class InfoCommand
         var command = new Command("info", "Show a store's formats, sizes, positions and collections.") { store };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
-            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
-            StoreInfo info = opened.GetInfo();
+            // Read from the files, so a store a running service holds can be described too.
+            StoreInfo info = await DocumentStore.ReadInfoAsync(ToolStore.RequireStore(parse.GetValue(store)!),
+                cancellationToken).ConfigureAwait(false);
             TextWriter output = Console.Out;
             CultureInfo c = CultureInfo.InvariantCulture;
             await output.WriteLineAsync(string.Create(c, $"store         {info.Path}")).ConfigureAwait(false);

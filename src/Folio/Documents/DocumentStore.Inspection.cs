@@ -57,6 +57,23 @@ public sealed partial class DocumentStore
     }
 
     /// <summary>
+    /// Describes the store in <paramref name="folder"/> from its files, without opening it: no lock is taken and
+    /// nothing is written, so it works while another process has the store open and keeps committing (what
+    /// <c>folio info</c> uses). The description is that of <see cref="GetInfo"/> as of the last complete, durable
+    /// commit in the journal files: the data file's newest checkpoint, then the commits after it. A collection every
+    /// document of which was deleted before that checkpoint is not listed.
+    /// </summary>
+    /// <param name="folder">The store's folder (the one given to <see cref="Open"/>).</param>
+    /// <param name="cancellationToken">Stops the read.</param>
+    /// <returns>The description.</returns>
+    /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
+    /// <exception cref="StoreCorruptedException">A page the description needs is damaged.</exception>
+    /// <exception cref="Folio.Journal.JournalCorruptedException">A journal record the description needs is
+    /// damaged.</exception>
+    public static Task<StoreInfo> ReadInfoAsync(string folder, CancellationToken cancellationToken = default)
+        => StoreFileInfoReader.ReadAsync(folder, cancellationToken);
+
+    /// <summary>
     /// Describes the store: its files' sizes and formats, the checkpoint and journal positions, and every collection
     /// with its live documents (counted as <see cref="DocumentSession.CountAsync{T}"/> counts: from the checkpoint's
     /// stored counts and the documents created or deleted since, without walking the collections).

@@ -173,6 +173,30 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    /// <summary>
+    /// Mounts the newest valid checkpoint of the existing data file at <paramref name="path"/> for reads only, beside a
+    /// process that may be writing it: no lock is taken and nothing is written (the file is opened read-only, so a
+    /// checkpoint through this store fails). The writer frees and reuses the chunks of the mounted checkpoint only
+    /// after it has made two newer checkpoints durable; a page read after that fails its checks (a
+    /// <see cref="StoreCorruptedException"/>: the checksums cover each page's position and chunk id, never reused), and
+    /// the caller mounts the file again.
+    /// </summary>
+    public static PageStore OpenForReading(IFileSystem fileSystem, string path, long cacheBytes)
+    {
+        var file = new DataFile(fileSystem.OpenFileForReading(path));
+        var cache = new PageCache(file, cacheBytes, prefetch: false);
+        try
+        {
+            return Mount(file, cache, NullLogger.Instance);
+        }
+        catch
+        {
+            file.Dispose();
+            cache.Dispose();
+            throw;
+        }
+    }
+
     /// <summary>Pins the current checkpoint: its pages stay readable until <see cref="Unpin"/>.</summary>
     public PageCheckpoint Pin()
     {

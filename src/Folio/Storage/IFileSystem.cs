@@ -9,6 +9,10 @@ internal interface IFileSystem
     /// <summary>Opens (or creates, per <paramref name="mode"/>) a file for random-access reads and writes.</summary>
     IStorageFile OpenFile(string path, FileMode mode);
 
+    /// <summary>Opens an existing file for reads only, sharing it with a process that writes it (a store's files read
+    /// without opening the store).</summary>
+    IStorageFile OpenFileForReading(string path) => OpenFile(path, FileMode.Open);
+
     /// <summary>Deletes a file; a missing file is not an error.</summary>
     void DeleteFile(string path);
 

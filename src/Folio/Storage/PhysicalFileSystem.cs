@@ -7,6 +7,8 @@ internal sealed class PhysicalFileSystem : IFileSystem
 
     public IStorageFile OpenFile(string path, FileMode mode) => new PhysicalStorageFile(path, mode);
 
+    public IStorageFile OpenFileForReading(string path) => new PhysicalStorageFile(path, FileMode.Open, readOnly: true);
+
     public void DeleteFile(string path) => File.Delete(path);
 
     public bool FileExists(string path) => File.Exists(path);

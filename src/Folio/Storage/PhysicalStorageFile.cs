@@ -8,11 +8,18 @@ internal sealed class PhysicalStorageFile : IStorageFile
     private readonly FileStream _stream;
     private readonly SafeFileHandle _handle;
 
-    public PhysicalStorageFile(string path, FileMode mode)
+    /// <param name="path">The file.</param>
+    /// <param name="mode">How to open or create it.</param>
+    /// <param name="readOnly">Open for reads only, sharing the file with its writer (which shares it for
+    /// reads).</param>
+    public PhysicalStorageFile(string path, FileMode mode, bool readOnly = false)
     {
         Path = path;
-        _stream = new FileStream(path, mode, FileAccess.ReadWrite, FileShare.Read | FileShare.Delete, bufferSize: 0,
-            FileOptions.None);
+        _stream = readOnly
+            ? new FileStream(path, mode, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete, bufferSize: 0,
+                FileOptions.None)
+            : new FileStream(path, mode, FileAccess.ReadWrite, FileShare.Read | FileShare.Delete, bufferSize: 0,
+                FileOptions.None);
         _handle = _stream.SafeFileHandle;
     }
 

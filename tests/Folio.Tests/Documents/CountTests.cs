@@ -104,16 +104,16 @@ public sealed class CountTests
     }
 
     /// <summary>Seeds a store, reopens it, and for 300 ms runs two writers, a checkpointer and a reader; returns every
-    /// read (a count, a walk of the index, a session query, all at one snapshot) that differs from the model of the
-    /// seeded state and the writes at or below the snapshot.</summary>
+    /// read (a count, a walk of the index, a session query with each document's value, loads of a few ids, all at one
+    /// snapshot) that differs from the model of the seeded state and the writes at or below the snapshot.</summary>
     private static async Task<List<string>> OneOpenAsync()
     {
         using var dir = new TempDirectory();
         DocumentStoreOptions options = Options();
         await SeedAsync(dir.Path, options);
         await using var store = DocumentStore.Open(dir.Path, options);
-        var writes = new ConcurrentBag<(long Sequence, int Id, bool Deleted)>();
-        var reads = new ConcurrentBag<(long Snapshot, int Count, List<string> Walked, List<string> Queried)>();
+        var writes = new ConcurrentBag<(long Sequence, int Id, int? N)>(); // N null: a delete
+        var reads = new ConcurrentBag<Read>();
         using var stop = new CancellationTokenSource(TimeSpan.FromMilliseconds(300));
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
@@ -124,7 +124,7 @@ public sealed class CountTests
                 bool delete = random.Next(3) == 0;
                 long sequence = delete ? await store.DeleteAsync(Collection, Id(i))
                     : await store.PutAsync(Collection, Id(i), Json(i, n));
-                writes.Add((sequence, i, delete));
+                writes.Add((sequence, i, delete ? null : n));
             }
         })).ToList();
         Task checkpointer = Task.Run(async () =>
@@ -136,6 +136,7 @@ public sealed class CountTests
         });
         Task reader = Task.Run(async () =>
         {
+            var random = new Random(2);
             while (!stop.IsCancellationRequested)
             {
                 await using DocumentSession session = store.OpenSession();
@@ -143,46 +144,65 @@ public sealed class CountTests
                 long snapshot = session.SnapshotSequence!.Value;
                 var walked = store.Index.Range(Collection, null, null, descending: false, snapshot)
                     .Select(entry => entry.Id).ToList();
-                var queried = new List<string>();
+                var queried = new List<(string, int)>();
                 await foreach (Item item in session.QueryAsync<Item>())
                 {
-                    queried.Add(item.Key);
+                    queried.Add((item.Key, item.N));
                 }
 
-                reads.Add((snapshot, count, walked, queried));
+                var loaded = new List<(string, int?)>();
+                for (int k = 0; k < 8; k++)
+                {
+                    string id = Id(random.Next(Ids));
+                    loaded.Add((id, (await session.LoadAsync<Item>(id))?.N));
+                }
+
+                reads.Add(new Read(snapshot, count, walked, queried, loaded));
             }
         });
         await Task.WhenAll(writers.Append(checkpointer).Append(reader));
 
         var failures = new List<string>();
         var ordered = writes.OrderBy(write => write.Sequence).ToList();
-        foreach ((long snapshot, int count, List<string> walked, List<string> queried) in reads)
+        foreach (Read read in reads)
         {
-            var model = new SortedSet<string>(Enumerable.Range(0, Ids).Where(i => i >= 150 || i % 3 != 0).Select(Id),
-                StringComparer.Ordinal);
-            foreach ((long sequence, int id, bool deleted) in ordered.TakeWhile(write => write.Sequence <= snapshot))
+            var model = new SortedDictionary<string, int>(StringComparer.Ordinal);
+            foreach (int i in Enumerable.Range(0, Ids).Where(i => i >= 150 || i % 3 != 0))
             {
-                if (deleted)
+                model[Id(i)] = 0;
+            }
+
+            foreach ((long sequence, int id, int? n) in ordered.TakeWhile(write => write.Sequence <= read.Snapshot))
+            {
+                if (n is { } value)
                 {
-                    model.Remove(Id(id));
+                    model[Id(id)] = value;
                 }
                 else
                 {
-                    model.Add(Id(id));
+                    model.Remove(Id(id));
                 }
             }
 
-            if (count != model.Count || !model.SequenceEqual(walked) || !model.SequenceEqual(queried))
+            List<(string, int)> expected = model.Select(pair => (pair.Key, pair.Value)).ToList();
+            if (read.Count != model.Count || !model.Keys.SequenceEqual(read.Walked)
+                || !expected.SequenceEqual(read.Queried)
+                || read.Loaded.Any(load => load.N != (model.TryGetValue(load.Id, out int n) ? n : null)))
             {
-                failures.Add($"snapshot {snapshot}: model {model.Count}, count {count}; walk lacks "
-                    + $"[{string.Join(",", model.Except(walked))}], has [{string.Join(",", walked.Except(model))}]; "
-                    + $"query lacks [{string.Join(",", model.Except(queried))}], has "
-                    + $"[{string.Join(",", queried.Except(model))}]");
+                failures.Add($"snapshot {read.Snapshot}: model {model.Count}, count {read.Count}; walk lacks "
+                    + $"[{string.Join(",", model.Keys.Except(read.Walked))}], has "
+                    + $"[{string.Join(",", read.Walked.Except(model.Keys))}]; query lacks "
+                    + $"[{string.Join(",", expected.Except(read.Queried))}], has "
+                    + $"[{string.Join(",", read.Queried.Except(expected))}]; loads "
+                    + string.Join(",", read.Loaded));
             }
         }
 
         return failures;
     }
+
+    private sealed record Read(long Snapshot, int Count, List<string> Walked, List<(string Id, int N)> Queried,
+        List<(string Id, int? N)> Loaded);
 
     private static DocumentStoreOptions Options()
     {

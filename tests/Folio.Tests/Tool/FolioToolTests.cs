@@ -6,7 +6,8 @@ namespace Folio.Tests.Tool;
 
 /// <summary>
 /// The <c>folio</c> tool end to end: each command runs as a child process against a real store, and its exit code and
-/// output are checked; a store another process holds, a missing store and a damaged store fail with one line.
+/// output are checked; <c>info</c> and <c>tail</c> read a store another process holds, other commands refuse it with
+/// one line, as they do a missing store and a damaged one.
 /// </summary>
 public sealed class FolioToolTests
 {
@@ -21,6 +22,22 @@ public sealed class FolioToolTests
         Assert.Contains("orders  12 documents", output, StringComparison.Ordinal);
         Assert.Contains("last commit   42", output, StringComparison.Ordinal);
         Assert.Contains("data file     format 3", output, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Info_describes_a_store_another_process_has_open_and_keeps_writing()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 30, orders: 12);
+        await using DocumentStore held = DocumentStore.Open(store, TestStoreOptions.SmallSegments());
+        await held.DeleteAsync("people", "p0003"); // sequence 43: a checkpointed document deleted
+        await held.PutAsync("invoices", "i1", "{\"total\":1}"u8.ToArray()); // 44: a new collection
+        (int exit, string output, string error) = await FolioToolProcess.RunAsync("info", store);
+        Assert.True(exit == 0, error);
+        Assert.Contains("people  29 documents", output, StringComparison.Ordinal);
+        Assert.Contains("orders  12 documents", output, StringComparison.Ordinal);
+        Assert.Contains("invoices  1 documents", output, StringComparison.Ordinal);
+        Assert.Contains("last commit   44", output, StringComparison.Ordinal);
     }
 
     [Fact]

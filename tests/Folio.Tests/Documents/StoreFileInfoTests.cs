@@ -1,0 +1,153 @@
+using System.Collections.Concurrent;
+using System.Globalization;
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// <see cref="DocumentStore.ReadInfoAsync"/>: a store described from its files while another handle holds it, against
+/// the store's own <see cref="DocumentStore.GetInfo"/>, and against a model of the writes while writers commit and
+/// checkpoints purge the journal under the reader.
+/// </summary>
+public sealed class StoreFileInfoTests
+{
+    [Fact]
+    public async Task Reading_the_files_of_a_store_held_open_describes_it_as_the_store_does()
+    {
+        using var dir = new TempDirectory();
+        await using DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments());
+        for (int i = 0; i < 300; i++)
+        {
+            await store.PutAsync("people", Id(i), Json(i));
+        }
+
+        await store.CheckpointAsync();
+        for (int i = 0; i < 300; i += 3)
+        {
+            await store.DeleteAsync("people", Id(i)); // checkpointed documents deleted
+        }
+
+        await store.PutAsync("people", Id(3), Json(-3)); // and one of them put again
+        await store.PutAsync("people", Id(4), Json(-4)); // a checkpointed document overwritten
+        for (int i = 0; i < 40; i++)
+        {
+            await store.PutAsync("orders", Id(i), Json(i)); // a collection the checkpoint does not have
+        }
+
+        await store.PutAsync("people", "new", Json(0));
+        await store.DeleteAsync("orders", Id(7));
+
+        StoreInfo expected = store.GetInfo();
+        StoreInfo read = await DocumentStore.ReadInfoAsync(dir.Path);
+
+        Assert.Equal(expected.Collections, read.Collections);
+        Assert.Equal([new CollectionInfo("orders", 39), new CollectionInfo("people", 202)], read.Collections);
+        Assert.Equal(expected.LastCommittedSequence, read.LastCommittedSequence);
+        Assert.Equal(expected.CheckpointGeneration, read.CheckpointGeneration);
+        Assert.Equal(expected.CheckpointSequence, read.CheckpointSequence);
+        Assert.Equal(expected.JournalFirstSequence, read.JournalFirstSequence);
+        Assert.Equal(expected.JournalBytes, read.JournalBytes);
+        Assert.Equal(expected.DataFileBytes, read.DataFileBytes);
+        Assert.Equal(expected.Chunks, read.Chunks);
+        Assert.Equal(expected.FillRate, read.FillRate);
+        Assert.Equal(expected with { Collections = read.Collections }, read);
+    }
+
+    [Fact]
+    public async Task A_store_that_never_checkpointed_is_described_from_its_journal_and_a_missing_one_is_refused()
+    {
+        using var dir = new TempDirectory();
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            StoreInfo empty = await DocumentStore.ReadInfoAsync(dir.Path);
+            Assert.Empty(empty.Collections);
+            Assert.Equal(0, empty.LastCommittedSequence);
+            for (int i = 0; i < 5; i++)
+            {
+                await store.PutAsync("people", Id(i), Json(i));
+            }
+
+            StoreInfo read = await DocumentStore.ReadInfoAsync(dir.Path);
+            Assert.Equal([new CollectionInfo("people", 5)], read.Collections);
+            Assert.Equal(5, read.LastCommittedSequence);
+            Assert.Equal(0, read.CheckpointGeneration);
+        }
+
+        await Assert.ThrowsAsync<DirectoryNotFoundException>(
+            () => DocumentStore.ReadInfoAsync(Path.Combine(dir.Path, "nothing")));
+        Assert.False(Directory.Exists(Path.Combine(dir.Path, "nothing")));
+    }
+
+    [Fact]
+    public async Task Descriptions_read_while_writers_commit_and_checkpoints_purge_match_the_writes_up_to_them()
+    {
+        double seconds = StressDuration.Seconds(2);
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using DocumentStore store = DocumentStore.Open(dir.Path, options);
+        const int Ids = 300;
+        var writes = new ConcurrentBag<(long Sequence, int Id, bool Live)>();
+        var reads = new ConcurrentBag<StoreInfo>();
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
+            () => reads.Count < 5, TimeSpan.FromSeconds(60));
+        var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
+        {
+            var random = new Random(w);
+            while (!stop.IsCancellationRequested)
+            {
+                int i = (random.Next(Ids / 2) * 2) + w; // each writer owns half the ids
+                bool delete = random.Next(3) == 0;
+                long sequence = delete ? await store.DeleteAsync("items", Id(i))
+                    : await store.PutAsync("items", Id(i), Json(i));
+                writes.Add((sequence, i, !delete));
+            }
+        })).ToList();
+        Task checkpointer = Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                await store.CheckpointAsync(); // each purges the journal segments it covers
+                await Task.Delay(2);
+            }
+        });
+        Task reader = Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                reads.Add(await DocumentStore.ReadInfoAsync(dir.Path));
+            }
+        });
+        await Task.WhenAll(writers.Append(checkpointer).Append(reader));
+
+        var ordered = writes.OrderBy(write => write.Sequence).ToList();
+        Assert.True(reads.Count >= 5, $"{reads.Count} descriptions read");
+        Assert.Contains(reads, read => read.CheckpointGeneration > 1);
+        foreach (StoreInfo read in reads)
+        {
+            var live = new HashSet<int>();
+            foreach ((_, int id, bool alive) in ordered.TakeWhile(w => w.Sequence <= read.LastCommittedSequence))
+            {
+                if (alive)
+                {
+                    live.Add(id);
+                }
+                else
+                {
+                    live.Remove(id);
+                }
+            }
+
+            long counted = read.Collections.SingleOrDefault(c => c.Name == "items")?.Documents ?? 0;
+            Assert.True(live.Count == counted, $"at sequence {read.LastCommittedSequence} (checkpoint "
+                + $"{read.CheckpointGeneration} at {read.CheckpointSequence}): {counted} counted, "
+                + $"{live.Count} written");
+        }
+    }
+
+    private static string Id(int i) => string.Create(CultureInfo.InvariantCulture, $"k{i:D4}");
+
+    private static byte[] Json(int i) =>
+        Encoding.UTF8.GetBytes(string.Create(CultureInfo.InvariantCulture, $"{{\"n\":{i}}}"));
+}
