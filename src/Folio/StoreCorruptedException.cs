@@ -3,7 +3,7 @@ namespace Folio;
 /// <summary>
 /// Thrown when a store's files hold bytes that fail their checks: a page or chunk of the data file whose checksum
 /// fails, a header that points past the end of the file, a journal that ends before the last checkpoint, or (as
-/// <see cref="Journal.JournalCorruptedException"/>) damage in the journal that a torn tail cannot explain. Folio never
+/// <see cref="JournalCorruptedException"/>) damage in the journal that a torn tail cannot explain. Folio never
 /// answers from such data and never opens a silently smaller store; restore the folder from a backup.
 /// </summary>
 public class StoreCorruptedException : FolioException

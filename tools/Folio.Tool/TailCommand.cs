@@ -1,5 +1,4 @@
 using System.CommandLine;
-using Folio.Journal;
 
 namespace Folio.Tool;
 

@@ -68,7 +68,7 @@ public sealed partial class DocumentStore
     /// <returns>The description.</returns>
     /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
     /// <exception cref="StoreCorruptedException">A page the description needs is damaged.</exception>
-    /// <exception cref="Folio.Journal.JournalCorruptedException">A journal record the description needs is
+    /// <exception cref="JournalCorruptedException">A journal record the description needs is
     /// damaged.</exception>
     public static Task<StoreInfo> ReadInfoAsync(string folder, CancellationToken cancellationToken = default)
         => StoreFileInfoReader.ReadAsync(folder, cancellationToken);

@@ -1,4 +1,4 @@
-namespace Folio.Journal;
+namespace Folio;
 
 /// <summary>
 /// Thrown when the journal holds bytes that fail their checks where a torn tail cannot explain them: a bad

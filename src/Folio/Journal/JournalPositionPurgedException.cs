@@ -1,8 +1,8 @@
-namespace Folio.Journal;
+namespace Folio;
 
 /// <summary>
 /// Thrown when a reader asks for (or moves on to) a sequence number whose segment was removed by
-/// <see cref="WriteAheadJournal.Purge(long)"/>. The reader never returns other data in its place.
+/// <see cref="Journal.WriteAheadJournal.Purge(long)"/>. The reader never returns other data in its place.
 /// </summary>
 public sealed class JournalPositionPurgedException : FolioException
 {

@@ -505,7 +505,7 @@ public sealed class BackupRestoreTests
         await WriteHistoryAsync(store, model, 0, 800, seed: 40); // many 64 KiB segments
         await store.CheckpointAsync(); // purges the segments it covers
         Assert.True(store.Journal.FirstSequence > 1);
-        await Assert.ThrowsAsync<global::Folio.Journal.JournalPositionPurgedException>(
+        await Assert.ThrowsAsync<global::Folio.JournalPositionPurgedException>(
             () => store.BackupAsync(new Pipe().Writer, 1).AsTask());
     }
 

@@ -1,5 +1,4 @@
 using System.Text;
-using Folio.Journal;
 using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Documents;
