@@ -3,8 +3,9 @@ using System.Globalization;
 
 namespace Folio.Tool;
 
-/// <summary><c>folio verify &lt;store&gt;</c>: reads every page and journal record back from disk and checks it; exit
-/// code 2 when anything fails, each problem on its own line.</summary>
+/// <summary><c>folio verify &lt;store&gt;</c>: reads every page and journal record back from disk and checks it
+/// (<see cref="DocumentStore.VerifyFilesAsync"/>, so it checks a store another process has open); exit code 2 when
+/// anything fails, each problem on its own line.</summary>
 internal static class VerifyCommand
 {
     public static Command Create()
@@ -13,14 +14,16 @@ internal static class VerifyCommand
         var command = new Command("verify", "Check every page and journal record of a store.") { store };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
-            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
+            string folder = ToolStore.RequireStore(parse.GetValue(store)!);
             ProgressDisplay? display = null;
             var reporter = new SynchronousProgress(report =>
             {
                 display ??= new ProgressDisplay("verify", report.TotalBytes);
                 display.Report(report.Bytes);
             });
-            VerifyResult result = await opened.VerifyAsync(reporter, cancellationToken).ConfigureAwait(false);
+            // From the files, so a store a running service holds can be checked too.
+            VerifyResult result = await DocumentStore.VerifyFilesAsync(folder, reporter, cancellationToken)
+                .ConfigureAwait(false);
             display?.Complete();
             await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture,
                 $"checked {result.Chunks} chunks ({result.Pages} pages) and {result.JournalSegments} journal segments "

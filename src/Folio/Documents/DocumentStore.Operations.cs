@@ -307,6 +307,26 @@ public sealed partial class DocumentStore
     }
 
     /// <summary>
+    /// Scrubs the store in <paramref name="folder"/> from its files, without opening it: no lock is taken and nothing
+    /// is written, so it checks a store another process has open and keeps writing (what <c>folio verify</c> uses).
+    /// Reads every page of the data file's newest checkpoint and every complete record of the journal's segments from
+    /// disk and checks every checksum and structure, as <see cref="VerifyAsync"/> does; a chunk or segment the writer
+    /// frees or purges meanwhile is skipped, not reported. Problems are reported, not thrown.
+    /// </summary>
+    /// <param name="folder">The store's folder (the one given to <see cref="Open"/>).</param>
+    /// <param name="progress">Receives the bytes checked so far; null: none.</param>
+    /// <param name="cancellationToken">Cancels the scrub.</param>
+    /// <returns>What was checked and what failed.</returns>
+    /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
+    public static Task<VerifyResult> VerifyFilesAsync(string folder, IProgress<VerifyProgress>? progress = null,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        return Task.Run(() => Folio.Backups.StoreFileVerifier.Verify(folder, progress, cancellationToken),
+            cancellationToken);
+    }
+
+    /// <summary>
     /// Scrubs the store while it serves traffic: reads every page of the data file's current checkpoint and every
     /// committed journal record from disk (not from the cache) and checks every checksum and structure. Problems are
     /// reported, not thrown, so one damaged chunk or segment does not hide another.

@@ -75,7 +75,9 @@ internal static class StoreFileInfoReader
         }
     }
 
-    private static PageStore? OpenDataFile(string path)
+    /// <summary>The store's data file mounted for reads only (<see cref="PageStore.OpenForReading"/>), or null when
+    /// it has none yet.</summary>
+    internal static PageStore? OpenDataFile(string path)
     {
         string dataFile = Path.Combine(path, DocumentStore.DataFileName);
         return File.Exists(dataFile)

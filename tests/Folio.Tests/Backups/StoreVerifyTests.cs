@@ -72,6 +72,78 @@ public sealed class StoreVerifyTests
     }
 
     [Fact]
+    public async Task The_files_of_a_store_held_open_verify_healthy_while_writers_commit_and_checkpoints_free_chunks()
+    {
+        // The scrub of the files races the writer: chunks it listed are freed and reused, segments purged; none of
+        // that may be reported as damage.
+        double seconds = StressDuration.Seconds(2);
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.PagesPerChunk = 4;
+        string folder = Path.Combine(dir.Path, "store");
+        await using DocumentStore store = DocumentStore.Open(folder, options);
+        await FillAsync(store, 4000);
+        await store.CheckpointAsync();
+        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(seconds));
+        Task writer = Task.Run(async () =>
+        {
+            for (int n = 0; !stop.IsCancellationRequested; n++)
+            {
+                await store.PutAsync("people", $"p{n * 7 % 4000}", "{\"live\":true}"u8.ToArray());
+                if (n % 5 == 0)
+                {
+                    await store.CheckpointAsync();
+                }
+            }
+        });
+        var results = new List<VerifyResult>();
+        while (!stop.IsCancellationRequested || results.Count < 3)
+        {
+            results.Add(await DocumentStore.VerifyFilesAsync(folder));
+        }
+
+        await writer;
+        Assert.All(results, result => Assert.True(result.IsHealthy, string.Join("\n", result.Problems)));
+        Assert.All(results, result => Assert.True(result.Chunks >= 1 && result.Pages >= 1 && result.JournalRecords > 0,
+            $"{result}"));
+    }
+
+    [Fact]
+    public async Task The_files_of_a_closed_store_report_a_flipped_bit_in_a_page_and_in_a_journal_record()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointOnClose = false;
+        string folder = Path.Combine(dir.Path, "store");
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            await FillAsync(store, 2000);
+            await store.CheckpointAsync(); // one chunk right after the two header slots
+            await FillAsync(store, 2000); // journal segments after the checkpoint
+        }
+
+        VerifyResult healthy = await DocumentStore.VerifyFilesAsync(folder);
+        Assert.True(healthy.IsHealthy, string.Join("\n", healthy.Problems));
+        string dataFile = Path.Combine(folder, "data.folio");
+        FileDamage.FlipByte(dataFile, 8192 + 64 + 100, 0x10);
+        string firstSegment = Directory.GetFiles(Path.Combine(folder, "journal"), "*.journal").Order().First();
+        FileDamage.FlipByte(firstSegment, 64 + 60, 0x10);
+
+        var reports = new List<VerifyProgress>();
+        VerifyResult result = await DocumentStore.VerifyFilesAsync(folder,
+            new SynchronousProgress<VerifyProgress>(reports.Add));
+        Assert.Equal(2, result.Problems.Count);
+        Assert.Contains(result.Problems, p => p.Contains("data.folio", StringComparison.Ordinal)
+            && p.Contains("at offset 8256", StringComparison.Ordinal));
+        Assert.Contains(result.Problems, p => p.Contains(Path.GetFileName(firstSegment), StringComparison.Ordinal));
+        Assert.True(result.JournalSegments >= 2, "the scrub went on past the damaged segment");
+        Assert.True(result.JournalRecords > 1000, $"{result.JournalRecords} entries checked after the damage");
+        Assert.Equal(result.Bytes, reports[^1].Bytes);
+    }
+
+    [Fact]
     public async Task A_scrub_is_cancelled_and_the_store_stays_usable()
     {
         using var dir = new TempDirectory();

@@ -6,8 +6,8 @@ namespace Folio.Tests.Tool;
 
 /// <summary>
 /// The <c>folio</c> tool end to end: each command runs as a child process against a real store, and its exit code and
-/// output are checked; <c>info</c> and <c>tail</c> read a store another process holds, other commands refuse it with
-/// one line, as they do a missing store and a damaged one.
+/// output are checked; <c>info</c>, <c>verify</c> and <c>tail</c> read a store another process holds, others refuse it
+/// with one line, as they do a missing store and a damaged one.
 /// </summary>
 public sealed class FolioToolTests
 {
@@ -25,7 +25,7 @@ public sealed class FolioToolTests
     }
 
     [Fact]
-    public async Task Info_describes_a_store_another_process_has_open_and_keeps_writing()
+    public async Task Info_and_verify_read_a_store_another_process_has_open()
     {
         using var dir = new TempDirectory();
         string store = await CreateStoreAsync(dir.Path, "store", people: 30, orders: 12);
@@ -38,6 +38,10 @@ public sealed class FolioToolTests
         Assert.Contains("orders  12 documents", output, StringComparison.Ordinal);
         Assert.Contains("invoices  1 documents", output, StringComparison.Ordinal);
         Assert.Contains("last commit   44", output, StringComparison.Ordinal);
+
+        (exit, output, error) = await FolioToolProcess.RunAsync("verify", store);
+        Assert.True(exit == 0, error);
+        Assert.Contains("healthy", output, StringComparison.Ordinal);
     }
 
     [Fact]

@@ -1,0 +1,241 @@
+using Folio.Documents;
+using Folio.Journal;
+using Folio.Pages;
+
+namespace Folio.Backups;
+
+/// <summary>
+/// The scrub of a store's files without opening the store (<see cref="DocumentStore.VerifyFilesAsync"/>): no lock is
+/// taken and nothing is written, so it checks a store another process has open and keeps writing.
+/// <para>
+/// What it checks: every chunk the data file's newest checkpoint lists (each page's checksum and structure, read from
+/// disk: <see cref="PageStore.VerifyChunk"/>), then every complete record of every journal segment, oldest first
+/// (<see cref="JournalFollower"/>: shape, checksum, sequence continuity). A damaged chunk or segment is reported by
+/// file and offset and the scrub goes on: with the next chunk, or the next segment.
+/// </para>
+/// <para>
+/// Racing the writer. While the scrub reads, the writer may make newer checkpoints, free the chunks the mounted one
+/// listed and reuse their space, and purge journal segments a checkpoint covers. A chunk that fails its checks is
+/// therefore reported only when the data file's newest checkpoint still lists it at the same place; otherwise it left
+/// the store meanwhile and is skipped. Segments purged before the scrub reached them are skipped the same way (the
+/// follower says so: <see cref="JournalPositionPurgedException"/>).
+/// </para>
+/// </summary>
+internal static class StoreFileVerifier
+{
+    /// <summary>Mounts tried before a data file whose checkpoint cannot be read is reported.</summary>
+    private const int MountAttempts = 16;
+
+    /// <summary>Entries read from the journal per step (progress is reported after each).</summary>
+    private const int EntriesPerStep = 4096;
+
+    public static VerifyResult Verify(string folder, IProgress<VerifyProgress>? progress,
+        CancellationToken cancellationToken)
+    {
+        string path = Path.GetFullPath(folder);
+        string journal = Path.Combine(path, DocumentStore.JournalFolderName);
+        if (!Directory.Exists(journal))
+        {
+            throw new DirectoryNotFoundException($"No Folio store at '{path}' (no journal folder).");
+        }
+
+        var problems = new List<string>();
+        using PageStore? pages = Mount(path, problems);
+        List<ChunkInfo> chunks = [];
+        try
+        {
+            chunks = pages?.ReadChunkTable(pages.Current) ?? [];
+        }
+        catch (StoreCorruptedException e)
+        {
+            problems.Add(e.Message);
+        }
+
+        long[] segments = SegmentSequences(journal);
+        long total = 0;
+        foreach (ChunkInfo chunk in chunks)
+        {
+            total += chunk.Length;
+        }
+
+        foreach (long first in segments)
+        {
+            total += SegmentBytes(journal, first);
+        }
+
+        long done = 0;
+        long pagesChecked = 0;
+        for (int i = 0; i < chunks.Count; i++)
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            ChunkInfo chunk = chunks[i];
+            if (i + 1 < chunks.Count)
+            {
+                pages!.AdviseWillNeed(chunks[i + 1].FileOffset, chunks[i + 1].Length); // read ahead while checking
+            }
+
+            try
+            {
+                pagesChecked += pages!.VerifyChunk(chunk);
+            }
+            catch (StoreCorruptedException e)
+            {
+                if (StillListed(path, chunk))
+                {
+                    problems.Add(e.Message);
+                }
+            }
+
+            done += chunk.Length;
+            progress?.Report(new VerifyProgress(done, total));
+        }
+
+        (int segmentsRead, long records) = VerifyJournal(journal, segments, problems, ref done, total, progress,
+            cancellationToken);
+        progress?.Report(new VerifyProgress(done, done)); // the segments' committed bytes are known only now
+        return new VerifyResult(chunks.Count, pagesChecked, segmentsRead, records, done, problems);
+    }
+
+    private static PageStore? Mount(string path, List<string> problems)
+    {
+        for (int attempt = 1; ; attempt++)
+        {
+            try
+            {
+                return StoreFileInfoReader.OpenDataFile(path);
+            }
+            catch (StoreCorruptedException e)
+            {
+                // The writer may have reused a chunk of the header's checkpoint while it was mounted: mount again.
+                if (attempt == MountAttempts)
+                {
+                    problems.Add(e.Message);
+                    return null;
+                }
+            }
+        }
+    }
+
+    /// <summary>Whether the data file's newest checkpoint still lists <paramref name="chunk"/> at its place (if it
+    /// cannot be mounted, the chunk is taken to be listed: the failure is reported).</summary>
+    private static bool StillListed(string path, ChunkInfo chunk)
+    {
+        var ignored = new List<string>();
+        using PageStore? now = Mount(path, ignored);
+        if (now is null)
+        {
+            return true;
+        }
+
+        try
+        {
+            foreach (ChunkInfo listed in now.ReadChunkTable(now.Current))
+            {
+                if (listed.Id == chunk.Id && listed.FileOffset == chunk.FileOffset)
+                {
+                    return true;
+                }
+            }
+
+            return false;
+        }
+        catch (StoreCorruptedException)
+        {
+            return true;
+        }
+    }
+
+    /// <summary>Reads every complete record of the segments from the oldest on; a damaged segment is reported and
+    /// the read goes on with the next one. Returns the segments read and the entries checked.</summary>
+    private static (int Segments, long Entries) VerifyJournal(string journal, long[] segments, List<string> problems,
+        ref long done, long total, IProgress<VerifyProgress>? progress, CancellationToken cancellationToken)
+    {
+        if (segments.Length == 0)
+        {
+            return (0, 0);
+        }
+
+        long entriesChecked = 0;
+        var entries = new List<JournalEntryCopy>(EntriesPerStep);
+        long from = segments[0];
+        while (true)
+        {
+            using var follower = new JournalFollower(journal, from);
+            try
+            {
+                while (true)
+                {
+                    cancellationToken.ThrowIfCancellationRequested();
+                    entries.Clear();
+                    if (follower.ReadAvailable(entries, EntriesPerStep) == 0)
+                    {
+                        return (SegmentsFrom(segments, segments[0], follower.NextSequence), entriesChecked);
+                    }
+
+                    entriesChecked += entries.Count;
+                    foreach (JournalEntryCopy entry in entries)
+                    {
+                        done += entry.Data.Length;
+                    }
+
+                    progress?.Report(new VerifyProgress(done, Math.Max(done, total)));
+                }
+            }
+            catch (JournalPositionPurgedException e)
+            {
+                from = e.FirstAvailableSequence; // purged by a checkpoint: no longer part of the store
+            }
+            catch (JournalCorruptedException e)
+            {
+                problems.Add(e.Message);
+                long next = Array.Find(segments, first => first > follower.NextSequence);
+                if (next == 0)
+                {
+                    return (segments.Length, entriesChecked);
+                }
+
+                from = next;
+            }
+        }
+    }
+
+    /// <summary>The segments among <paramref name="segments"/> whose first sequence lies in [start, next].</summary>
+    private static int SegmentsFrom(long[] segments, long start, long next)
+    {
+        int count = 0;
+        foreach (long first in segments)
+        {
+            count += first >= start && first <= next ? 1 : 0;
+        }
+
+        return Math.Max(count, 1);
+    }
+
+    /// <summary>The first sequences of the journal's segment files, in order.</summary>
+    private static long[] SegmentSequences(string journal)
+    {
+        var sequences = new List<long>();
+        foreach (string file in Directory.EnumerateFiles(journal, JournalFormat.SegmentSearchPattern))
+        {
+            if (JournalFormat.TryParseSegmentFileName(Path.GetFileName(file), out long first))
+            {
+                sequences.Add(first);
+            }
+        }
+
+        sequences.Sort();
+        return [.. sequences];
+    }
+
+    private static long SegmentBytes(string journal, long first)
+    {
+        try
+        {
+            return new FileInfo(Path.Combine(journal, JournalFormat.SegmentFileName(first))).Length;
+        }
+        catch (FileNotFoundException)
+        {
+            return 0; // purged meanwhile
+        }
+    }
+}
