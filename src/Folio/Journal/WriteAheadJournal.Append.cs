@@ -215,12 +215,16 @@ public sealed partial class WriteAheadJournal
         return segment;
     }
 
-    /// <summary>Zero-fills and syncs the next segment's file off the commit path.</summary>
+    /// <summary>Zero-fills and syncs the next segment's file off the commit path, on a thread of its own: the committer
+    /// waits for it at the next rotation, and committers run on the thread pool, so a preparation queued to the pool
+    /// behind busy writers would hold the committer, and every pool work item behind it, until the pool added a
+    /// thread.</summary>
     private Task<string> PrepareSegmentAsync()
     {
         string path = Path.Combine(Directory, PreparedSegmentFileName);
         SegmentPreparer preparer = new(_fileSystem, path, _segmentSize);
-        return Task.Run(preparer.Run);
+        return Task.Factory.StartNew(preparer.Run, CancellationToken.None, TaskCreationOptions.LongRunning,
+            TaskScheduler.Default);
     }
 
     private readonly struct SegmentPreparer(Storage.IFileSystem fileSystem, string path, long size)

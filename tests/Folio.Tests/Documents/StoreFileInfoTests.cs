@@ -80,6 +80,29 @@ public sealed class StoreFileInfoTests
     }
 
     [Fact]
+    public async Task A_damaged_page_the_description_needs_is_reported_not_retried_forever()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointOnClose = false;
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 20; i++)
+            {
+                await store.PutAsync("people", Id(i), Json(i));
+            }
+
+            await store.CheckpointAsync(); // one chunk right after the two header slots: the tree and the catalog
+            await store.PutAsync("people", Id(3), Json(-3)); // a change after it, so the tree is searched
+        }
+
+        FileDamage.FlipByte(Path.Combine(dir.Path, "data.folio"), 8192 + 64 + 40, 0x01);
+        StoreCorruptedException error = await Assert.ThrowsAnyAsync<StoreCorruptedException>(
+            () => DocumentStore.ReadInfoAsync(dir.Path));
+        Assert.Contains("data.folio", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task Descriptions_read_while_writers_commit_and_checkpoints_purge_match_the_writes_up_to_them()
     {
         double seconds = StressDuration.Seconds(2);
@@ -90,8 +113,9 @@ public sealed class StoreFileInfoTests
         const int Ids = 300;
         var writes = new ConcurrentBag<(long Sequence, int Id, bool Live)>();
         var reads = new ConcurrentBag<StoreInfo>();
+        // Past the duration, until a few descriptions were read and one of them after a second checkpoint.
         using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
-            () => reads.Count < 5, TimeSpan.FromSeconds(60));
+            () => reads.Count < 5 || !reads.Any(read => read.CheckpointGeneration > 1), TimeSpan.FromSeconds(60));
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
             var random = new Random(w);

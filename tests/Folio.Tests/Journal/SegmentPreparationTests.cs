@@ -1,0 +1,44 @@
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Journal;
+
+/// <summary>
+/// The next journal segment is zero-filled and synced ahead of time, off the commit path. The committer waits for it
+/// at rotation, and committers run on the thread pool: were it prepared by a pool work item, a rotation under writers
+/// that keep the pool's threads busy would wait for an item queued behind theirs, and the rest of the process's work
+/// (here a timer loop; in a service, its requests) would wait with it.
+/// </summary>
+public sealed class SegmentPreparationTests
+{
+    [Fact]
+    public async Task Rotating_segments_under_writers_that_commit_in_a_loop_leaves_the_thread_pool_to_other_work()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments(); // a rotation every few hundred commits
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using DocumentStore store = DocumentStore.Open(dir.Path, options);
+        using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(2)); // not a pool timer
+        var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
+        {
+            for (int n = 0; !stop.IsCancellationRequested; n++)
+            {
+                await store.PutAsync("items", $"w{w}-{n % 500}", "{\"n\":1}"u8.ToArray());
+            }
+        })).ToList();
+        int ticks = 0;
+        Task ticker = Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                await Task.Delay(5);
+                ticks++;
+            }
+        });
+        await Task.WhenAll(writers.Append(ticker));
+
+        long segments = Directory.GetFiles(Path.Combine(dir.Path, "journal"), "*.journal").Length;
+        Assert.True(store.LastCommittedSequence > 2000, $"{store.LastCommittedSequence} commits");
+        // About 100 ticks of 5 ms get through beside the writers on two cores; with the preparation on the pool, one.
+        Assert.True(ticks >= 10, $"the timer loop ran {ticks} times in 2 s beside the writers ({segments} segments)");
+    }
+}
