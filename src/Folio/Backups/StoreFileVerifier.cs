@@ -32,13 +32,7 @@ internal static class StoreFileVerifier
     public static VerifyResult Verify(string folder, IProgress<VerifyProgress>? progress,
         CancellationToken cancellationToken)
     {
-        string path = Path.GetFullPath(folder);
-        string journal = Path.Combine(path, DocumentStore.JournalFolderName);
-        if (!Directory.Exists(journal))
-        {
-            throw new DirectoryNotFoundException($"No Folio store at '{path}' (no journal folder).");
-        }
-
+        (string path, string journal) = StoreFileInfoReader.StoreFolders(folder);
         var problems = new List<string>();
         using PageStore? pages = Mount(path, problems);
         List<ChunkInfo> chunks = [];
@@ -51,16 +45,18 @@ internal static class StoreFileVerifier
             problems.Add(e.Message);
         }
 
-        long[] segments = SegmentSequences(journal);
+        List<(long First, long Bytes)> segmentFiles = JournalFormat.ListSegmentFiles(journal);
+        long[] segments = new long[segmentFiles.Count];
         long total = 0;
+        for (int i = 0; i < segmentFiles.Count; i++)
+        {
+            segments[i] = segmentFiles[i].First;
+            total += segmentFiles[i].Bytes;
+        }
+
         foreach (ChunkInfo chunk in chunks)
         {
             total += chunk.Length;
-        }
-
-        foreach (long first in segments)
-        {
-            total += SegmentBytes(journal, first);
         }
 
         long done = 0;
@@ -209,33 +205,5 @@ internal static class StoreFileVerifier
         }
 
         return Math.Max(count, 1);
-    }
-
-    /// <summary>The first sequences of the journal's segment files, in order.</summary>
-    private static long[] SegmentSequences(string journal)
-    {
-        var sequences = new List<long>();
-        foreach (string file in Directory.EnumerateFiles(journal, JournalFormat.SegmentSearchPattern))
-        {
-            if (JournalFormat.TryParseSegmentFileName(Path.GetFileName(file), out long first))
-            {
-                sequences.Add(first);
-            }
-        }
-
-        sequences.Sort();
-        return [.. sequences];
-    }
-
-    private static long SegmentBytes(string journal, long first)
-    {
-        try
-        {
-            return new FileInfo(Path.Combine(journal, JournalFormat.SegmentFileName(first))).Length;
-        }
-        catch (FileNotFoundException)
-        {
-            return 0; // purged meanwhile
-        }
     }
 }

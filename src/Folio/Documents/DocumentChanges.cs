@@ -103,13 +103,7 @@ public sealed class DocumentChanges
     {
         ArgumentException.ThrowIfNullOrEmpty(folder);
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
-        string journal = Path.Combine(Path.GetFullPath(folder), DocumentStore.JournalFolderName);
-        if (!Directory.Exists(journal))
-        {
-            throw new DirectoryNotFoundException(
-                $"No Folio store at '{Path.GetFullPath(folder)}' (no journal folder).");
-        }
-
+        (_, string journal) = Documents.StoreFileInfoReader.StoreFolders(folder);
         return StreamFiles(new JournalFollower(journal, fromSequence), follow, cancellationToken);
     }
 

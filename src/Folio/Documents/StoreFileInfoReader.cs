@@ -37,13 +37,7 @@ internal static class StoreFileInfoReader
     public static async Task<StoreInfo> ReadAsync(string folder, CancellationToken cancellationToken)
     {
         ArgumentException.ThrowIfNullOrEmpty(folder);
-        string path = Path.GetFullPath(folder);
-        string journal = Path.Combine(path, DocumentStore.JournalFolderName);
-        if (!Directory.Exists(journal))
-        {
-            throw new DirectoryNotFoundException($"No Folio store at '{path}' (no journal folder).");
-        }
-
+        (string path, string journal) = StoreFolders(folder);
         for (int attempt = 1; ; attempt++)
         {
             cancellationToken.ThrowIfCancellationRequested();
@@ -73,6 +67,19 @@ internal static class StoreFileInfoReader
                 // A page of the mounted checkpoint was reused after two newer checkpoints.
             }
         }
+    }
+
+    /// <summary>The store's full path and its journal folder; a folder without one holds no store.</summary>
+    internal static (string Path, string Journal) StoreFolders(string folder)
+    {
+        string path = Path.GetFullPath(folder);
+        string journal = Path.Combine(path, DocumentStore.JournalFolderName);
+        if (!Directory.Exists(journal))
+        {
+            throw new DirectoryNotFoundException($"No Folio store at '{path}' (no journal folder).");
+        }
+
+        return (path, journal);
     }
 
     /// <summary>The store's data file mounted for reads only (<see cref="PageStore.OpenForReading"/>), or null when
@@ -134,44 +141,25 @@ internal static class StoreFileInfoReader
             collections.Add(new CollectionInfo(name, count));
         }
 
-        (long journalBytes, long firstSequence) = JournalFiles(journal, checkpoint.Sequence + 1);
+        List<(long First, long Bytes)> segments = JournalFormat.ListSegmentFiles(journal);
+        long journalBytes = 0;
+        foreach ((_, long bytes) in segments)
+        {
+            journalBytes += bytes;
+        }
+
         return new StoreInfo(
             path,
             DataFileHeader.FormatVersion,
             pages?.FileLength ?? 0,
             (int)JournalFormat.FormatVersion,
             journalBytes,
-            firstSequence,
+            segments.Count > 0 ? segments[0].First : checkpoint.Sequence + 1,
             checkpoint.Generation,
             checkpoint.Sequence,
             lastSequence,
             pages?.ChunkCount ?? 0,
             pages?.LastCheckpoint.FillRate ?? 1,
             collections);
-    }
-
-    /// <summary>The segments' size on disk and the first sequence of the oldest (<paramref name="none"/> when there
-    /// is no segment).</summary>
-    private static (long Bytes, long FirstSequence) JournalFiles(string journal, long none)
-    {
-        long bytes = 0;
-        long first = long.MaxValue;
-        foreach (string file in Directory.EnumerateFiles(journal, JournalFormat.SegmentSearchPattern))
-        {
-            if (JournalFormat.TryParseSegmentFileName(Path.GetFileName(file), out long sequence))
-            {
-                try
-                {
-                    bytes += new FileInfo(file).Length;
-                    first = Math.Min(first, sequence);
-                }
-                catch (FileNotFoundException)
-                {
-                    // purged meanwhile
-                }
-            }
-        }
-
-        return (bytes, first == long.MaxValue ? none : first);
     }
 }

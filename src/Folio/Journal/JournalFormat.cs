@@ -61,6 +61,30 @@ internal static class JournalFormat
     public static string SegmentFileName(long firstSequence)
         => firstSequence.ToString("D20", System.Globalization.CultureInfo.InvariantCulture) + SegmentExtension;
 
+    /// <summary>The segment files in <paramref name="directory"/> as first sequence and size, oldest first, read
+    /// beside a writer that may purge them meanwhile (one gone before its size was read is left out).</summary>
+    public static List<(long First, long Bytes)> ListSegmentFiles(string directory)
+    {
+        var segments = new List<(long First, long Bytes)>();
+        foreach (string file in Directory.EnumerateFiles(directory, SegmentSearchPattern))
+        {
+            if (TryParseSegmentFileName(Path.GetFileName(file), out long first))
+            {
+                try
+                {
+                    segments.Add((first, new FileInfo(file).Length));
+                }
+                catch (FileNotFoundException)
+                {
+                    // purged meanwhile
+                }
+            }
+        }
+
+        segments.Sort((a, b) => a.First.CompareTo(b.First));
+        return segments;
+    }
+
     public static bool TryParseSegmentFileName(string fileName, out long firstSequence)
     {
         firstSequence = 0;
