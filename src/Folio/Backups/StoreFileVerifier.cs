@@ -34,16 +34,8 @@ internal static class StoreFileVerifier
     {
         (string path, string journal) = StoreFileInfoReader.StoreFolders(folder);
         var problems = new List<string>();
-        using PageStore? pages = Mount(path, problems);
-        List<ChunkInfo> chunks = [];
-        try
-        {
-            chunks = pages?.ReadChunkTable(pages.Current) ?? [];
-        }
-        catch (StoreCorruptedException e)
-        {
-            problems.Add(e.Message);
-        }
+        (PageStore? mounted, List<ChunkInfo> chunks) = Mount(path, problems);
+        using PageStore? pages = mounted;
 
         List<(long First, long Bytes)> segmentFiles = JournalFormat.ListSegmentFiles(journal);
         long[] segments = new long[segmentFiles.Count];
@@ -92,21 +84,27 @@ internal static class StoreFileVerifier
         return new VerifyResult(chunks.Count, pagesChecked, segmentsRead, records, done, problems);
     }
 
-    private static PageStore? Mount(string path, List<string> problems)
+    /// <summary>Mounts the data file's newest checkpoint (null when there is no data file) and reads the chunks it
+    /// lists. The writer may reuse a chunk of the header's checkpoint while it is mounted or its table read, so a
+    /// failure of either starts over from the header; after <see cref="MountAttempts"/> the last failure is added to
+    /// <paramref name="problems"/> and nothing is mounted.</summary>
+    private static (PageStore? Pages, List<ChunkInfo> Chunks) Mount(string path, List<string> problems)
     {
         for (int attempt = 1; ; attempt++)
         {
+            PageStore? pages = null;
             try
             {
-                return StoreFileInfoReader.OpenDataFile(path);
+                pages = StoreFileInfoReader.OpenDataFile(path);
+                return (pages, pages?.ReadChunkTable(pages.Current) ?? []);
             }
             catch (StoreCorruptedException e)
             {
-                // The writer may have reused a chunk of the header's checkpoint while it was mounted: mount again.
+                pages?.Dispose();
                 if (attempt == MountAttempts)
                 {
                     problems.Add(e.Message);
-                    return null;
+                    return (null, []);
                 }
             }
         }
@@ -116,28 +114,23 @@ internal static class StoreFileVerifier
     /// cannot be mounted, the chunk is taken to be listed: the failure is reported).</summary>
     private static bool StillListed(string path, ChunkInfo chunk)
     {
-        var ignored = new List<string>();
-        using PageStore? now = Mount(path, ignored);
-        if (now is null)
+        (PageStore? now, List<ChunkInfo> listed) = Mount(path, problems: []);
+        using (now)
         {
-            return true;
-        }
-
-        try
-        {
-            foreach (ChunkInfo listed in now.ReadChunkTable(now.Current))
+            if (now is null)
             {
-                if (listed.Id == chunk.Id && listed.FileOffset == chunk.FileOffset)
+                return true;
+            }
+
+            foreach (ChunkInfo other in listed)
+            {
+                if (other.Id == chunk.Id && other.FileOffset == chunk.FileOffset)
                 {
                     return true;
                 }
             }
 
             return false;
-        }
-        catch (StoreCorruptedException)
-        {
-            return true;
         }
     }
 
