@@ -50,7 +50,7 @@ public class CompactionBenchmarks : BenchmarkDirectory
     {
         long file = _store!.Pages.FileLength;
         double live = 0;
-        foreach (ChunkInfo chunk in _store.Pages.ChunksForTests())
+        foreach (ChunkInfo chunk in _store.Pages.Chunks)
         {
             live += chunk.DeadAt == 0 ? chunk.LiveBytes : 0;
         }

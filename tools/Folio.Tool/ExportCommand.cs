@@ -3,7 +3,9 @@ using System.CommandLine;
 namespace Folio.Tool;
 
 /// <summary><c>folio export &lt;store&gt;</c>: every document as NDJSON on standard output, in collection and id order
-/// (<see cref="NdjsonLine"/>), each collection from one snapshot.</summary>
+/// (<see cref="NdjsonLine"/>), as of one commit, read from the store's files
+/// (<see cref="DocumentStore.ScanFilesAsync"/>): it never writes to the store, and works while a service holds it.
+/// </summary>
 internal static class ExportCommand
 {
     public static Command Create()
@@ -12,16 +14,13 @@ internal static class ExportCommand
         var command = new Command("export", "Write every document as NDJSON to standard output.") { store };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
-            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
+            string path = ToolStore.RequireStore(parse.GetValue(store)!);
             await using var output = new NdjsonOutput();
-            foreach (string collection in opened.GetCollections())
+            await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(path, cancellationToken)
+                .ConfigureAwait(false))
             {
-                foreach (StoredDocument document in opened.Scan(collection))
-                {
-                    cancellationToken.ThrowIfCancellationRequested();
-                    NdjsonLine.WriteDocument(output.Json, document);
-                    output.EndLine();
-                }
+                NdjsonLine.WriteDocument(output.Json, document);
+                output.EndLine();
             }
 
             return 0;

@@ -57,6 +57,33 @@ public sealed partial class DocumentStore
     }
 
     /// <summary>
+    /// Streams every document of the store in <paramref name="folder"/>, as of one commit, from its files without
+    /// opening it: no lock on the store is taken and none of its files is written, so it works while another process
+    /// has the store open and keeps committing (what <c>folio export</c> uses). Collections come in ordinal order of
+    /// their names, each collection's documents in ordinal order of their ids (as <see cref="Scan"/>). The stream
+    /// reads the data file's newest checkpoint and the journal's commits after it, up to the last complete, durable
+    /// one; it holds in memory the documents changed since that checkpoint (as the writing store does).
+    /// <para>
+    /// While the stream is open, a small pin file in the store's <c>readers</c> folder asks the writing process to
+    /// keep the checkpoint's chunks (it neither frees nor reuses them, so its data file may grow meanwhile); the
+    /// stream has no age limit. Dispose the enumerator, or finish it, to remove the pin. A pin a crashed reader left
+    /// behind is removed by the writer's next checkpoint.
+    /// </para>
+    /// </summary>
+    /// <param name="folder">The store's folder (the one given to <see cref="Open"/>).</param>
+    /// <param name="cancellationToken">Stops the stream.</param>
+    /// <returns>The documents.</returns>
+    /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
+    /// <exception cref="StoreCorruptedException">A page of the checkpoint is damaged.</exception>
+    /// <exception cref="JournalCorruptedException">A journal record after the checkpoint is damaged.</exception>
+    public static IAsyncEnumerable<StoredDocument> ScanFilesAsync(string folder,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        return StoreFileScanner.ScanAsync(folder, cancellationToken);
+    }
+
+    /// <summary>
     /// Describes the store in <paramref name="folder"/> from its files, without opening it: no lock is taken and
     /// nothing is written, so it works while another process has the store open and keeps committing (what
     /// <c>folio info</c> uses). The description is that of <see cref="GetInfo"/> as of the last complete, durable

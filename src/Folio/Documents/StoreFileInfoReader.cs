@@ -94,7 +94,7 @@ internal static class StoreFileInfoReader
 
     /// <summary>Whether the data file's newest checkpoint is no longer the one <paramref name="pages"/>
     /// mounted.</summary>
-    private static bool HeaderMoved(string path, PageStore? pages)
+    internal static bool HeaderMoved(string path, PageStore? pages)
     {
         try
         {

@@ -21,7 +21,8 @@ namespace Folio.Pages;
 /// the next checkpoint in the same slot, so the other slot, the previous checkpoint, is never overwritten while it
 /// is the newest durable one. Readers read any published checkpoint without locks; a reader that may go to disk pins
 /// its checkpoint (<see cref="Pin"/>). A chunk no current root reaches (every page superseded) is freed for reuse
-/// once no pinned checkpoint older than the one that dropped it remains.
+/// once no pinned checkpoint older than the one that dropped it remains, and no other process's
+/// <see cref="ReaderPin"/> names it (<see cref="ReaderPins"/>: read at the open and by each checkpoint).
 /// </para>
 /// </summary>
 internal sealed class PageStore : IDisposable
@@ -40,6 +41,9 @@ internal sealed class PageStore : IDisposable
     private readonly List<PageCheckpoint> _retired = [];
     private readonly List<(long Offset, long Extent)> _orphans = [];
     private readonly ChunkSpace _space;
+    private readonly IFileSystem? _fileSystem; // with the pins' folder: null when mounted for reads only
+    private readonly string? _pinFolder;
+    private readonly List<(uint Id, long Offset, long Extent)> _heldForReaders;
     private PageCheckpoint _current;
     private PageReference? _catalogRoot;
     private long _generation;
@@ -50,9 +54,12 @@ internal sealed class PageStore : IDisposable
     private CheckpointStatistics _last; // replaced by the checkpoint's thread (release), read by anyone (acquire)
 
     private PageStore(DataFile file, PageCache cache, ChunkSpace space, PageCheckpoint current,
-        PageReference? catalogRoot, uint lastChunkId, ILogger logger)
+        PageReference? catalogRoot, uint lastChunkId, ILogger logger, MountedPins? pins)
     {
         _file = file;
+        _fileSystem = pins?.FileSystem;
+        _pinFolder = pins?.Folder;
+        _heldForReaders = pins?.Held ?? [];
         _cache = cache;
         _logger = logger;
         _space = space;
@@ -76,8 +83,9 @@ internal sealed class PageStore : IDisposable
 
     public string Path => _file.Path;
 
-    /// <summary>The chunks of the data file (tests and diagnostics).</summary>
-    internal IEnumerable<ChunkInfo> ChunksForTests() => _file.Chunks.Values;
+    /// <summary>The chunks of the data file, as its newest checkpoint's chunk table lists them (a reader's
+    /// <see cref="ReaderPin"/>, tests and diagnostics).</summary>
+    internal IEnumerable<ChunkInfo> Chunks => _file.Chunks.Values;
 
     /// <summary>The catalog tree's root, naming the collections' roots (tests, between checkpoints).</summary>
     internal PageReference? CatalogRootForTests => _catalogRoot;
@@ -160,7 +168,22 @@ internal sealed class PageStore : IDisposable
         var cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions, prefetch);
         try
         {
-            PageStore store = Mount(file, cache, logger);
+            string pinFolder = ReaderPins.FolderOf(path);
+            Dictionary<uint, (long Offset, long Extent)> pinned;
+            try
+            {
+                pinned = ReaderPins.ReadLive(fileSystem, pinFolder);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                // Not a reason to refuse the open: a reader whose chunk is reused fails its page checks (they cover
+                // the page's place and chunk id) and starts over.
+                PageStoreLog.ReaderPinsUnreadable(logger, e, pinFolder);
+                pinned = [];
+            }
+
+            var pins = new MountedPins(fileSystem, pinFolder, pinned);
+            PageStore store = Mount(file, cache, logger, pins);
             PageStoreLog.Mounted(logger, path, store._generation, store.Current.Sequence, file.Chunks.Count,
                 store.Current.Collections.Count);
             return store;
@@ -187,7 +210,7 @@ internal sealed class PageStore : IDisposable
         var cache = new PageCache(file, cacheBytes, prefetch: false);
         try
         {
-            return Mount(file, cache, NullLogger.Instance);
+            return Mount(file, cache, NullLogger.Instance, pins: null);
         }
         catch
         {
@@ -890,11 +913,27 @@ internal sealed class PageStore : IDisposable
     private int ReclaimChunks()
     {
         _retired.RemoveAll(static checkpoint => checkpoint.Pins <= 0);
+        Dictionary<uint, (long Offset, long Extent)>? readers = ReadReaderPins();
+        if (readers is null)
+        {
+            return 0; // the pins could not be read: free nothing this time
+        }
+
+        for (int i = _heldForReaders.Count - 1; i >= 0; i--)
+        {
+            (uint id, long offset, long extent) = _heldForReaders[i];
+            if (!readers.ContainsKey(id))
+            {
+                _heldForReaders.RemoveAt(i);
+                _space.Free(offset, extent);
+            }
+        }
+
         Dictionary<uint, ChunkInfo>? map = null;
         int freed = 0;
         foreach (ChunkInfo chunk in _file.Chunks.Values)
         {
-            if (chunk.DeadAt > 0 && !ReachedByPinned(chunk))
+            if (chunk.DeadAt > 0 && !ReachedByPinned(chunk) && !readers.ContainsKey(chunk.Id))
             {
                 freed++;
                 map ??= new Dictionary<uint, ChunkInfo>(_file.Chunks);
@@ -911,7 +950,27 @@ internal sealed class PageStore : IDisposable
         return freed;
     }
 
-    private static PageStore Mount(DataFile file, PageCache cache, ILogger logger)
+    /// <summary>The chunks other processes pin (<see cref="ReaderPins"/>); empty for a store mounted for reads, null
+    /// when the pins' folder cannot be read.</summary>
+    private Dictionary<uint, (long Offset, long Extent)>? ReadReaderPins()
+    {
+        if (_fileSystem is null || _pinFolder is null)
+        {
+            return [];
+        }
+
+        try
+        {
+            return ReaderPins.ReadLive(_fileSystem, _pinFolder);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            PageStoreLog.ReaderPinsUnreadable(_logger, e, _pinFolder);
+            return null;
+        }
+    }
+
+    private static PageStore Mount(DataFile file, PageCache cache, ILogger logger, MountedPins? pins)
     {
         DataFileHeader? newest = null;
         long newestSlot = 0;
@@ -932,7 +991,7 @@ internal sealed class PageStore : IDisposable
         {
             // No checkpoint became durable: whatever chunk bytes the file holds were never made current.
             return new PageStore(file, cache, new ChunkSpace(DataFileHeader.DataStart), PageCheckpoint.Empty, null, 0,
-                logger);
+                logger, pins);
         }
 
         if (current.ChunkOffset < DataFileHeader.DataStart || current.ChunkOffset + current.ChunkLength > file.Length)
@@ -980,6 +1039,7 @@ internal sealed class PageStore : IDisposable
 
         newestChunk.PublishToc(ChunkInfo.DecodeToc(metadata, chunkHeader.PageCount));
         file.PublishChunks(chunks);
+        pins?.HoldPinnedChunks(chunks, used, file.Length);
 
         // The catalog: every collection's root and count (the trees themselves stay on disk until read).
         var collections = new Dictionary<string, CollectionTree>(StringComparer.Ordinal);
@@ -1003,7 +1063,52 @@ internal sealed class PageStore : IDisposable
         {
             Header = current,
         };
-        return new PageStore(file, cache, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger);
+        return new PageStore(file, cache, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger,
+            pins);
+    }
+
+    /// <summary>What a writable open knows of other processes' <see cref="ReaderPin"/>s: the chunks they pin, and
+    /// those of them the mounted checkpoint no longer lists, kept out of the free space (<see cref="Held"/>).</summary>
+    private sealed class MountedPins(IFileSystem fileSystem, string folder,
+        Dictionary<uint, (long Offset, long Extent)> pinned)
+    {
+        public IFileSystem FileSystem => fileSystem;
+
+        public string Folder => folder;
+
+        public List<(uint Id, long Offset, long Extent)> Held { get; } = [];
+
+        /// <summary>Adds each pinned chunk the chunk table does not list to <paramref name="used"/> and to
+        /// <see cref="Held"/>, unless it overlaps what is already used or lies past the file's end (then it is not
+        /// the chunk its reader pinned, which a writer that ignored the pin reused).</summary>
+        public void HoldPinnedChunks(Dictionary<uint, ChunkInfo> chunks, List<(long Offset, long Extent)> used,
+            long fileLength)
+        {
+            foreach ((uint id, (long offset, long extent)) in pinned)
+            {
+                if (chunks.ContainsKey(id) || offset < DataFileHeader.DataStart || extent <= 0
+                    || offset + extent > ChunkFormat.Align(fileLength) || Overlaps(used, offset, extent))
+                {
+                    continue;
+                }
+
+                used.Add((offset, extent));
+                Held.Add((id, offset, extent));
+            }
+        }
+
+        private static bool Overlaps(List<(long Offset, long Extent)> used, long offset, long extent)
+        {
+            foreach ((long start, long length) in used)
+            {
+                if (offset < start + length && start < offset + extent)
+                {
+                    return true;
+                }
+            }
+
+            return false;
+        }
     }
 
     /// <summary>One collection's edit in a checkpoint (changed on one worker thread).</summary>

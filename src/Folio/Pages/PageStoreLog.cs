@@ -26,4 +26,8 @@ internal static partial class PageStoreLog
     [LoggerMessage(EventId = 5004, Level = LogLevel.Warning,
         Message = "Truncating data file '{Path}' to its used {Length} bytes failed; the next checkpoint tries again")]
     public static partial void TruncateFailed(ILogger logger, Exception exception, string path, long length);
+
+    [LoggerMessage(EventId = 5005, Level = LogLevel.Warning,
+        Message = "The readers' pins in '{Folder}' could not be read; the checkpoint frees no chunk this time")]
+    public static partial void ReaderPinsUnreadable(ILogger logger, Exception exception, string folder);
 }

@@ -225,8 +225,8 @@ public sealed class StoreCompactionTests
                 await PutAsync(store, model, Enumerable.Range(0, 40_000), round, pad: 400 + (round * 40));
                 await store.CheckpointAsync();
                 Assert.True(store.Pages.LastCheckpoint.Pages > ChunkFormat.MaxPagesPerChunk);
-                Assert.True(store.Pages.ChunksForTests().Count(c => c.DeadAt == 0) >= 2, "the tree spans chunks");
-                long live = store.Pages.ChunksForTests().Where(c => c.DeadAt == 0).Sum(c => c.LiveBytes);
+                Assert.True(store.Pages.Chunks.Count(c => c.DeadAt == 0) >= 2, "the tree spans chunks");
+                long live = store.Pages.Chunks.Where(c => c.DeadAt == 0).Sum(c => c.LiveBytes);
                 const long chunk = 256 * 17 * 1024; // a full chunk of 16 KiB pages, with its metadata
                 Assert.True(store.Pages.FileLength <= (2 * live) + (2 * chunk),
                     $"round {round}: file {store.Pages.FileLength}, live {live}");

@@ -200,7 +200,7 @@ internal sealed class PageStoreModel
         }
 
         var chunks = new Dictionary<uint, ChunkInfo>();
-        foreach (ChunkInfo chunk in store.ChunksForTests())
+        foreach (ChunkInfo chunk in store.Chunks)
         {
             chunks[chunk.Id] = chunk;
         }

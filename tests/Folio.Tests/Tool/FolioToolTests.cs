@@ -6,8 +6,8 @@ namespace Folio.Tests.Tool;
 
 /// <summary>
 /// The <c>folio</c> tool end to end: each command runs as a child process against a real store, and its exit code and
-/// output are checked; <c>info</c>, <c>verify</c> and <c>tail</c> read a store another process holds, others refuse it
-/// with one line, as they do a missing store and a damaged one.
+/// output are checked; <c>info</c>, <c>verify</c>, <c>export</c> and <c>tail</c> read a store another process holds,
+/// others refuse it with one line, as they do a missing store and a damaged one.
 /// </summary>
 public sealed class FolioToolTests
 {
@@ -25,7 +25,7 @@ public sealed class FolioToolTests
     }
 
     [Fact]
-    public async Task Info_and_verify_read_a_store_another_process_has_open()
+    public async Task Info_verify_and_export_read_a_store_another_process_has_open()
     {
         using var dir = new TempDirectory();
         string store = await CreateStoreAsync(dir.Path, "store", people: 30, orders: 12);
@@ -42,6 +42,16 @@ public sealed class FolioToolTests
         (exit, output, error) = await FolioToolProcess.RunAsync("verify", store);
         Assert.True(exit == 0, error);
         Assert.Contains("healthy", output, StringComparison.Ordinal);
+
+        (exit, output, error) = await FolioToolProcess.RunAsync("export", store);
+        Assert.True(exit == 0, error);
+        List<string> exported = Documents(output);
+        Assert.Equal(1 + 12 + 29, exported.Count); // invoices, orders, people
+        Assert.Equal("invoices/i1={\"total\":1}", exported[0]);
+        Assert.Equal("orders/o0000={\"total\":0}", exported[1]);
+        Assert.DoesNotContain(exported, line => line.StartsWith("people/p0003=", StringComparison.Ordinal));
+        Assert.Equal(held.Scan("people").Select(d => "people/" + d.Id + "=" + Encoding.UTF8.GetString(d.Json.Span)),
+            exported.Skip(13));
     }
 
     [Fact]

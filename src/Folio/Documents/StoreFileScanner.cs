@@ -1,0 +1,206 @@
+using System.Runtime.CompilerServices;
+using Folio.Pages;
+
+namespace Folio.Documents;
+
+/// <summary>
+/// Streams every document of a store from its files, without opening it (<see cref="DocumentStore.ScanFilesAsync"/>):
+/// no lock on the store is taken and none of its files is written, so it works while another process has the store
+/// open and keeps committing, however long the stream takes.
+/// <para>
+/// What it reads, in order: the data file's newest checkpoint at sequence C (<see cref="PageStore.OpenForReading"/>),
+/// which it pins against the writer (<see cref="ReaderPin"/>: the writer then neither frees nor reuses the chunks of
+/// that checkpoint until the stream ends, even across its own restarts); then every complete, durable commit the
+/// journal after C holds, keeping each document's last change in memory (what the store itself keeps in memory
+/// since its last checkpoint). The stream merges each collection's tree with those changes in id order: the store
+/// as of the last commit read.
+/// </para>
+/// <para>
+/// Racing the writer before the stream starts: a pin counts only if the checkpoint it names was still the newest
+/// after the pin became visible (see <see cref="ReaderPins"/>), and the journal after C may be purged once a newer
+/// checkpoint is durable; either way the scan starts over from the new header, a few times at most, before it
+/// yields anything. Once it yields, nothing it reads can be reused under it.
+/// </para>
+/// </summary>
+internal static class StoreFileScanner
+{
+    /// <summary>Starts before the last failure is reported.</summary>
+    private const int Attempts = 16;
+
+    /// <summary>The page cache of the scan: a stream reads each page once, so a path from the root suffices.</summary>
+    private const long CacheBytes = 16L << 20;
+
+    public static async IAsyncEnumerable<StoredDocument> ScanAsync(string folder,
+        [EnumeratorCancellation] CancellationToken cancellationToken)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        (string path, _) = StoreFileInfoReader.StoreFolders(folder);
+        using Snapshot snapshot = await OpenAsync(path, cancellationToken).ConfigureAwait(false);
+        foreach (StoredDocument document in snapshot.Documents())
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            yield return document;
+        }
+    }
+
+    private static async Task<Snapshot> OpenAsync(string path, CancellationToken cancellationToken)
+    {
+        for (int attempt = 1; ; attempt++)
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            PageStore? pages;
+            try
+            {
+                pages = StoreFileInfoReader.OpenDataFile(path);
+            }
+            catch (StoreCorruptedException) when (attempt < Attempts)
+            {
+                continue; // a chunk of the header's checkpoint reused while it was mounted (or damage: see the last)
+            }
+
+            ReaderPin? pin = null;
+            try
+            {
+                if (pages?.Current.Header is not null)
+                {
+                    pin = ReaderPin.Create(path, pages.Current.Generation, [.. pages.Chunks]);
+                    if (StoreFileInfoReader.HeaderMoved(path, pages))
+                    {
+                        // A newer checkpoint may have read the pins before this one was visible.
+                        pin.Dispose();
+                        pages.Dispose();
+                        continue;
+                    }
+                }
+
+                Dictionary<string, List<DocumentChange>> changes =
+                    await ReadChangesAsync(path, pages?.Current.Sequence ?? 0, cancellationToken).ConfigureAwait(false);
+                return new Snapshot(pages, pin, changes);
+            }
+            catch (Exception e) when (attempt < Attempts
+                && (e is JournalPositionPurgedException
+                    || (e is StoreCorruptedException && StoreFileInfoReader.HeaderMoved(path, pages))))
+            {
+                // The journal after the mounted checkpoint was purged after a newer one, or a page read before the
+                // pin held was reused: start over from the newest header.
+                pin?.Dispose();
+                pages?.Dispose();
+            }
+            catch
+            {
+                pin?.Dispose();
+                pages?.Dispose();
+                throw;
+            }
+        }
+    }
+
+    /// <summary>Each document's last change after <paramref name="after"/>, by collection, sorted by id.</summary>
+    private static async Task<Dictionary<string, List<DocumentChange>>> ReadChangesAsync(string path, long after,
+        CancellationToken cancellationToken)
+    {
+        var last = new Dictionary<(string Collection, string Id), DocumentChange>();
+        await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(path, after + 1, follow: false,
+            cancellationToken).ConfigureAwait(false))
+        {
+            last[(change.Collection, change.Id)] = change;
+        }
+
+        var byCollection = new Dictionary<string, List<DocumentChange>>(StringComparer.Ordinal);
+        foreach (((string collection, _), DocumentChange change) in last)
+        {
+            if (!byCollection.TryGetValue(collection, out List<DocumentChange>? list))
+            {
+                byCollection[collection] = list = [];
+            }
+
+            list.Add(change);
+        }
+
+        foreach (List<DocumentChange> list in byCollection.Values)
+        {
+            list.Sort(static (a, b) => string.CompareOrdinal(a.Id, b.Id));
+        }
+
+        return byCollection;
+    }
+
+    /// <summary>The pinned checkpoint and the changes after it: the documents of one commit.</summary>
+    private sealed class Snapshot(PageStore? pages, ReaderPin? pin, Dictionary<string, List<DocumentChange>> changes)
+        : IDisposable
+    {
+        public IEnumerable<StoredDocument> Documents()
+        {
+            var names = new SortedSet<string>(changes.Keys, StringComparer.Ordinal);
+            if (pages is not null)
+            {
+                names.UnionWith(pages.Current.Collections.Keys);
+            }
+
+            foreach (string name in names)
+            {
+                PageReference? root = pages is not null && pages.Current.Collections.TryGetValue(name,
+                    out CollectionTree? tree) ? tree.Root : null;
+                List<DocumentChange> changed = changes.GetValueOrDefault(name) ?? [];
+                foreach (StoredDocument document in Merge(name, root, changed))
+                {
+                    yield return document;
+                }
+            }
+        }
+
+        /// <summary>The tree's documents with the changes after it applied, in id order.</summary>
+        private IEnumerable<StoredDocument> Merge(string collection, PageReference? root, List<DocumentChange> changed)
+        {
+            int next = 0;
+            if (root is not null)
+            {
+                IPageReader reader = pages!.Reader;
+                foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(root, null, null, false, reader))
+                {
+                    int order = -1;
+                    while (next < changed.Count && (order = string.CompareOrdinal(changed[next].Id, entry.Key)) < 0)
+                    {
+                        if (FromChange(changed[next++]) is { } added)
+                        {
+                            yield return added;
+                        }
+                    }
+
+                    if (order == 0)
+                    {
+                        // Changed since the checkpoint: the change wins (a delete drops the document).
+                        if (FromChange(changed[next++]) is { } updated)
+                        {
+                            yield return updated;
+                        }
+
+                        continue;
+                    }
+
+                    StoredValue value = entry.Value;
+                    yield return new StoredDocument(collection, entry.Key, value.Read(reader), value.Sequence,
+                        new DateTimeOffset(value.TimestampTicks, TimeSpan.Zero));
+                }
+            }
+
+            while (next < changed.Count)
+            {
+                if (FromChange(changed[next++]) is { } added)
+                {
+                    yield return added;
+                }
+            }
+        }
+
+        private static StoredDocument? FromChange(DocumentChange change) => change.Kind == ChangeKind.Put
+            ? new StoredDocument(change.Collection, change.Id, change.Json, change.Sequence, change.Timestamp)
+            : null;
+
+        public void Dispose()
+        {
+            pin?.Dispose();
+            pages?.Dispose();
+        }
+    }
+}
