@@ -63,11 +63,11 @@ internal static class StoreFileScanner
             {
                 if (pages?.Current.Header is not null)
                 {
-                    pin = ReaderPin.Create(path, pages.Current.Generation, [.. pages.Chunks]);
+                    pin = TryPin(path, pages);
                     if (StoreFileInfoReader.HeaderMoved(path, pages))
                     {
                         // A newer checkpoint may have read the pins before this one was visible.
-                        pin.Dispose();
+                        pin?.Dispose();
                         pages.Dispose();
                         continue;
                     }
@@ -92,6 +92,21 @@ internal static class StoreFileScanner
                 pages?.Dispose();
                 throw;
             }
+        }
+    }
+
+    /// <summary>Pins the mounted checkpoint, or null where no pin can be written (a read-only copy of a store, which no
+    /// process writes; where one does, a page it reuses under the scan fails its checks: the scan fails, never returns
+    /// another document's bytes).</summary>
+    private static ReaderPin? TryPin(string path, PageStore pages)
+    {
+        try
+        {
+            return ReaderPin.Create(path, pages.Current.Generation, [.. pages.Chunks]);
+        }
+        catch (Exception e) when (e is UnauthorizedAccessException or IOException)
+        {
+            return null;
         }
     }
 
