@@ -15,14 +15,31 @@ internal static class ExportCommand
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
             string path = ToolStore.RequireStore(parse.GetValue(store)!);
-            await using var output = new NdjsonOutput();
-            await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(path, cancellationToken)
-                .ConfigureAwait(false))
+            StoreInfo info = await DocumentStore.ReadInfoAsync(path, cancellationToken).ConfigureAwait(false);
+            long total = 0;
+            foreach (CollectionInfo collection in info.Collections)
             {
-                NdjsonLine.WriteDocument(output.Json, document);
-                output.EndLine();
+                total += collection.Documents;
             }
 
+            // The total is the store's a moment before the export's own commit: close enough for a progress bar.
+            var display = new ProgressDisplay("export", total, "documents");
+            long exported = 0;
+            await using (var output = new NdjsonOutput())
+            {
+                await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(path, cancellationToken)
+                    .ConfigureAwait(false))
+                {
+                    NdjsonLine.WriteDocument(output.Json, document);
+                    output.EndLine();
+                    if ((++exported & 1023) == 0)
+                    {
+                        display.Report(exported);
+                    }
+                }
+            }
+
+            display.Complete(exported);
             return 0;
         }));
         return command;

@@ -6,22 +6,26 @@ namespace Folio.Tool;
 /// <summary>
 /// Progress of a long command on standard error: on a terminal, one bar redrawn in place with the rate and the time
 /// left; when standard error is redirected, a plain line every two seconds. Reports may come from any thread; each is
-/// drawn under a lock.
+/// drawn under a lock. It counts bytes, or items of a named unit ("documents").
 /// </summary>
 internal sealed class ProgressDisplay : IProgress<long>
 {
     private readonly string _label;
     private readonly long _total;
+    private readonly string? _unit;
     private readonly bool _terminal = !Console.IsErrorRedirected;
     private readonly Stopwatch _elapsed = Stopwatch.StartNew();
     private readonly Lock _lock = new();
     private long _lastDrawn = long.MinValue / 2;
     private long _done;
 
-    public ProgressDisplay(string label, long total)
+    /// <summary>A display of <paramref name="total"/> bytes, or of <paramref name="total"/> items named
+    /// <paramref name="unit"/>.</summary>
+    public ProgressDisplay(string label, long total, string? unit = null)
     {
         _label = label;
         _total = Math.Max(total, 1);
+        _unit = unit;
     }
 
     public void Report(long value)
@@ -38,11 +42,12 @@ internal sealed class ProgressDisplay : IProgress<long>
         }
     }
 
-    /// <summary>Draws the final state and ends the line.</summary>
-    public void Complete()
+    /// <summary>Draws the final state (at <paramref name="value"/> when given) and ends the line.</summary>
+    public void Complete(long? value = null)
     {
         lock (_lock)
         {
+            _done = value ?? _done;
             Draw(final: true);
         }
     }
@@ -55,8 +60,11 @@ internal sealed class ProgressDisplay : IProgress<long>
         string left = rate > 0 && !final
             ? TimeSpan.FromSeconds((_total - _done) / rate).ToString(@"m\:ss", CultureInfo.InvariantCulture)
             : "0:00";
-        string figures = string.Create(CultureInfo.InvariantCulture,
-            $"{fraction,4:P0} {_done / 1048576.0:F1} of {_total / 1048576.0:F1} MiB, {rate / 1048576.0:F1} MiB/s");
+        string figures = _unit is null
+            ? string.Create(CultureInfo.InvariantCulture,
+                $"{fraction,4:P0} {_done / 1048576.0:F1} of {_total / 1048576.0:F1} MiB, {rate / 1048576.0:F1} MiB/s")
+            : string.Create(CultureInfo.InvariantCulture,
+                $"{fraction,4:P0} {_done:N0} of {_total:N0} {_unit}, {rate:N0}/s");
         if (_terminal)
         {
             const int Width = 30;

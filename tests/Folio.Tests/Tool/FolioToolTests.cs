@@ -46,6 +46,8 @@ public sealed class FolioToolTests
         (exit, output, error) = await FolioToolProcess.RunAsync("export", store);
         Assert.True(exit == 0, error);
         List<string> exported = Documents(output);
+        Assert.Contains("export: done", error, StringComparison.Ordinal); // redirected: plain progress lines
+        Assert.Contains("42 of 42 documents", error, StringComparison.Ordinal);
         Assert.Equal(1 + 12 + 29, exported.Count); // invoices, orders, people
         Assert.Equal("invoices/i1={\"total\":1}", exported[0]);
         Assert.Equal("orders/o0000={\"total\":0}", exported[1]);
