@@ -3,7 +3,9 @@ using System.Globalization;
 
 namespace Folio.Tool;
 
-/// <summary><c>folio backup &lt;store&gt; &lt;backup-file&gt;</c>: a consistent backup into a new file.</summary>
+/// <summary><c>folio backup &lt;store&gt; &lt;backup-file&gt;</c>: a consistent backup into a new file, read from the
+/// store's files (<see cref="DocumentStore.BackupFilesAsync(string, Stream, CancellationToken)"/>): it never writes to
+/// the store, and backs up a store a service holds.</summary>
 internal static class BackupCommand
 {
     public static Command Create()
@@ -17,9 +19,9 @@ internal static class BackupCommand
         var command = new Command("backup", "Back up a store into a new file.") { store, file, from };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
-            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!);
+            string folder = ToolStore.RequireStore(parse.GetValue(store)!);
             string path = Path.GetFullPath(parse.GetValue(file)!);
-            var display = new ProgressDisplay("backup", ToolStore.FileBytes(opened.Path));
+            var display = new ProgressDisplay("backup", ToolStore.FileBytes(folder));
             BackupResult result;
             var output = new FileStream(path, FileMode.CreateNew, FileAccess.Write, FileShare.None, 0,
                 FileOptions.Asynchronous);
@@ -29,8 +31,10 @@ internal static class BackupCommand
                 {
                     var counting = new CountingStream(output, display);
                     result = parse.GetValue(from) is long first
-                        ? await opened.BackupAsync(counting, first, cancellationToken).ConfigureAwait(false)
-                        : await opened.BackupAsync(counting, cancellationToken).ConfigureAwait(false);
+                        ? await DocumentStore.BackupFilesAsync(folder, counting, first, cancellationToken)
+                            .ConfigureAwait(false)
+                        : await DocumentStore.BackupFilesAsync(folder, counting, cancellationToken)
+                            .ConfigureAwait(false);
                     output.Flush(flushToDisk: true);
                 }
             }

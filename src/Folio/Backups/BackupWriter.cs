@@ -1,6 +1,7 @@
 using System.Buffers;
 using System.Buffers.Binary;
 using System.IO.Pipelines;
+using Folio.Documents;
 using Folio.Journal;
 using Folio.Pages;
 
@@ -22,6 +23,9 @@ internal sealed class BackupWriter : IDisposable
 {
     private readonly PipeWriter _destination;
     private readonly CancellationToken _cancellationToken;
+    /// <summary>Checkpoints pinned before a journal that keeps being purged under the spool is reported.</summary>
+    private const int PinAttempts = 16;
+
     private const int MaxFrame = BackupFormat.FrameHeaderSize + BackupFormat.MaxPayload + BackupFormat.FrameTrailerSize;
 
     // The pipe's memory the next frame is built in (GetMemory), valid until it is advanced past: frames are written
@@ -104,6 +108,75 @@ internal sealed class BackupWriter : IDisposable
         }
     }
 
+    /// <summary>
+    /// Writes a backup of the store in <paramref name="folder"/> from its files, without opening it (a store another
+    /// process may hold and keep writing): full, or incremental from <paramref name="fromSequence"/>. A full backup
+    /// pins the newest checkpoint (<see cref="PinnedCheckpoint"/>), then spools the journal's complete, durable
+    /// entries after it (<see cref="SpooledEntrySource"/>; the writer may purge them once it has checkpointed again,
+    /// so they are taken first and the attempt starts over if they are already gone), then writes the checkpoint's
+    /// chunks and the spooled entries. Does not complete <paramref name="destination"/>.
+    /// </summary>
+    public static async ValueTask<BackupResult> WriteFromFilesAsync(string folder, PipeWriter destination,
+        long? fromSequence, TimeProvider clock, CancellationToken cancellationToken)
+    {
+        (string path, string journalFolder) = StoreFileInfoReader.StoreFolders(folder);
+        long segmentSize = SegmentSizeOf(journalFolder);
+        using var writer = new BackupWriter(destination, cancellationToken);
+        if (fromSequence is long first)
+        {
+            using SpooledEntrySource increment = SpooledEntrySource.Spool(journalFolder, first, cancellationToken);
+            var begin = new BackupFormat.Begin(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0,
+                first - 1, first, increment.LastSequence, 0, 0, clock.GetUtcNow().UtcTicks, segmentSize);
+            return await writer.WriteAsync(begin, increment, null, [], clock).ConfigureAwait(false);
+        }
+
+        for (int attempt = 1; ; attempt++)
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            using PinnedCheckpoint checkpoint = PinnedCheckpoint.Open(path);
+            SpooledEntrySource entries;
+            try
+            {
+                entries = SpooledEntrySource.Spool(journalFolder, checkpoint.Sequence + 1, cancellationToken);
+            }
+            catch (JournalPositionPurgedException) when (attempt < PinAttempts)
+            {
+                continue; // purged after a newer checkpoint: pin that one
+            }
+
+            using (entries)
+            {
+                PageCheckpoint current = checkpoint.Pages?.Current ?? PageCheckpoint.Empty;
+                List<ChunkInfo> chunks = checkpoint.Pages?.ReadChunkTable(current) ?? [];
+                long chunkBytes = 0;
+                foreach (ChunkInfo chunk in chunks)
+                {
+                    chunkBytes += chunk.Length;
+                }
+
+                DataFileHeader header = current.Header.GetValueOrDefault();
+                var begin = new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion,
+                    current.Generation, header.ChunkId, header.ChunkOffset, header.ChunkLength, current.Sequence,
+                    current.Sequence + 1, entries.LastSequence, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks,
+                    segmentSize);
+                return await writer.WriteAsync(begin, entries, checkpoint.Pages, chunks, clock).ConfigureAwait(false);
+            }
+        }
+    }
+
+    /// <summary>The segment size of the journal in <paramref name="journalFolder"/>: the length of its segment files
+    /// (each is made at its full size), or the default when it has none.</summary>
+    private static long SegmentSizeOf(string journalFolder)
+    {
+        long size = 0;
+        foreach ((_, long bytes) in JournalFormat.ListSegmentFiles(journalFolder))
+        {
+            size = Math.Max(size, bytes);
+        }
+
+        return size > 0 ? size : JournalOptions.DefaultSegmentSize;
+    }
+
     public void Dispose()
     {
         _frame = default;
@@ -119,6 +192,16 @@ internal sealed class BackupWriter : IDisposable
     private async ValueTask<BackupResult> WriteAsync(BackupFormat.Begin begin, WriteAheadJournal journal,
         PageStore? pages, List<ChunkInfo> chunks, TimeProvider clock)
     {
+        using JournalReader? reader = begin.LastEntry >= begin.FirstEntry ? journal.OpenReader(begin.FirstEntry) : null;
+        return await WriteAsync(begin, reader is null ? null : new JournalEntrySource(reader), pages, chunks, clock)
+            .ConfigureAwait(false);
+    }
+
+    /// <summary>The stream <paramref name="begin"/> describes, its entries from <paramref name="source"/> (null when
+    /// it has none).</summary>
+    private async ValueTask<BackupResult> WriteAsync(BackupFormat.Begin begin, IBackupEntrySource? source,
+        PageStore? pages, List<ChunkInfo> chunks, TimeProvider clock)
+    {
         BackupFormat.WriteStreamHeader(_destination.GetSpan(BackupFormat.StreamHeaderSize), clock.GetUtcNow().UtcTicks);
         await SendAsync(BackupFormat.StreamHeaderSize).ConfigureAwait(false);
         begin.Write(Payload);
@@ -129,10 +212,9 @@ internal sealed class BackupWriter : IDisposable
         }
 
         long entries = 0;
-        if (begin.LastEntry >= begin.FirstEntry)
+        if (source is not null && begin.LastEntry >= begin.FirstEntry)
         {
-            using JournalReader reader = journal.OpenReader(begin.FirstEntry);
-            entries = await CopyEntriesAsync(reader, begin.LastEntry).ConfigureAwait(false);
+            entries = await CopyEntriesAsync(source, begin.LastEntry).ConfigureAwait(false);
         }
 
         new BackupFormat.End(begin.LastEntry, entries, begin.ChunkBytes, _index).Write(Payload);
@@ -177,7 +259,7 @@ internal sealed class BackupWriter : IDisposable
 
     /// <summary>Copies entries up to <paramref name="last"/>: consecutive entries of one record share an Entries
     /// frame; a large entry goes as LargeEntry and EntryData frames.</summary>
-    private async ValueTask<long> CopyEntriesAsync(JournalReader reader, long last)
+    private async ValueTask<long> CopyEntriesAsync(IBackupEntrySource reader, long last)
     {
         long entries = 0;
         while (true)
@@ -211,7 +293,7 @@ internal sealed class BackupWriter : IDisposable
     /// <summary>Fills the frame buffer with an Entries payload (synchronously: the reader's entries are spans into
     /// the journal, valid until its next read); returns its length, 0 for none. A large entry read meanwhile is
     /// copied out and returned, to be sent after this frame.</summary>
-    private int FillEntries(JournalReader reader, long last, out byte[]? large, out int largeLength,
+    private int FillEntries(IBackupEntrySource reader, long last, out byte[]? large, out int largeLength,
         out long largeSequence, out long largeRecord, out long largeTimestamp, ref long entries)
     {
         large = null;
@@ -234,26 +316,25 @@ internal sealed class BackupWriter : IDisposable
         while (reader.NextSequence <= last)
         {
             long sequence = reader.NextSequence;
-            if (!reader.TryRead(out JournalEntry entry))
+            if (!reader.TryRead(out ReadOnlySpan<byte> data, out long entryRecord, out long entryTimestamp))
             {
                 ThrowHelper.ThrowInvalidOperation(
                     $"The journal's committed entry {sequence} could not be read for the backup.");
             }
 
             entries++;
-            ReadOnlySpan<byte> data = entry.Data;
             if (data.Length > BackupFormat.LargeEntryThreshold)
             {
                 large = ArrayPool<byte>.Shared.Rent(data.Length);
                 data.CopyTo(large);
                 largeLength = data.Length;
                 largeSequence = sequence;
-                largeRecord = reader.RecordFirstSequence;
-                largeTimestamp = entry.TimestampTicks;
+                largeRecord = entryRecord;
+                largeTimestamp = entryTimestamp;
                 break;
             }
 
-            if (count > 0 && (reader.RecordFirstSequence != record
+            if (count > 0 && (entryRecord != record
                 || used + 4 + data.Length > BackupFormat.DataPerFrame))
             {
                 if (_carry.Length < data.Length)
@@ -269,16 +350,15 @@ internal sealed class BackupWriter : IDisposable
                 data.CopyTo(_carry);
                 _carryLength = data.Length;
                 _carrySequence = sequence;
-                _carryRecord = reader.RecordFirstSequence;
-                _carryTimestamp = entry.TimestampTicks;
+                _carryRecord = entryRecord;
+                _carryTimestamp = entryTimestamp;
                 entries--; // counted when it is sent
                 break;
             }
 
             if (count == 0)
             {
-                StartEntries(payload, reader.RecordFirstSequence, entry.TimestampTicks, sequence, out record,
-                    out timestamp);
+                StartEntries(payload, entryRecord, entryTimestamp, sequence, out record, out timestamp);
             }
 
             used = AddEntry(payload, used, data);

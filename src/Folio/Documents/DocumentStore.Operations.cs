@@ -86,6 +86,66 @@ public sealed partial class DocumentStore
         return BackupToFileAsync(backupFile, fromSequence, cancellationToken);
     }
 
+    /// <summary>
+    /// Writes a full backup of the store in <paramref name="folder"/> into <paramref name="destination"/> (left open),
+    /// read from the store's files without opening it: no lock on the store is taken and none of its files is written,
+    /// so it backs up a store another process has open and keeps committing (what <c>folio backup</c> uses). The
+    /// backup has the format of <see cref="BackupAsync(PipeWriter, CancellationToken)"/>: the data file's newest
+    /// checkpoint and the journal's complete, durable commits after it, as they are when the backup starts. While it
+    /// runs, a pin file in the store's <c>readers</c> folder keeps the writing process from freeing the chunks it
+    /// copies (see <see cref="ScanFilesAsync"/>), and the journal's entries are first copied into a temporary file
+    /// (in <see cref="Path.GetTempPath"/>, deleted at the end), since the writer may purge them meanwhile.
+    /// </summary>
+    /// <param name="folder">The store's folder (the one given to <see cref="Open"/>).</param>
+    /// <param name="destination">A writable stream.</param>
+    /// <param name="cancellationToken">Cancels the backup (what was written is then not a complete backup).</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
+    /// <exception cref="StoreCorruptedException">A chunk the backup copies is damaged.</exception>
+    /// <exception cref="JournalCorruptedException">A journal record the backup copies is damaged.</exception>
+    /// <exception cref="IOException">The destination stopped reading, or a store file could not be read.</exception>
+    public static ValueTask<BackupResult> BackupFilesAsync(string folder, Stream destination,
+        CancellationToken cancellationToken = default) =>
+        BackupFilesToStreamAsync(folder, destination, null, cancellationToken);
+
+    /// <summary>Writes an incremental backup of the store in <paramref name="folder"/> from its files (see
+    /// <see cref="BackupFilesAsync(string, Stream, CancellationToken)"/>): the journal's complete, durable commits from
+    /// <paramref name="fromSequence"/> on, as <see cref="BackupAsync(PipeWriter, long, CancellationToken)"/>
+    /// writes them.</summary>
+    /// <param name="folder">The store's folder.</param>
+    /// <param name="destination">A writable stream.</param>
+    /// <param name="fromSequence">The first commit to include (the previous backup's last + 1).</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="JournalPositionPurgedException">The journal no longer holds
+    /// <paramref name="fromSequence"/>: take a full backup.</exception>
+    public static ValueTask<BackupResult> BackupFilesAsync(string folder, Stream destination, long fromSequence,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
+        return BackupFilesToStreamAsync(folder, destination, fromSequence, cancellationToken);
+    }
+
+    private static async ValueTask<BackupResult> BackupFilesToStreamAsync(string folder, Stream destination,
+        long? fromSequence, CancellationToken cancellationToken)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        ArgumentNullException.ThrowIfNull(destination);
+        PipeWriter writer = PipeWriter.Create(destination, new StreamPipeWriterOptions(leaveOpen: true));
+        try
+        {
+            BackupResult result = await BackupWriter.WriteFromFilesAsync(folder, writer, fromSequence,
+                TimeProvider.System, cancellationToken).ConfigureAwait(false);
+            await writer.CompleteAsync().ConfigureAwait(false);
+            return result;
+        }
+        catch (Exception e)
+        {
+            await writer.CompleteAsync(e).ConfigureAwait(false);
+            throw;
+        }
+    }
+
     /// <summary>Writes a backup into <paramref name="destination"/> (left open); see
     /// <see cref="BackupAsync(PipeWriter, CancellationToken)"/>.</summary>
     /// <param name="destination">A writable stream.</param>

@@ -27,9 +27,6 @@ internal static class StoreFileScanner
     /// <summary>Starts before the last failure is reported.</summary>
     private const int Attempts = 16;
 
-    /// <summary>The page cache of the scan: a stream reads each page once, so a path from the root suffices.</summary>
-    private const long CacheBytes = 16L << 20;
-
     public static async IAsyncEnumerable<StoredDocument> ScanAsync(string folder,
         [EnumeratorCancellation] CancellationToken cancellationToken)
     {
@@ -48,65 +45,23 @@ internal static class StoreFileScanner
         for (int attempt = 1; ; attempt++)
         {
             cancellationToken.ThrowIfCancellationRequested();
-            PageStore? pages;
+            PinnedCheckpoint checkpoint = PinnedCheckpoint.Open(path);
             try
             {
-                pages = StoreFileInfoReader.OpenDataFile(path);
-            }
-            catch (StoreCorruptedException) when (attempt < Attempts)
-            {
-                continue; // a chunk of the header's checkpoint reused while it was mounted (or damage: see the last)
-            }
-
-            ReaderPin? pin = null;
-            try
-            {
-                if (pages?.Current.Header is not null)
-                {
-                    pin = TryPin(path, pages);
-                    if (StoreFileInfoReader.HeaderMoved(path, pages))
-                    {
-                        // A newer checkpoint may have read the pins before this one was visible.
-                        pin?.Dispose();
-                        pages.Dispose();
-                        continue;
-                    }
-                }
-
                 Dictionary<string, List<DocumentChange>> changes =
-                    await ReadChangesAsync(path, pages?.Current.Sequence ?? 0, cancellationToken).ConfigureAwait(false);
-                return new Snapshot(pages, pin, changes);
+                    await ReadChangesAsync(path, checkpoint.Sequence, cancellationToken).ConfigureAwait(false);
+                return new Snapshot(checkpoint, changes);
             }
-            catch (Exception e) when (attempt < Attempts
-                && (e is JournalPositionPurgedException
-                    || (e is StoreCorruptedException && StoreFileInfoReader.HeaderMoved(path, pages))))
+            catch (JournalPositionPurgedException) when (attempt < Attempts)
             {
-                // The journal after the mounted checkpoint was purged after a newer one, or a page read before the
-                // pin held was reused: start over from the newest header.
-                pin?.Dispose();
-                pages?.Dispose();
+                // The journal after the checkpoint was purged after a newer one: start over from the newest.
+                checkpoint.Dispose();
             }
             catch
             {
-                pin?.Dispose();
-                pages?.Dispose();
+                checkpoint.Dispose();
                 throw;
             }
-        }
-    }
-
-    /// <summary>Pins the mounted checkpoint, or null where no pin can be written (a read-only copy of a store, which no
-    /// process writes; where one does, a page it reuses under the scan fails its checks: the scan fails, never returns
-    /// another document's bytes).</summary>
-    private static ReaderPin? TryPin(string path, PageStore pages)
-    {
-        try
-        {
-            return ReaderPin.Create(path, pages.Current.Generation, [.. pages.Chunks]);
-        }
-        catch (Exception e) when (e is UnauthorizedAccessException or IOException)
-        {
-            return null;
         }
     }
 
@@ -141,20 +96,22 @@ internal static class StoreFileScanner
     }
 
     /// <summary>The pinned checkpoint and the changes after it: the documents of one commit.</summary>
-    private sealed class Snapshot(PageStore? pages, ReaderPin? pin, Dictionary<string, List<DocumentChange>> changes)
+    private sealed class Snapshot(PinnedCheckpoint checkpoint, Dictionary<string, List<DocumentChange>> changes)
         : IDisposable
     {
+        private readonly PageStore? _pages = checkpoint.Pages;
+
         public IEnumerable<StoredDocument> Documents()
         {
             var names = new SortedSet<string>(changes.Keys, StringComparer.Ordinal);
-            if (pages is not null)
+            if (_pages is not null)
             {
-                names.UnionWith(pages.Current.Collections.Keys);
+                names.UnionWith(_pages.Current.Collections.Keys);
             }
 
             foreach (string name in names)
             {
-                PageReference? root = pages is not null && pages.Current.Collections.TryGetValue(name,
+                PageReference? root = _pages is not null && _pages.Current.Collections.TryGetValue(name,
                     out CollectionTree? tree) ? tree.Root : null;
                 List<DocumentChange> changed = changes.GetValueOrDefault(name) ?? [];
                 foreach (StoredDocument document in Merge(name, root, changed))
@@ -170,7 +127,7 @@ internal static class StoreFileScanner
             int next = 0;
             if (root is not null)
             {
-                IPageReader reader = pages!.Reader;
+                IPageReader reader = _pages!.Reader;
                 foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(root, null, null, false, reader))
                 {
                     int order = -1;
@@ -212,10 +169,6 @@ internal static class StoreFileScanner
             ? new StoredDocument(change.Collection, change.Id, change.Json, change.Sequence, change.Timestamp)
             : null;
 
-        public void Dispose()
-        {
-            pin?.Dispose();
-            pages?.Dispose();
-        }
+        public void Dispose() => checkpoint.Dispose();
     }
 }

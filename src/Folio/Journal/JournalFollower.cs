@@ -368,7 +368,7 @@ internal sealed class JournalFollower : IDisposable
             if (sequence >= _nextSequence)
             {
                 entries.Add(new JournalEntryCopy(sequence, header.TimestampTicks,
-                    record.Slice(at + JournalFormat.EntryHeaderSize, length).ToArray()));
+                    record.Slice(at + JournalFormat.EntryHeaderSize, length).ToArray(), header.FirstSequence));
                 _nextSequence = sequence + 1;
                 taken++;
             }

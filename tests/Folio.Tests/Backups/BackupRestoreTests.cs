@@ -112,6 +112,114 @@ public sealed class BackupRestoreTests
     }
 
     [Fact]
+    public async Task A_backup_of_the_files_of_a_store_held_open_and_its_increment_restore_every_document()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        var model = new History();
+        string source = Path.Combine(dir.Path, "source");
+        string full = Path.Combine(dir.Path, "full.folio");
+        string increment = Path.Combine(dir.Path, "increment.folio");
+        await using (DocumentStore store = DocumentStore.Open(source, options))
+        {
+            await WriteHistoryAsync(store, model, 0, 600, seed: 51);
+            await store.CheckpointAsync();
+            await WriteHistoryAsync(store, model, 600, 300, seed: 52); // after the checkpoint: journal entries
+
+            BackupResult backup;
+            await using (var file = File.Create(full))
+            {
+                backup = await DocumentStore.BackupFilesAsync(source, file); // the store is held open
+            }
+
+            Assert.Equal(store.LastCommittedSequence, backup.Sequence);
+            Assert.Equal(store.Pages.Current.Sequence, backup.CheckpointSequence);
+            Assert.True(backup.Chunks >= 1);
+            Assert.Equal(backup.Sequence - backup.CheckpointSequence, backup.Entries);
+            Assert.Equal(new FileInfo(full).Length, backup.Bytes);
+            Assert.Empty(Directory.GetFiles(Path.Combine(source, "readers"))); // the pin went with the backup
+
+            await WriteHistoryAsync(store, model, 900, 100, seed: 53);
+            await using (var file = File.Create(increment))
+            {
+                BackupResult next = await DocumentStore.BackupFilesAsync(source, file, backup.Sequence + 1);
+                Assert.Equal(backup.Sequence, next.CheckpointSequence);
+                Assert.Equal(0, next.Chunks);
+                Assert.Equal(store.LastCommittedSequence, next.Sequence);
+                Assert.Equal(100, next.Entries);
+            }
+
+            string target = Path.Combine(dir.Path, "restored");
+            RestoreResult restored = await DocumentStore.RestoreAsync(full, target);
+            Assert.Equal(backup.Sequence, restored.Sequence);
+            await using (DocumentStore copy = DocumentStore.Open(target, options))
+            {
+                AssertMatchesModel(copy, model.At(backup.Sequence));
+            }
+
+            string chain = Path.Combine(dir.Path, "chain");
+            await DocumentStore.RestoreAsync([full, increment], chain);
+            await using DocumentStore all = DocumentStore.Open(chain, options);
+            AssertSameDocuments(store, all); // versions and commit times too
+        }
+    }
+
+    [Fact]
+    public async Task A_backup_of_the_files_taken_during_writes_and_checkpoints_restores_exactly_its_sequence()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CacheSize = 4 << 20;
+        var model = new History();
+        string source = Path.Combine(dir.Path, "source");
+        await using DocumentStore store = DocumentStore.Open(source, options);
+        await WriteHistoryAsync(store, model, 0, 500, seed: 54);
+
+        using var stop = new CancellationTokenSource();
+        Task[] writers = Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        {
+            var random = new Random(200 + w);
+            int n = 0;
+            while (!stop.IsCancellationRequested)
+            {
+                await model.WriteAsync(store, random, $"w{w}-{n++ % 400:D4}");
+            }
+        })).Append(Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                await store.CheckpointAsync(); // rewrites what changed, frees chunks, purges the journal
+                await Task.Delay(5);
+            }
+        })).ToArray();
+
+        var backups = new List<(MemoryStream Bytes, BackupResult Result, long Generation)>();
+        for (int i = 0; i < 3; i++)
+        {
+            await Task.Delay(100);
+            // A destination slower than the checkpoints: several of them run while the chunks are copied.
+            var bytes = new MemoryStream();
+            long before = store.Pages.Current.Generation;
+            BackupResult result = await DocumentStore.BackupFilesAsync(source, new SlowStream(bytes));
+            backups.Add((bytes, result, store.Pages.Current.Generation - before));
+        }
+
+        stop.Cancel();
+        await Task.WhenAll(writers);
+        Assert.True(backups.Max(b => b.Generation) >= 3, "checkpoints ran during the backups: "
+            + string.Join(", ", backups.Select(b => b.Generation)));
+        for (int i = 0; i < backups.Count; i++)
+        {
+            string target = Path.Combine(dir.Path, $"restored{i}");
+            backups[i].Bytes.Position = 0;
+            RestoreResult restored = await DocumentStore.RestoreAsync(backups[i].Bytes, target);
+            Assert.Equal(backups[i].Result.Sequence, restored.Sequence);
+            await using DocumentStore copy = DocumentStore.Open(target, options);
+            AssertMatchesModel(copy, model.At(restored.Sequence));
+        }
+    }
+
+    [Fact]
     public async Task A_backup_cut_short_anywhere_is_refused_and_leaves_nothing()
     {
         using var dir = new TempDirectory();
@@ -620,6 +728,50 @@ public sealed class BackupRestoreTests
         {
             Assert.True(actual.TryGetValue(key, out string? found), $"{key} is missing");
             Assert.Equal(json, found);
+        }
+    }
+
+    /// <summary>A destination that pauses for a millisecond after every 8 KiB written (a slow disk or
+    /// network).</summary>
+    private sealed class SlowStream(Stream inner) : Stream
+    {
+        private long _sincePause;
+
+        public override bool CanRead => false;
+
+        public override bool CanSeek => false;
+
+        public override bool CanWrite => true;
+
+        public override long Length => inner.Length;
+
+        public override long Position
+        {
+            get => inner.Position;
+            set => throw new NotSupportedException();
+        }
+
+        public override void Flush() => inner.Flush();
+
+        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException();
+
+        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
+
+        public override void SetLength(long value) => throw new NotSupportedException();
+
+        public override void Write(byte[] buffer, int offset, int count) =>
+            WriteAsync(buffer.AsMemory(offset, count)).AsTask().GetAwaiter().GetResult();
+
+        public override async ValueTask WriteAsync(ReadOnlyMemory<byte> buffer,
+            CancellationToken cancellationToken = default)
+        {
+            await inner.WriteAsync(buffer, cancellationToken);
+            _sincePause += buffer.Length;
+            if (_sincePause >= 8 * 1024)
+            {
+                _sincePause = 0;
+                await Task.Delay(1, cancellationToken);
+            }
         }
     }
 

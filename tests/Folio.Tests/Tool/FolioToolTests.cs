@@ -6,8 +6,8 @@ namespace Folio.Tests.Tool;
 
 /// <summary>
 /// The <c>folio</c> tool end to end: each command runs as a child process against a real store, and its exit code and
-/// output are checked; <c>info</c>, <c>verify</c>, <c>export</c> and <c>tail</c> read a store another process holds,
-/// others refuse it with one line, as they do a missing store and a damaged one.
+/// output are checked; <c>info</c>, <c>verify</c>, <c>export</c>, <c>backup</c> and <c>tail</c> read a store another
+/// process holds, others refuse it with one line, as they do a missing store and a damaged one.
 /// </summary>
 public sealed class FolioToolTests
 {
@@ -25,7 +25,7 @@ public sealed class FolioToolTests
     }
 
     [Fact]
-    public async Task Info_verify_and_export_read_a_store_another_process_has_open()
+    public async Task Info_verify_export_and_backup_read_a_store_another_process_has_open()
     {
         using var dir = new TempDirectory();
         string store = await CreateStoreAsync(dir.Path, "store", people: 30, orders: 12);
@@ -54,6 +54,17 @@ public sealed class FolioToolTests
         Assert.DoesNotContain(exported, line => line.StartsWith("people/p0003=", StringComparison.Ordinal));
         Assert.Equal(held.Scan("people").Select(d => "people/" + d.Id + "=" + Encoding.UTF8.GetString(d.Json.Span)),
             exported.Skip(13));
+
+        string backup = Path.Combine(dir.Path, "held.backup");
+        (exit, output, error) = await FolioToolProcess.RunAsync("backup", store, backup);
+        Assert.True(exit == 0, error);
+        Assert.Contains("sequence 44", output, StringComparison.Ordinal);
+        string restored = Path.Combine(dir.Path, "restored");
+        (exit, _, error) = await FolioToolProcess.RunAsync("restore", backup, restored);
+        Assert.True(exit == 0, error);
+        (exit, string again, error) = await FolioToolProcess.RunAsync("export", restored);
+        Assert.True(exit == 0, error);
+        Assert.Equal(exported, Documents(again));
     }
 
     [Fact]
