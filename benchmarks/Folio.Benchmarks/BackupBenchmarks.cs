@@ -10,7 +10,8 @@ namespace Folio.Benchmarks;
 /// 1 KiB (about 1 GiB on disk; built once in <c>backup-N</c> under the benchmark data folder, checkpointed, with a
 /// journal after the checkpoint), against the plain operations on the same bytes. <c>FileCopy</c> copies the store's
 /// files (data file and journal segments) into one new file with 1 MiB buffers and fsyncs it; <c>Backup</c> is
-/// <c>store.BackupAsync(file)</c> (fsynced too). <c>RawRead</c> reads the backup file through once; <c>Restore</c>
+/// <c>store.BackupAsync(file)</c> (fsynced too), <c>BackupFiles</c> <c>DocumentStore.BackupFilesAsync</c> of the held
+/// store from its files into a new file (fsynced). <c>RawRead</c> reads the backup file through once; <c>Restore</c>
 /// is <c>DocumentStore.RestoreAsync(file, folder)</c> (which also opens the restored store and scrubs it);
 /// <c>Verify</c> is <c>store.VerifyAsync()</c>. <c>Commits</c> and <c>CommitsDuringBackup</c>: 16 writers each
 /// commit <see cref="CommitsPerWriter"/> durable puts, alone or while backups run one after another. Both copies
@@ -116,6 +117,18 @@ public class BackupBenchmarks : BenchmarkDirectory
     public async Task<long> Backup()
     {
         BackupResult result = await _store!.BackupAsync(Path.Combine(Root, $"backup{_round++}")).ConfigureAwait(false);
+        return result.Bytes;
+    }
+
+    /// <summary><c>DocumentStore.BackupFilesAsync</c> of the held store from its files (what <c>folio backup</c> does
+    /// beside a running service), into a new file, fsynced.</summary>
+    [Benchmark]
+    public async Task<long> BackupFiles()
+    {
+        string target = Path.Combine(Root, $"backup{_round++}");
+        await using var output = new FileStream(target, FileMode.CreateNew, FileAccess.Write, FileShare.None, 0);
+        BackupResult result = await DocumentStore.BackupFilesAsync(StoreFolder, output).ConfigureAwait(false);
+        output.Flush(flushToDisk: true);
         return result.Bytes;
     }
 
