@@ -32,6 +32,11 @@ internal static class ReaderPins
     public static Dictionary<uint, (long Offset, long Extent)> ReadLive(IFileSystem fileSystem, string folder)
     {
         var pinned = new Dictionary<uint, (long Offset, long Extent)>();
+        if (!fileSystem.DirectoryExists(folder))
+        {
+            return pinned; // no reader ever pinned this store: the usual case, without an exception
+        }
+
         string[] pins;
         try
         {

@@ -22,6 +22,9 @@ internal interface IFileSystem
     /// <summary>Whether a file exists.</summary>
     bool FileExists(string path);
 
+    /// <summary>Whether a folder exists.</summary>
+    bool DirectoryExists(string path) => System.IO.Directory.Exists(path);
+
     /// <summary>Lists the files of a folder that match a pattern, in no particular order.</summary>
     string[] GetFiles(string directory, string searchPattern);
 
