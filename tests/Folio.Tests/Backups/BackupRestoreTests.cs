@@ -58,22 +58,7 @@ public sealed class BackupRestoreTests
         await WriteHistoryAsync(store, model, 0, 500, seed: 3);
 
         using var stop = new CancellationTokenSource();
-        Task[] writers = Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
-        {
-            var random = new Random(100 + w);
-            int n = 0;
-            while (!stop.IsCancellationRequested)
-            {
-                await model.WriteAsync(store, random, $"w{w}-{n++ % 400:D4}");
-            }
-        })).Append(Task.Run(async () =>
-        {
-            while (!stop.IsCancellationRequested)
-            {
-                await store.CheckpointAsync(); // and purges the journal segments it covers
-                await Task.Delay(20);
-            }
-        })).ToArray();
+        Task[] writers = StartWritersAndCheckpoints(store, model, seed: 100, checkpointEvery: 20, stop.Token);
 
         var backups = new List<(MemoryStream Bytes, BackupResult Result)>();
         for (int i = 0; i < 3; i++)
@@ -100,15 +85,7 @@ public sealed class BackupRestoreTests
         await Task.WhenAll(writers);
         Assert.True(store.Pages.Current.Sequence > backups[^1].Result.CheckpointSequence, "checkpoints ran meanwhile");
         Assert.True(store.Journal.FirstSequence > backups[0].Result.CheckpointSequence + 1, "the journal was purged");
-        for (int i = 0; i < backups.Count; i++)
-        {
-            string target = Path.Combine(dir.Path, $"restored{i}");
-            backups[i].Bytes.Position = 0;
-            RestoreResult restored = await DocumentStore.RestoreAsync(backups[i].Bytes, target);
-            Assert.Equal(backups[i].Result.Sequence, restored.Sequence);
-            await using DocumentStore copy = DocumentStore.Open(target, options);
-            AssertMatchesModel(copy, model.At(restored.Sequence));
-        }
+        await AssertRestoreTheirSequencesAsync(dir.Path, backups.Select(b => (b.Bytes, b.Result)), options, model);
     }
 
     [Fact]
@@ -176,22 +153,7 @@ public sealed class BackupRestoreTests
         await WriteHistoryAsync(store, model, 0, 500, seed: 54);
 
         using var stop = new CancellationTokenSource();
-        Task[] writers = Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
-        {
-            var random = new Random(200 + w);
-            int n = 0;
-            while (!stop.IsCancellationRequested)
-            {
-                await model.WriteAsync(store, random, $"w{w}-{n++ % 400:D4}");
-            }
-        })).Append(Task.Run(async () =>
-        {
-            while (!stop.IsCancellationRequested)
-            {
-                await store.CheckpointAsync(); // rewrites what changed, frees chunks, purges the journal
-                await Task.Delay(5);
-            }
-        })).ToArray();
+        Task[] writers = StartWritersAndCheckpoints(store, model, seed: 200, checkpointEvery: 5, stop.Token);
 
         var backups = new List<(MemoryStream Bytes, BackupResult Result, long Generation)>();
         for (int i = 0; i < 3; i++)
@@ -208,15 +170,7 @@ public sealed class BackupRestoreTests
         await Task.WhenAll(writers);
         Assert.True(backups.Max(b => b.Generation) >= 3, "checkpoints ran during the backups: "
             + string.Join(", ", backups.Select(b => b.Generation)));
-        for (int i = 0; i < backups.Count; i++)
-        {
-            string target = Path.Combine(dir.Path, $"restored{i}");
-            backups[i].Bytes.Position = 0;
-            RestoreResult restored = await DocumentStore.RestoreAsync(backups[i].Bytes, target);
-            Assert.Equal(backups[i].Result.Sequence, restored.Sequence);
-            await using DocumentStore copy = DocumentStore.Open(target, options);
-            AssertMatchesModel(copy, model.At(restored.Sequence));
-        }
+        await AssertRestoreTheirSequencesAsync(dir.Path, backups.Select(b => (b.Bytes, b.Result)), options, model);
     }
 
     [Fact]
@@ -615,6 +569,45 @@ public sealed class BackupRestoreTests
         Assert.True(store.Journal.FirstSequence > 1);
         await Assert.ThrowsAsync<global::Folio.JournalPositionPurgedException>(
             () => store.BackupAsync(new Pipe().Writer, 1).AsTask());
+    }
+
+    /// <summary>Four writers overwriting their own 400 ids each, and checkpoints every
+    /// <paramref name="checkpointEvery"/> ms (each frees chunks and purges the journal it covers), until
+    /// <paramref name="stop"/>.</summary>
+    private static Task[] StartWritersAndCheckpoints(DocumentStore store, History model, int seed, int checkpointEvery,
+        CancellationToken stop) =>
+        Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+        {
+            var random = new Random(seed + w);
+            int n = 0;
+            while (!stop.IsCancellationRequested)
+            {
+                await model.WriteAsync(store, random, $"w{w}-{n++ % 400:D4}");
+            }
+        }, CancellationToken.None)).Append(Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                await store.CheckpointAsync();
+                await Task.Delay(checkpointEvery, CancellationToken.None);
+            }
+        }, CancellationToken.None)).ToArray();
+
+    /// <summary>Restores each backup into a folder of its own and checks it against the model at its
+    /// sequence.</summary>
+    private static async Task AssertRestoreTheirSequencesAsync(string root,
+        IEnumerable<(MemoryStream Bytes, BackupResult Result)> backups, DocumentStoreOptions options, History model)
+    {
+        int i = 0;
+        foreach ((MemoryStream bytes, BackupResult result) in backups)
+        {
+            string target = Path.Combine(root, $"restored{i++}");
+            bytes.Position = 0;
+            RestoreResult restored = await DocumentStore.RestoreAsync(bytes, target);
+            Assert.Equal(result.Sequence, restored.Sequence);
+            await using DocumentStore copy = DocumentStore.Open(target, options);
+            AssertMatchesModel(copy, model.At(restored.Sequence));
+        }
     }
 
     private static string[] StagingFolders(string target) =>
