@@ -931,20 +931,42 @@ internal sealed class PageStore : IDisposable
 
         Dictionary<uint, ChunkInfo>? map = null;
         int freed = 0;
+        int kept = _heldForReaders.Count;
+        long keptBytes = 0;
+        foreach ((_, _, long extent) in _heldForReaders)
+        {
+            keptBytes += extent;
+        }
+
         foreach (ChunkInfo chunk in _file.Chunks.Values)
         {
-            if (chunk.DeadAt > 0 && !ReachedByPinned(chunk) && !readers.ContainsKey(chunk.Id))
+            if (chunk.DeadAt == 0 || ReachedByPinned(chunk))
             {
-                freed++;
-                map ??= new Dictionary<uint, ChunkInfo>(_file.Chunks);
-                map.Remove(chunk.Id);
-                _space.Free(chunk.FileOffset, chunk.Extent);
+                continue;
             }
+
+            if (readers.ContainsKey(chunk.Id))
+            {
+                kept++;
+                keptBytes += chunk.Extent;
+                continue;
+            }
+
+            freed++;
+            map ??= new Dictionary<uint, ChunkInfo>(_file.Chunks);
+            map.Remove(chunk.Id);
+            _space.Free(chunk.FileOffset, chunk.Extent);
         }
 
         if (map is not null)
         {
             _file.PublishChunks(map);
+        }
+
+        if (kept > 0)
+        {
+            // An export or backup of the files that runs long keeps the data file from reusing this space.
+            PageStoreLog.KeptForReaders(_logger, kept, keptBytes, _pinFolder!);
         }
 
         return freed;

@@ -30,4 +30,9 @@ internal static partial class PageStoreLog
     [LoggerMessage(EventId = 5005, Level = LogLevel.Warning,
         Message = "The readers' pins in '{Folder}' could not be read; the checkpoint frees no chunk this time")]
     public static partial void ReaderPinsUnreadable(ILogger logger, Exception exception, string folder);
+
+    [LoggerMessage(EventId = 5006, Level = LogLevel.Information,
+        Message = "{Chunks} chunks ({Bytes} bytes) no checkpoint needs stay in the data file: readers of the store's " +
+        "files pinned them ('{Folder}'); they are reused once those readers end")]
+    public static partial void KeptForReaders(ILogger logger, int chunks, long bytes, string folder);
 }

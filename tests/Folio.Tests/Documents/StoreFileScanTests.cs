@@ -86,6 +86,8 @@ public sealed class StoreFileScanTests
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        using var logs = new CapturingLoggerFactory();
+        options.LoggerFactory = logs;
         DocumentStore store = DocumentStore.Open(dir.Path, options);
         try
         {
@@ -116,6 +118,8 @@ public sealed class StoreFileScanTests
             }
 
             Assert.True(pinnedChunks.IsSubsetOf(store.Pages.Chunks.Select(c => c.Id)), "the pinned chunks are kept");
+            Assert.Contains(logs.Lines, line => line.Id.Id == 5006 && line.Message.Contains("pinned them",
+                StringComparison.Ordinal)); // and the operator is told why the space is not reused
 
             // The writer closes (a checkpoint) and opens again: the chunks its newest checkpoint no longer lists stay
             // out of its free space while the pin lives.
