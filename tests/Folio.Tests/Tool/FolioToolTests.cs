@@ -68,6 +68,38 @@ public sealed class FolioToolTests
     }
 
     [Fact]
+    public async Task An_export_killed_mid_stream_leaves_a_pin_the_writer_deletes_and_frees_what_it_held()
+    {
+        using var dir = new TempDirectory();
+        string store = Path.Combine(dir.Path, "store");
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using DocumentStore held = DocumentStore.Open(store, options);
+        await RewriteAsync(held, round: 0);
+        var pinned = held.Pages.Chunks.Select(chunk => chunk.Id).ToHashSet();
+        string readers = Path.Combine(store, "readers");
+
+        using (System.Diagnostics.Process export = FolioToolProcess.Start("export", store))
+        {
+            // Its output is not read past the first line: the export blocks on the full pipe, mid-stream, pinned.
+            using var deadline = new CancellationTokenSource(TimeSpan.FromMinutes(2));
+            Assert.NotNull(await export.StandardOutput.ReadLineAsync(deadline.Token));
+            Assert.Single(Directory.GetFiles(readers, "*.pin"));
+            export.Kill(entireProcessTree: true); // kill -9: the pin file stays, its lock goes with the process
+            await export.WaitForExitAsync(deadline.Token);
+        }
+
+        Assert.Single(Directory.GetFiles(readers, "*.pin"));
+        for (int round = 1; round <= 3; round++)
+        {
+            await RewriteAsync(held, round); // every document rewritten, then a checkpoint
+        }
+
+        Assert.Empty(Directory.GetFiles(readers, "*.pin"));
+        Assert.False(pinned.Overlaps(held.Pages.Chunks.Select(chunk => chunk.Id)), "the dead export holds nothing");
+    }
+
+    [Fact]
     public async Task Backup_restore_and_export_round_trip_every_document()
     {
         using var dir = new TempDirectory();
@@ -250,6 +282,18 @@ public sealed class FolioToolTests
         Assert.Equal(2, damaged);
         Assert.Contains("problem: Store corrupted in", output, StringComparison.Ordinal);
         Assert.Contains("damaged parts", damagedError, StringComparison.Ordinal);
+    }
+
+    /// <summary>Puts 3,000 documents of about 150 bytes (the same ids each round), then checkpoints.</summary>
+    private static async Task RewriteAsync(DocumentStore store, int round)
+    {
+        for (int i = 0; i < 3000; i++)
+        {
+            await store.PutAsync("people", $"p{i:D5}",
+                Encoding.UTF8.GetBytes($"{{\"round\":{round},\"n\":{i},\"pad\":\"{new string('x', 100)}\"}}"));
+        }
+
+        await store.CheckpointAsync();
     }
 
     private static async Task<string> CreateStoreAsync(string root, string name, int people, int orders)
