@@ -124,7 +124,8 @@ internal sealed class BackupWriter : IDisposable
         using var writer = new BackupWriter(destination, cancellationToken);
         if (fromSequence is long first)
         {
-            using SpooledEntrySource increment = SpooledEntrySource.Spool(journalFolder, first, cancellationToken);
+            using SpooledEntrySource increment = SpooledEntrySource.Spool(journalFolder, first, increment: true,
+                cancellationToken);
             var begin = new BackupFormat.Begin(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0,
                 first - 1, first, increment.LastSequence, 0, 0, clock.GetUtcNow().UtcTicks, segmentSize);
             return await writer.WriteAsync(begin, increment, null, [], clock).ConfigureAwait(false);
@@ -137,7 +138,8 @@ internal sealed class BackupWriter : IDisposable
             SpooledEntrySource entries;
             try
             {
-                entries = SpooledEntrySource.Spool(journalFolder, checkpoint.Sequence + 1, cancellationToken);
+                entries = SpooledEntrySource.Spool(journalFolder, checkpoint.Sequence + 1, increment: false,
+                    cancellationToken);
             }
             catch (JournalPositionPurgedException) when (attempt < PinAttempts)
             {

@@ -42,8 +42,11 @@ internal sealed class SpooledEntrySource : IBackupEntrySource, IDisposable
     /// <summary>Spools the complete, durable entries the journal folder's files hold from
     /// <paramref name="fromSequence"/> on, up to where a read finds no more. Throws
     /// <see cref="JournalPositionPurgedException"/> when the journal no longer holds
-    /// <paramref name="fromSequence"/>.</summary>
-    public static SpooledEntrySource Spool(string journalFolder, long fromSequence, CancellationToken cancellationToken)
+    /// <paramref name="fromSequence"/>, and, for an <paramref name="increment"/>,
+    /// <see cref="ArgumentOutOfRangeException"/> when <paramref name="fromSequence"/> is past the last commit + 1 (an
+    /// increment that would skip commits not yet made).</summary>
+    public static SpooledEntrySource Spool(string journalFolder, long fromSequence, bool increment,
+        CancellationToken cancellationToken)
     {
         string path = Path.Combine(Path.GetTempPath(), $"folio-backup-{Guid.NewGuid():N}.spool");
         var file = new FileStream(path, FileMode.CreateNew, FileAccess.ReadWrite, FileShare.None, 1 << 16,
@@ -75,6 +78,13 @@ internal sealed class SpooledEntrySource : IBackupEntrySource, IDisposable
                     {
                         break; // caught up with the writer: the backup ends here
                     }
+                }
+
+                long end = Math.Max(follower.RecordsEnd, 1);
+                if (increment && fromSequence > end)
+                {
+                    ThrowHelper.ThrowArgumentOutOfRange(nameof(fromSequence), fromSequence,
+                        $"The store's last commit is {end - 1}; a backup from its files starts at most at {end}.");
                 }
             }
 

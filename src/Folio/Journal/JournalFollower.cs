@@ -55,6 +55,11 @@ internal sealed class JournalFollower : IDisposable
     /// <summary>The sequence of the next entry <see cref="ReadAvailable"/> returns.</summary>
     public long NextSequence => _nextSequence;
 
+    /// <summary>The sequence that follows the last complete record read so far, whether or not its entries were
+    /// returned (those before the starting sequence are skipped): where the journal's records end, as far as the
+    /// follower has read; 0 before it found a segment.</summary>
+    public long RecordsEnd => _segment is null ? 0 : _segmentNext;
+
     /// <summary>
     /// Appends to <paramref name="entries"/> the complete records' entries from <see cref="NextSequence"/> on, as many
     /// as the files hold now (at least one record's worth when one is there, then up to

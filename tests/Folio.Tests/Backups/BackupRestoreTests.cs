@@ -126,6 +126,12 @@ public sealed class BackupRestoreTests
                 Assert.Equal(100, next.Entries);
             }
 
+            // From the commit after the last: an empty increment; from further on: refused, as the store's own.
+            Assert.Equal(0, (await DocumentStore.BackupFilesAsync(source, new MemoryStream(),
+                store.LastCommittedSequence + 1)).Entries);
+            await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() => DocumentStore.BackupFilesAsync(source,
+                new MemoryStream(), store.LastCommittedSequence + 2).AsTask());
+
             string target = Path.Combine(dir.Path, "restored");
             RestoreResult restored = await DocumentStore.RestoreAsync(full, target);
             Assert.Equal(backup.Sequence, restored.Sequence);
