@@ -17,7 +17,7 @@ namespace Folio.Documents;
 /// </para>
 /// <para>
 /// Racing the writer before the stream starts: a pin counts only if the checkpoint it names was still the newest
-/// after the pin became visible (see <see cref="ReaderPins"/>), and the journal after C may be purged once a newer
+/// after the pin became visible (<see cref="PinnedCheckpoint"/>), and the journal after C may be purged once a newer
 /// checkpoint is durable; either way the scan starts over from the new header, a few times at most, before it
 /// yields anything. Once it yields, nothing it reads can be reused under it.
 /// </para>

@@ -177,7 +177,8 @@ internal sealed class PageStore : IDisposable
             catch (Exception e) when (e is IOException or UnauthorizedAccessException)
             {
                 // Not a reason to refuse the open: a reader whose chunk is reused fails its page checks (they cover
-                // the page's place and chunk id) and starts over.
+                // the page's place and chunk id), so it fails (or starts over, before its first output), never reads
+                // another page's bytes.
                 PageStoreLog.ReaderPinsUnreadable(logger, e, pinFolder);
                 pinned = [];
             }
