@@ -64,8 +64,7 @@ internal sealed class BackupWriter : IDisposable
                 $"The store's last commit is {last}; an incremental backup starts at most at {last + 1}.");
         }
 
-        var begin = new BackupFormat.Begin(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0,
-            fromSequence - 1, fromSequence, last, 0, 0, clock.GetUtcNow().UtcTicks, journal.SegmentSize);
+        BackupFormat.Begin begin = IncrementBegin(fromSequence, last, clock, journal.SegmentSize);
         return await writer.WriteAsync(begin, journal, null, [], clock).ConfigureAwait(false);
     }
 
@@ -79,26 +78,15 @@ internal sealed class BackupWriter : IDisposable
         PageCheckpoint checkpoint = pages.Pin();
         try
         {
-            long checkpointSequence = checkpoint.Sequence;
-
             // The journal publishes a group after the index shows it, and a checkpoint covers what the index shows:
             // wait for the journal to publish what the checkpoint holds, so the copy starts at or after it.
-            while (journal.CommittedSequence < checkpointSequence)
+            while (journal.CommittedSequence < checkpoint.Sequence)
             {
                 await Task.Delay(1, cancellationToken).ConfigureAwait(false);
             }
 
             List<ChunkInfo> chunks = pages.ReadChunkTable(checkpoint);
-            long chunkBytes = 0;
-            foreach (ChunkInfo chunk in chunks)
-            {
-                chunkBytes += chunk.Length;
-            }
-
-            DataFileHeader header = checkpoint.Header.GetValueOrDefault();
-            var begin = new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion,
-                checkpoint.Generation, header.ChunkId, header.ChunkOffset, header.ChunkLength, checkpointSequence,
-                checkpointSequence + 1, journal.CommittedSequence, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks,
+            BackupFormat.Begin begin = FullBegin(checkpoint, chunks, journal.CommittedSequence, clock,
                 journal.SegmentSize);
             return await writer.WriteAsync(begin, journal, pages, chunks, clock).ConfigureAwait(false);
         }
@@ -126,8 +114,7 @@ internal sealed class BackupWriter : IDisposable
         {
             using SpooledEntrySource increment = SpooledEntrySource.Spool(journalFolder, first, increment: true,
                 cancellationToken);
-            var begin = new BackupFormat.Begin(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0,
-                first - 1, first, increment.LastSequence, 0, 0, clock.GetUtcNow().UtcTicks, segmentSize);
+            BackupFormat.Begin begin = IncrementBegin(first, increment.LastSequence, clock, segmentSize);
             return await writer.WriteAsync(begin, increment, null, [], clock).ConfigureAwait(false);
         }
 
@@ -150,21 +137,35 @@ internal sealed class BackupWriter : IDisposable
             {
                 PageCheckpoint current = checkpoint.Pages?.Current ?? PageCheckpoint.Empty;
                 List<ChunkInfo> chunks = checkpoint.Pages?.ReadChunkTable(current) ?? [];
-                long chunkBytes = 0;
-                foreach (ChunkInfo chunk in chunks)
-                {
-                    chunkBytes += chunk.Length;
-                }
-
-                DataFileHeader header = current.Header.GetValueOrDefault();
-                var begin = new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion,
-                    current.Generation, header.ChunkId, header.ChunkOffset, header.ChunkLength, current.Sequence,
-                    current.Sequence + 1, entries.LastSequence, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks,
-                    segmentSize);
+                BackupFormat.Begin begin = FullBegin(current, chunks, entries.LastSequence, clock, segmentSize);
                 return await writer.WriteAsync(begin, entries, checkpoint.Pages, chunks, clock).ConfigureAwait(false);
             }
         }
     }
+
+    /// <summary>The Begin frame of a full backup: <paramref name="checkpoint"/>'s header and
+    /// <paramref name="chunks"/>, then the entries after it up to <paramref name="lastEntry"/>.</summary>
+    private static BackupFormat.Begin FullBegin(PageCheckpoint checkpoint, List<ChunkInfo> chunks, long lastEntry,
+        TimeProvider clock, long segmentSize)
+    {
+        long chunkBytes = 0;
+        foreach (ChunkInfo chunk in chunks)
+        {
+            chunkBytes += chunk.Length;
+        }
+
+        DataFileHeader header = checkpoint.Header.GetValueOrDefault();
+        return new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion, checkpoint.Generation,
+            header.ChunkId, header.ChunkOffset, header.ChunkLength, checkpoint.Sequence, checkpoint.Sequence + 1,
+            lastEntry, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks, segmentSize);
+    }
+
+    /// <summary>The Begin frame of an incremental backup: no chunks, the entries
+    /// <paramref name="firstEntry"/>..<paramref name="lastEntry"/>.</summary>
+    private static BackupFormat.Begin IncrementBegin(long firstEntry, long lastEntry, TimeProvider clock,
+        long segmentSize) =>
+        new(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0, firstEntry - 1, firstEntry,
+            lastEntry, 0, 0, clock.GetUtcNow().UtcTicks, segmentSize);
 
     /// <summary>The segment size of the journal in <paramref name="journalFolder"/>: the length of its segment files
     /// (each is made at its full size), or the default when it has none.</summary>
