@@ -30,8 +30,7 @@ internal static class StoreFileScanner
     public static async IAsyncEnumerable<StoredDocument> ScanAsync(string folder,
         [EnumeratorCancellation] CancellationToken cancellationToken)
     {
-        ArgumentException.ThrowIfNullOrEmpty(folder);
-        (string path, _) = StoreFileInfoReader.StoreFolders(folder);
+        (string path, _) = StoreFileInfoReader.StoreFolders(folder); // the folder checked by ScanFilesAsync
         using Snapshot snapshot = await OpenAsync(path, cancellationToken).ConfigureAwait(false);
         foreach (StoredDocument document in snapshot.Documents())
         {

@@ -169,21 +169,10 @@ internal sealed class PageStore : IDisposable
         try
         {
             string pinFolder = ReaderPins.FolderOf(path);
-            Dictionary<uint, (long Offset, long Extent)> pinned;
-            try
-            {
-                pinned = ReaderPins.ReadLive(fileSystem, pinFolder);
-            }
-            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-            {
-                // Not a reason to refuse the open: a reader whose chunk is reused fails its page checks (they cover
-                // the page's place and chunk id), so it fails (or starts over, before its first output), never reads
-                // another page's bytes.
-                PageStoreLog.ReaderPinsUnreadable(logger, e, pinFolder);
-                pinned = [];
-            }
-
-            var pins = new MountedPins(fileSystem, pinFolder, pinned);
+            // Unreadable pins are no reason to refuse the open: a reader whose chunk is reused fails its page checks
+            // (they cover the page's place and chunk id), so it fails (or starts over, before its first output),
+            // never reads another page's bytes.
+            var pins = new MountedPins(fileSystem, pinFolder, TryReadPins(fileSystem, pinFolder, logger) ?? []);
             PageStore store = Mount(file, cache, logger, pins);
             PageStoreLog.Mounted(logger, path, store._generation, store.Current.Sequence, file.Chunks.Count,
                 store.Current.Collections.Count);
@@ -975,20 +964,20 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>The chunks other processes pin (<see cref="ReaderPins"/>); empty for a store mounted for reads, null
     /// when the pins' folder cannot be read.</summary>
-    private Dictionary<uint, (long Offset, long Extent)>? ReadReaderPins()
-    {
-        if (_fileSystem is null || _pinFolder is null)
-        {
-            return [];
-        }
+    private Dictionary<uint, (long Offset, long Extent)>? ReadReaderPins() =>
+        _fileSystem is null || _pinFolder is null ? [] : TryReadPins(_fileSystem, _pinFolder, _logger);
 
+    /// <summary>The live pins of <paramref name="folder"/>, or null (logged) when they cannot be read.</summary>
+    private static Dictionary<uint, (long Offset, long Extent)>? TryReadPins(IFileSystem fileSystem, string folder,
+        ILogger logger)
+    {
         try
         {
-            return ReaderPins.ReadLive(_fileSystem, _pinFolder);
+            return ReaderPins.ReadLive(fileSystem, folder);
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
-            PageStoreLog.ReaderPinsUnreadable(_logger, e, _pinFolder);
+            PageStoreLog.ReaderPinsUnreadable(logger, e, folder);
             return null;
         }
     }
