@@ -20,7 +20,8 @@ internal sealed class VersionTable : ICommitState
     {
     }
 
-    public void Apply(CommitBatch batch, long sequence, long timestampTicks) => _applied.Enqueue((batch, sequence));
+    public void Apply(CommitBatch batch, ReadOnlyMemory<byte> encoded, long sequence, long timestampTicks) =>
+        _applied.Enqueue((batch, sequence));
 
     public void Publish(long sequence)
     {

@@ -214,7 +214,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id (at most 2 KiB UTF-8, valid UTF-16, no control characters).</param>
     /// <param name="json">A complete JSON value in valid UTF-8 (checked: invalid JSON or UTF-8 throws
-    /// <see cref="ArgumentException"/>), at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes.</param>
+    /// <see cref="ArgumentException"/>), at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes. Copied
+    /// before the call returns: the memory may be reused at once.</param>
     /// <param name="expectedVersion">Null: write unconditionally. Otherwise the document must be at this version (0:
     /// must not exist).</param>
     /// <param name="cancellationToken">Cancels while the write waits for its group.</param>
@@ -233,7 +234,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             DocumentIds.ValidateCollection(collection);
             DocumentIds.Validate(id);
             CheckDocument(collection, id, json.Span, validateJson: true);
-            var batch = new CommitBatch(capacity: 1).Put(collection, id, json.ToArray());
+            var batch = new CommitBatch(capacity: 1).Put(collection, id, json);
             if (expectedVersion is long expected)
             {
                 batch.Expect(collection, id, expected);
@@ -291,12 +292,14 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         return await CommitAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 
-    /// <summary>Commits <paramref name="batch"/> (validated) once checkpoints keep up with the writers
-    /// (<see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>); returns its sequence.</summary>
+    /// <summary>Commits <paramref name="batch"/> (validated; the raw API's own, holding the caller's memory) once
+    /// checkpoints keep up with the writers (<see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>);
+    /// returns its sequence. The merger copies the values before this returns, or, when the commit must wait, this
+    /// copies them first, so the caller may reuse its memory at once either way.</summary>
     private ValueTask<long> CommitSequenceAsync(CommitBatch batch, CancellationToken cancellationToken)
     {
         _checkpointer.NoteCommit();
-        return _checkpointer.IsBehind ? CommitSequenceWhenCaughtUpAsync(batch, cancellationToken)
+        return _checkpointer.IsBehind ? CommitSequenceWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
             : _merger.CommitSequenceAsync(batch, cancellationToken);
     }
 

@@ -11,7 +11,7 @@ namespace Folio.Documents;
 /// The in-memory, multi-versioned index of the latest documents: every key keeps its versions tagged with their
 /// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
 /// <para>
-/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, long, long)"/> batch
+/// Protocol. One writer: the transaction merger's committer calls <see cref="Apply(CommitBatch, ReadOnlyMemory{byte}, long, long)"/> batch
 /// by batch in commit order, then <see cref="Publish"/> once per group. For each command, Apply prepends a
 /// <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old in a concurrent dictionary: an
 /// atomic write of the value; the old head hangs off it) and appends a new key to its collection's added ids
@@ -491,7 +491,7 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <inheritdoc/>
-    public void Apply(CommitBatch batch, long sequence, long timestampTicks)
+    public void Apply(CommitBatch batch, ReadOnlyMemory<byte> encoded, long sequence, long timestampTicks)
     {
         if (!_trimDue.IsEmpty)
         {
@@ -500,8 +500,11 @@ internal sealed class VersionedIndex : ICommitState
 
         _toLog.Clear();
         long oldest = _snapshots.Oldest(VisibleSequence);
+        int encodedAt = BatchEncoding.FirstCommand;
         foreach (BatchCommand command in batch.Commands)
         {
+            // The value the heads keep is the store's copy in the journal entry, not the caller's memory.
+            ReadOnlyMemory<byte> value = BatchEncoding.NextValue(encoded, ref encodedAt);
             SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
             keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
             _toLog.Add((command.Key, head?.Sequence ?? -1));
@@ -551,7 +554,6 @@ internal sealed class VersionedIndex : ICommitState
                 keys.Added.Append(command.Key.Id);
             }
 
-            ReadOnlyMemory<byte> value = isDelete ? ReadOnlyMemory<byte>.Empty : command.Value;
             keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, value, isDelete, head,
                 isFirst: absent);
             shadowIn?.Shadow(shadowedSlot);

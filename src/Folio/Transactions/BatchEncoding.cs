@@ -1,5 +1,5 @@
-using System.Buffers;
 using System.Buffers.Binary;
+using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using System.Text;
 
@@ -12,16 +12,21 @@ namespace Folio.Transactions;
 ///     u8 kind (1 put, 2 delete) | u16 collection length | collection UTF-8 | u16 id length | id UTF-8
 ///     | put only: u32 value length | value bytes
 /// </code>
-/// Encoding runs on the submitting thread, so the committer only copies bytes.
+/// Encoding runs on the submitting thread, so the committer only copies bytes. The encoded entry is also where the
+/// committed state keeps the batch's values (<see cref="NextValue"/>): the store owns those bytes, where the caller's
+/// memory may be reused as soon as the commit completes.
 /// </summary>
 internal static class BatchEncoding
 {
     public const byte Format = 1;
     public const int MaxNameBytes = ushort.MaxValue;
 
-    /// <summary>Encodes a batch into a pooled buffer; the caller returns it to
-    /// <see cref="ArrayPool{T}.Shared"/>.</summary>
-    public static byte[] Encode(CommitBatch batch, out int length)
+    /// <summary>The offset of the first command in an entry.</summary>
+    public const int FirstCommand = 5;
+
+    /// <summary>Encodes a batch into a new array of exactly its size, which nothing else writes: the values the
+    /// committed state keeps are slices of it.</summary>
+    public static byte[] Encode(CommitBatch batch)
     {
         List<BatchCommand> commands = batch.Commands;
         long size = 5;
@@ -38,7 +43,7 @@ internal static class BatchEncoding
             ThrowHelper.ThrowArgument(nameof(batch), $"The batch encodes to {size} bytes, more than a batch can hold.");
         }
 
-        byte[] buffer = ArrayPool<byte>.Shared.Rent((int)size);
+        byte[] buffer = GC.AllocateUninitializedArray<byte>((int)size);
         Span<byte> span = buffer;
         span[0] = Format;
         BinaryPrimitives.WriteInt32LittleEndian(span[1..], commands.Count);
@@ -57,8 +62,30 @@ internal static class BatchEncoding
             }
         }
 
-        length = at;
+        Debug.Assert(at == buffer.Length, "The sizes counted are the sizes written.");
         return buffer;
+    }
+
+    /// <summary>
+    /// The value of the command at <paramref name="at"/> of an entry <see cref="Encode"/> wrote (empty for a delete),
+    /// a slice of the entry; moves <paramref name="at"/> to the next command. Start at <see cref="FirstCommand"/>.
+    /// </summary>
+    public static ReadOnlyMemory<byte> NextValue(ReadOnlyMemory<byte> entry, ref int at)
+    {
+        ReadOnlySpan<byte> span = entry.Span;
+        var kind = (ChangeKind)span[at];
+        at += 1;
+        at += 2 + BinaryPrimitives.ReadUInt16LittleEndian(span[at..]);
+        at += 2 + BinaryPrimitives.ReadUInt16LittleEndian(span[at..]);
+        if (kind != ChangeKind.Put)
+        {
+            return ReadOnlyMemory<byte>.Empty;
+        }
+
+        int length = BinaryPrimitives.ReadInt32LittleEndian(span[at..]);
+        ReadOnlyMemory<byte> value = entry.Slice(at + 4, length);
+        at += 4 + length;
+        return value;
     }
 
     /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed

@@ -77,6 +77,22 @@ public sealed class CommitBatch
         return this;
     }
 
+    /// <summary>Replaces every put's value with a copy of its own (a raw write that must wait before the merger
+    /// copies it); returns this batch.</summary>
+    internal CommitBatch CopyValues()
+    {
+        for (int i = 0; i < _commands.Count; i++)
+        {
+            BatchCommand command = _commands[i];
+            if (command.Kind == ChangeKind.Put)
+            {
+                _commands[i] = new BatchCommand(command.Kind, command.Key, command.Value.ToArray());
+            }
+        }
+
+        return this;
+    }
+
     private static DocumentKey Key(string collection, string id)
     {
         ArgumentException.ThrowIfNullOrEmpty(collection);

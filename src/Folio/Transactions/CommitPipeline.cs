@@ -254,7 +254,8 @@ internal sealed class CommitPipeline : IDisposable
         {
             for (int i = 0; i < group.Batches.Count; i++)
             {
-                _state.Apply(group.Batches[i].Batch, group.First + i, group.TimestampTicks);
+                PendingBatch pending = group.Batches[i];
+                _state.Apply(pending.Batch, pending.Encoded, group.First + i, group.TimestampTicks);
             }
         }
         catch (Exception e)
@@ -289,7 +290,8 @@ internal sealed class CommitPipeline : IDisposable
             {
                 for (int i = 0; i < count; i++)
                 {
-                    _state.Apply(group.Batches[i].Batch, group.First + i, group.TimestampTicks);
+                    PendingBatch pending = group.Batches[i];
+                    _state.Apply(pending.Batch, pending.Encoded, group.First + i, group.TimestampTicks);
                 }
             }
             else if (group.ApplyFailure is { } applyFailure)

@@ -1,4 +1,3 @@
-using System.Buffers;
 using System.Threading.Tasks.Sources;
 
 namespace Folio.Transactions;
@@ -24,21 +23,21 @@ internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskS
     private ManualResetValueTaskSourceCore<CommitResult> _core;
     private int _state;
     private int _answered;
-    private byte[]? _encoded;
+    private readonly byte[] _encoded;
 
-    public PendingBatch(CommitBatch batch, byte[] encoded, int length, bool durable)
+    public PendingBatch(CommitBatch batch, byte[] encoded, bool durable)
     {
         _core.RunContinuationsAsynchronously = true;
         Batch = batch;
         _encoded = encoded;
-        Length = length;
         Durable = durable;
         CommandCount = batch.Commands.Count;
     }
 
     public CommitBatch Batch { get; }
 
-    public int Length { get; }
+    /// <summary>The length of the encoded entry.</summary>
+    public int Length => _encoded.Length;
 
     public int CommandCount { get; }
 
@@ -46,7 +45,9 @@ internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskS
 
     public CancellationTokenRegistration Registration { get; set; }
 
-    public ReadOnlyMemory<byte> Encoded => _encoded.AsMemory(0, Length);
+    /// <summary>The batch's journal entry (<see cref="BatchEncoding"/>); the committed state keeps its values as slices
+    /// of it, so it is never reused.</summary>
+    public ReadOnlyMemory<byte> Encoded => _encoded;
 
     /// <summary>Whether a thread has taken the answer (it is set, or about to be).</summary>
     public bool IsAnswered => Volatile.Read(ref _answered) != 0;
@@ -73,16 +74,6 @@ internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskS
 
     /// <summary>Fails the caller's wait with <paramref name="error"/> (after <see cref="TryClaimAnswer"/>).</summary>
     public void SetException(Exception error) => _core.SetException(error);
-
-    /// <summary>Returns the encoded bytes to the pool. Called once, when the batch is done with.</summary>
-    public void ReturnBuffer()
-    {
-        byte[]? encoded = Interlocked.Exchange(ref _encoded, null);
-        if (encoded is not null)
-        {
-            ArrayPool<byte>.Shared.Return(encoded);
-        }
-    }
 
     CommitResult IValueTaskSource<CommitResult>.GetResult(short token) => _core.GetResult(token);
 

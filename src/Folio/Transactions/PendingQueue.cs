@@ -145,14 +145,13 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
         }
     }
 
-    /// <summary>A batch leaves the pending set, just before it is answered: frees its bytes and wakes a waiting
-    /// submitter.</summary>
+    /// <summary>A batch leaves the pending set, just before it is answered: takes its bytes off the bound and wakes a
+    /// waiting submitter.</summary>
     private void Release(PendingBatch pending)
     {
         Interlocked.Decrement(ref _depth);
         Interlocked.Add(ref _pendingBytes, -pending.Length);
         pending.Registration.Dispose();
-        pending.ReturnBuffer();
         if (Volatile.Read(ref _bytesWaiters) > 0)
         {
             _bytesReleased.Release();

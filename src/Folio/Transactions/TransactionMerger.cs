@@ -1,4 +1,3 @@
-using System.Buffers;
 using Folio.Diagnostics;
 using Folio.Journal;
 using Microsoft.Extensions.Logging;
@@ -162,16 +161,15 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
             return null;
         }
 
-        byte[] encoded = BatchEncoding.Encode(batch, out int length);
-        if (length > _maxRecordPayload)
+        byte[] encoded = BatchEncoding.Encode(batch);
+        if (encoded.Length > _maxRecordPayload)
         {
-            ArrayPool<byte>.Shared.Return(encoded);
-            ThrowSaveTooLarge(batch.Commands.Count, length);
+            ThrowSaveTooLarge(batch.Commands.Count, encoded.Length);
         }
 
         bool durable = (batch.Durability ?? _options.Durability) == DurabilityMode.Durable;
-        var pending = new PendingBatch(batch, encoded, length, durable);
-        if (!_pending.TryReserveBytes(length))
+        var pending = new PendingBatch(batch, encoded, durable);
+        if (!_pending.TryReserveBytes(encoded.Length))
         {
             otherwise = EnqueueAfterBackpressureAsync(pending, cancellationToken);
             return null;
@@ -200,21 +198,13 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     private async ValueTask<CommitResult> EnqueueAfterBackpressureAsync(PendingBatch pending,
         CancellationToken cancellationToken)
     {
-        try
+        while (!_pending.TryReserveBytes(pending.Length))
         {
-            while (!_pending.TryReserveBytes(pending.Length))
-            {
-                // Wait until the committer frees some bytes (each release signals), then try again.
-                TryBecomeCommitter(mayCommitInline: false);
-                await _pending.WaitForBytesAsync(TimeSpan.FromMilliseconds(50), cancellationToken)
-                    .ConfigureAwait(false);
-                _fault.ThrowIfFaulted();
-            }
-        }
-        catch
-        {
-            pending.ReturnBuffer();
-            throw;
+            // Wait until the committer frees some bytes (each release signals), then try again.
+            TryBecomeCommitter(mayCommitInline: false);
+            await _pending.WaitForBytesAsync(TimeSpan.FromMilliseconds(50), cancellationToken)
+                .ConfigureAwait(false);
+            _fault.ThrowIfFaulted();
         }
 
         Enqueue(pending, cancellationToken);

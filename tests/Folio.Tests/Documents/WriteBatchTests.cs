@@ -69,4 +69,56 @@ public sealed class WriteBatchTests
             (await store.WriteAsync(
             new CommitBatch { Durability = DurabilityMode.Buffered }.Put("C", "ok", "{}"u8.ToArray()))).Sequence);
     }
+
+    [Fact]
+    public async Task Committed_documents_are_unchanged_when_the_caller_reuses_its_buffers_after_the_commit()
+    {
+        using var dir = new TempDirectory();
+        byte[] buffer = new byte[16];
+        var expected = new Dictionary<string, string>();
+        await using (var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            // One buffer, refilled for every write once the previous commit has completed (as a caller renting from
+            // a pool does): what the store holds must be what each commit carried, before and after a checkpoint.
+            for (int i = 0; i < 20; i++)
+            {
+                string json = $"{{\"n\":{i,6}}}";
+                Encoding.UTF8.GetBytes(json, buffer);
+                var batch = new CommitBatch().Put("C", $"w{i:D2}", buffer.AsMemory(0, json.Length));
+                await store.WriteAsync(batch);
+                expected[$"w{i:D2}"] = json;
+            }
+
+            // A put copies the bytes before it returns: the buffer may be refilled before the put is awaited.
+            for (int i = 20; i < 40; i++)
+            {
+                string json = $"{{\"n\":{i,6}}}";
+                Encoding.UTF8.GetBytes(json, buffer);
+                ValueTask<long> put = store.PutAsync("C", $"w{i:D2}", buffer.AsMemory(0, json.Length));
+                buffer.AsSpan().Fill((byte)'y');
+                await put;
+                expected[$"w{i:D2}"] = json;
+            }
+
+            buffer.AsSpan().Fill((byte)'x');
+            AssertHolds(store);
+            await store.CheckpointAsync();
+            AssertHolds(store);
+        }
+
+        await using (var reopened = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments()))
+        {
+            AssertHolds(reopened);
+        }
+
+        void AssertHolds(DocumentStore store)
+        {
+            foreach ((string id, string json) in expected)
+            {
+                Assert.Equal(json, Encoding.UTF8.GetString(store.Get("C", id)!.Value.Json.Span));
+            }
+
+            Assert.Equal(expected.Values, store.Scan("C").Select(d => Encoding.UTF8.GetString(d.Json.Span)));
+        }
+    }
 }

@@ -8,15 +8,7 @@ internal static class JournalTestExtensions
     /// sequence.</summary>
     public static long AppendBatch(this WriteAheadJournal journal, CommitBatch batch)
     {
-        byte[] encoded = Folio.Transactions.BatchEncoding.Encode(batch, out int length);
-        try
-        {
-            return journal.Append(encoded.AsSpan(0, length));
-        }
-        finally
-        {
-            System.Buffers.ArrayPool<byte>.Shared.Return(encoded); // Encode rents it
-        }
+        return journal.Append(Folio.Transactions.BatchEncoding.Encode(batch));
     }
 
     /// <summary>Every committed entry from <paramref name="from"/> on, copied.</summary>

@@ -105,14 +105,14 @@ internal sealed class TestState : ICommitState
         }
     }
 
-    public void Apply(CommitBatch batch, long sequence, long timestampTicks)
+    public void Apply(CommitBatch batch, ReadOnlyMemory<byte> encoded, long sequence, long timestampTicks)
     {
         if (ApplyFault(batch) is { } error)
         {
             throw error;
         }
 
-        _versions.Apply(batch, sequence, timestampTicks);
+        _versions.Apply(batch, encoded, sequence, timestampTicks);
     }
 
     public void Publish(long sequence) => _versions.Publish(sequence);
