@@ -12,7 +12,8 @@ namespace Folio.Documents;
 /// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
 /// <para>
 /// Protocol. One writer: the transaction merger's committer calls
-/// <see cref="Apply(CommitBatch, ReadOnlyMemory{byte}, long, long)"/> batch by batch in commit order, then <see cref="Publish"/> once per group. For each command, Apply prepends a
+/// <see cref="Apply(CommitBatch, ReadOnlyMemory{byte}, long, long)"/> batch by batch in commit order, then
+/// <see cref="Publish"/> once per group. For each command, Apply prepends a
 /// <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old in a concurrent dictionary: an
 /// atomic write of the value; the old head hangs off it) and appends a new key to its collection's added ids
 /// (<see cref="AddedIds"/>: sorted off the commit path, when a range read first needs them). Publish then stores
