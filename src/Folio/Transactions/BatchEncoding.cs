@@ -26,7 +26,7 @@ internal static class BatchEncoding
 
     /// <summary>Encodes a batch into a new array of exactly its size, which nothing else writes: the values the
     /// committed state keeps are slices of it.</summary>
-    public static byte[] Encode(CommitBatch batch)
+    public static ReadOnlyMemory<byte> Encode(CommitBatch batch)
     {
         List<BatchCommand> commands = batch.Commands;
         long size = 5;
@@ -43,8 +43,8 @@ internal static class BatchEncoding
             ThrowHelper.ThrowArgument(nameof(batch), $"The batch encodes to {size} bytes, more than a batch can hold.");
         }
 
-        byte[] buffer = GC.AllocateUninitializedArray<byte>((int)size);
-        Span<byte> span = buffer;
+        Memory<byte> memory = EntrySlabs.Allocate((int)size);
+        Span<byte> span = memory.Span;
         span[0] = Format;
         BinaryPrimitives.WriteInt32LittleEndian(span[1..], commands.Count);
         int at = 5;
@@ -62,8 +62,8 @@ internal static class BatchEncoding
             }
         }
 
-        Debug.Assert(at == buffer.Length, "The sizes counted are the sizes written.");
-        return buffer;
+        Debug.Assert(at == memory.Length, "The sizes counted are the sizes written.");
+        return memory;
     }
 
     /// <summary>

@@ -23,9 +23,9 @@ internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskS
     private ManualResetValueTaskSourceCore<CommitResult> _core;
     private int _state;
     private int _answered;
-    private readonly byte[] _encoded;
+    private readonly ReadOnlyMemory<byte> _encoded;
 
-    public PendingBatch(CommitBatch batch, byte[] encoded, bool durable)
+    public PendingBatch(CommitBatch batch, ReadOnlyMemory<byte> encoded, bool durable)
     {
         _core.RunContinuationsAsynchronously = true;
         Batch = batch;

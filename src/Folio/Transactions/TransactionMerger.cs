@@ -161,7 +161,7 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
             return null;
         }
 
-        byte[] encoded = BatchEncoding.Encode(batch);
+        ReadOnlyMemory<byte> encoded = BatchEncoding.Encode(batch);
         if (encoded.Length > _maxRecordPayload)
         {
             ThrowSaveTooLarge(batch.Commands.Count, encoded.Length);

@@ -249,7 +249,7 @@ public sealed class RecoveryReplayTests
     {
         var names = new CollectionNameCache();
         var counts = new Dictionary<string, int>();
-        byte[] entry = BatchEncoding.Encode(new CommitBatch().Put("c", "id", "{}"u8.ToArray()));
+        byte[] entry = BatchEncoding.Encode(new CommitBatch().Put("c", "id", "{}"u8.ToArray())).ToArray();
         Assert.Throws<FormatException>(() => JournalReplay.CountPuts(entry.AsSpan(0, entry.Length - 1), names, counts));
         Assert.Throws<FormatException>(() => JournalReplay.CountPuts([2, 0, 0, 0, 0], names, counts));
         entry[1] = 0xFF; // command count far beyond the entry
@@ -264,7 +264,7 @@ public sealed class RecoveryReplayTests
         var batch = new CommitBatch()
             .Put("a", "1", new byte[10]).Put("a", "2", new byte[20]).Delete("a", "3")
             .Put("b", "1", new byte[ValueSlabs.MaxSlabbedValue + 1]).Put("a", "4", new byte[30]);
-        byte[] entry = BatchEncoding.Encode(batch);
+        byte[] entry = BatchEncoding.Encode(batch).ToArray();
         JournalReplay.CountPuts(entry, names, counts);
         JournalReplay.CountPuts(entry, names, counts);
         Assert.Equal(6, counts["a"]);

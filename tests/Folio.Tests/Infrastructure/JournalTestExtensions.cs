@@ -8,7 +8,7 @@ internal static class JournalTestExtensions
     /// sequence.</summary>
     public static long AppendBatch(this WriteAheadJournal journal, CommitBatch batch)
     {
-        return journal.Append(Folio.Transactions.BatchEncoding.Encode(batch));
+        return journal.Append(Folio.Transactions.BatchEncoding.Encode(batch).Span);
     }
 
     /// <summary>Every committed entry from <paramref name="from"/> on, copied.</summary>
