@@ -8,7 +8,7 @@ namespace Folio.Tests.Documents;
 
 /// <summary>
 /// Random programs over the public API (several interleaved sessions loading, storing, changing and deleting a few
-/// ids, saving with conflicts, and reopening the store) against a dictionary model with per-session snapshots and
+/// ids, saving with conflicts, checkpoints, and reopening the store) against a dictionary model with per-session snapshots and
 /// optimistic-concurrency rules.
 /// </summary>
 public sealed class DocumentStorePropertyTests
@@ -91,6 +91,10 @@ public sealed class DocumentStorePropertyTests
                         break;
                     case 8 or 9 or 10 when s is not null:
                         Save(store, model, s, sessions);
+                        break;
+                    case 12 or 13:
+                        // Sessions keep reading their snapshots while checkpoints move documents into the tree.
+                        store.CheckpointAsync().AsTask().GetAwaiter().GetResult();
                         break;
                     case 11 when sessions.Count == 0 || argument % 4 == 0:
                         foreach (SessionModel open in sessions)
