@@ -65,8 +65,8 @@ internal static class ServerSentEvents
     /// <summary>Writes <c>id: {sequence}\nevent: {kind}\ndata: {ChangeEvent JSON}\n\n</c> into the pipe's memory and
     /// returns its length. The
     /// <see cref="ChangeEvent"/> is written field by field with the note's stored JSON copied in as it is (the store
-    /// checked it when it was written, and the sample stores notes with the same serializer settings), so no note is
-    /// deserialized and serialized again per event.</summary>
+    /// checked it when it was written), its line breaks as spaces, so no note is deserialized and serialized again per
+    /// event.</summary>
     private static long Write(DocumentChange change, PipeWriter destination, Utf8JsonWriter json)
     {
         bool put = change.Kind == ChangeKind.Put;
@@ -89,7 +89,7 @@ internal static class ServerSentEvents
         json.WritePropertyName(s_note);
         if (put)
         {
-            json.WriteRawValue(change.Json.Span, skipInputValidation: true);
+            WriteOnOneLine(json, change.Json.Span);
         }
         else
         {
@@ -100,5 +100,31 @@ internal static class ServerSentEvents
         json.Flush();
         destination.Write("\n\n"u8);
         return at + json.BytesCommitted + 2;
+    }
+
+    /// <summary>Writes a stored note as the current value. An event's data is one line, and a note stored
+    /// pretty-printed (by another writer) has line breaks; in valid JSON they can only be white space between tokens
+    /// (strings escape theirs), so each is written as a space.</summary>
+    private static void WriteOnOneLine(Utf8JsonWriter json, ReadOnlySpan<byte> note)
+    {
+        if (note.IndexOfAny((byte)'\n', (byte)'\r') < 0)
+        {
+            json.WriteRawValue(note, skipInputValidation: true);
+            return;
+        }
+
+        byte[] copy = ArrayPool<byte>.Shared.Rent(note.Length);
+        try
+        {
+            Span<byte> line = copy.AsSpan(0, note.Length);
+            note.CopyTo(line);
+            line.Replace((byte)'\n', (byte)' ');
+            line.Replace((byte)'\r', (byte)' ');
+            json.WriteRawValue(line, skipInputValidation: true);
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(copy);
+        }
     }
 }

@@ -1,6 +1,8 @@
+using System.Buffers;
 using System.CommandLine;
 using System.Globalization;
-using System.Text;
+using System.IO.Pipelines;
+using System.Text.Unicode;
 
 namespace Folio.Tool;
 
@@ -32,27 +34,41 @@ internal static class ImportCommand
             long imported = 0;
             long lineNumber = 0;
             var batch = new CommitBatch();
-            using (var reader = new StreamReader(input, Encoding.UTF8))
+            PipeReader lines = PipeReader.Create(input, new StreamPipeReaderOptions(bufferSize: 1 << 16));
+            try
             {
-                while (await reader.ReadLineAsync(cancellationToken).ConfigureAwait(false) is { } line)
+                while (true)
                 {
-                    lineNumber++;
-                    if (line.Length == 0)
+                    ReadResult read = await lines.ReadAsync(cancellationToken).ConfigureAwait(false);
+                    ReadOnlySequence<byte> buffer = read.Buffer;
+                    while (TryTakeLine(ref buffer, read.IsCompleted, out ReadOnlySequence<byte> line))
                     {
-                        continue;
+                        lineNumber++;
+                        if (ReadLine(line, lineNumber) is not { } document)
+                        {
+                            continue;
+                        }
+
+                        batch.Put(document.Collection, document.Id, document.Document);
+                        if (batch.Count == DocumentsPerCommit)
+                        {
+                            imported += await CommitAsync(opened, batch, lineNumber, cancellationToken)
+                                .ConfigureAwait(false);
+                            batch = new CommitBatch();
+                            display?.Report(input.Position);
+                        }
                     }
 
-                    (string collection, string id, byte[] document) =
-                        NdjsonLine.ReadDocument(Encoding.UTF8.GetBytes(line), lineNumber);
-                    batch.Put(collection, id, document);
-                    if (batch.Count == DocumentsPerCommit)
+                    lines.AdvanceTo(buffer.Start, buffer.End);
+                    if (read.IsCompleted)
                     {
-                        imported += await CommitAsync(opened, batch, lineNumber, cancellationToken)
-                            .ConfigureAwait(false);
-                        batch = new CommitBatch();
-                        display?.Report(input.Position);
+                        break;
                     }
                 }
+            }
+            finally
+            {
+                await lines.CompleteAsync().ConfigureAwait(false);
             }
 
             if (batch.Count > 0)
@@ -66,6 +82,53 @@ internal static class ImportCommand
             return 0;
         }));
         return command;
+    }
+
+    /// <summary>Takes the next line (without its line break) off <paramref name="buffer"/>; at the end of the input,
+    /// what is left is the last line.</summary>
+    private static bool TryTakeLine(ref ReadOnlySequence<byte> buffer, bool isCompleted,
+        out ReadOnlySequence<byte> line)
+    {
+        if (buffer.PositionOf((byte)'\n') is { } end)
+        {
+            line = buffer.Slice(0, end);
+            buffer = buffer.Slice(buffer.GetPosition(1, end));
+            return true;
+        }
+
+        if (!isCompleted || buffer.IsEmpty)
+        {
+            line = default; // a partial line stays in the buffer until its end arrives
+            return false;
+        }
+
+        line = buffer;
+        buffer = buffer.Slice(buffer.End);
+        return true;
+    }
+
+    /// <summary>The document of one line, or null for an empty line; throws <see cref="ToolException"/> naming the
+    /// line when its bytes are not UTF-8 or it is not an export line.</summary>
+    private static (string Collection, string Id, byte[] Document)? ReadLine(ReadOnlySequence<byte> line,
+        long lineNumber)
+    {
+        ReadOnlySpan<byte> bytes = line.IsSingleSegment ? line.FirstSpan : line.ToArray();
+        if (bytes.EndsWith((byte)'\r'))
+        {
+            bytes = bytes[..^1];
+        }
+
+        if (bytes.IsEmpty)
+        {
+            return null;
+        }
+
+        if (!Utf8.IsValid(bytes))
+        {
+            throw new ToolException($"line {lineNumber} is not valid UTF-8");
+        }
+
+        return NdjsonLine.ReadDocument(bytes, lineNumber);
     }
 
     private static async Task<int> CommitAsync(DocumentStore store, CommitBatch batch, long lineNumber,

@@ -214,8 +214,10 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id (at most 2 KiB UTF-8, valid UTF-16, no control characters).</param>
     /// <param name="json">A complete JSON value in valid UTF-8 (checked: invalid JSON or UTF-8 throws
-    /// <see cref="ArgumentException"/>), at most <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes. Copied
-    /// before the call returns: the memory may be reused at once.</param>
+    /// <see cref="ArgumentException"/>; objects and arrays nested at most
+    /// <see cref="DocumentStoreOptions.MaxJsonDepth"/> levels), at most
+    /// <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes. Copied before the call returns: the memory may be
+    /// reused at once.</param>
     /// <param name="expectedVersion">Null: write unconditionally. Otherwise the document must be at this version (0:
     /// must not exist).</param>
     /// <param name="cancellationToken">Cancels while the write waits for its group.</param>
@@ -498,7 +500,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 
             try
             {
-                var reader = new Utf8JsonReader(json);
+                var reader = new Utf8JsonReader(json,
+                    new JsonReaderOptions { MaxDepth = DocumentStoreOptions.MaxJsonDepth });
                 while (reader.Read())
                 {
                 }

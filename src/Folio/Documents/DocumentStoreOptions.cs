@@ -12,6 +12,14 @@ public sealed class DocumentStoreOptions
     /// <summary>The largest document allowed: 16 MiB of UTF-8 JSON.</summary>
     public const int DefaultMaxDocumentSize = 16 << 20;
 
+    /// <summary>
+    /// The deepest nesting of objects and arrays in a raw JSON document (<see cref="DocumentStore.PutAsync"/>,
+    /// <see cref="DocumentStore.WriteAsync"/>): 1,000 levels, SQLite's JSON limit; deeper documents are refused with
+    /// <see cref="ArgumentException"/>. A typed load or save is bounded by
+    /// <see cref="JsonSerializerOptions.MaxDepth"/> instead (System.Text.Json's default: 64).
+    /// </summary>
+    public const int MaxJsonDepth = 1_000;
+
     /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>
     public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
 

@@ -8,8 +8,8 @@ namespace Folio.Tests.Documents;
 
 /// <summary>
 /// Random programs over the public API (several interleaved sessions loading, storing, changing and deleting a few
-/// ids, saving with conflicts, checkpoints, and reopening the store) against a dictionary model with per-session snapshots and
-/// optimistic-concurrency rules.
+/// ids, saving with conflicts, checkpoints, and reopening the store) against a dictionary model with per-session
+/// snapshots and optimistic-concurrency rules.
 /// </summary>
 public sealed class DocumentStorePropertyTests
 {

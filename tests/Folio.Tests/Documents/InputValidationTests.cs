@@ -148,6 +148,28 @@ public sealed class InputValidationTests
         Bytes("{\"a\":\""u8, [0xF4, 0x90, 0x80, 0x80], "\"}"u8), // above U+10FFFF
     };
 
+    [Fact]
+    public async Task Raw_json_nested_up_to_the_depth_limit_is_stored_and_deeper_json_is_refused()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        static byte[] Nested(int depth) =>
+            Encoding.UTF8.GetBytes(new string('[', depth - 1) + "{\"a\":1}" + new string(']', depth - 1));
+
+        // Deeper than System.Text.Json's default of 64, as deep as the store allows.
+        byte[] deepest = Nested(DocumentStoreOptions.MaxJsonDepth);
+        await store.PutAsync("Doc", "deep", deepest);
+        await store.WriteAsync(new CommitBatch().Put("Doc", "deep2", deepest));
+        Assert.Equal(deepest, store.Get("Doc", "deep")!.Value.Json.ToArray());
+
+        var error = await Assert.ThrowsAsync<ArgumentException>(() =>
+            store.PutAsync("Doc", "deeper", Nested(DocumentStoreOptions.MaxJsonDepth + 1)).AsTask());
+        Assert.Contains("depth", error.Message, StringComparison.OrdinalIgnoreCase);
+        Assert.Null(store.Get("Doc", "deeper"));
+        await store.CheckpointAsync();
+        Assert.Equal(deepest, store.Get("Doc", "deep2")!.Value.Json.ToArray());
+    }
+
     [Theory]
     [MemberData(nameof(InvalidUtf8Documents))]
     public async Task Raw_json_with_invalid_utf8_is_refused_and_the_store_stays_usable(byte[] json)

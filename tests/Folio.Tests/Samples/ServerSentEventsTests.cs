@@ -19,11 +19,15 @@ public sealed class ServerSentEventsTests
         using var dir = new TempDirectory();
         await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "store"),
             TestStoreOptions.SmallSegments());
+        // Some notes stored pretty-printed by another writer: their line breaks must not break an event's data line.
+        var indented = new NotesJsonContext(
+            new JsonSerializerOptions(NotesJsonContext.Default.Options) { WriteIndented = true });
         for (int i = 0; i < 2_000; i++)
         {
             var note = new Note { Id = $"n{i:D5}", Title = $"Note {i}", Body = new string('b', 200) };
-            await store.PutAsync(NoteEndpoints.Collection, note.Id,
-                JsonSerializer.SerializeToUtf8Bytes(note, NotesJsonContext.Default.Note));
+            await store.PutAsync(NoteEndpoints.Collection, note.Id, i % 7 == 0
+                ? JsonSerializer.SerializeToUtf8Bytes(note, indented.Note)
+                : JsonSerializer.SerializeToUtf8Bytes(note, NotesJsonContext.Default.Note));
             if (i % 10 == 9)
             {
                 await store.DeleteAsync(NoteEndpoints.Collection, $"n{i - 5:D5}");
@@ -78,6 +82,7 @@ public sealed class ServerSentEventsTests
         foreach (string frame in frames)
         {
             string[] lines = frame.Split('\n');
+            Assert.Equal(3, lines.Length);
             Assert.StartsWith("id: ", lines[0], StringComparison.Ordinal);
             long id = long.Parse(lines[0][4..], System.Globalization.CultureInfo.InvariantCulture);
             Assert.True(id > previous);

@@ -189,6 +189,66 @@ public sealed class FolioToolTests
     }
 
     [Fact]
+    public async Task Export_and_import_carry_every_document_byte_for_byte_but_line_breaks_between_tokens()
+    {
+        using var dir = new TempDirectory();
+        string deep = new string('[', DocumentStoreOptions.MaxJsonDepth)
+            + new string(']', DocumentStoreOptions.MaxJsonDepth);
+        var documents = new Dictionary<(string Collection, string Id), string>
+        {
+            [("c", "pretty")] = "{\r\n  \"a\" : 1,\n  \"b\": [1, 2]\n}",
+            [("c", "text")] = "{\"t\":\"é日本 <a href='x'>&+\"}",
+            [("c", "escapes")] = "{\"e\":\"\\u00e9\\n\\\"q\\\" \\/\",\"s\":\"\\ud800\"}",
+            [("c", "number")] = "{\"n\":1.0E+2, \"m\":-0.000}",
+            [("c", "deep")] = deep,
+            [("c", "string")] = "\"just a string\"",
+            [("c", "null")] = "null",
+            [("c+", "ü/<x>&")] = "42",
+        };
+        string source = Path.Combine(dir.Path, "source");
+        await using (DocumentStore store = DocumentStore.Open(source, TestStoreOptions.SmallSegments()))
+        {
+            foreach (((string collection, string id), string json) in documents)
+            {
+                await store.PutAsync(collection, id, Encoding.UTF8.GetBytes(json));
+            }
+        }
+
+        (int exit, string exported, string error) = await FolioToolProcess.RunAsync("export", source);
+        Assert.True(exit == 0, error);
+        Assert.Equal(documents.Count, exported.Split('\n', StringSplitOptions.RemoveEmptyEntries).Length);
+        string file = Path.Combine(dir.Path, "export.ndjson");
+        await File.WriteAllTextAsync(file, exported);
+        string target = Path.Combine(dir.Path, "imported");
+        (exit, _, error) = await FolioToolProcess.RunAsync("import", target, file);
+        Assert.True(exit == 0, error);
+
+        await using (DocumentStore imported = DocumentStore.Open(target, TestStoreOptions.SmallSegments()))
+        {
+            foreach (((string collection, string id), string json) in documents)
+            {
+                // A line break can only be white space between tokens (JSON strings escape theirs): it becomes a
+                // space, so that every document stays on its line.
+                string expected = json.Replace('\r', ' ').Replace('\n', ' ');
+                Assert.Equal(expected, Encoding.UTF8.GetString(imported.Get(collection, id)!.Value.Json.Span));
+            }
+        }
+
+        // Bytes that are not UTF-8 stop the import at their line, rather than being replaced.
+        string bad = Path.Combine(dir.Path, "bad.ndjson");
+        await File.WriteAllBytesAsync(bad, [
+            .. "{\"collection\":\"c\",\"id\":\"ok\",\"document\":{}}\n"u8,
+            .. "{\"collection\":\"c\",\"id\":\"bad\",\"document\":\""u8, 0xFF, .. "\"}\n"u8]);
+        (exit, _, error) = await FolioToolProcess.RunAsync("import", target, bad);
+        Assert.Equal(1, exit);
+        Assert.Equal("folio: line 2 is not valid UTF-8", error.Trim());
+        (exit, _, error) = await FolioToolProcess.RunWithInputAsync(
+            "{\"collection\":\"c\",\"id\":\"x\",\"id\":\"y\",\"document\":{}}\n", "import", target, "-");
+        Assert.Equal(1, exit);
+        Assert.Equal("folio: line 1: \"id\" appears twice", error.Trim());
+    }
+
+    [Fact]
     public async Task Tail_writes_the_change_feed_from_a_sequence_to_the_last_commit()
     {
         using var dir = new TempDirectory();
