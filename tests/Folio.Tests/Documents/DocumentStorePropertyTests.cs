@@ -1,5 +1,4 @@
 using FsCheck;
-using FsCheck.Fluent;
 using FsCheck.Xunit;
 using Folio.Tests.Infrastructure;
 using Folio.Transactions;
@@ -135,11 +134,7 @@ public sealed class DocumentStorePropertyTests
         }
     }
 
-    public static Arbitrary<int[]> Programs() =>
-        Arb.From(
-            Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(a => a.Length > 60 ? a[..60] : a),
-            static program => Enumerable.Range(0, program.Length)
-                .Select(skip => program.Where((_, i) => i != skip).ToArray()));
+    public static Arbitrary<int[]> Programs() => OperationPrograms.ShrinkingBySteps(60);
 
     private static void Save(DocumentStore store, Dictionary<string, (long Version, string Name)> model, SessionModel s,
         List<SessionModel> sessions)

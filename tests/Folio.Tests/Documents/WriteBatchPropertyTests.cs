@@ -1,6 +1,5 @@
 using System.Text;
 using FsCheck;
-using FsCheck.Fluent;
 using FsCheck.Xunit;
 using Folio.Tests.Infrastructure;
 
@@ -70,11 +69,7 @@ public sealed class WriteBatchPropertyTests
         }
     }
 
-    public static Arbitrary<int[]> Programs() =>
-        Arb.From(
-            Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(a => a.Length > 60 ? a[..60] : a),
-            static program => Enumerable.Range(0, program.Length)
-                .Select(skip => program.Where((_, i) => i != skip).ToArray()));
+    public static Arbitrary<int[]> Programs() => OperationPrograms.ShrinkingBySteps(60);
 
     private static DocumentStore Open(string path)
     {

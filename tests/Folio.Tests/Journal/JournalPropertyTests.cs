@@ -1,5 +1,4 @@
 using FsCheck;
-using FsCheck.Fluent;
 using FsCheck.Xunit;
 using Folio.Journal;
 using Folio.Tests.Infrastructure;
@@ -122,11 +121,7 @@ public sealed class JournalPropertyTests
     }
 
     /// <summary>Programs of up to 80 steps; appends are the most common step.</summary>
-    public static Arbitrary<int[]> Programs() =>
-        Arb.From(
-            Gen.ArrayOf(Gen.Choose(0, int.MaxValue)).Select(a => a.Length > 80 ? a[..80] : a),
-            static program => Enumerable.Range(0, program.Length)
-                .Select(skip => program.Where((_, i) => i != skip).ToArray()));
+    public static Arbitrary<int[]> Programs() => OperationPrograms.ShrinkingBySteps(80);
 
     private static void AssertSame(List<(long Sequence, long Ticks, byte[] Data)> expected,
         List<(long Sequence, long Timestamp, byte[] Data)> actual)
