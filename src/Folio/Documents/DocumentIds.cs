@@ -18,14 +18,15 @@ internal static class DocumentIds
     {
         if (string.IsNullOrEmpty(id))
         {
-            ThrowHelper.ThrowArgument(paramName, "A document id must not be null or empty.");
+            ThrowHelper.ThrowArgument(paramName, $"A document {What(paramName)} must not be null or empty.");
         }
 
         // A UTF-16 char is at most 3 UTF-8 bytes: short ids need no count. Control characters are exactly
         // U+0000-U+001F and U+007F-U+009F (char.IsControl); the range searches are vectorized.
         if (id.Length > MaxIdBytes / 3 && Encoding.UTF8.GetByteCount(id) > MaxIdBytes)
         {
-            ThrowHelper.ThrowArgument(paramName, $"A document id is limited to {MaxIdBytes} UTF-8 bytes.");
+            ThrowHelper.ThrowArgument(paramName,
+                $"A document {What(paramName)} is limited to {MaxIdBytes} UTF-8 bytes.");
         }
 
         int control = id.AsSpan().IndexOfAnyInRange('\u0000', '\u001f');
@@ -37,7 +38,7 @@ internal static class DocumentIds
         if (control >= 0)
         {
             ThrowHelper.ThrowArgument(paramName,
-                $"A document id must not contain control characters (found U+{(int)id[control]:X4}).");
+                $"A document {What(paramName)} must not contain control characters (found U+{(int)id[control]:X4}).");
         }
 
         int surrogate = id.AsSpan().IndexOfAnyInRange('\uD800', '\uDFFF');
@@ -69,10 +70,13 @@ internal static class DocumentIds
             }
 
             ThrowHelper.ThrowArgument(paramName,
-                $"A document {(paramName == "collection" ? "collection name" : "id")} must be valid UTF-16: it has a " +
+                $"A document {What(paramName)} must be valid UTF-16: it has a " +
                 $"lone surrogate U+{(int)c:X4} at index {i}.");
         }
     }
+
+    /// <summary>What the checked string is, for messages: a collection name or an id.</summary>
+    private static string What(string paramName) => paramName == "collection" ? "collection name" : "id";
 
     public static void ValidateCollection(string? collection)
     {

@@ -149,6 +149,24 @@ public sealed class InputValidationTests
     };
 
     [Fact]
+    public async Task A_bad_collection_name_is_reported_as_a_collection_name_and_a_bad_id_as_an_id()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        string tooLong = new('c', DocumentIds.MaxIdBytes + 1);
+        foreach (string bad in new[] { "", tooLong, "a\nb", "a\uD800" })
+        {
+            var collection = Assert.Throws<ArgumentException>(() => store.Get(bad, "x"));
+            Assert.Equal("collection", collection.ParamName);
+            Assert.StartsWith("A document collection name ", collection.Message, StringComparison.Ordinal);
+            var id = await Assert.ThrowsAsync<ArgumentException>(() =>
+                store.PutAsync("c", bad, "{}"u8.ToArray()).AsTask());
+            Assert.Equal("id", id.ParamName);
+            Assert.StartsWith("A document id ", id.Message, StringComparison.Ordinal);
+        }
+    }
+
+    [Fact]
     public async Task Raw_json_nested_up_to_the_depth_limit_is_stored_and_deeper_json_is_refused()
     {
         using var dir = new TempDirectory();
