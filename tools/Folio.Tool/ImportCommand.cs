@@ -30,7 +30,8 @@ internal static class ImportCommand
             Stream input = name == "-" ? Console.OpenStandardInput()
                 : new FileStream(name, FileMode.Open, FileAccess.Read, FileShare.Read, 1 << 16,
                     FileOptions.SequentialScan);
-            ProgressDisplay? display = name == "-" ? null : new ProgressDisplay("import", input.Length);
+            long inputLength = name == "-" ? 0 : input.Length;
+            ProgressDisplay? display = name == "-" ? null : new ProgressDisplay("import", inputLength);
             long imported = 0;
             long lineNumber = 0;
             var batch = new CommitBatch();
@@ -76,7 +77,7 @@ internal static class ImportCommand
                 imported += await CommitAsync(opened, batch, lineNumber, cancellationToken).ConfigureAwait(false);
             }
 
-            display?.Complete();
+            display?.Complete(inputLength);
             await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture,
                 $"imported {imported} documents, last commit {opened.LastCommittedSequence}")).ConfigureAwait(false);
             return 0;

@@ -11,7 +11,7 @@ namespace Folio.Tool;
 internal sealed class ProgressDisplay : IProgress<long>
 {
     private readonly string _label;
-    private readonly long _total;
+    private long _total;
     private readonly string? _unit;
     private readonly bool _terminal = !Console.IsErrorRedirected;
     private readonly Stopwatch _elapsed = Stopwatch.StartNew();
@@ -47,7 +47,10 @@ internal sealed class ProgressDisplay : IProgress<long>
     {
         lock (_lock)
         {
+            // The total given at the start was an estimate (a backup's is the files' size, preallocated journal
+            // included); once the work is done, what was done is the whole of it.
             _done = value ?? _done;
+            _total = Math.Max(_done, 1);
             Draw(final: true);
         }
     }
