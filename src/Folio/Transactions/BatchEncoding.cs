@@ -24,8 +24,8 @@ internal static class BatchEncoding
     /// <summary>The offset of the first command in an entry.</summary>
     public const int FirstCommand = 5;
 
-    /// <summary>Encodes a batch into a new array of exactly its size, which nothing else writes: the values the
-    /// committed state keeps are slices of it.</summary>
+    /// <summary>Encodes a batch into memory of exactly its size from <see cref="EntrySlabs"/>, which nothing else
+    /// writes: the values the committed state keeps are slices of it.</summary>
     public static ReadOnlyMemory<byte> Encode(CommitBatch batch)
     {
         List<BatchCommand> commands = batch.Commands;
