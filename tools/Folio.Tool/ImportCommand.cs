@@ -119,6 +119,11 @@ internal static class ImportCommand
             bytes = bytes[..^1];
         }
 
+        if (lineNumber == 1 && bytes.StartsWith("\uFEFF"u8))
+        {
+            bytes = bytes[3..]; // a byte order mark, as some editors and shells write before UTF-8 text
+        }
+
         if (bytes.IsEmpty)
         {
             return null;

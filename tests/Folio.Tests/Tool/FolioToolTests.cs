@@ -234,6 +234,12 @@ public sealed class FolioToolTests
             }
         }
 
+        // A file that starts with a byte order mark (as some editors and shells write UTF-8) imports.
+        string marked = Path.Combine(dir.Path, "marked.ndjson");
+        await File.WriteAllBytesAsync(marked, [0xEF, 0xBB, 0xBF, .. Encoding.UTF8.GetBytes(exported)]);
+        (exit, _, error) = await FolioToolProcess.RunAsync("import", Path.Combine(dir.Path, "marked"), marked);
+        Assert.True(exit == 0, error);
+
         // Bytes that are not UTF-8 stop the import at their line, rather than being replaced.
         string bad = Path.Combine(dir.Path, "bad.ndjson");
         await File.WriteAllBytesAsync(bad, [
