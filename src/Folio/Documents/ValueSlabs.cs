@@ -10,8 +10,9 @@ namespace Folio.Documents;
 /// copy when it promotes them (see docs/measurements.md, "Recovery replay").
 /// <para>
 /// Sizes. Slabs are sized to the bytes still to be copied (<c>expectedBytes</c>, counted before copying), between
-/// <see cref="MinSlabSize"/> and <see cref="MaxSizedSlab"/>, so one or a few arrays hold exactly the live
-/// documents. Values over
+/// <see cref="MinSlabSize"/> and <see cref="MaxSizedSlab"/>, so the last one holds exactly what is left. The largest
+/// is 1 MiB, so that a document a caller keeps (<see cref="StoredDocument.Json"/> is a slice of its slab) keeps at
+/// most a megabyte alive, and a thousand slabs a gigabyte of live documents. Values over
 /// <see cref="MaxSlabbedValue"/> bytes get an array of their own, so that a large document overwritten later does not
 /// keep a slab's worth of neighbours alive, nor they it.
 /// </para>
@@ -22,8 +23,8 @@ internal sealed class ValueSlabs
     /// <summary>The smallest slab.</summary>
     public const int MinSlabSize = 64 * 1024;
 
-    /// <summary>The largest slab.</summary>
-    public const int MaxSizedSlab = 64 * 1024 * 1024;
+    /// <summary>The largest slab: 1 MiB.</summary>
+    public const int MaxSizedSlab = 1024 * 1024;
 
     /// <summary>The largest value copied into a slab; larger values get an array of their own.</summary>
     public const int MaxSlabbedValue = 4 * 1024;
