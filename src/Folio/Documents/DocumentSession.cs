@@ -58,7 +58,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
     /// <summary>
     /// Tracks <paramref name="entity"/> for storing at the next <see cref="SaveChangesAsync"/>. Its id is its string
-    /// <c>Id</c> property; when that is empty an id is generated (<c>{collection}/{19-digit time}</c>) and set.
+    /// <c>Id</c> property; when that is empty an id is generated (<c>{collection}/{19-digit time}</c>, above every id
+    /// generated before, in this process or, going by the store's commit times, an earlier one) and set, and the save
+    /// requires that no document has it (else <see cref="ConcurrencyException"/>; it never overwrites one).
     /// </summary>
     /// <param name="entity">The entity; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of its
     /// type.</param>
@@ -102,7 +104,15 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             if (id is null)
             {
                 string? fromProperty = idProperty?.GetValue(entity) as string;
-                id = string.IsNullOrEmpty(fromProperty) ? DocumentIds.Generate(collection) : fromProperty;
+                if (string.IsNullOrEmpty(fromProperty))
+                {
+                    id = DocumentIds.Generate(collection);
+                    expectedVersion ??= 0; // a generated id names a new document: never overwrite one
+                }
+                else
+                {
+                    id = fromProperty;
+                }
             }
 
             DocumentIds.Validate(id);

@@ -139,6 +139,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
+            DocumentIds.GenerateAbove(journal.LastTimestampTicks);
             var store = new DocumentStore(path, options, journal, index, pages, logger, bytes);
             long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
             StoreLog.Opened(logger, path, mounted.Sequence, index.CheckpointedDocuments, batches, bytes, elapsedMs);

@@ -163,6 +163,11 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// <summary>The size of the segments this journal creates, in bytes.</summary>
     internal long SegmentSize => _segmentSize;
 
+    /// <summary>The time (UTC ticks) of the newest record, or of the newest segment's creation when no record is
+    /// left: no later record gets an earlier time (the appender never goes below it). Read after the open, before
+    /// appends, or under the write lock.</summary>
+    internal long LastTimestampTicks => _lastTimestamp;
+
     internal long DurableSequence => Volatile.Read(ref _durableSequence);
 
     /// <summary>The sequence number of the newest appended entry, durable or not (0 when none).</summary>

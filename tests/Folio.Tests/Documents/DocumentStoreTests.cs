@@ -328,4 +328,67 @@ public sealed class DocumentStoreTests
 
         public Action Callback { get; set; } = () => { };
     }
+
+    [Fact]
+    public async Task A_generated_id_never_overwrites_a_document_that_already_has_it()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+
+        // The ids the next Store calls will generate (the clock is made to stand 10 s behind them) already name
+        // documents, as after the clock stepped back past an earlier run's ids.
+        long floor = DateTime.UtcNow.AddSeconds(10).Ticks;
+        var batch = new CommitBatch();
+        for (int k = 1; k <= 500; k++)
+        {
+            batch.Put(nameof(User), $"{nameof(User)}/{floor + k:D19}",
+                Encoding.UTF8.GetBytes($"{{\"Name\":\"e{k}\"}}"));
+        }
+
+        await store.WriteAsync(batch);
+        DocumentIds.GenerateAbove(floor);
+
+        await using (DocumentSession session = store.OpenSession())
+        {
+            var user = new User { Name = "new" };
+            session.Store(user);
+            Assert.StartsWith($"{nameof(User)}/", user.Id, StringComparison.Ordinal);
+            var conflict = await Assert.ThrowsAsync<ConcurrencyException>(() => session.SaveChangesAsync());
+            Assert.Equal(user.Id, Assert.Single(conflict.Conflicts).Id);
+        }
+
+        for (int k = 1; k <= 500; k++)
+        {
+            Assert.Equal($"{{\"Name\":\"e{k}\"}}",
+                Encoding.UTF8.GetString(store.Get(nameof(User), $"{nameof(User)}/{floor + k:D19}")!.Value.Json.Span));
+        }
+    }
+
+    [Fact]
+    public async Task Ids_generated_after_an_open_sort_after_the_stores_last_commit_even_when_the_clock_is_behind_it()
+    {
+        using var dir = new TempDirectory();
+        // A commit written when the clock read 20 s later than it does now (as before the clock was stepped back).
+        DateTimeOffset then = DateTimeOffset.UtcNow.AddSeconds(20);
+        string journalFolder = Path.Combine(dir.Path, DocumentStore.JournalFolderName);
+        using (var journal = Folio.Journal.WriteAheadJournal.Open(journalFolder, new Folio.Journal.JournalOptions
+        {
+            SegmentSize = TestStoreOptions.SmallSegments().SegmentSize,
+            TimeProvider = new ManualTimeProvider(then),
+        }))
+        {
+            journal.AppendBatch(new CommitBatch().Put(nameof(User), "earlier", "{\"Name\":\"e\"}"u8.ToArray()));
+            journal.Sync();
+        }
+
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        Assert.NotNull(store.Get(nameof(User), "earlier"));
+        await using DocumentSession session = store.OpenSession();
+        var user = new User { Name = "new" };
+        session.Store(user);
+        long generated = long.Parse(user.Id![(nameof(User).Length + 1)..],
+            System.Globalization.CultureInfo.InvariantCulture);
+        Assert.True(generated > then.UtcTicks, $"{generated} is not after the last commit at {then.UtcTicks}");
+        await session.SaveChangesAsync();
+    }
 }
