@@ -21,7 +21,7 @@ internal static class BatchEncoding
     public const byte Format = 1;
     public const int MaxNameBytes = ushort.MaxValue;
 
-    /// <summary>The offset of the first command in an entry.</summary>
+    /// <summary>The offset of the first command in an entry: after the format byte and the command count.</summary>
     public const int FirstCommand = 5;
 
     /// <summary>Encodes a batch into memory of exactly its size from <see cref="EntrySlabs"/>, which nothing else
@@ -29,7 +29,7 @@ internal static class BatchEncoding
     public static ReadOnlyMemory<byte> Encode(CommitBatch batch)
     {
         List<BatchCommand> commands = batch.Commands;
-        long size = 5;
+        long size = FirstCommand;
         for (int i = 0; i < commands.Count; i++)
         {
             BatchCommand command = commands[i];
@@ -47,7 +47,7 @@ internal static class BatchEncoding
         Span<byte> span = memory.Span;
         span[0] = Format;
         BinaryPrimitives.WriteInt32LittleEndian(span[1..], commands.Count);
-        int at = 5;
+        int at = FirstCommand;
         for (int i = 0; i < commands.Count; i++)
         {
             BatchCommand command = commands[i];
@@ -105,7 +105,7 @@ internal static class BatchEncoding
     public static void Decode<TSink>(ReadOnlySpan<byte> entry, ref TSink sink)
         where TSink : struct, ICommandSink
     {
-        if (entry.Length < 5 || entry[0] != Format)
+        if (entry.Length < FirstCommand || entry[0] != Format)
         {
             throw new FormatException("Not a batch entry of a known format.");
         }
@@ -117,7 +117,7 @@ internal static class BatchEncoding
         }
 
         sink.EnsureCapacity(count);
-        int at = 5;
+        int at = FirstCommand;
         for (int i = 0; i < count; i++)
         {
             var kind = (ChangeKind)Read(entry, ref at, 1)[0];
