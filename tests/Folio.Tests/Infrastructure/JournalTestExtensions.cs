@@ -30,11 +30,15 @@ internal static class JournalTestExtensions
         TimeProvider = time ?? TimeProvider.System,
     };
 
-    /// <summary>Deterministic entry bytes for (seed, sequence).</summary>
+    /// <summary>Entry bytes for (seed, sequence), the same in every run: not seeded through
+    /// <see cref="HashCode.Combine{T1, T2}"/>, whose hashes change from process to process, so a test that tears a
+    /// record finds the same bytes at the tear each time (a torn tail whose bytes were already zero is no
+    /// tear).</summary>
     public static byte[] Payload(int seed, long sequence, int length)
     {
         var bytes = new byte[length];
-        var random = new Random(HashCode.Combine(seed, sequence));
+        ulong mixed = ((ulong)(uint)seed * 0x9E3779B97F4A7C15UL) ^ ((ulong)sequence * 0xC2B2AE3D27D4EB4FUL);
+        var random = new Random(unchecked((int)(mixed ^ (mixed >> 32))));
         random.NextBytes(bytes);
         return bytes;
     }
