@@ -9,8 +9,9 @@ namespace Folio.Backups;
 /// taken and nothing is written, so it checks a store another process has open and keeps writing.
 /// <para>
 /// What it checks: every chunk the data file's newest checkpoint lists (each page's checksum and structure, read from
-/// disk: <see cref="PageStore.VerifyChunk"/>), then every complete record of every journal segment, oldest first
-/// (<see cref="JournalFollower"/>: shape, checksum, sequence continuity). A damaged chunk or segment is reported by
+/// disk: <see cref="PageStore.VerifyChunk"/>, one worker per core: <see cref="ChunkScrub"/>), then every complete
+/// record of every journal segment, oldest first (<see cref="JournalFollower"/>: shape, checksum, sequence
+/// continuity). A damaged chunk or segment is reported by
 /// file and offset and the scrub goes on: with the next chunk, or the next segment.
 /// </para>
 /// <para>
@@ -52,30 +53,12 @@ internal static class StoreFileVerifier
         }
 
         long done = 0;
-        long pagesChecked = 0;
-        for (int i = 0; i < chunks.Count; i++)
+        long pagesChecked = pages is null ? 0 : ChunkScrub.Run(pages, chunks, Environment.ProcessorCount, problems,
+            chunk => StillListed(path, chunk), bytes => progress?.Report(new VerifyProgress(bytes, total)),
+            cancellationToken);
+        foreach (ChunkInfo chunk in chunks)
         {
-            cancellationToken.ThrowIfCancellationRequested();
-            ChunkInfo chunk = chunks[i];
-            if (i + 1 < chunks.Count)
-            {
-                pages!.AdviseWillNeed(chunks[i + 1].FileOffset, chunks[i + 1].Length); // read ahead while checking
-            }
-
-            try
-            {
-                pagesChecked += pages!.VerifyChunk(chunk);
-            }
-            catch (StoreCorruptedException e)
-            {
-                if (StillListed(path, chunk))
-                {
-                    problems.Add(e.Message);
-                }
-            }
-
             done += chunk.Length;
-            progress?.Report(new VerifyProgress(done, total));
         }
 
         (int segmentsRead, long records) = VerifyJournal(journal, segments, problems, ref done, total, progress,

@@ -389,7 +389,8 @@ public sealed partial class DocumentStore
     /// <summary>
     /// Scrubs the store while it serves traffic: reads every page of the data file's current checkpoint and every
     /// committed journal record from disk (not from the cache) and checks every checksum and structure. Problems are
-    /// reported, not thrown, so one damaged chunk or segment does not hide another.
+    /// reported, not thrown, so one damaged chunk or segment does not hide another. The data file's chunks are checked
+    /// by one thread per core (<see cref="Environment.ProcessorCount"/>), the journal by one.
     /// </summary>
     /// <param name="progress">Receives the bytes checked so far; null: none.</param>
     /// <param name="cancellationToken">Cancels the scrub.</param>
@@ -423,29 +424,14 @@ public sealed partial class DocumentStore
                 total += chunk.Length;
             }
 
+            // Chunks are checked with one worker per core (the scrub's CPU is checksums: one core checks more slowly
+            // than the page cache delivers).
+            long pages = ChunkScrub.Run(_pages, chunks, Environment.ProcessorCount, problems,
+                static _ => true, bytes => progress?.Report(new VerifyProgress(bytes, total)), cancellationToken);
             long done = 0;
-            long pages = 0;
-            for (int i = 0; i < chunks.Count; i++)
+            foreach (ChunkInfo chunk in chunks)
             {
-                ChunkInfo chunk = chunks[i];
-                cancellationToken.ThrowIfCancellationRequested();
-                if (i + 1 < chunks.Count)
-                {
-                    // The disk reads the next chunk while this one is checked.
-                    _pages.AdviseWillNeed(chunks[i + 1].FileOffset, chunks[i + 1].Length);
-                }
-
-                try
-                {
-                    pages += _pages.VerifyChunk(chunk);
-                }
-                catch (StoreCorruptedException e)
-                {
-                    problems.Add(e.Message);
-                }
-
                 done += chunk.Length;
-                progress?.Report(new VerifyProgress(done, total));
             }
 
             long reported = done;

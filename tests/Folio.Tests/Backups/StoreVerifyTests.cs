@@ -72,6 +72,54 @@ public sealed class StoreVerifyTests
     }
 
     [Fact]
+    public async Task Damaged_chunks_among_many_are_each_reported_in_chunk_order_and_every_other_page_is_checked()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        string folder = Path.Combine(dir.Path, "store");
+        await using DocumentStore store = DocumentStore.Open(folder, options);
+        for (int c = 0; c < 12; c++)
+        {
+            // One collection per checkpoint: each chunk stays live, so the checkpoint lists twelve or more.
+            for (int i = 0; i < 200; i++)
+            {
+                await store.PutAsync($"c{c:D2}", $"doc{i:D4}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
+            }
+
+            await store.CheckpointAsync();
+        }
+
+        List<Folio.Pages.ChunkInfo> chunks = store.Pages.ReadChunkTable(store.Pages.Current);
+        Assert.True(chunks.Count >= 12, $"{chunks.Count} chunks");
+        var reports = new List<VerifyProgress>();
+        VerifyResult healthy = await store.VerifyAsync(new SynchronousProgress<VerifyProgress>(reports.Add));
+        Assert.True(healthy.IsHealthy, string.Join("\n", healthy.Problems));
+        Assert.Equal(chunks.Count, healthy.Chunks);
+        for (int i = 1; i < reports.Count; i++)
+        {
+            Assert.True(reports[i].Bytes > reports[i - 1].Bytes, "progress only grows");
+        }
+
+        // The first page of a late chunk and of an early one (damaged in that order).
+        Folio.Pages.ChunkInfo[] damaged = [chunks[^2], chunks[1]];
+        foreach (Folio.Pages.ChunkInfo chunk in damaged)
+        {
+            FileDamage.FlipByte(Path.Combine(folder, "data.folio"), chunk.FileOffset + 64 + 40, 0x04);
+        }
+
+        VerifyResult result = await store.VerifyAsync();
+        Assert.Equal(2, result.Problems.Count);
+        Assert.Contains($"chunk {chunks[1].Id} page", result.Problems[0], StringComparison.Ordinal);
+        Assert.Contains($"chunk {chunks[^2].Id} page", result.Problems[1], StringComparison.Ordinal);
+        Assert.Equal(healthy.Pages - chunks[1].PageCount - chunks[^2].PageCount, result.Pages);
+
+        VerifyResult files = await DocumentStore.VerifyFilesAsync(folder);
+        Assert.Equal(result.Problems, files.Problems);
+        Assert.Equal(result.Pages, files.Pages);
+    }
+
+    [Fact]
     public async Task The_files_of_a_store_held_open_verify_healthy_while_writers_commit_and_checkpoints_free_chunks()
     {
         // The scrub of the files races the writer: chunks it listed are freed and reused, segments purged; none of
