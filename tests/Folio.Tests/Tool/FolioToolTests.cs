@@ -323,6 +323,64 @@ public sealed class FolioToolTests
     }
 
     [Fact]
+    public async Task Export_and_a_following_tail_stop_with_one_line_when_the_reader_of_their_output_goes_away()
+    {
+        using var dir = new TempDirectory();
+        string store = Path.Combine(dir.Path, "store");
+        await using (DocumentStore created = DocumentStore.Open(store, TestStoreOptions.SmallSegments()))
+        {
+            var batch = new CommitBatch();
+            for (int i = 0; i < 5000; i++)
+            {
+                // About 600 KB of NDJSON: more than the pipe and the tool's buffer hold together.
+                string json = $"{{\"n\":{i},\"pad\":\"{new string('x', 40)}\"}}";
+                batch.Put("people", $"p{i:D5}", Encoding.UTF8.GetBytes(json));
+            }
+
+            await created.WriteAsync(batch);
+        }
+
+        using (System.Diagnostics.Process export = FolioToolProcess.Start("export", store))
+        {
+            Task<string> error = export.StandardError.ReadToEndAsync();
+            Assert.NotNull(await export.StandardOutput.ReadLineAsync());
+            export.StandardOutput.Close(); // the reader goes away, as `folio export <store> | head -1`'s does
+            await export.WaitForExitAsync().WaitAsync(TimeSpan.FromMinutes(2));
+            Assert.Equal(1, export.ExitCode);
+            Assert.Contains("folio: standard output was closed by its reader", await error, StringComparison.Ordinal);
+        }
+
+        await using DocumentStore opened = DocumentStore.Open(store, TestStoreOptions.SmallSegments());
+        using System.Diagnostics.Process tail = FolioToolProcess.Start("tail", store, "--follow");
+        try
+        {
+            Task<string> error = tail.StandardError.ReadToEndAsync();
+            Assert.NotNull(await tail.StandardOutput.ReadLineAsync());
+            tail.StandardOutput.Close();
+
+            // A follower finds its reader gone at its next write: commits arrive until it has stopped.
+            using var deadline = new CancellationTokenSource(TimeSpan.FromMinutes(2));
+            for (int i = 0; !tail.HasExited; i++)
+            {
+                await opened.PutAsync("people", $"late{i}", "{}"u8.ToArray(), cancellationToken: deadline.Token);
+                await Task.Delay(20, deadline.Token);
+            }
+
+            Assert.Equal(1, tail.ExitCode);
+            Assert.Contains("folio: standard output was closed by its reader", await error, StringComparison.Ordinal);
+        }
+        finally
+        {
+            if (!tail.HasExited)
+            {
+                tail.Kill(entireProcessTree: true);
+            }
+
+            await tail.WaitForExitAsync();
+        }
+    }
+
+    [Fact]
     public async Task A_store_open_in_another_process_a_missing_store_and_a_damaged_store_fail_with_one_line()
     {
         using var dir = new TempDirectory();
