@@ -50,7 +50,15 @@ internal static class ImportCommand
                             continue;
                         }
 
-                        batch.Put(document.Collection, document.Id, document.Document);
+                        try
+                        {
+                            batch.Put(document.Collection, document.Id, document.Document);
+                        }
+                        catch (ArgumentException e)
+                        {
+                            throw new ToolException($"line {lineNumber}: {e.Message}");
+                        }
+
                         if (batch.Count == DocumentsPerCommit)
                         {
                             imported += await CommitAsync(opened, batch, lineNumber, cancellationToken)
