@@ -73,7 +73,7 @@ public sealed class DocumentStoreOptions
     public int MaxGroupsInFlight { get; set; } = TransactionMergerOptions.DefaultMaxGroupsInFlight;
 
     /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time between two background fsyncs.
-    /// Default 100 ms; positive.</summary>
+    /// Default 100 ms; positive, at most about 49.7 days (4,294,967,294 ms).</summary>
     public TimeSpan BufferedSyncInterval { get; set; } = TransactionMergerOptions.DefaultBufferedSyncInterval;
 
     /// <summary>An fsync slower than this logs a warning. Default 500 ms; positive.</summary>
@@ -163,7 +163,9 @@ public sealed class DocumentStoreOptions
     /// are first read (a store smaller than its cache uses only what it reads). It does not bound the documents
     /// written since the last checkpoint (held in memory until the next writes them; see
     /// <see cref="CheckpointBackpressureThreshold"/>), the versions open sessions' snapshots keep, or the top two
-    /// levels of each collection's tree, which stay decoded (at most 129 pages a collection).
+    /// levels of each collection's tree, which stay decoded (at most 129 pages a collection). At most the memory
+    /// available to the process (<see cref="GCMemoryInfo.TotalAvailableMemoryBytes"/>: the machine's, or its
+    /// container's limit).
     /// </summary>
     public long CacheSize { get; set; } = DefaultCacheSize;
 
@@ -226,10 +228,11 @@ public sealed class DocumentStoreOptions
                 "Durability must be Durable or Buffered.");
         }
 
-        if (BufferedSyncInterval <= TimeSpan.Zero)
+        if (BufferedSyncInterval <= TimeSpan.Zero
+            || BufferedSyncInterval > TransactionMergerOptions.MaxBufferedSyncInterval)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval,
-                "BufferedSyncInterval must be positive.");
+                "BufferedSyncInterval must be positive and at most 49 days (a timer's longest period).");
         }
 
         if (MaxGroupCommands <= 0 || MaxGroupBytes <= 0)
@@ -282,6 +285,14 @@ public sealed class DocumentStoreOptions
         if (CacheSize < MinCacheSize)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(CacheSize), CacheSize, "CacheSize must be at least 1 MiB.");
+        }
+
+        long available = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes;
+        if (available > 0 && CacheSize > available)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CacheSize), CacheSize,
+                $"CacheSize must be at most the memory available to the process ({available} bytes: the machine's, or "
+                + "its container's limit).");
         }
 
         if (CheckpointInterval <= TimeSpan.Zero && CheckpointInterval != Timeout.InfiniteTimeSpan)

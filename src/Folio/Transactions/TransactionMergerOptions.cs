@@ -16,6 +16,10 @@ internal sealed class TransactionMergerOptions
     /// name).</summary>
     public static readonly TimeSpan DefaultBufferedSyncInterval = TimeSpan.FromMilliseconds(100);
 
+    /// <summary>The longest <see cref="BufferedSyncInterval"/>: 4,294,967,294 ms (about 49.7 days), a timer's longest
+    /// period.</summary>
+    internal static readonly TimeSpan MaxBufferedSyncInterval = TimeSpan.FromMilliseconds(uint.MaxValue - 1);
+
     /// <summary>The default of <see cref="SlowSyncThreshold"/> (and of the store's option of the same name).</summary>
     public static readonly TimeSpan DefaultSlowSyncThreshold = TimeSpan.FromMilliseconds(500);
 
@@ -36,7 +40,7 @@ internal sealed class TransactionMergerOptions
     public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;
 
     /// <summary>In <see cref="DurabilityMode.Buffered"/> mode, the longest time written commits wait for an fsync.
-    /// Default 100 ms.</summary>
+    /// Default 100 ms; positive, at most about 49.7 days (4,294,967,294 ms).</summary>
     public TimeSpan BufferedSyncInterval { get; set; } = DefaultBufferedSyncInterval;
 
     /// <summary>Encoded bytes of submitted, not yet committed batches above which submitters wait. Default 64
@@ -100,10 +104,10 @@ internal sealed class TransactionMergerOptions
                 "GroupFillWait must be a fraction between 0 and 1.");
         }
 
-        if (BufferedSyncInterval <= TimeSpan.Zero)
+        if (BufferedSyncInterval <= TimeSpan.Zero || BufferedSyncInterval > MaxBufferedSyncInterval)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval,
-                "BufferedSyncInterval must be positive.");
+                "BufferedSyncInterval must be positive and at most 49 days (a timer's longest period).");
         }
 
         if (!Enum.IsDefined(Durability))

@@ -137,6 +137,18 @@ public sealed class StoreCacheTests
         Assert.Empty(Directory.EnumerateFileSystemEntries(dir.Path));
     }
 
+    [Fact]
+    public void A_cache_larger_than_the_memory_available_to_the_process_is_refused_at_open()
+    {
+        using var dir = new TempDirectory();
+        long available = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes;
+        var options = new DocumentStoreOptions { CacheSize = available + (1L << 30) };
+        var error = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Equal(nameof(DocumentStoreOptions.CacheSize), error.ParamName);
+        Assert.Contains("memory available to the process", error.Message, StringComparison.Ordinal);
+        Assert.Empty(Directory.EnumerateFileSystemEntries(dir.Path));
+    }
+
     /// <summary>The options of a store many times larger than its cache: the smallest cache, small journal segments,
     /// checkpoints only when asked.</summary>
     private static DocumentStoreOptions SmallCacheOptions()
