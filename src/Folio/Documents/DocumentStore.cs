@@ -240,6 +240,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             var batch = new CommitBatch(capacity: 1).Put(collection, id, json);
             if (expectedVersion is long expected)
             {
+                ArgumentOutOfRangeException.ThrowIfNegative(expected, nameof(expectedVersion));
                 batch.Expect(collection, id, expected);
             }
 
@@ -352,6 +353,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             var batch = new CommitBatch(capacity: 1).Delete(collection, id);
             if (expectedVersion is long expected)
             {
+                ArgumentOutOfRangeException.ThrowIfNegative(expected, nameof(expectedVersion));
                 batch.Expect(collection, id, expected);
             }
 

@@ -167,6 +167,21 @@ public sealed class InputValidationTests
     }
 
     [Fact]
+    public async Task A_negative_expected_version_is_refused_by_its_parameter_name_and_nothing_commits()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        var put = await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() =>
+            store.PutAsync("c", "a", "{}"u8.ToArray(), expectedVersion: -1).AsTask());
+        Assert.Equal("expectedVersion", put.ParamName);
+        var delete = await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() =>
+            store.DeleteAsync("c", "a", expectedVersion: -7).AsTask());
+        Assert.Equal("expectedVersion", delete.ParamName);
+        Assert.Equal(0, store.LastCommittedSequence);
+        Assert.Equal(1, await store.PutAsync("c", "a", "{}"u8.ToArray(), expectedVersion: 0));
+    }
+
+    [Fact]
     public async Task Raw_json_nested_up_to_the_depth_limit_is_stored_and_deeper_json_is_refused()
     {
         using var dir = new TempDirectory();
