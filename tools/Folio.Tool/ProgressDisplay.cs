@@ -57,7 +57,7 @@ internal sealed class ProgressDisplay : IProgress<long>
 
     private void Draw(bool final)
     {
-        double fraction = Math.Clamp((double)_done / _total, 0, 1);
+        double fraction = final ? 1 : Math.Clamp((double)_done / _total, 0, 1); // done is whole, even of nothing
         double seconds = Math.Max(_elapsed.Elapsed.TotalSeconds, 0.001);
         double rate = _done / seconds;
         string left = rate > 0 && !final
