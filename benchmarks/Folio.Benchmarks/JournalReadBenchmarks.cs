@@ -209,12 +209,12 @@ public class JournalReadBenchmarks : BenchmarkDirectory
         {
             using SafeFileHandle file = File.OpenHandle(path, FileMode.Open, FileAccess.Read,
                 FileShare.ReadWrite | FileShare.Delete);
-            long fileOffset = 64;
+            long fileOffset = JournalFormat.SegmentHeaderSize;
             while (read < entries)
             {
                 int got = RandomAccess.Read(file, buffer, fileOffset);
                 int at = 0;
-                while (read < entries && at + 32 <= got)
+                while (read < entries && at + JournalFormat.RecordHeaderSize <= got)
                 {
                     int length = BinaryPrimitives.ReadInt32LittleEndian(buffer.AsSpan(at + 8));
                     if (length == 0 || at + length > got)
@@ -223,7 +223,7 @@ public class JournalReadBenchmarks : BenchmarkDirectory
                     }
 
                     int count = BinaryPrimitives.ReadInt32LittleEndian(buffer.AsSpan(at + 12));
-                    int entry = at + 32;
+                    int entry = at + JournalFormat.RecordHeaderSize;
                     for (int i = 0; i < count; i++)
                     {
                         int entryLength = BinaryPrimitives.ReadInt32LittleEndian(buffer.AsSpan(entry));
