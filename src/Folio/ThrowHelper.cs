@@ -16,6 +16,10 @@ internal static class ThrowHelper
     public static void ThrowArgumentOutOfRange(string paramName, object? actualValue, string message) =>
         throw new ArgumentOutOfRangeException(paramName, actualValue, message);
 
+    /// <summary>The exception <see cref="ThrowArgumentOutOfRange"/> throws, for a caller that captures it.</summary>
+    public static ArgumentOutOfRangeException ArgumentOutOfRange(string paramName, object? actualValue,
+        string message) => new(paramName, actualValue, message);
+
     [DoesNotReturn]
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void ThrowArgument(string paramName, string message)

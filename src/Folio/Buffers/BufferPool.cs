@@ -107,16 +107,31 @@ internal sealed unsafe class BufferPool : IDisposable
         _frameSize = frameSize;
         _frameCount = frameCount;
         nuint bytes = (nuint)frameCount * (nuint)frameSize;
-        bool huge = _options.HugePages && bytes >= HugePageSize;
-        _memory = (byte*)NativeMemory.AlignedAlloc(bytes, huge ? HugePageSize : 4096);
-        if (huge)
+        if ((long)frameCount * WordStride > Array.MaxLength)
+        {
+            throw new InsufficientMemoryException($"A buffer pool of {frameCount} frames is more than one pool holds "
+                + $"({Array.MaxLength / WordStride}).");
+        }
+
+        // The frames' words and page numbers first: if the memory is short, nothing native is left allocated.
+        try
+        {
+            _words = new long[frameCount * WordStride];
+            _pages = new long[frameCount];
+            _gates = new object[frameCount];
+            _memory = (byte*)NativeMemory.AlignedAlloc(bytes, _options.HugePages && bytes >= HugePageSize
+                ? HugePageSize : 4096);
+        }
+        catch (OutOfMemoryException e)
+        {
+            throw new InsufficientMemoryException($"There is no memory for a buffer pool of {bytes} bytes.", e);
+        }
+
+        if (_options.HugePages && bytes >= HugePageSize)
         {
             Folio.Storage.NativeMethods.AdviseHugePages(_memory, bytes & ~(HugePageSize - 1));
         }
 
-        _words = new long[frameCount * WordStride];
-        _pages = new long[frameCount];
-        _gates = new object[frameCount];
         for (int i = 0; i < frameCount; i++)
         {
             _pages[i] = -1;

@@ -119,6 +119,14 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                     pages.PagesPerChunk = options.PagesPerChunk;
                     return pages.Current.Sequence;
                 }
+                catch (InsufficientMemoryException e)
+                {
+                    long available = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes;
+                    pagesFailed = ExceptionDispatchInfo.Capture(ThrowHelper.ArgumentOutOfRange(
+                        nameof(DocumentStoreOptions.CacheSize), options.CacheSize,
+                        $"CacheSize is more than this process can have ({available} bytes available): {e.Message}"));
+                    return 0;
+                }
                 catch (Exception e)
                 {
                     pagesFailed = ExceptionDispatchInfo.Capture(e);

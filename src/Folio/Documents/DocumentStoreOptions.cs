@@ -163,9 +163,8 @@ public sealed class DocumentStoreOptions
     /// are first read (a store smaller than its cache uses only what it reads). It does not bound the documents
     /// written since the last checkpoint (held in memory until the next writes them; see
     /// <see cref="CheckpointBackpressureThreshold"/>), the versions open sessions' snapshots keep, or the top two
-    /// levels of each collection's tree, which stay decoded (at most 129 pages a collection). At most the memory
-    /// available to the process (<see cref="GCMemoryInfo.TotalAvailableMemoryBytes"/>: the machine's, or its
-    /// container's limit).
+    /// levels of each collection's tree, which stay decoded (at most 129 pages a collection). A cache the operating
+    /// system refuses to reserve fails the open with <see cref="ArgumentOutOfRangeException"/> naming this option.
     /// </summary>
     public long CacheSize { get; set; } = DefaultCacheSize;
 
@@ -285,14 +284,6 @@ public sealed class DocumentStoreOptions
         if (CacheSize < MinCacheSize)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(CacheSize), CacheSize, "CacheSize must be at least 1 MiB.");
-        }
-
-        long available = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes;
-        if (available > 0 && CacheSize > available)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(CacheSize), CacheSize,
-                $"CacheSize must be at most the memory available to the process ({available} bytes: the machine's, or "
-                + "its container's limit).");
         }
 
         if (CheckpointInterval <= TimeSpan.Zero && CheckpointInterval != Timeout.InfiniteTimeSpan)
