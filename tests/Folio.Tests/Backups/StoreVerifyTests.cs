@@ -48,10 +48,8 @@ public sealed class StoreVerifyTests
     public async Task A_flipped_bit_in_a_page_and_in_a_journal_record_are_both_reported()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.TinySegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
         string folder = Path.Combine(dir.Path, "store");
-        await using DocumentStore store = DocumentStore.Open(folder, options);
+        await using DocumentStore store = OpenCheckpointedOnDemand(folder);
         await FillAsync(store, 2000);
         await store.CheckpointAsync(); // one chunk right after the two header slots
         await FillAsync(store, 2000); // journal segments after the checkpoint
@@ -75,10 +73,8 @@ public sealed class StoreVerifyTests
     public async Task Damaged_chunks_among_many_are_each_reported_in_chunk_order_and_every_other_page_is_checked()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.TinySegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
         string folder = Path.Combine(dir.Path, "store");
-        await using DocumentStore store = DocumentStore.Open(folder, options);
+        await using DocumentStore store = OpenCheckpointedOnDemand(folder);
         for (int c = 0; c < 12; c++)
         {
             // One collection per checkpoint: each chunk stays live, so the checkpoint lists twelve or more.
@@ -203,6 +199,15 @@ public sealed class StoreVerifyTests
         await Assert.ThrowsAnyAsync<OperationCanceledException>(() => store.VerifyAsync(null, cancel.Token).AsTask());
         Assert.True((await store.VerifyAsync()).IsHealthy);
         await store.PutAsync("people", "after", "{}"u8.ToArray());
+    }
+
+    /// <summary>A store with tiny segments that checkpoints only when asked (so its chunks are where a test puts
+    /// them).</summary>
+    private static DocumentStore OpenCheckpointedOnDemand(string folder)
+    {
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        return DocumentStore.Open(folder, options);
     }
 
     private static async Task FillAsync(DocumentStore store, int count)
