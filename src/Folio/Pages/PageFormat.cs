@@ -1,5 +1,6 @@
 using System.Buffers.Binary;
 using System.Numerics;
+using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using Folio.Storage;
 
@@ -252,6 +253,7 @@ internal static class PageFormat
     /// children are saved. A page that passes can be read in place (<see cref="TreePage"/>) or decoded without
     /// further checks. False with <paramref name="problem"/> set otherwise.
     /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveOptimization)] // a scrub checks every page once per process
     public static bool Check(ReadOnlySpan<byte> page, out string? problem)
     {
         problem = null;
