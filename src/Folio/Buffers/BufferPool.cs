@@ -113,17 +113,32 @@ internal sealed unsafe class BufferPool : IDisposable
                 + $"({Array.MaxLength / WordStride}).");
         }
 
-        // The frames' words and page numbers first: if the memory is short, nothing native is left allocated.
+        // The frames' memory first (a cache larger than the machine fails here, at once), then the tables; if those
+        // fail, the memory is freed before the failure is reported.
         try
         {
+            _memory = (byte*)NativeMemory.AlignedAlloc(bytes, _options.HugePages && bytes >= HugePageSize
+                ? HugePageSize : 4096);
             _words = new long[frameCount * WordStride];
             _pages = new long[frameCount];
             _gates = new object[frameCount];
-            _memory = (byte*)NativeMemory.AlignedAlloc(bytes, _options.HugePages && bytes >= HugePageSize
-                ? HugePageSize : 4096);
+            for (int i = 0; i < frameCount; i++)
+            {
+                _pages[i] = -1;
+                _gates[i] = new object();
+            }
+
+            _table = new ConcurrentDictionary<long, int>(Environment.ProcessorCount, frameCount);
+            _clock = new FrameClock(frameCount, _options.ScanResistant);
         }
         catch (OutOfMemoryException e)
         {
+            if (_memory != null)
+            {
+                NativeMemory.AlignedFree(_memory);
+                _memory = null;
+            }
+
             throw new InsufficientMemoryException($"There is no memory for a buffer pool of {bytes} bytes.", e);
         }
 
@@ -132,14 +147,6 @@ internal sealed unsafe class BufferPool : IDisposable
             Folio.Storage.NativeMethods.AdviseHugePages(_memory, bytes & ~(HugePageSize - 1));
         }
 
-        for (int i = 0; i < frameCount; i++)
-        {
-            _pages[i] = -1;
-            _gates[i] = new object();
-        }
-
-        _table = new ConcurrentDictionary<long, int>(Environment.ProcessorCount, frameCount);
-        _clock = new FrameClock(frameCount, _options.ScanResistant);
         _metrics = new BufferPoolMetrics(_options.MeterFactory, () => PinnedFrames,
             () => (long)_table.Count * _frameSize);
     }

@@ -165,9 +165,10 @@ internal sealed class PageStore : IDisposable
         }
 
         var file = new DataFile(storage);
-        var cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions, prefetch);
+        PageCache? cache = null;
         try
         {
+            cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions, prefetch);
             string pinFolder = ReaderPins.FolderOf(path);
             // Unreadable pins are no reason to refuse the open: a reader whose chunk is reused fails its page checks
             // (they cover the page's place and chunk id), so it fails (or starts over, before its first output),
@@ -181,7 +182,7 @@ internal sealed class PageStore : IDisposable
         catch
         {
             file.Dispose();
-            cache.Dispose();
+            cache?.Dispose();
             throw;
         }
     }
@@ -197,15 +198,16 @@ internal sealed class PageStore : IDisposable
     public static PageStore OpenForReading(IFileSystem fileSystem, string path, long cacheBytes)
     {
         var file = new DataFile(fileSystem.OpenFileForReading(path));
-        var cache = new PageCache(file, cacheBytes, prefetch: false);
+        PageCache? cache = null;
         try
         {
+            cache = new PageCache(file, cacheBytes, prefetch: false);
             return Mount(file, cache, NullLogger.Instance, pins: null);
         }
         catch
         {
             file.Dispose();
-            cache.Dispose();
+            cache?.Dispose();
             throw;
         }
     }
