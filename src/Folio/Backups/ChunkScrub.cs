@@ -4,7 +4,7 @@ using Folio.Pages;
 namespace Folio.Backups;
 
 /// <summary>
-/// Reads and checks the chunks of one checkpoint from disk with one worker per core (the scrub of
+/// Reads and checks the chunks of one checkpoint from disk with one worker per core, at most four (the scrub of
 /// <see cref="DocumentStore.VerifyAsync"/> and <see cref="StoreFileVerifier"/>): checking a page's CRC-32C and
 /// structure costs about as much as reading it from the page cache, so one thread checks at about half the speed the
 /// bytes arrive, and chunks are independent.
@@ -21,6 +21,10 @@ namespace Folio.Backups;
 /// </summary>
 internal sealed class ChunkScrub
 {
+    /// <summary>The most workers a scrub uses, whatever the cores: it shares the machine with the store's traffic, and
+    /// four cores check faster than most disks read.</summary>
+    public const int MaxWorkers = 4;
+
     private readonly PageStore _pages;
     private readonly IReadOnlyList<ChunkInfo> _chunks;
     private readonly Func<ChunkInfo, bool> _stillCounts;
@@ -43,16 +47,17 @@ internal sealed class ChunkScrub
     }
 
     /// <summary>
-    /// Checks every chunk of <paramref name="chunks"/> with up to <paramref name="workers"/> threads and returns the
-    /// pages checked. A chunk that fails is added to <paramref name="problems"/> (in chunk order) when
-    /// <paramref name="stillCounts"/> says it is still part of the store; <paramref name="bytesChecked"/> receives the
-    /// bytes of the chunks checked so far, one call at a time, in increasing order.
+    /// Checks every chunk of <paramref name="chunks"/> with up to <paramref name="workers"/> threads (at most
+    /// <see cref="MaxWorkers"/>) and returns the pages checked. A chunk that fails is added to
+    /// <paramref name="problems"/> (in chunk order) when <paramref name="stillCounts"/> says it is still part of the
+    /// store; <paramref name="bytesChecked"/> receives the bytes of the chunks checked so far, one call at a time, in
+    /// increasing order.
     /// </summary>
     public static long Run(PageStore pages, IReadOnlyList<ChunkInfo> chunks, int workers, List<string> problems,
         Func<ChunkInfo, bool> stillCounts, Action<long> bytesChecked, CancellationToken cancellationToken)
     {
         var scrub = new ChunkScrub(pages, chunks, stillCounts, bytesChecked);
-        workers = Math.Clamp(workers, 1, Math.Max(1, chunks.Count));
+        workers = Math.Clamp(workers, 1, Math.Max(1, Math.Min(MaxWorkers, chunks.Count)));
         if (workers == 1)
         {
             scrub.Work(1, cancellationToken);

@@ -390,7 +390,7 @@ public sealed partial class DocumentStore
     /// Scrubs the store while it serves traffic: reads every page of the data file's current checkpoint and every
     /// committed journal record from disk (not from the cache) and checks every checksum and structure. Problems are
     /// reported, not thrown, so one damaged chunk or segment does not hide another. The data file's chunks are checked
-    /// by one thread per core (<see cref="Environment.ProcessorCount"/>), the journal by one.
+    /// by one thread per core (<see cref="Environment.ProcessorCount"/>, at most four), the journal by one.
     /// </summary>
     /// <param name="progress">Receives the bytes checked so far; null: none.</param>
     /// <param name="cancellationToken">Cancels the scrub.</param>
