@@ -91,6 +91,14 @@ internal sealed class NdjsonOutput : IAsyncDisposable
         }
     }
 
+    /// <summary>The failure of a command whose output's reader has gone, found without a write
+    /// (<see cref="ClosedOutputWatch"/>); nothing more is flushed.</summary>
+    public ToolException ReaderGone()
+    {
+        _closed = true;
+        return new ToolException($"standard output was closed by its reader; stopped after {_lines} lines");
+    }
+
     private ToolException Closed(IOException e)
     {
         _closed = true;

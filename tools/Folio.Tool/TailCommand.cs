@@ -35,16 +35,23 @@ internal static class TailCommand
 
             bool following = parse.GetValue(follow);
             await using var output = new NdjsonOutput();
+            using ClosedOutputWatch? watch = following ? new ClosedOutputWatch(cancellationToken) : null;
             while (true)
             {
                 try
                 {
-                    await WriteChangesAsync(path, first, following, output, cancellationToken).ConfigureAwait(false);
+                    await WriteChangesAsync(path, first, following, output, watch?.Token ?? cancellationToken)
+                        .ConfigureAwait(false);
                     break;
                 }
                 catch (JournalPositionPurgedException e) when (parse.GetValue(from) is null && !output.Written)
                 {
                     first = e.FirstAvailableSequence; // purged as tail started: from the oldest segment left
+                }
+                catch (OperationCanceledException) when (watch is { OutputClosed: true }
+                    && !cancellationToken.IsCancellationRequested)
+                {
+                    throw output.ReaderGone(); // waiting for commits with nobody left to read them
                 }
             }
 
