@@ -11,8 +11,8 @@ namespace Folio.Tool;
 /// elsewhere the watch never fires.
 /// <para>
 /// Owners: one command creates, reads and disposes it; the timer's thread only reads descriptor 1, sets
-/// <see cref="OutputClosed"/> (an interlocked exchange, so the token is cancelled once) and cancels the token, which the
-/// command observes. A tick racing <see cref="Dispose"/> finds the source disposed and does nothing.
+/// <see cref="OutputClosed"/> (an interlocked exchange, so the token is cancelled once) and cancels the token, which
+/// the command observes. A tick racing <see cref="Dispose"/> finds the source disposed and does nothing.
 /// </para>
 /// </summary>
 internal sealed partial class ClosedOutputWatch : IDisposable
@@ -25,7 +25,8 @@ internal sealed partial class ClosedOutputWatch : IDisposable
     private readonly Timer? _timer;
     private int _fired;
 
-    /// <param name="cancellationToken">The command's own cancellation (Ctrl+C), linked into <see cref="Token"/>.</param>
+    /// <param name="cancellationToken">The command's own cancellation (Ctrl+C), linked into
+    /// <see cref="Token"/>.</param>
     public ClosedOutputWatch(CancellationToken cancellationToken)
     {
         _closed = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
