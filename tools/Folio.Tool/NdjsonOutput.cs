@@ -44,7 +44,7 @@ internal sealed class NdjsonOutput : IAsyncDisposable
         }
         catch (IOException e)
         {
-            throw Closed(e);
+            throw ReaderGone(e);
         }
         finally
         {
@@ -66,7 +66,7 @@ internal sealed class NdjsonOutput : IAsyncDisposable
         }
         catch (IOException e)
         {
-            throw Closed(e);
+            throw ReaderGone(e);
         }
     }
 
@@ -81,7 +81,7 @@ internal sealed class NdjsonOutput : IAsyncDisposable
         }
         catch (IOException e)
         {
-            throw Closed(e);
+            throw ReaderGone(e);
         }
         finally
         {
@@ -91,22 +91,18 @@ internal sealed class NdjsonOutput : IAsyncDisposable
         }
     }
 
-    /// <summary>The failure of a command whose output's reader has gone, found without a write
-    /// (<see cref="ClosedOutputWatch"/>); nothing more is flushed.</summary>
-    public ToolException ReaderGone()
+    /// <summary>The failure of a command whose output's reader has gone: found by a write that failed
+    /// (<paramref name="failedWrite"/>) or without one (<see cref="ClosedOutputWatch"/>); nothing more is
+    /// flushed.</summary>
+    public ToolException ReaderGone(IOException? failedWrite = null)
     {
         _closed = true;
-        return new ToolException($"standard output was closed by its reader; stopped after {_lines} lines");
+        string cause = failedWrite is null ? "" : $" ({failedWrite.Message})";
+        return new ToolException($"standard output was closed by its reader{cause}; stopped after {_lines} lines");
     }
 
-    private ToolException Closed(IOException e)
-    {
-        _closed = true;
-        return new ToolException($"standard output was closed by its reader ({e.Message}); stopped after {_lines} "
-            + "lines");
-    }
-
-    /// <summary>Drops what the buffer holds without writing it (the output is gone).</summary>
+    /// <summary>Disposes the buffer (already flushed, unless the output is gone: then its flush fails again and what
+    /// it held is dropped).</summary>
     private void DiscardBuffered()
     {
         try

@@ -47,17 +47,18 @@ internal sealed class ChunkScrub
     }
 
     /// <summary>
-    /// Checks every chunk of <paramref name="chunks"/> with up to <paramref name="workers"/> threads (at most
-    /// <see cref="MaxWorkers"/>) and returns the pages checked. A chunk that fails is added to
+    /// Checks every chunk of <paramref name="chunks"/> with one thread per core (at most <see cref="MaxWorkers"/>, and
+    /// no more than chunks) and returns the pages checked and the chunks' bytes. A chunk that fails is added to
     /// <paramref name="problems"/> (in chunk order) when <paramref name="stillCounts"/> says it is still part of the
     /// store; <paramref name="bytesChecked"/> receives the bytes of the chunks checked so far, one call at a time, in
     /// increasing order.
     /// </summary>
-    public static long Run(PageStore pages, IReadOnlyList<ChunkInfo> chunks, int workers, List<string> problems,
-        Func<ChunkInfo, bool> stillCounts, Action<long> bytesChecked, CancellationToken cancellationToken)
+    public static (long Pages, long Bytes) Run(PageStore pages, IReadOnlyList<ChunkInfo> chunks,
+        List<string> problems, Func<ChunkInfo, bool> stillCounts, Action<long> bytesChecked,
+        CancellationToken cancellationToken)
     {
         var scrub = new ChunkScrub(pages, chunks, stillCounts, bytesChecked);
-        workers = Math.Clamp(workers, 1, Math.Max(1, Math.Min(MaxWorkers, chunks.Count)));
+        int workers = Math.Clamp(Environment.ProcessorCount, 1, Math.Max(1, Math.Min(MaxWorkers, chunks.Count)));
         if (workers == 1)
         {
             scrub.Work(1, cancellationToken);
@@ -107,7 +108,7 @@ internal sealed class ChunkScrub
             }
         }
 
-        return scrub._pagesChecked;
+        return (scrub._pagesChecked, scrub._bytesChecked);
     }
 
     private void Work(int workers, CancellationToken cancellationToken)

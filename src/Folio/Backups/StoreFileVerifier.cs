@@ -52,14 +52,9 @@ internal static class StoreFileVerifier
             total += chunk.Length;
         }
 
-        long done = 0;
-        long pagesChecked = pages is null ? 0 : ChunkScrub.Run(pages, chunks, Environment.ProcessorCount, problems,
+        (long pagesChecked, long done) = pages is null ? (0, 0) : ChunkScrub.Run(pages, chunks, problems,
             chunk => StillListed(path, chunk), bytes => progress?.Report(new VerifyProgress(bytes, total)),
             cancellationToken);
-        foreach (ChunkInfo chunk in chunks)
-        {
-            done += chunk.Length;
-        }
 
         (int segmentsRead, long records) = VerifyJournal(journal, segments, problems, ref done, total, progress,
             cancellationToken);

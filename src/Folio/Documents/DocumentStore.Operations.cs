@@ -424,16 +424,8 @@ public sealed partial class DocumentStore
                 total += chunk.Length;
             }
 
-            // Chunks are checked with one worker per core (the scrub's CPU is checksums: one core checks more slowly
-            // than the page cache delivers).
-            long pages = ChunkScrub.Run(_pages, chunks, Environment.ProcessorCount, problems,
-                static _ => true, bytes => progress?.Report(new VerifyProgress(bytes, total)), cancellationToken);
-            long done = 0;
-            foreach (ChunkInfo chunk in chunks)
-            {
-                done += chunk.Length;
-            }
-
+            (long pages, long done) = ChunkScrub.Run(_pages, chunks, problems, static _ => true,
+                bytes => progress?.Report(new VerifyProgress(bytes, total)), cancellationToken);
             long reported = done;
             (int segments, long records) = _journal.Verify(bytes =>
             {

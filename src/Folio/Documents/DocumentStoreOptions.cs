@@ -227,12 +227,7 @@ public sealed class DocumentStoreOptions
                 "Durability must be Durable or Buffered.");
         }
 
-        if (BufferedSyncInterval <= TimeSpan.Zero
-            || BufferedSyncInterval > TransactionMergerOptions.MaxBufferedSyncInterval)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval,
-                "BufferedSyncInterval must be positive and at most 49 days (a timer's longest period).");
-        }
+        TransactionMergerOptions.ValidateBufferedSyncInterval(BufferedSyncInterval);
 
         if (MaxGroupCommands <= 0 || MaxGroupBytes <= 0)
         {

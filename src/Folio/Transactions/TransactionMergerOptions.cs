@@ -104,15 +104,22 @@ internal sealed class TransactionMergerOptions
                 "GroupFillWait must be a fraction between 0 and 1.");
         }
 
-        if (BufferedSyncInterval <= TimeSpan.Zero || BufferedSyncInterval > MaxBufferedSyncInterval)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), BufferedSyncInterval,
-                "BufferedSyncInterval must be positive and at most 49 days (a timer's longest period).");
-        }
+        ValidateBufferedSyncInterval(BufferedSyncInterval);
 
         if (!Enum.IsDefined(Durability))
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(Durability), Durability, "Unknown durability mode.");
+        }
+    }
+
+    /// <summary>Throws unless <paramref name="value"/> is a valid <see cref="BufferedSyncInterval"/>: positive, at most
+    /// <see cref="MaxBufferedSyncInterval"/> (the store's option validates with it too).</summary>
+    internal static void ValidateBufferedSyncInterval(TimeSpan value)
+    {
+        if (value <= TimeSpan.Zero || value > MaxBufferedSyncInterval)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(BufferedSyncInterval), value,
+                "BufferedSyncInterval must be positive and at most 49 days (a timer's longest period).");
         }
     }
 
