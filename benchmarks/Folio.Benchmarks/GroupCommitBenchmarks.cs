@@ -14,38 +14,44 @@ namespace Folio.Benchmarks;
 /// <see cref="DocumentStore.PutAsync"/>
 /// (the baseline), <c>FolioSession</c> one session per commit (<see cref="DocumentSession.Store"/> of an object that
 /// serializes to the same JSON, then <see cref="DocumentSession.SaveChangesAsync"/>), and <c>Merger</c> the bare
-/// transaction merger over a version table (no document layer), so the document layer's cost is visible in the same
-/// run. Peers in the same run: <c>Sqlite</c> (WAL, synchronous=FULL, one connection per writer, one prepared INSERT
-/// per connection: one transaction and one fsync per commit), <c>SqliteBatched</c> (one connection that drains a queue
+/// transaction merger over a version table (no document layer; the table is emptied before every iteration, so the
+/// baseline never carries the weight of a growing map), so the document layer's cost is visible in the same run. Peers
+/// in the same run: <c>Sqlite</c> (WAL, synchronous=FULL, one connection per writer, one prepared INSERT per
+/// connection: one transaction and one fsync per commit), <c>SqliteBatched</c> (one connection that drains a queue
 /// of requests and commits up to 1,024 of them per transaction, as a careful engineer batches with SQLite; each
 /// request completes after its transaction's commit), <c>LiteDb</c> (one shared database; it does not fsync per
 /// commit, so its commits are not durable on return), and the single-writer physical limit (200 bytes + fdatasync in
-/// a loop into a zero-filled file). Each method runs for 1.5 s before measuring. Commits/s, p50/p99 latency, the
-/// average group size and the average duration of the group fsyncs in the iteration are appended to
+/// a loop into a zero-filled file). Each method runs for <see cref="s_warmUp"/> before measuring. Commits/s, p50/p99
+/// latency, the average group size and the average duration of the group fsyncs in the iteration are appended to
 /// group-commit-stats.csv in the benchmark folder. The fsync duration gives the latency-bound ceiling: W writers that
 /// each wait for their own commit can at best complete W commits per group fsync, so W / (average group fsync)
 /// commits/s.
 /// </summary>
+[IterationCount(BenchmarkConstants.GroupCommitIterations)]
 public class GroupCommitBenchmarks : BenchmarkDirectory
 {
     /// <summary>Commits per invocation of the peers that commit one at a time (2048 commits take them 0.6-3.5
     /// s).</summary>
-    private const int PeerCommitsPerInvoke = 2048;
+    private const int PeerCommitsPerInvoke = BenchmarkConstants.GroupCommitPeerCommits;
 
     /// <summary>The most requests <see cref="SqliteBatched"/> commits in one transaction.</summary>
     private const int SqliteBatchLimit = 1024;
 
     /// <summary>
-    /// Commits per invocation of the Folio methods, <see cref="SqliteBatched"/> and <see cref="RawFdatasync"/>: 8192.
-    /// Every invocation starts its writers with Task.Run and waits for all of them, a fixed cost of 0.3-3.5 ms (waking
-    /// parked pool threads) that 2048 commits at 64 writers (about 15 ms) would carry as 5-20% of the measurement; at
-    /// SQLite's speed the same cost is negligible. The raw loop has no such cost but gets the same count, so the
-    /// one-writer comparison measures both over windows of the same length (the disk's speed drifts within seconds).
+    /// Commits per invocation of the Folio methods, <see cref="SqliteBatched"/> and <see cref="RawFdatasync"/>: 32768,
+    /// and 16 measured iterations. A store checkpoints every 64 MiB of journal (about 250,000 of these commits), and
+    /// a checkpoint takes CPU from the writers while it runs, so a window much shorter than that measures whether a
+    /// checkpoint happened to run in it, not the steady state: at 64 and 256 writers the 16 iterations are about
+    /// 520,000 commits, two checkpoints' worth. Every invocation starts its writers with Task.Run and waits for all
+    /// of them, a fixed cost of 0.3-3.5 ms (waking parked pool threads) that this many commits make negligible. The
+    /// raw loop gets the same count, so the one-writer comparison measures both over windows of the same length
+    /// (the disk's speed drifts within seconds).
     /// </summary>
-    private const int CommitsPerInvoke = 8192;
+    private const int CommitsPerInvoke = BenchmarkConstants.GroupCommitCommits;
 
     private WriteAheadJournal _journal = null!;
     private TransactionMerger _merger = null!;
+    private VersionTable _versions = null!;
     private DocumentStore _store = null!;
     private DocumentStore _storeWithoutCheckpoints = null!;
     private SqliteConnection[] _sqlite = null!;
@@ -73,12 +79,13 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public int Writers { get; set; }
 
     /// <summary>
-    /// How long each method runs before BenchmarkDotNet's own warm-up: 1.5 s, at least one invocation. The
-    /// per-iteration statistics need [IterationSetup], which makes every iteration a single invocation (tens of
-    /// milliseconds at 64 writers), so the job's two warm-up iterations alone would measure code the JIT has not
-    /// optimized yet (tier 0).
+    /// How long each method runs before BenchmarkDotNet's own warm-up: 5 s, at least one invocation. The
+    /// per-iteration statistics need [IterationSetup], which makes every iteration a single invocation, so the job's
+    /// two warm-up iterations alone would measure code the JIT has not optimized yet (tier 0); and at 64 and 256
+    /// writers 5 s hold the store's first checkpoints, whose code runs unoptimized too (a store checkpoints about
+    /// every 1.2 s there, so the first one would otherwise fall into the measured window).
     /// </summary>
-    private static readonly TimeSpan s_warmUp = TimeSpan.FromSeconds(1.5);
+    private static readonly TimeSpan s_warmUp = TimeSpan.FromSeconds(BenchmarkConstants.GroupCommitWarmUpSeconds);
 
     [GlobalSetup(Target = nameof(FolioPut))]
     public void SetupFolioPut()
@@ -166,7 +173,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         _latencies = new long[CommitsPerInvoke];
 
         _journal = WriteAheadJournal.Open(NewFolder("merger"));
-        _merger = new TransactionMerger(_journal, new VersionTable(), new TransactionMergerOptions());
+        _versions = new VersionTable();
+        _merger = new TransactionMerger(_journal, _versions, new TransactionMergerOptions());
         _store = DocumentStore.Open(NewFolder("folio"),
             new DocumentStoreOptions { Durability = DurabilityMode.Durable });
         _storeWithoutCheckpoints = DocumentStore.Open(NewFolder("folio-no-checkpoints"), new DocumentStoreOptions
@@ -231,6 +239,7 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public void ResetStats()
     {
         _latencyCount = 0;
+        _versions.Clear(); // the bare merger's baseline: no table of every id ever written to slow it down
         _groupsBefore = _journal.AppendedRecords;
         _syncsBefore = _merger.SyncCount;
         _syncTimeBefore = _merger.TotalSyncDuration;

@@ -6,6 +6,20 @@ namespace Folio.Benchmarks;
 /// </summary>
 internal static class BenchmarkConstants
 {
+    /// <summary>Commits per iteration of the group-commit benchmark's Folio methods, the batched SQLite and the raw
+    /// loop.</summary>
+    public const int GroupCommitCommits = 32_768;
+
+    /// <summary>Commits per iteration of the group-commit peers that commit one at a time (SQLite with a connection
+    /// per writer, LiteDB).</summary>
+    public const int GroupCommitPeerCommits = 2_048;
+
+    /// <summary>Measured iterations of every group-commit case.</summary>
+    public const int GroupCommitIterations = 16;
+
+    /// <summary>Seconds each group-commit case runs before BenchmarkDotNet's own warm-up.</summary>
+    public const int GroupCommitWarmUpSeconds = 5;
+
     /// <summary>Documents in the point-read benchmarks' stores.</summary>
     public const int PointReadDocuments = 100_000;
 

@@ -14,6 +14,14 @@ internal sealed class VersionTable : ICommitState
 
     public int Count => _versions.Count;
 
+    /// <summary>Forgets every version (no commit may be in flight): the bare-merger benchmark starts each iteration
+    /// with an empty table, so its baseline does not slow down as the table of every id ever written grows.</summary>
+    public void Clear()
+    {
+        _versions.Clear();
+        _applied.Clear();
+    }
+
     public long GetVersion(in DocumentKey key) => _versions.TryGetValue(key, out long version) ? version : 0;
 
     public void Validate(CommitBatch batch)

@@ -680,6 +680,7 @@ internal sealed class VersionedIndex : ICommitState
     /// holds and no open snapshot is older than; keeps the keys an open snapshot still holds back. Returns the number
     /// evicted.
     /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveOptimization)] // once per checkpoint over its keys: no tier-0 pass
     internal int EvictCheckpointed()
     {
         if (_evictLater.Count == 0 || _layer is null)
@@ -737,7 +738,7 @@ internal sealed class VersionedIndex : ICommitState
     /// (acquire) then loads that layer or a newer one. A reader that loaded the old list walks that one, a superset.
     /// The committer alone appends to either list, so no id appended meanwhile is lost.
     /// </summary>
-    [MethodImpl(MethodImplOptions.NoInlining)]
+    [MethodImpl(MethodImplOptions.NoInlining | MethodImplOptions.AggressiveOptimization)] // rare, over every head
     private void TrimAddedIds()
     {
         while (_trimDue.TryDequeue(out SortedKeys? keys))
@@ -872,6 +873,7 @@ internal sealed class VersionedIndex : ICommitState
     /// is pruned meanwhile; commits after it continue. Keys whose newest version is above the sequence go back into
     /// the log for the next checkpoint; if this checkpoint fails, <see cref="ChangesFailed"/> puts them all back.
     /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveOptimization)] // once per checkpoint over its keys: no tier-0 pass
     internal CheckpointChanges CollectChanges(long sequence, long since)
     {
         List<DocumentKey> changed;

@@ -1140,6 +1140,8 @@ internal sealed class PageStore : IDisposable
 
         public long Count { get; private set; } = tree?.Count ?? 0;
 
+        [System.Runtime.CompilerServices.MethodImpl(
+            System.Runtime.CompilerServices.MethodImplOptions.AggressiveOptimization)] // once per checkpoint
         public void Apply()
         {
             PageReference? root = Root;
