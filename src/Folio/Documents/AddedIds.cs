@@ -10,11 +10,13 @@ namespace Folio.Documents;
 /// whenever enough ids are waiting. A store that is written fast and read by key pays no ordered insert on its
 /// serial commit path, and none at all until it reads in order: the first ordered read of a collection sorts what
 /// waits (a one-time pause that grows with the ids waiting, at most those added since the last trim; see
-/// docs/measurements.md), and background merges keep later reads short.
+/// docs/measurements.md), and background merges keep later reads short. The log holds each id as UTF-8 bytes copied
+/// into its own chunks, not as a string: a store written fast and never read in order keeps no object per id (and no
+/// commit's entry alive for it); the merge makes the strings the sorted list holds.
 /// <para>
-/// Owners. The committer alone appends (<see cref="Append"/>): it stores the id in the tail chunk, then publishes the
-/// new count with a release store, so a thread that reads the count (acquire) sees every id below it. Merging, which
-/// inserts the ids between the merged count and the appended count into the skip list, runs under
+/// Owners. The committer alone appends (<see cref="Append(ReadOnlySpan{byte})"/>): it stores the id in the tail chunk,
+/// then publishes the new count with a release store, so a thread that reads the count (acquire) sees every id below
+/// it. Merging, which inserts the ids between the merged count and the appended count into the skip list, runs under
 /// <see cref="_mergeLock"/>, so the skip list keeps one writer at a time (the lock orders successive writers); the
 /// merged count is published with a release store after the inserts. Readers call <see cref="Sorted"/>: it reads the
 /// appended count (acquire), merges up to it when the merged count is behind, and returns the skip list, which they
@@ -23,16 +25,21 @@ namespace Folio.Documents;
 /// every commit the snapshot sees is in the list the reader walks.
 /// </para>
 /// <para>
-/// Chunks. Appended ids live in chunks of <see cref="ChunkSize"/> linked from the oldest not yet merged: the committer
-/// links a new tail chunk (release) before it publishes a count that reaches into it, and the merge drops a chunk once
+/// Chunks. Appended ids live in chunks of at most <see cref="ChunkSize"/> ids and <see cref="ChunkBytes"/> bytes,
+/// linked from the oldest not yet merged: the committer writes an id's bytes and its end into the tail chunk, and links
+/// a new tail chunk (release) before it publishes a count that reaches into it; the merge moves to the next chunk when
+/// the index it takes reaches that chunk's first (read after the count, so the link is there), and drops a chunk once
 /// every id in it is merged (only the merge moves <see cref="_mergeHead"/>, under the lock). The committer keeps its
 /// own reference to the tail, so dropping merged chunks never races with appends.
 /// </para>
 /// </summary>
 internal sealed class AddedIds
 {
-    /// <summary>Ids per chunk of the append log.</summary>
+    /// <summary>Ids per chunk of the append log at most.</summary>
     internal const int ChunkSize = 1024;
+
+    /// <summary>Bytes of ids per chunk of the append log at most (the longest id always fits an empty chunk).</summary>
+    internal const int ChunkBytes = 16 * 1024;
 
     /// <summary>Waiting ids at which the committer schedules a background merge (a reader merges whatever
     /// waits).</summary>
@@ -72,19 +79,18 @@ internal sealed class AddedIds
     public long MergedCount => Volatile.Read(ref _merged);
 
     /// <summary>Appends an id (committer only); one the list holds already is merged once.</summary>
-    public void Append(string id)
+    public void Append(ReadOnlySpan<byte> utf8Id)
     {
         long index = _appended;
-        int slot = (int)(index - _tail.First);
-        if (slot == ChunkSize)
+        Chunk tail = _tail;
+        if (!tail.TryAdd(utf8Id))
         {
             var next = new Chunk(index);
-            Volatile.Write(ref _tail.Next, next);
+            next.TryAdd(utf8Id);
+            Volatile.Write(ref tail.Next, next); // before the count that reaches into it
             _tail = next;
-            slot = 0;
         }
 
-        _tail.Ids[slot] = id;
         Volatile.Write(ref _appended, index + 1);
         if (index + 1 - Volatile.Read(ref _merged) >= BackgroundMergeThreshold
             && Volatile.Read(ref _read) != 0
@@ -94,6 +100,9 @@ internal sealed class AddedIds
             ThreadPool.UnsafeQueueUserWorkItem(static self => self.MergeInBackground(), this, preferLocal: false);
         }
     }
+
+    /// <summary>Appends an id given as a string (committer only; tests and ids that come as strings).</summary>
+    public void Append(string id) => Append(System.Text.Encoding.UTF8.GetBytes(id));
 
     /// <summary>
     /// The ids in ordinal order, with every id appended before this call merged in (ids appended meanwhile may be
@@ -146,16 +155,15 @@ internal sealed class AddedIds
                     Chunk chunk = _mergeHead;
                     while (merged + count < appended && count < batch.Length)
                     {
-                        int slot = (int)(merged + count - chunk.First);
-                        if (slot == ChunkSize)
+                        long index = merged + count;
+                        if (Volatile.Read(ref chunk.Next) is { } next && index >= next.First)
                         {
-                            chunk = Volatile.Read(ref chunk.Next)!; // linked before any count reaching into it
+                            chunk = next; // linked before any count reaching into it
                             _mergeHead = chunk;
                             continue;
                         }
 
-                        batch[count++] = chunk.Ids[slot];
-                        chunk.Ids[slot] = null!; // taken: the log no longer holds it
+                        batch[count++] = chunk.IdAt((int)(index - chunk.First));
                     }
 
                     Span<string> ids = batch.AsSpan(0, count);
@@ -173,12 +181,35 @@ internal sealed class AddedIds
         }
     }
 
-    /// <summary>A block of the append log: ids [<see cref="First"/>, <see cref="First"/> +
-    /// <see cref="ChunkSize"/>).</summary>
+    /// <summary>A block of the append log: ids [<see cref="First"/>, <see cref="First"/> + the ids it holds), their
+    /// UTF-8 bytes back to back. The committer fills it; the merge reads the ids a published count covers.</summary>
     private sealed class Chunk(long first)
     {
         public readonly long First = first;
-        public readonly string[] Ids = new string[ChunkSize];
+        private readonly byte[] _bytes = new byte[ChunkBytes];
+        private readonly int[] _ends = new int[ChunkSize];
+        private int _count; // the committer's
         public Chunk? Next;
+
+        /// <summary>Committer: adds an id, or returns false when the chunk is full.</summary>
+        public bool TryAdd(ReadOnlySpan<byte> id)
+        {
+            int start = _count == 0 ? 0 : _ends[_count - 1];
+            if (_count == ChunkSize || start + id.Length > ChunkBytes)
+            {
+                return false;
+            }
+
+            id.CopyTo(_bytes.AsSpan(start));
+            _ends[_count++] = start + id.Length;
+            return true;
+        }
+
+        /// <summary>The id at <paramref name="slot"/> as a string (a slot a published count covers).</summary>
+        public string IdAt(int slot)
+        {
+            int start = slot == 0 ? 0 : _ends[slot - 1];
+            return System.Text.Encoding.UTF8.GetString(_bytes, start, _ends[slot] - start);
+        }
     }
 }

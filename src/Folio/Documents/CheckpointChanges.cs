@@ -8,5 +8,5 @@ namespace Folio.Documents;
 /// include the documents the open replayed, and the heads the checkpoint holds (evicted once it is current and no
 /// snapshot needs them).
 /// </summary>
-internal sealed record CheckpointChanges(List<CollectionChanges> Collections, List<DocumentKey> Keys,
+internal sealed record CheckpointChanges(List<CollectionChanges> Collections, List<VersionedIndex.LoggedKey> Keys,
     bool CoveredReplayed, List<VersionedIndex.EvictionCandidate> Evictable);

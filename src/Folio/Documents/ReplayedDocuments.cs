@@ -83,7 +83,7 @@ internal sealed class ReplayedDocuments
     private DocumentVersion CreateVersion(int slot)
     {
         var version = new DocumentVersion(_sequences[slot], _timestamps[slot], _values[slot],
-            isDeleted: _deleted is not null && _deleted[slot], older: null);
+            isDeleted: _deleted is not null && _deleted[slot]);
         return Interlocked.CompareExchange(ref _versions[slot], version, null) ?? version;
     }
 

@@ -11,17 +11,20 @@ namespace Folio.Documents;
 /// The in-memory, multi-versioned index of the latest documents: every key keeps its versions tagged with their
 /// commit sequence, and a reader at snapshot S sees, for every key, the newest version at or below S.
 /// <para>
-/// Protocol. One writer: the transaction merger's committer calls
+/// Protocol. One writer at a time, under <see cref="_writeLock"/>: the transaction merger's committer calls
 /// <see cref="Apply(CommitBatch, ReadOnlyMemory{byte}, long, long)"/> batch by batch in commit order, then
-/// <see cref="Publish"/> once per group. For each command, Apply prepends a
-/// <see cref="DocumentVersion"/> to the key's chain (the new head replaces the old in a concurrent dictionary: an
-/// atomic write of the value; the old head hangs off it) and appends a new key to its collection's added ids
-/// (<see cref="AddedIds"/>: sorted off the commit path, when a range read first needs them). Publish then stores
+/// <see cref="Publish"/> once per group; the checkpoint's thread takes the lock to evict
+/// (<see cref="EvictCheckpointed"/>). For each command, Apply appends a version to its collection's
+/// <see cref="HeadTable"/> (a record in an array, not an object: the id and the value stay in the batch's encoded
+/// journal entry, which the record points at) and publishes it as the id's newest version with a release store of the
+/// id's slot; the old head hangs off it. It appends a new key to its collection's added ids (<see cref="AddedIds"/>:
+/// sorted off the commit path, when a range read first needs them). Publish then stores
 /// <see cref="VisibleSequence"/> = the group's last sequence (a full fence). The committer applies a group while its
 /// fsync runs and publishes it only once it is durable, so versions above <see cref="VisibleSequence"/> may sit at the
 /// head of chains: every read skips them. Readers take a snapshot S = <see cref="VisibleSequence"/> (acquire) through
-/// <see cref="SnapshotRegistry"/>, then read chains and key sets without locks: every version at or below S was written
-/// before S was published, and versions above S are skipped. Readers never wait for the writer.
+/// <see cref="SnapshotRegistry"/>, then read chains and key sets without locks (the <see cref="HeadTable"/>
+/// protocol): every version at or below S was written before S was published, and versions above S are skipped.
+/// Readers never wait for the writer; a read gets its own <see cref="DocumentVersion"/>, sharing the value's bytes.
 /// </para>
 /// <para>
 /// Replayed documents. The documents an open replays form each collection's base layer
@@ -46,13 +49,16 @@ namespace Folio.Documents;
 /// checkpoint at C is durable and pinned, <see cref="AdvanceCheckpoint"/> publishes each collection's new
 /// <see cref="TreeLayer"/> (a release store), then drops the replayed documents if C covers them, then releases the
 /// index's pin of the previous checkpoint, and then evicts from the heads every key the checkpoint took whose head is
-/// at or below C and at or below the oldest open snapshot (a conditional remove: a head the committer replaced
-/// meanwhile stays). Such a head is the newest version and the tree at C holds exactly it, and every snapshot that
-/// can read is at least its sequence, so the tree answers every reader as the head did. A reader that misses an
-/// evicted head saw the removal (the dictionary's acquire), so it then loads the new layer (published before), never
-/// an older tree lacking the version. Keys a snapshot held back are evicted by a later call
-/// (<see cref="EvictCheckpointed"/>). So the heads hold what was written since the last checkpoint, plus what open
-/// snapshots need: the in-memory layer stays bounded by the journal between checkpoints.
+/// at or below C and at or below the oldest open snapshot, if the key's head is still that version: it builds a new
+/// <see cref="HeadTable"/> without those keys beside the committer (<see cref="HeadTableRebuild"/>, which also leaves
+/// behind every version no snapshot can reach; a key written again meanwhile stays, with its chain) and, holding the
+/// write lock for the last records, publishes it in place of the old one (a release store). Such a head is the newest
+/// version and the tree at C holds exactly it, and every snapshot that can read is at least its sequence, so the tree
+/// answers every reader as the head did. A reader that misses an evicted head loaded the new table (acquire), so it
+/// then loads the new layer (published before), never an older tree lacking the version; a reader still walking the old
+/// table finds the head there. Keys a snapshot held back are evicted by a later call (<see cref="EvictCheckpointed"/>).
+/// So the heads hold what was written since the last checkpoint, plus what open snapshots need: the in-memory layer
+/// stays bounded by the journal between checkpoints.
 /// </para>
 /// <para>
 /// Reading a tree that is no longer the newest. A point read loads its collection's layer without pinning it; if a
@@ -68,19 +74,19 @@ namespace Folio.Documents;
 /// <para>
 /// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
 /// is older); on each chain it touches, it cuts the versions older than the one visible at that snapshot, since no
-/// open or future snapshot can reach them. Memory of chains that are never written again is kept until their next
-/// write; deleted keys stay in the sorted key list as tombstones (readers skip them) until the next open, whose replay
-/// drops them.
+/// open or future snapshot can reach them (their records stay in the table's arrays, unreachable, until the next
+/// rebuild drops them). Versions of chains that are never written again are kept until their eviction; deleted keys
+/// stay in the sorted key list as tombstones (readers skip them) until the next open, whose replay drops them.
 /// </para>
 /// </summary>
 internal sealed class VersionedIndex : ICommitState
 {
-    // The newest version of each key; older ones hang off DocumentVersion.Older. Replacing the value publishes the new
-    // head: ConcurrentDictionary writes reference values atomically, and .NET's memory model makes a new object's
-    // initializing stores visible before a reference to it; the writer publishes VisibleSequence (release) after.
-    // Per collection: the newest version of each id (a dictionary keyed by the id alone: one string hash and compare
-    // per lookup) and the sorted ids. The outer dictionary is small and stays in cache.
+    // Per collection: the newest version of each id written since the last checkpoint took it (a HeadTable, with the
+    // older versions snapshots still need), the replayed documents, the checkpointed tree and the added ids. The
+    // outer dictionary is small and stays in cache. _writeLock: held by the one writer of the heads at a time (the
+    // committer's Apply, the checkpoint's eviction).
     private readonly ConcurrentDictionary<string, SortedKeys> _collections = new(StringComparer.Ordinal);
+    private readonly Lock _writeLock = new();
     private readonly SnapshotRegistry _snapshots;
     private long _visible;
     private BulkLoad? _bulkLoad;
@@ -104,10 +110,10 @@ internal sealed class VersionedIndex : ICommitState
     // swap): the log holds each key about once however often it is written. Replayed documents are covered by
     // _replayedPending. _toLog is the committer's own scratch list.
     private readonly Lock _changedLock = new();
-    private List<DocumentKey> _changed = [];
+    private List<LoggedKey> _changed = [];
     private long _swapSequence;
     private bool _replayedPending = true;
-    private readonly List<(DocumentKey Key, long Previous)> _toLog = [];
+    private readonly List<(LoggedKey Key, long Previous)> _toLog = [];
 
     /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning
     /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
@@ -168,9 +174,11 @@ internal sealed class VersionedIndex : ICommitState
     /// walk that found a version is right (pruning cuts only the tail behind a version), so only a walk that ran off
     /// the end of a chain can be wrong. Then the read looks at the visible sequence again: if it is still S, no prune
     /// that could cut the version visible at S has run (a prune uses an oldest point at most the visible sequence when
-    /// it started, and a walk that loaded a cut link (acquire of the release in <see cref="DocumentVersion.Prune"/>)
-    /// would also see the publication of the commit before it), so "absent" is the answer; otherwise it retries at the
-    /// new visible sequence.
+    /// it started, and a walk that loaded a cut link (acquire of the release in <see cref="HeadTable.Prune"/>) would
+    /// also see the publication of the commit before it; an eviction's rebuild leaves behind only versions below the
+    /// one visible at the oldest open snapshot, a point at most the visible sequence too, and a walk of the rebuilt
+    /// table loaded it with an acquire after the rebuild read that sequence), so "absent" is the answer; otherwise it
+    /// retries at the new visible sequence.
     /// </remarks>
     public DocumentVersion? GetLatest(in DocumentKey key)
     {
@@ -219,6 +227,7 @@ internal sealed class VersionedIndex : ICommitState
     /// checkpointed tree and the collection's current layer is still that one (read after the miss, as the protocol
     /// asks), the entry is the answer the tree would give, so it is used instead of a second descent.
     /// </summary>
+    [SkipLocalsInit]
     private DocumentVersion? Find(in DocumentKey key, long snapshot, out bool ranOffChain, TreeLayer? hintLayer,
         in StoredValue hint)
     {
@@ -234,9 +243,18 @@ internal sealed class VersionedIndex : ICommitState
             return replayed.VersionAt(slot);
         }
 
-        DocumentVersion? head;
-        while (!keys.Heads.TryGetValue(key.Id, out head))
+        using var id = new HeadKey(key.Id, stackalloc byte[IdBytes.ScratchBytes]);
+        while (true)
         {
+            HeadTable heads = keys.Heads;
+            int head = id.FindIn(heads);
+            if (head != 0)
+            {
+                int version = heads.At(head, snapshot);
+                ranOffChain = version == 0;
+                return version == 0 ? null : heads.Record(version).ToVersion();
+            }
+
             // Not in memory: the checkpointed tree's version (loaded after the miss: see the protocol).
             AfterHeadsMiss?.Invoke(key.Id);
             DocumentVersion? checkpointed = hintLayer is not null && ReferenceEquals(keys.Tree, hintLayer)
@@ -249,15 +267,11 @@ internal sealed class VersionedIndex : ICommitState
             // the snapshot, or none for a delete; that write put the key in the heads before the layer was
             // published (acquire), and a version newer than the caller's snapshot stays there while the snapshot
             // is open, so the chain has the answer: look again.
-            if (!keys.Heads.ContainsKey(key.Id))
+            if (id.FindIn(keys.Heads) == 0)
             {
                 return checkpointed;
             }
         }
-
-        DocumentVersion? version = At(head, snapshot);
-        ranOffChain = version is null;
-        return version;
     }
 
     /// <summary>The version of <paramref name="id"/> in the collection's newest checkpointed tree, or null.</summary>
@@ -307,7 +321,7 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     private DocumentVersion ToVersion(in StoredValue stored) =>
-        new(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false, older: null);
+        new(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false);
 
     /// <summary>
     /// The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids are in
@@ -416,24 +430,27 @@ internal sealed class VersionedIndex : ICommitState
     /// pinned the layer, so against a layer at most as new, which lacked the id, and nothing wrote the id between).
     /// Otherwise (no chain, or one pruned below the layer) the tree is searched.
     /// </summary>
+    [SkipLocalsInit]
     private bool InTree(SortedKeys keys, string id, long snapshot, TreeLayer layer)
     {
-        if (keys.Heads.TryGetValue(id, out DocumentVersion? version))
+        HeadTable heads = keys.Heads;
+        using var key = new HeadKey(id, stackalloc byte[IdBytes.ScratchBytes]);
+        if (key.FindIn(heads) is int version and not 0)
         {
             long treeSequence = layer.Checkpoint.Sequence;
-            DocumentVersion oldest = version;
-            while (version is not null && version.Sequence > treeSequence)
+            int oldest = version;
+            while (version != 0 && heads.Record(version).Sequence > treeSequence)
             {
                 oldest = version;
-                version = version.Older;
+                version = heads.OlderOf(version);
             }
 
-            if (version is not null)
+            if (version != 0)
             {
-                return !version.IsDeleted;
+                return !heads.Record(version).IsDeleted;
             }
 
-            if (oldest.IsFirst && oldest.Sequence <= snapshot)
+            if (heads.Record(oldest).IsFirst && heads.Record(oldest).Sequence <= snapshot)
             {
                 return false;
             }
@@ -460,6 +477,7 @@ internal sealed class VersionedIndex : ICommitState
     /// out bool)"/> without reading a value. <paramref name="inTree"/> is the id's presence in the tree of
     /// <paramref name="layer"/>, used when the read falls through to the tree and that layer is still current.
     /// </summary>
+    [SkipLocalsInit]
     private bool IsLive(SortedKeys keys, string id, long snapshot, TreeLayer? layer, bool inTree)
     {
         if (keys.Replayed is { } replayed && replayed.TryGetSlot(id, out int slot) && !replayed.IsShadowed(slot))
@@ -467,18 +485,24 @@ internal sealed class VersionedIndex : ICommitState
             return !replayed.VersionAt(slot).IsDeleted;
         }
 
-        DocumentVersion? head;
-        while (!keys.Heads.TryGetValue(id, out head))
+        using var key = new HeadKey(id, stackalloc byte[IdBytes.ScratchBytes]);
+        while (true)
         {
+            HeadTable heads = keys.Heads;
+            int head = key.FindIn(heads);
+            if (head != 0)
+            {
+                int version = heads.At(head, snapshot);
+                return version != 0 && !heads.Record(version).IsDeleted;
+            }
+
             // As in Find: the tree's answer holds only if the key is still not in the heads after it was read.
             bool present = ReferenceEquals(keys.Tree, layer) ? inTree : TreeContains(keys, id);
-            if (!keys.Heads.ContainsKey(id))
+            if (key.FindIn(keys.Heads) == 0)
             {
                 return present;
             }
         }
-
-        return At(head, snapshot) is { IsDeleted: false };
     }
 
     /// <inheritdoc/>
@@ -494,6 +518,14 @@ internal sealed class VersionedIndex : ICommitState
     /// <inheritdoc/>
     public void Apply(CommitBatch batch, ReadOnlyMemory<byte> encoded, long sequence, long timestampTicks)
     {
+        lock (_writeLock)
+        {
+            ApplyLocked(batch, encoded, sequence, timestampTicks);
+        }
+    }
+
+    private void ApplyLocked(CommitBatch batch, ReadOnlyMemory<byte> encoded, long sequence, long timestampTicks)
+    {
         if (!_trimDue.IsEmpty)
         {
             TrimAddedIds();
@@ -501,62 +533,99 @@ internal sealed class VersionedIndex : ICommitState
 
         _toLog.Clear();
         long oldest = _snapshots.Oldest(VisibleSequence);
-        int encodedAt = BatchEncoding.FirstCommand;
+
+        // The heads keep each command's id and value as slices of the store's copy in the journal entry, never the
+        // caller's memory.
+        ArraySegment<byte> entry = ArrayOf(encoded);
+        byte[] buffer = entry.Array!;
+        int at = BatchEncoding.FirstCommand;
+        string? collection = null;
+        SortedKeys keys = null!;
         foreach (BatchCommand command in batch.Commands)
         {
-            // The value the heads keep is the store's copy in the journal entry, not the caller's memory.
-            ReadOnlyMemory<byte> value = BatchEncoding.NextValue(encoded, ref encodedAt);
-            SortedKeys keys = _collections.GetOrAdd(command.Key.Collection, static _ => new SortedKeys());
-            keys.Heads.TryGetValue(command.Key.Id, out DocumentVersion? head);
-            _toLog.Add((command.Key, head?.Sequence ?? -1));
+            BatchEncoding.NextCommand(entry, ref at, out int idOffset, out int idLength, out int valueOffset,
+                out int valueLength);
+            idOffset += entry.Offset;
+            valueOffset += entry.Offset;
+            if (!string.Equals(command.Key.Collection, collection, StringComparison.Ordinal))
+            {
+                collection = command.Key.Collection; // a batch's commands mostly share their collection
+                keys = _collections.GetOrAdd(collection, static _ => new SortedKeys());
+            }
+
+            ReadOnlySpan<byte> id = buffer.AsSpan(idOffset, idLength);
+            int hash = IdBytes.HashOf(id);
+            HeadTable heads = keys.Heads;
+            int slot = heads.Locate(id, hash, out int head);
+            _toLog.Add((new LoggedKey(command.Key.Collection, new IdBytes(buffer, idOffset, idLength, hash)),
+                head == 0 ? -1 : heads.Record(head).Sequence));
             ReplayedDocuments? shadowIn = null;
             int shadowedSlot = -1;
             bool isDelete = command.Kind == ChangeKind.Delete;
             bool absent = false;
-            if (head is null)
+            bool wasDeleted;
+            int older = head;
+            if (head == 0)
             {
-                if (keys.Replayed is { } replayed && replayed.TryGetSlot(command.Key.Id, out int slot)
-                    && !replayed.IsShadowed(slot))
+                DocumentVersion? previous = null;
+                if (keys.Replayed is { } replayed && replayed.TryGetSlot(command.Key.Id, out int replayedSlot)
+                    && !replayed.IsShadowed(replayedSlot))
                 {
                     // First write of a replayed document since the open: its replayed version becomes the oldest of the
                     // chain, and the slot is marked shadowed once the heads hold the new version (ReplayedDocuments).
-                    head = replayed.VersionAt(slot);
+                    previous = replayed.VersionAt(replayedSlot);
                     shadowIn = replayed; // not re-read: a checkpoint may drop the replayed documents meanwhile
-                    shadowedSlot = slot;
+                    shadowedSlot = replayedSlot;
                 }
                 else if (FromCheckpoint(keys, command.Key.Id) is { } checkpointed)
                 {
                     // First write of a checkpointed document since it was last in memory: its tree version becomes the
                     // oldest of the chain (the heads are read before the tree, so readers move to the chain at once).
-                    head = checkpointed;
+                    previous = checkpointed;
                 }
                 else
                 {
                     absent = true;
                 }
+
+                wasDeleted = previous?.IsDeleted ?? false;
+                if (previous is not null)
+                {
+                    older = heads.Append(OlderRecord(previous));
+                }
             }
             else
             {
                 // Cut what no snapshot can reach: everything older than the version visible at the oldest snapshot.
-                DocumentVersion? visibleToOldest = head;
-                while (visibleToOldest is not null && visibleToOldest.Sequence > oldest)
+                wasDeleted = heads.Record(head).IsDeleted;
+                if (heads.At(head, oldest) is int visibleToOldest and not 0)
                 {
-                    visibleToOldest = visibleToOldest.Older;
+                    heads.Prune(visibleToOldest);
                 }
-
-                visibleToOldest?.Prune();
             }
 
             // The added ids hold every id that a newer tree may lack while a snapshot still sees it: those written
             // when absent, and those deleted or written over a delete (a checkpoint drops a deleted id from its tree,
             // and an older snapshot may still see the id alive). Ids the skip list holds already are not added twice.
-            if (absent || (isDelete != (head?.IsDeleted ?? false)))
+            if (absent || isDelete != wasDeleted)
             {
-                keys.Added.Append(command.Key.Id);
+                keys.Added.Append(id);
             }
 
-            keys.Heads[command.Key.Id] = new DocumentVersion(sequence, timestampTicks, value, isDelete, head,
-                isFirst: absent);
+            int written = heads.Append(new HeadRecord
+            {
+                Buffer = buffer,
+                Sequence = sequence,
+                TimestampTicks = timestampTicks,
+                Older = older,
+                ValueOffset = valueOffset,
+                ValueLength = valueLength,
+                IdOffset = idOffset,
+                IdLength = idLength,
+                Hash = hash,
+                Flags = (byte)((isDelete ? HeadRecord.DeletedFlag : 0) | (absent ? HeadRecord.FirstFlag : 0)),
+            });
+            heads.SetHead(slot, hash, written, inserted: head == 0);
             shadowIn?.Shadow(shadowedSlot);
             AfterWriteApplied?.Invoke(command.Key.Id);
         }
@@ -565,7 +634,7 @@ internal sealed class VersionedIndex : ICommitState
         // logged key's new head (and carries it to the next checkpoint, the head being above its sequence).
         lock (_changedLock)
         {
-            foreach ((DocumentKey key, long previous) in _toLog)
+            foreach ((LoggedKey key, long previous) in _toLog)
             {
                 if (previous <= _swapSequence)
                 {
@@ -577,24 +646,44 @@ internal sealed class VersionedIndex : ICommitState
         _toLog.Clear();
     }
 
+    /// <summary>A record for an older version the index took from the replayed documents or a tree (no id: it is
+    /// never a head).</summary>
+    private static HeadRecord OlderRecord(DocumentVersion version)
+    {
+        ArraySegment<byte> value = ArrayOf(version.Json);
+        return new HeadRecord
+        {
+            Buffer = value.Array!,
+            Sequence = version.Sequence,
+            TimestampTicks = version.TimestampTicks,
+            ValueOffset = value.Offset,
+            ValueLength = value.Count,
+            IdOffset = -1,
+            Flags = (byte)((version.IsDeleted ? HeadRecord.DeletedFlag : 0)
+                | (version.IsFirst ? HeadRecord.FirstFlag : 0)),
+        };
+    }
+
+    /// <summary>The array behind <paramref name="memory"/> (the store's memory always has one; anything else is
+    /// copied into one).</summary>
+    private static ArraySegment<byte> ArrayOf(ReadOnlyMemory<byte> memory)
+    {
+        if (memory.IsEmpty)
+        {
+            return new ArraySegment<byte>([]);
+        }
+
+        return MemoryMarshal.TryGetArray(memory, out ArraySegment<byte> segment) && segment.Array is not null
+            ? segment
+            : new ArraySegment<byte>(memory.ToArray());
+    }
+
     /// <inheritdoc/>
     public void Publish(long sequence)
     {
         // A full fence, not only a release: the next batch's scan of the snapshot registry loads its slots after this
         // store, and a reader registering meanwhile stores its slot before it re-reads this (SnapshotRegistry).
         Interlocked.Exchange(ref _visible, sequence);
-    }
-
-    /// <summary>The newest version at or below <paramref name="snapshot"/> in the chain starting at
-    /// <paramref name="head"/>.</summary>
-    private static DocumentVersion? At(DocumentVersion? head, long snapshot)
-    {
-        while (head is not null && head.Sequence > snapshot)
-        {
-            head = head.Older;
-        }
-
-        return head;
     }
 
     /// <summary>
@@ -691,22 +780,68 @@ internal sealed class VersionedIndex : ICommitState
         List<EvictionCandidate> waiting = _evictLater;
         _evictLater = [];
         long oldest = _snapshots.OldestOpen(VisibleSequence);
+
+        // Each collection's new heads are built beside the committer (HeadTableRebuild), which waits only for the
+        // last pass; a candidate is matched against the heads after its rebuild started, so a commit that writes the
+        // id again meanwhile is replayed into the new table.
+        var rebuilds = new Dictionary<SortedKeys, HeadTableRebuild>();
+        foreach (EvictionCandidate candidate in waiting)
+        {
+            rebuilds.TryAdd(candidate.Keys, null!);
+        }
+
+        lock (_writeLock)
+        {
+            // Started under the write lock, when every record appended is published (HeadTableRebuild); only this
+            // thread replaces the heads.
+            foreach (SortedKeys keys in rebuilds.Keys)
+            {
+                rebuilds[keys] = new HeadTableRebuild(keys.Heads, oldest);
+            }
+        }
+
         int evicted = 0;
         foreach (EvictionCandidate candidate in waiting)
         {
-            ConcurrentDictionary<string, DocumentVersion> heads = candidate.Heads;
-            if (candidate.Head.Sequence > oldest)
+            HeadTableRebuild rebuild = rebuilds[candidate.Keys];
+            HeadTable heads = rebuild.Source;
+            int head = heads.Find(candidate.Id.Span, candidate.Id.Hash);
+            if (head == 0 || heads.Record(head).Sequence != candidate.Sequence)
             {
-                // Held back by a snapshot: kept while the head is still the one checkpointed (a newer head is logged
-                // again, and its own checkpoint offers it).
-                if (heads.TryGetValue(candidate.Id, out DocumentVersion? head) && ReferenceEquals(head, candidate.Head))
+                continue; // written again since: the newer head is logged again, and its own checkpoint offers it
+            }
+
+            if (candidate.Sequence > oldest)
+            {
+                _evictLater.Add(candidate); // held back by a snapshot while the head is the one checkpointed
+            }
+            else if (rebuild.Evict(head))
+            {
+                evicted++;
+            }
+        }
+
+        if (evicted > 0)
+        {
+            foreach (HeadTableRebuild rebuild in rebuilds.Values)
+            {
+                if (rebuild.EvictedCount > 0)
                 {
-                    _evictLater.Add(candidate);
+                    rebuild.CopyHeads();
+                    rebuild.CatchUp();
                 }
             }
-            else if (heads.TryRemove(new KeyValuePair<string, DocumentVersion>(candidate.Id, candidate.Head)))
+
+            lock (_writeLock)
             {
-                evicted++; // removed only while the head is the checkpointed version (compared by reference)
+                foreach ((SortedKeys keys, HeadTableRebuild rebuild) in rebuilds)
+                {
+                    if (rebuild.EvictedCount > 0)
+                    {
+                        rebuild.CatchUp(); // the committer is stopped: what it appended since the first pass
+                        keys.Heads = rebuild.Result; // the old table is not written again
+                    }
+                }
             }
         }
 
@@ -744,9 +879,13 @@ internal sealed class VersionedIndex : ICommitState
         while (_trimDue.TryDequeue(out SortedKeys? keys))
         {
             var fresh = new AddedIds(readBefore: keys.Added.WasRead);
-            foreach (KeyValuePair<string, DocumentVersion> head in keys.Heads)
+            HeadTable heads = keys.Heads;
+            for (int slot = 0; slot < heads.SlotCount; slot++)
             {
-                fresh.Append(head.Key);
+                if (heads.HeadAt(slot) is int head and not 0)
+                {
+                    fresh.Append(heads.Record(head).Id);
+                }
             }
 
             keys.ReplaceAdded(fresh);
@@ -876,12 +1015,12 @@ internal sealed class VersionedIndex : ICommitState
     [MethodImpl(MethodImplOptions.AggressiveOptimization)] // once per checkpoint over its keys: no tier-0 pass
     internal CheckpointChanges CollectChanges(long sequence, long since)
     {
-        List<DocumentKey> changed;
+        List<LoggedKey> changed;
         lock (_changedLock)
         {
             changed = _changed;
             // Sized like the log just taken: the committer appends to it without regrowing it step by step.
-            _changed = new List<DocumentKey>(changed.Count);
+            _changed = new List<LoggedKey>(changed.Count);
             _swapSequence = sequence;
         }
 
@@ -917,12 +1056,12 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
-        var carried = new List<DocumentKey>();
+        var carried = new List<LoggedKey>();
         var evictable = new List<EvictionCandidate>(changed.Count);
         string? collection = null;
         CollectedChanges current = null!;
         SortedKeys? currentKeys = null;
-        foreach (DocumentKey key in changed)
+        foreach (LoggedKey key in changed)
         {
             if (!string.Equals(key.Collection, collection, StringComparison.Ordinal))
             {
@@ -931,7 +1070,8 @@ internal sealed class VersionedIndex : ICommitState
                 _collections.TryGetValue(collection, out currentKeys);
             }
 
-            ref int position = ref CollectionsMarshal.GetValueRefOrAddDefault(current.Positions, key.Id, out _);
+            string id = key.Id.ToString(); // the tree's key
+            ref int position = ref CollectionsMarshal.GetValueRefOrAddDefault(current.Positions, id, out _);
             if (position == CollectedChanges.Handled)
             {
                 continue;
@@ -939,24 +1079,31 @@ internal sealed class VersionedIndex : ICommitState
 
             int replayedAt = position - 1;
             position = CollectedChanges.Handled;
-            if (currentKeys is null || !currentKeys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
+            // The heads' table changes only on this thread (an eviction), so the records read below stay in it.
+            HeadTable? heads = currentKeys?.Heads;
+            int head = heads?.Find(key.Id.Span, key.Id.Hash) ?? 0;
+            if (head == 0)
             {
                 carried.Add(key); // not applied yet (cannot happen while keys are logged after their heads)
                 continue;
             }
 
-            if (head.Sequence > sequence)
+            long headSequence = heads!.Record(head).Sequence;
+            if (headSequence > sequence)
             {
                 carried.Add(key); // written again after the checkpoint's sequence: the next one takes it
             }
             else
             {
-                evictable.Add(new EvictionCandidate(currentKeys.Heads, key.Id, head));
+                evictable.Add(new EvictionCandidate(currentKeys!, key.Id, headSequence));
             }
 
-            if (At(head, sequence) is { } version && version.Sequence > since)
+            if (heads.At(head, sequence) is int version and not 0 && heads.Record(version).Sequence > since)
             {
-                TreeChange change = ToChange(key.Id, version);
+                ref readonly HeadRecord record = ref heads.Record(version);
+                TreeChange change = record.IsDeleted
+                    ? TreeChange.Delete(id)
+                    : TreeChange.Put(id, new StoredValue(record.Sequence, record.TimestampTicks, record.Value));
                 if (replayedAt >= 0)
                 {
                     current.Changes[replayedAt] = change;
@@ -1037,12 +1184,12 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>The logged keys per collection, duplicates included (an upper bound of each collection's changes, so
     /// their lists and maps are allocated once at their size).</summary>
-    private static Dictionary<string, int> CountByCollection(List<DocumentKey> changed)
+    private static Dictionary<string, int> CountByCollection(List<LoggedKey> changed)
     {
         var counts = new Dictionary<string, int>(StringComparer.Ordinal);
         string? collection = null;
         int run = 0;
-        foreach (DocumentKey key in changed)
+        foreach (LoggedKey key in changed)
         {
             if (!string.Equals(key.Collection, collection, StringComparison.Ordinal))
             {
@@ -1083,7 +1230,7 @@ internal sealed class VersionedIndex : ICommitState
     {
         foreach (SortedKeys keys in _collections.Values)
         {
-            if (!keys.Heads.IsEmpty || keys.Replayed is not null)
+            if (keys.Heads.Count > 0 || keys.Replayed is not null)
             {
                 return true;
             }
@@ -1111,6 +1258,7 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>How many versions of <paramref name="key"/> are still reachable (tests and diagnostics).</summary>
+    [SkipLocalsInit]
     internal int ChainLength(in DocumentKey key)
     {
         int length = 0;
@@ -1119,12 +1267,15 @@ internal sealed class VersionedIndex : ICommitState
             return 0;
         }
 
-        if (!keys.Heads.TryGetValue(key.Id, out DocumentVersion? head))
+        HeadTable heads = keys.Heads;
+        using var id = new HeadKey(key.Id, stackalloc byte[IdBytes.ScratchBytes]);
+        int head = id.FindIn(heads);
+        if (head == 0)
         {
             return keys.Replayed is { } replayed && replayed.TryGetSlot(key.Id, out _) ? 1 : 0;
         }
 
-        for (DocumentVersion? version = head; version is not null; version = version.Older)
+        for (int version = head; version != 0; version = heads.OlderOf(version))
         {
             length++;
         }
@@ -1348,12 +1499,20 @@ internal sealed class VersionedIndex : ICommitState
     /// before any reader), the newest version of each id written since (<see cref="Heads"/>), and the ids added since
     /// the open (<see cref="Added"/>, in ordinal order; disjoint from the replayed ids).
     /// </summary>
-    private sealed class SortedKeys
+    internal sealed class SortedKeys
     {
         private TreeLayer? _tree;
         private ReplayedDocuments? _replayed;
 
-        public ConcurrentDictionary<string, DocumentVersion> Heads { get; } = new(StringComparer.Ordinal);
+        private HeadTable _heads = new();
+
+        /// <summary>The newest versions written since a checkpoint took them (acquire); replaced by an eviction, under
+        /// the write lock (release).</summary>
+        public HeadTable Heads
+        {
+            get => Volatile.Read(ref _heads);
+            set => Volatile.Write(ref _heads, value);
+        }
 
         /// <summary>The collection's tree in the newest checkpoint the index moved to, or null (acquire).</summary>
         public TreeLayer? Tree => Volatile.Read(ref _tree);
@@ -1384,15 +1543,48 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>
-    /// A head a checkpoint holds (its version is at or below the checkpoint's sequence): evicted from its collection's
-    /// <paramref name="Heads"/> once no open snapshot is older than it, if it is still the id's head then.
+    /// A head a checkpoint holds (its version, <paramref name="Sequence"/>, is at or below the checkpoint's sequence):
+    /// evicted from its collection's heads once no open snapshot is older than it, if it is still the id's head then.
     /// </summary>
-    internal readonly record struct EvictionCandidate(ConcurrentDictionary<string, DocumentVersion> Heads, string Id,
-        DocumentVersion Head);
+    internal readonly record struct EvictionCandidate(SortedKeys Keys, IdBytes Id, long Sequence);
+
+    /// <summary>A key the committer logged for the next checkpoint: its collection, and its id as bytes in the entry
+    /// that wrote it.</summary>
+    internal readonly record struct LoggedKey(string Collection, IdBytes Id);
+
+    /// <summary>
+    /// A reader's id, encoded for a lookup in the heads: UTF-8 in the caller's scratch (or a rented buffer for a long
+    /// one), with its hash. An id no stored one can equal (not valid UTF-16, or too long) finds nothing.
+    /// </summary>
+    private ref struct HeadKey
+    {
+        private readonly ReadOnlySpan<byte> _bytes;
+        private readonly int _hash;
+        private readonly bool _storable;
+        private byte[]? _rented;
+
+        public HeadKey(string id, Span<byte> scratch)
+        {
+            _storable = IdBytes.TryEncode(id, scratch, out _bytes, out _rented);
+            _hash = _storable ? IdBytes.HashOf(_bytes) : 0;
+        }
+
+        /// <summary>The newest record of the id in <paramref name="heads"/>, or 0.</summary>
+        public readonly int FindIn(HeadTable heads) => _storable ? heads.Find(_bytes, _hash) : 0;
+
+        public void Dispose()
+        {
+            if (_rented is not null)
+            {
+                System.Buffers.ArrayPool<byte>.Shared.Return(_rented);
+                _rented = null;
+            }
+        }
+    }
 
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>
-    private sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
+    internal sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
 
     /// <summary>The state of a bulk load: a builder per collection.</summary>
     private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)

@@ -13,8 +13,8 @@ namespace Folio.Transactions;
 ///     | put only: u32 value length | value bytes
 /// </code>
 /// Encoding runs on the submitting thread, so the committer only copies bytes. The encoded entry is also where the
-/// committed state keeps the batch's values (<see cref="NextValue"/>): the store owns those bytes, where the caller's
-/// memory may be reused as soon as the commit completes.
+/// committed state keeps the batch's values and ids (<see cref="NextCommand"/>): the store owns those bytes, where the
+/// caller's memory may be reused as soon as the commit completes.
 /// </summary>
 internal static class BatchEncoding
 {
@@ -67,25 +67,29 @@ internal static class BatchEncoding
     }
 
     /// <summary>
-    /// The value of the command at <paramref name="at"/> of an entry <see cref="Encode"/> wrote (empty for a delete),
-    /// a slice of the entry; moves <paramref name="at"/> to the next command. Start at <see cref="FirstCommand"/>.
+    /// Where the id and the value of the command at <paramref name="at"/> of an entry <see cref="Encode"/> wrote lie in
+    /// the entry (the value empty for a delete); moves <paramref name="at"/> to the next command. Start at
+    /// <see cref="FirstCommand"/>. The committed state keeps both as slices of the entry.
     /// </summary>
-    public static ReadOnlyMemory<byte> NextValue(ReadOnlyMemory<byte> entry, ref int at)
+    public static void NextCommand(ReadOnlySpan<byte> entry, ref int at, out int idOffset, out int idLength,
+        out int valueOffset, out int valueLength)
     {
-        ReadOnlySpan<byte> span = entry.Span;
-        var kind = (ChangeKind)span[at];
+        var kind = (ChangeKind)entry[at];
         at += 1;
-        at += 2 + BinaryPrimitives.ReadUInt16LittleEndian(span[at..]);
-        at += 2 + BinaryPrimitives.ReadUInt16LittleEndian(span[at..]);
+        at += 2 + BinaryPrimitives.ReadUInt16LittleEndian(entry[at..]);
+        idLength = BinaryPrimitives.ReadUInt16LittleEndian(entry[at..]);
+        idOffset = at + 2;
+        at = idOffset + idLength;
         if (kind != ChangeKind.Put)
         {
-            return ReadOnlyMemory<byte>.Empty;
+            valueOffset = at;
+            valueLength = 0;
+            return;
         }
 
-        int length = BinaryPrimitives.ReadInt32LittleEndian(span[at..]);
-        ReadOnlyMemory<byte> value = entry.Slice(at + 4, length);
-        at += 4 + length;
-        return value;
+        valueLength = BinaryPrimitives.ReadInt32LittleEndian(entry[at..]);
+        valueOffset = at + 4;
+        at = valueOffset + valueLength;
     }
 
     /// <summary>Decodes a batch entry read from the journal; throws <see cref="FormatException"/> on malformed

@@ -20,8 +20,8 @@ internal interface ICommitState
 
     /// <summary>Applies a written batch with its commit sequence number and the commit time (UTC ticks of its journal
     /// record), invisibly until <see cref="Publish"/> reaches <paramref name="sequence"/>. The state keeps values from
-    /// <paramref name="encoded"/>, the batch's journal entry (<see cref="BatchEncoding.NextValue"/>), never the batch's
-    /// own memory, which its caller may reuse once the commit completes.</summary>
+    /// <paramref name="encoded"/>, the batch's journal entry (<see cref="BatchEncoding.NextCommand"/>), never the
+    /// batch's own memory, which its caller may reuse once the commit completes.</summary>
     void Apply(CommitBatch batch, ReadOnlyMemory<byte> encoded, long sequence, long timestampTicks);
 
     /// <summary>Makes every applied batch up to <paramref name="sequence"/> visible: the group is durable (or, in
