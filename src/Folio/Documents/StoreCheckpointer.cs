@@ -448,7 +448,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// </summary>
     private void CompactNow(CompactionRequest request)
     {
-        var none = new CheckpointChanges([], [], CoveredReplayed: false, Evictable: []);
+        var none = new CheckpointChanges([], CoveredReplayed: false, Evictable: []);
         long started = System.Diagnostics.Stopwatch.GetTimestamp();
         try
         {
@@ -492,14 +492,13 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             try
             {
                 // The chains were read under the snapshot; had it outlived MaxSnapshotAge meanwhile, a prune may have
-                // cut what the reads needed: then this checkpoint is abandoned (its keys go back) and retried.
+                // cut what the reads needed: then this checkpoint is abandoned (the heads stay) and retried.
                 snapshot.ThrowIfExpired();
                 _pages.Checkpoint(sequence, changes.Collections, compaction: compaction);
             }
             catch
             {
-                _index.ChangesFailed(changes);
-                _metrics.Failed();
+                _metrics.Failed(); // nothing is evicted: the next checkpoint takes the same heads again
                 throw;
             }
 

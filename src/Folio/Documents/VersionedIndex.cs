@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Collections.Concurrent;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
@@ -41,8 +42,8 @@ namespace Folio.Documents;
 /// neither the replayed documents nor the heads hold an id (so a version there is visible to every snapshot that can
 /// miss the heads, see below). The first write of such an id starts its chain at the tree's version; range reads
 /// merge the tree's ids with the others. A replayed delete of a checkpointed document is a tombstone slot, which
-/// hides the tree's version. Checkpoints (<see cref="CollectChanges"/>) read the keys the committer logs after each
-/// batch.
+/// hides the tree's version. Checkpoints (<see cref="CollectChanges"/>) read the heads: every id written since a
+/// checkpoint took and evicted it.
 /// </para>
 /// <para>
 /// Moving to a newer checkpoint (the checkpoint's thread, one at a time; the committer keeps committing). Once a
@@ -103,17 +104,8 @@ internal sealed class VersionedIndex : ICommitState
     private readonly ConcurrentQueue<SortedKeys> _trimDue = new();
     private readonly int _addedIdsTrimMinimum;
 
-    // The keys written since the last checkpoint took them (CollectChanges): the committer appends each batch's keys
-    // under the lock once the batch's versions are in the heads, the checkpoint swaps the list out under it (and sets
-    // _swapSequence to its sequence). Invariant: every key with a version above _swapSequence is in _changed, so the
-    // committer logs a key only when its previous head was at or below _swapSequence (its first write since the
-    // swap): the log holds each key about once however often it is written. Replayed documents are covered by
-    // _replayedPending. _toLog is the committer's own scratch list.
-    private readonly Lock _changedLock = new();
-    private List<LoggedKey> _changed = [];
-    private long _swapSequence;
+    // Whether the documents the open replayed still wait for a checkpoint to cover them (the checkpoint's thread).
     private bool _replayedPending = true;
-    private readonly List<(LoggedKey Key, long Previous)> _toLog = [];
 
     /// <param name="maxSnapshotAge">How long an open snapshot may hold back pruning
     /// (<see cref="DocumentStoreOptions.MaxSnapshotAge"/>).</param>
@@ -209,9 +201,9 @@ internal sealed class VersionedIndex : ICommitState
     /// pinning the tree layer (a test deletes and checkpoints there: the race merging after the pin closes).</summary>
     internal Action<string>? AfterAddedIdsTaken { get; set; }
 
-    /// <summary>Tests only: called by the committer with each written id once its version is in the heads, before the
-    /// batch's keys are logged for the next checkpoint (a test checkpoints there: the race the checkpoint's handling of
-    /// shadowed replayed documents closes).</summary>
+    /// <summary>Tests only: called by the committer with each written id once its version is in the heads (a test
+    /// checkpoints there: the race the checkpoint's handling of shadowed replayed documents closes). It runs under the
+    /// write lock, so a hook that waits for a checkpoint that evicts would wait for ever.</summary>
     internal Action<string>? AfterWriteApplied { get; set; }
 
     /// <summary>
@@ -531,7 +523,6 @@ internal sealed class VersionedIndex : ICommitState
             TrimAddedIds();
         }
 
-        _toLog.Clear();
         long oldest = _snapshots.Oldest(VisibleSequence);
 
         // The heads keep each command's id and value as slices of the store's copy in the journal entry, never the
@@ -557,8 +548,6 @@ internal sealed class VersionedIndex : ICommitState
             int hash = IdBytes.HashOf(id);
             HeadTable heads = keys.Heads;
             int slot = heads.Locate(id, hash, out int head);
-            _toLog.Add((new LoggedKey(command.Key.Collection, new IdBytes(buffer, idOffset, idLength, hash)),
-                head == 0 ? -1 : heads.Record(head).Sequence));
             ReplayedDocuments? shadowIn = null;
             int shadowedSlot = -1;
             bool isDelete = command.Kind == ChangeKind.Delete;
@@ -630,20 +619,6 @@ internal sealed class VersionedIndex : ICommitState
             AfterWriteApplied?.Invoke(command.Key.Id);
         }
 
-        // Logged after the heads hold the batch's versions: a checkpoint that swaps the log out meanwhile finds each
-        // logged key's new head (and carries it to the next checkpoint, the head being above its sequence).
-        lock (_changedLock)
-        {
-            foreach ((LoggedKey key, long previous) in _toLog)
-            {
-                if (previous <= _swapSequence)
-                {
-                    _changed.Add(key);
-                }
-            }
-        }
-
-        _toLog.Clear();
     }
 
     /// <summary>A record for an older version the index took from the replayed documents or a tree (no id: it is
@@ -805,15 +780,22 @@ internal sealed class VersionedIndex : ICommitState
         {
             HeadTableRebuild rebuild = rebuilds[candidate.Keys];
             HeadTable heads = rebuild.Source;
-            int head = heads.Find(candidate.Id.Span, candidate.Id.Hash);
+            // In the table the checkpoint read, the candidate's record: the rebuild leaves the id out only if that
+            // record is still its head when the rebuild reads it. In a table an eviction made since, found by its id.
+            int head = ReferenceEquals(candidate.Table, heads) ? candidate.Head
+                : heads.Find(candidate.Id.Span, candidate.Id.Hash);
             if (head == 0 || heads.Record(head).Sequence != candidate.Sequence)
             {
-                continue; // written again since: the newer head is logged again, and its own checkpoint offers it
+                continue; // written again since: the newer head stays, and a later checkpoint offers it
             }
 
             if (candidate.Sequence > oldest)
             {
-                _evictLater.Add(candidate); // held back by a snapshot while the head is the one checkpointed
+                // Held back by a snapshot: kept while the head is still the one checkpointed.
+                if (heads.Find(candidate.Id.Span, candidate.Id.Hash) == head)
+                {
+                    _evictLater.Add(candidate);
+                }
             }
             else if (rebuild.Evict(head))
             {
@@ -1005,31 +987,22 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>
     /// What a checkpoint at <paramref name="sequence"/> writes on top of the one at <paramref name="since"/>: per
     /// collection, the version visible at <paramref name="sequence"/> of every document whose version there is newer
-    /// than <paramref name="since"/> (a put, or a delete for a tombstone). The candidates are the keys written since
-    /// the last call (swapped out of the change log; every write at or below the sequence was applied, and logged,
-    /// before the sequence was published) and, until a checkpoint covers them, the documents the open replayed. The
-    /// caller holds a snapshot at <paramref name="sequence"/> (registered before this call), so no version it needs
-    /// is pruned meanwhile; commits after it continue. Keys whose newest version is above the sequence go back into
-    /// the log for the next checkpoint; if this checkpoint fails, <see cref="ChangesFailed"/> puts them all back.
+    /// than <paramref name="since"/> (a put, or a delete for a tombstone). The candidates are the heads (every id
+    /// written since a checkpoint took and evicted it: each id once, however often written) and, until a checkpoint
+    /// covers them, the documents the open replayed. The caller holds a snapshot at <paramref name="sequence"/>
+    /// (registered before this call), so no version it needs is pruned meanwhile; commits after it continue. Every
+    /// write at or below the sequence was applied, its id in the heads' id table, before the sequence was published,
+    /// so the id table read after it lists them all. Ids whose newest version is above the sequence stay in the heads
+    /// for the next checkpoint, and so does everything if this checkpoint fails (eviction follows success only).
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveOptimization)] // once per checkpoint over its keys: no tier-0 pass
     internal CheckpointChanges CollectChanges(long sequence, long since)
     {
-        List<LoggedKey> changed;
-        lock (_changedLock)
-        {
-            changed = _changed;
-            // Sized like the log just taken: the committer appends to it without regrowing it step by step.
-            _changed = new List<LoggedKey>(changed.Count);
-            _swapSequence = sequence;
-        }
-
-        // One entry per id and collection, for the replayed documents and the logged keys alike: the change's index
-        // in the collection's list while only the open's replay put it there (> 0, one more than the index), or
-        // Handled once a logged key was seen (its duplicates in the log are skipped).
+        // While the replayed documents are pending, one entry per id and collection for them: the change's index in
+        // the collection's list (> 0, one more than the index), which an id in the heads replaces.
         var byCollection = new Dictionary<string, CollectedChanges>(StringComparer.Ordinal);
-        Dictionary<string, int> logged = CountByCollection(changed);
-        if (_replayedPending)
+        bool replayedPending = _replayedPending;
+        if (replayedPending)
         {
             foreach ((string name, SortedKeys keys) in _collections)
             {
@@ -1043,84 +1016,83 @@ internal sealed class VersionedIndex : ICommitState
                 {
                     replayed.TryGetSlot(id, out int slot);
                     long replayedSequence = replayed.SequenceAt(slot);
-                    // Shadowed or not: a shadowed document's key may have been logged after the swap above (the
-                    // committer shadows before it logs), its first write then being above the sequence, so the
-                    // replayed version is its version here; a key in the log replaces it below.
+                    // Shadowed or not: a shadowed document's first write may be above the sequence, so the replayed
+                    // version is its version here; its heads, when they hold a version at the sequence, replace it.
                     if (replayedSequence > since && replayedSequence <= sequence)
                     {
-                        collected ??= CollectedOf(byCollection, name, logged.GetValueOrDefault(name));
-                        collected.Changes.Add(ToChange(id, replayed.VersionAt(slot)));
-                        collected.Positions[id] = collected.Changes.Count;
+                        collected ??= CollectedOf(byCollection, name, replayed.SortedIds.Length, positions: true);
+                        DocumentVersion version = replayed.VersionAt(slot);
+                        collected.Changes.Add(version.IsDeleted
+                            ? TreeChange.Delete(id)
+                            : TreeChange.Put(id, new StoredValue(version.Sequence, version.TimestampTicks,
+                                version.Json)));
+                        collected.Positions![id] = collected.Changes.Count;
                     }
                 }
             }
         }
 
-        var carried = new List<LoggedKey>();
-        var evictable = new List<EvictionCandidate>(changed.Count);
-        string? collection = null;
-        CollectedChanges current = null!;
-        SortedKeys? currentKeys = null;
-        foreach (LoggedKey key in changed)
+        var evictable = new List<EvictionCandidate>();
+        foreach ((string name, SortedKeys keys) in _collections)
         {
-            if (!string.Equals(key.Collection, collection, StringComparison.Ordinal))
+            // The heads' table changes only on this thread (an eviction), so the records read below stay in it. The
+            // ids are taken in the order of their newest records, which is commit order: the tree edit then meets
+            // the ids as the commits wrote them (each writer's ids mostly ascending), not in the id table's hash
+            // order, whose scattered inserts made the edit about three times slower.
+            HeadTable heads = keys.Heads;
+            long[] slots = heads.Slots;
+            int[] order = ArrayPool<int>.Shared.Rent(Math.Max(1, heads.Count + 64));
+            int found = 0;
+            for (int i = 0; i < slots.Length; i++)
             {
-                collection = key.Collection; // a batch's keys share their collection's name, so this rarely runs
-                current = CollectedOf(byCollection, collection, logged.GetValueOrDefault(collection));
-                _collections.TryGetValue(collection, out currentKeys);
+                int head = (int)Volatile.Read(ref slots[i]);
+                if (head != 0)
+                {
+                    if (found == order.Length)
+                    {
+                        int[] larger = ArrayPool<int>.Shared.Rent(order.Length * 2);
+                        order.AsSpan(0, found).CopyTo(larger);
+                        ArrayPool<int>.Shared.Return(order);
+                        order = larger;
+                    }
+
+                    order[found++] = head;
+                }
             }
 
-            string id = key.Id.ToString(); // the tree's key
-            ref int position = ref CollectionsMarshal.GetValueRefOrAddDefault(current.Positions, id, out _);
-            if (position == CollectedChanges.Handled)
+            order.AsSpan(0, found).Sort();
+            CollectedChanges? current = null;
+            foreach (int head in order.AsSpan(0, found))
             {
-                continue;
-            }
+                ref readonly HeadRecord newest = ref heads.Record(head);
+                if (newest.Sequence <= sequence)
+                {
+                    evictable.Add(new EvictionCandidate(keys, heads, head, newest.IdBytes, newest.Sequence));
+                }
 
-            int replayedAt = position - 1;
-            position = CollectedChanges.Handled;
-            // The heads' table changes only on this thread (an eviction), so the records read below stay in it.
-            HeadTable? heads = currentKeys?.Heads;
-            int head = heads?.Find(key.Id.Span, key.Id.Hash) ?? 0;
-            if (head == 0)
-            {
-                carried.Add(key); // not applied yet (cannot happen while keys are logged after their heads)
-                continue;
-            }
+                int version = heads.At(head, sequence);
+                if (version == 0 || heads.Record(version).Sequence <= since)
+                {
+                    continue; // written after the sequence only, or already in the tree at since
+                }
 
-            long headSequence = heads!.Record(head).Sequence;
-            if (headSequence > sequence)
-            {
-                carried.Add(key); // written again after the checkpoint's sequence: the next one takes it
-            }
-            else
-            {
-                evictable.Add(new EvictionCandidate(currentKeys!, key.Id, headSequence));
-            }
-
-            if (heads.At(head, sequence) is int version and not 0 && heads.Record(version).Sequence > since)
-            {
+                current ??= CollectedOf(byCollection, name, heads.Count, positions: false);
+                string id = newest.IdBytes.ToString(); // the tree's key
                 ref readonly HeadRecord record = ref heads.Record(version);
                 TreeChange change = record.IsDeleted
                     ? TreeChange.Delete(id)
                     : TreeChange.Put(id, new StoredValue(record.Sequence, record.TimestampTicks, record.Value));
-                if (replayedAt >= 0)
+                if (current.Positions is { } positions && positions.TryGetValue(id, out int replayedAt))
                 {
-                    current.Changes[replayedAt] = change;
+                    current.Changes[replayedAt - 1] = change;
                 }
                 else
                 {
                     current.Changes.Add(change);
                 }
             }
-        }
 
-        if (carried.Count > 0)
-        {
-            lock (_changedLock)
-            {
-                _changed.AddRange(carried);
-            }
+            ArrayPool<int>.Shared.Return(order);
         }
 
         var result = new List<CollectionChanges>(byCollection.Count);
@@ -1132,24 +1104,7 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
-        return new CheckpointChanges(result, changed, _replayedPending, evictable);
-
-        static TreeChange ToChange(string id, DocumentVersion version) => version.IsDeleted
-            ? TreeChange.Delete(id)
-            : TreeChange.Put(id, new StoredValue(version.Sequence, version.TimestampTicks, version.Json));
-    }
-
-    /// <summary>Keys logged for the next checkpoint (tests: each written key about once, however often
-    /// written).</summary>
-    internal int PendingChangeKeys
-    {
-        get
-        {
-            lock (_changedLock)
-            {
-                return _changed.Count;
-            }
-        }
+        return new CheckpointChanges(result, replayedPending, evictable);
     }
 
     /// <summary>The checkpoint of <paramref name="changes"/> is durable: the replayed documents are covered.</summary>
@@ -1161,66 +1116,26 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    /// <summary>The checkpoint of <paramref name="changes"/> failed: its keys go back into the log.</summary>
-    internal void ChangesFailed(CheckpointChanges changes)
-    {
-        lock (_changedLock)
-        {
-            _changed.AddRange(changes.Keys);
-        }
-    }
-
     private static CollectedChanges CollectedOf(Dictionary<string, CollectedChanges> byCollection, string collection,
-        int capacity)
+        int capacity, bool positions)
     {
         if (!byCollection.TryGetValue(collection, out CollectedChanges? collected))
         {
-            collected = new CollectedChanges(capacity);
+            collected = new CollectedChanges(capacity, positions);
             byCollection[collection] = collected;
         }
 
         return collected;
     }
 
-    /// <summary>The logged keys per collection, duplicates included (an upper bound of each collection's changes, so
-    /// their lists and maps are allocated once at their size).</summary>
-    private static Dictionary<string, int> CountByCollection(List<LoggedKey> changed)
-    {
-        var counts = new Dictionary<string, int>(StringComparer.Ordinal);
-        string? collection = null;
-        int run = 0;
-        foreach (LoggedKey key in changed)
-        {
-            if (!string.Equals(key.Collection, collection, StringComparison.Ordinal))
-            {
-                if (collection is not null)
-                {
-                    counts[collection] = counts.GetValueOrDefault(collection) + run;
-                }
-
-                collection = key.Collection;
-                run = 0;
-            }
-
-            run++;
-        }
-
-        if (collection is not null)
-        {
-            counts[collection] = counts.GetValueOrDefault(collection) + run;
-        }
-
-        return counts;
-    }
-
     /// <summary>One collection's changes as <see cref="CollectChanges"/> gathers them (the checkpoint's thread
     /// only).</summary>
-    private sealed class CollectedChanges(int capacity)
+    private sealed class CollectedChanges(int capacity, bool positions)
     {
-        /// <summary>The position of an id whose logged key was seen.</summary>
-        public const int Handled = -1;
-
-        public Dictionary<string, int> Positions { get; } = new(capacity, StringComparer.Ordinal);
+        /// <summary>Each replayed document's change's index plus one (while the replayed documents are
+        /// pending).</summary>
+        public Dictionary<string, int>? Positions { get; } =
+            positions ? new(capacity, StringComparer.Ordinal) : null;
 
         public List<TreeChange> Changes { get; } = new(capacity);
     }
@@ -1544,13 +1459,12 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>
     /// A head a checkpoint holds (its version, <paramref name="Sequence"/>, is at or below the checkpoint's sequence):
-    /// evicted from its collection's heads once no open snapshot is older than it, if it is still the id's head then.
+    /// record <paramref name="Head"/> of <paramref name="Table"/> (found again by <paramref name="Id"/> once an
+    /// eviction replaced that table), evicted from its collection's heads once no open snapshot is older than it, if
+    /// it is still the id's head then.
     /// </summary>
-    internal readonly record struct EvictionCandidate(SortedKeys Keys, IdBytes Id, long Sequence);
-
-    /// <summary>A key the committer logged for the next checkpoint: its collection, and its id as bytes in the entry
-    /// that wrote it.</summary>
-    internal readonly record struct LoggedKey(string Collection, IdBytes Id);
+    internal readonly record struct EvictionCandidate(SortedKeys Keys, HeadTable Table, int Head, IdBytes Id,
+        long Sequence);
 
     /// <summary>
     /// A reader's id, encoded for a lookup in the heads: UTF-8 in the caller's scratch (or a rented buffer for a long

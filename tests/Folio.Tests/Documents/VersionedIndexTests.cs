@@ -33,11 +33,11 @@ public sealed class VersionedIndexTests
         RunProgram(program, replayedCommits: program.Count(op => (op & 7) <= 2) / 2);
 
     [Fact]
-    public void The_change_log_holds_each_rewritten_key_once_across_checkpoints()
+    public void Each_rewritten_key_is_one_change_per_checkpoint_and_one_head_across_checkpoints()
     {
         // Ten keys rewritten again and again, and checkpoints taken at sequences behind the newest writes (as a
-        // checkpoint's snapshot is behind the commits that continue during it): every key is carried to the next
-        // checkpoint, once, not once per write.
+        // checkpoint's snapshot is behind the commits that continue during it): every key is one change of each
+        // checkpoint and stays one head for the next, not one per write.
         var index = new VersionedIndex();
         long sequence = 0;
         long checkpointed = 0;
@@ -50,7 +50,7 @@ public sealed class VersionedIndexTests
             Assert.Equal(10, Assert.Single(changes.Collections).Changes.Count);
             index.ChangesCheckpointed(changes);
             checkpointed = snapshot.Sequence;
-            Assert.Equal(10, index.PendingChangeKeys);
+            Assert.Equal(10, index.HeadCount);
         }
 
         void Write(int writes)
