@@ -391,8 +391,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as
             // absent).
             // throws SnapshotExpiredException if it outlived MaxSnapshotAge
-            DocumentVersion? version = _store.Index.Get(key, snapshot);
-            if (version is null)
+            if (_store.Index.Get(key, snapshot) is not { } version)
             {
                 DocumentIds.Validate(id);
                 slot = new Tracked(typeof(T)) { Loaded = true, Deleted = true, Version = 0 };

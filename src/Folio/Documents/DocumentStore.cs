@@ -384,10 +384,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         // Every key in the index was validated when it was written, so a hit needs no validation; a miss (or a null or
         // empty name, which the index cannot look up) validates, so that an invalid id throws instead of reading as
         // absent.
-        DocumentVersion? version = string.IsNullOrEmpty(collection) || string.IsNullOrEmpty(id)
+        if ((string.IsNullOrEmpty(collection) || string.IsNullOrEmpty(id)
             ? null
-            : _index.GetLatest(new DocumentKey(collection, id));
-        if (version is null)
+            : _index.GetLatest(new DocumentKey(collection, id))) is not { } version)
         {
             DocumentIds.ValidateCollection(collection);
             DocumentIds.Validate(id);

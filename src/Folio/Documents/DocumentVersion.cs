@@ -1,11 +1,10 @@
 namespace Folio.Documents;
 
 /// <summary>
-/// One version of a document as a read of the <see cref="VersionedIndex"/> returns it: immutable, its value shared
-/// with the index (which keeps versions as <see cref="HeadRecord"/>s and makes this object for the reader). A document
-/// replayed at the open gets its version when it is first read (<see cref="ReplayedDocuments"/>).
+/// One version of a document as a read of the <see cref="VersionedIndex"/> returns it: a value, its bytes shared with
+/// the index (which keeps versions as <see cref="HeadRecord"/>s), so a read allocates nothing.
 /// </summary>
-internal sealed class DocumentVersion
+internal readonly struct DocumentVersion
 {
     private readonly ReadOnlyMemory<byte> _json;
 

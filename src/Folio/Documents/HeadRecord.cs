@@ -34,7 +34,7 @@ internal struct HeadRecord
 
     public int IdLength;
 
-    /// <summary><see cref="IdBytes.HashOf"/> the id (0 without one).</summary>
+    /// <summary><see cref="IdBytes.HashOf(string)"/> the id (0 without one).</summary>
     public int Hash;
 
     /// <summary><see cref="DeletedFlag"/>, <see cref="FirstFlag"/>.</summary>

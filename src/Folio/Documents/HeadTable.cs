@@ -23,12 +23,12 @@ namespace Folio.Documents;
 /// </para>
 /// <para>
 /// Protocol. One writer at a time (the index's write lock): <see cref="Append"/>, <see cref="SetHead"/>,
-/// <see cref="Prune"/> and <see cref="Put"/>. Readers (<see cref="Find"/>, <see cref="Record"/>, <see cref="OlderOf"/>)
-/// take no lock and never wait. The writer fills a record completely, and makes a new block reachable from the block
-/// list, before it publishes the record with a release store of the slot that names it (<see cref="SetHead"/>); a
-/// record's <see cref="HeadRecord.Older"/> link names an older record, appended before it and so published by the same
-/// store or an earlier one. Readers load a slot or a link with an acquire, then the block list, so a record a reader
-/// reaches is complete. After publication a record changes only by a prune, which cuts its
+/// <see cref="Prune"/> and <see cref="Put"/>. Readers (<see cref="Find(string, int)"/>, <see cref="Record"/>,
+/// <see cref="OlderOf"/>) take no lock and never wait. The writer fills a record completely, and makes a new block
+/// reachable from the block list, before it publishes the record with a release store of the slot that names it
+/// (<see cref="SetHead"/>); a record's <see cref="HeadRecord.Older"/> link names an older record, appended before it
+/// and so published by the same store or an earlier one. Readers load a slot or a link with an acquire, then the block
+/// list, so a record a reader reaches is complete. After publication a record changes only by a prune, which cuts its
 /// <see cref="HeadRecord.Older"/> to 0 (a release store; readers load it with an acquire): a reader walking a chain
 /// sees the link or 0, never a half-written record. Growing the id table builds a larger one and publishes it with a
 /// release store; the writer never writes the old one again, so a reader that loaded the old table sees it as it was at
@@ -71,7 +71,29 @@ internal sealed class HeadTable
     /// <summary>Records appended, reachable or not (acquire): every record up to it is complete.</summary>
     public int RecordCount => Volatile.Read(ref _records);
 
-    /// <summary>The reference of the newest record of <paramref name="id"/>, or 0. Any thread.</summary>
+    /// <summary>The reference of the newest record of <paramref name="id"/> (hashed with
+    /// <see cref="IdBytes.HashOf(string)"/>), or 0. Any thread.</summary>
+    public int Find(string id, int hash)
+    {
+        long[] slots = Volatile.Read(ref _slots);
+        int mask = slots.Length - 1;
+        for (int i = hash & mask; ; i = (i + 1) & mask)
+        {
+            long slot = Volatile.Read(ref slots[i]);
+            if (slot == 0)
+            {
+                return 0;
+            }
+
+            if ((int)(slot >>> 32) == hash && IdBytes.Matches(Record((int)slot).Id, id))
+            {
+                return (int)slot;
+            }
+        }
+    }
+
+    /// <summary>The reference of the newest record of the id whose UTF-8 bytes are <paramref name="id"/>, or 0. Any
+    /// thread.</summary>
     public int Find(ReadOnlySpan<byte> id, int hash)
     {
         long[] slots = Volatile.Read(ref _slots);

@@ -1,4 +1,5 @@
 using System.Buffers;
+using System.Runtime.CompilerServices;
 using System.Text;
 using System.Text.Unicode;
 
@@ -13,7 +14,7 @@ namespace Folio.Documents;
 /// </summary>
 internal readonly struct IdBytes
 {
-    /// <summary>The UTF-8 bytes of the longest id an id lookup encodes on the stack (longer ones rent).</summary>
+    /// <summary>The UTF-8 bytes of the longest id <see cref="Matches"/> encodes on the stack.</summary>
     private const int StackLimit = 512;
 
     public IdBytes(byte[] buffer, int offset, int length, int hash)
@@ -33,7 +34,7 @@ internal readonly struct IdBytes
     /// <summary>The id's length in UTF-8 bytes.</summary>
     public int Length { get; }
 
-    /// <summary><see cref="HashOf"/> the bytes.</summary>
+    /// <summary><see cref="HashOf(string)"/> of the id.</summary>
     public int Hash { get; }
 
     public ReadOnlySpan<byte> Span => new(Buffer, Offset, Length);
@@ -45,62 +46,39 @@ internal readonly struct IdBytes
     public static IdBytes From(string id)
     {
         byte[] bytes = Encoding.UTF8.GetBytes(id);
-        return new IdBytes(bytes, 0, bytes.Length, HashOf(bytes));
+        return new IdBytes(bytes, 0, bytes.Length, HashOf(id));
     }
 
-    /// <summary>The hash the in-memory layer files an id under: randomized per process (HashCode's seed), so ids
-    /// chosen to collide in one process do not collide in another.</summary>
-    public static int HashOf(ReadOnlySpan<byte> utf8)
-    {
-        var hash = new HashCode();
-        hash.AddBytes(utf8);
-        return hash.ToHashCode();
-    }
+    /// <summary>The hash the in-memory layer files an id under: the string's own (Marvin, randomized per process,
+    /// so ids chosen to collide in one process do not collide in another). A reader hashes the id it is given
+    /// without encoding it; the committer hashes the id of the command it applies.</summary>
+    public static int HashOf(string id) => id.GetHashCode();
+
+    /// <summary><see cref="HashOf(string)"/> of an id given as UTF-8 (tests and checks).</summary>
+    public static int HashOf(ReadOnlySpan<byte> utf8) => Encoding.UTF8.GetString(utf8).GetHashCode();
 
     /// <summary>
-    /// Encodes <paramref name="id"/> as the store would have encoded it when writing it, for a lookup. False when no
-    /// stored id can have these bytes: the id is not valid UTF-16 (a lone surrogate, which the store refuses on write
-    /// and which a replacing encoder would turn into U+FFFD, the bytes of another id), or it is longer than
-    /// <see cref="DocumentIds.MaxIdBytes"/>.
+    /// Whether <paramref name="utf8"/> (a stored id) are the bytes the store writes for <paramref name="id"/>: an ASCII
+    /// id is compared without encoding; any other is encoded as the store encodes ids, so an id that is not valid
+    /// UTF-16 (a lone surrogate, which the store refuses on write and which a replacing encoder would turn into the
+    /// bytes of U+FFFD) matches nothing.
     /// </summary>
-    /// <param name="id">The id a reader asks for.</param>
-    /// <param name="scratch">At least <see cref="StackLimit"/> bytes; longer ids rent a buffer of their own,
-    /// returned through <paramref name="rented"/>.</param>
-    /// <param name="bytes">The encoded id, in <paramref name="scratch"/> or <paramref name="rented"/>.</param>
-    /// <param name="rented">A pooled buffer holding <paramref name="bytes"/> that the caller returns to
-    /// <see cref="ArrayPool{T}.Shared"/> when done, or null (always null when this returns false).</param>
-    public static bool TryEncode(string id, Span<byte> scratch, out ReadOnlySpan<byte> bytes, out byte[]? rented)
+    [SkipLocalsInit]
+    public static bool Matches(ReadOnlySpan<byte> utf8, string id)
     {
-        rented = null;
-        bytes = default;
-        Span<byte> destination = scratch;
-        if ((long)id.Length * 3 > scratch.Length)
+        if (Ascii.Equals(utf8, id))
         {
-            if ((long)id.Length > DocumentIds.MaxIdBytes)
-            {
-                return false; // every char is at least one byte
-            }
-
-            rented = ArrayPool<byte>.Shared.Rent(id.Length * 3);
-            destination = rented;
+            return true;
         }
 
-        if (Utf8.FromUtf16(id, destination, out _, out int written, replaceInvalidSequences: false)
-            != OperationStatus.Done || written > DocumentIds.MaxIdBytes)
+        // UTF-8 takes one to three bytes per UTF-16 code unit (four per surrogate pair): outside that, no match.
+        if (utf8.Length < id.Length || utf8.Length > 3L * id.Length)
         {
-            if (rented is not null)
-            {
-                ArrayPool<byte>.Shared.Return(rented);
-                rented = null;
-            }
-
             return false;
         }
 
-        bytes = destination[..written];
-        return true;
+        Span<byte> encoded = utf8.Length <= StackLimit ? stackalloc byte[StackLimit] : new byte[utf8.Length];
+        return Utf8.FromUtf16(id, encoded, out _, out int written, replaceInvalidSequences: false)
+            == OperationStatus.Done && encoded[..written].SequenceEqual(utf8);
     }
-
-    /// <summary>Scratch space <see cref="TryEncode"/> needs.</summary>
-    public const int ScratchBytes = StackLimit;
 }

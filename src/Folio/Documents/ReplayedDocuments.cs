@@ -15,14 +15,12 @@ namespace Folio.Documents;
 /// objects that the collector copied from generation to generation while the open ran (8-10 collections per open with
 /// the default collectors), and each copy landed on fresh pages, which a virtual machine that backs memory lazily
 /// charges per page. Here a document costs one object (its id string) plus slots in a few large arrays, which the
-/// collector never copies; its <see cref="DocumentVersion"/> is created when it is first read.
+/// collector never copies; its <see cref="DocumentVersion"/> is made from them when it is read.
 /// </para>
 /// <para>
 /// Protocol. Built by one thread during the bulk load (<see cref="Builder"/>), before any reader exists, and never
-/// changed afterwards except for two things, both per slot:
+/// changed afterwards except for one thing, per slot:
 /// <list type="bullet">
-/// <item><see cref="VersionAt"/> creates the slot's <see cref="DocumentVersion"/> on first use and publishes it with a
-/// compare-exchange, so every reader and the writer get the same object.</item>
 /// <item>The committer (the index's only writer), when it first commits a newer version of a replayed document, puts
 /// the new version in the collection's heads (with the replayed version as its older version) and only then marks the
 /// slot shadowed (<see cref="Shadow"/>, a release write), before it publishes the batch's sequence. A reader looks at
@@ -40,7 +38,6 @@ internal sealed class ReplayedDocuments
     private readonly long[] _sequences;
     private readonly long[] _timestamps;
     private readonly ReadOnlyMemory<byte>[] _values;
-    private readonly DocumentVersion?[] _versions;
     private readonly int[] _shadowed;
     private readonly bool[]? _deleted;
 
@@ -52,7 +49,6 @@ internal sealed class ReplayedDocuments
         _sequences = sequences;
         _timestamps = timestamps;
         _values = values;
-        _versions = new DocumentVersion?[values.Length];
         _shadowed = new int[values.Length];
         SortedIds = sortedIds;
     }
@@ -76,16 +72,9 @@ internal sealed class ReplayedDocuments
     /// <summary>The sequence of the replayed version in <paramref name="slot"/>.</summary>
     public long SequenceAt(int slot) => _sequences[slot];
 
-    /// <summary>The replayed version of the document in <paramref name="slot"/>, created on first use.</summary>
-    public DocumentVersion VersionAt(int slot) => Volatile.Read(ref _versions[slot]) ?? CreateVersion(slot);
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    private DocumentVersion CreateVersion(int slot)
-    {
-        var version = new DocumentVersion(_sequences[slot], _timestamps[slot], _values[slot],
-            isDeleted: _deleted is not null && _deleted[slot]);
-        return Interlocked.CompareExchange(ref _versions[slot], version, null) ?? version;
-    }
+    /// <summary>The replayed version of the document in <paramref name="slot"/>.</summary>
+    public DocumentVersion VersionAt(int slot) =>
+        new(_sequences[slot], _timestamps[slot], _values[slot], isDeleted: _deleted is not null && _deleted[slot]);
 
     /// <summary>
     /// Collects one collection's replayed commands (single-threaded) and builds its <see cref="ReplayedDocuments"/>.

@@ -219,7 +219,6 @@ internal sealed class VersionedIndex : ICommitState
     /// checkpointed tree and the collection's current layer is still that one (read after the miss, as the protocol
     /// asks), the entry is the answer the tree would give, so it is used instead of a second descent.
     /// </summary>
-    [SkipLocalsInit]
     private DocumentVersion? Find(in DocumentKey key, long snapshot, out bool ranOffChain, TreeLayer? hintLayer,
         in StoredValue hint)
     {
@@ -235,11 +234,11 @@ internal sealed class VersionedIndex : ICommitState
             return replayed.VersionAt(slot);
         }
 
-        using var id = new HeadKey(key.Id, stackalloc byte[IdBytes.ScratchBytes]);
+        int hash = IdBytes.HashOf(key.Id);
         while (true)
         {
             HeadTable heads = keys.Heads;
-            int head = id.FindIn(heads);
+            int head = heads.Find(key.Id, hash);
             if (head != 0)
             {
                 int version = heads.At(head, snapshot);
@@ -259,7 +258,7 @@ internal sealed class VersionedIndex : ICommitState
             // the snapshot, or none for a delete; that write put the key in the heads before the layer was
             // published (acquire), and a version newer than the caller's snapshot stays there while the snapshot
             // is open, so the chain has the answer: look again.
-            if (id.FindIn(keys.Heads) == 0)
+            if (keys.Heads.Find(key.Id, hash) == 0)
             {
                 return checkpointed;
             }
@@ -422,12 +421,10 @@ internal sealed class VersionedIndex : ICommitState
     /// pinned the layer, so against a layer at most as new, which lacked the id, and nothing wrote the id between).
     /// Otherwise (no chain, or one pruned below the layer) the tree is searched.
     /// </summary>
-    [SkipLocalsInit]
     private bool InTree(SortedKeys keys, string id, long snapshot, TreeLayer layer)
     {
         HeadTable heads = keys.Heads;
-        using var key = new HeadKey(id, stackalloc byte[IdBytes.ScratchBytes]);
-        if (key.FindIn(heads) is int version and not 0)
+        if (heads.Find(id, IdBytes.HashOf(id)) is int version and not 0)
         {
             long treeSequence = layer.Checkpoint.Sequence;
             int oldest = version;
@@ -469,7 +466,6 @@ internal sealed class VersionedIndex : ICommitState
     /// out bool)"/> without reading a value. <paramref name="inTree"/> is the id's presence in the tree of
     /// <paramref name="layer"/>, used when the read falls through to the tree and that layer is still current.
     /// </summary>
-    [SkipLocalsInit]
     private bool IsLive(SortedKeys keys, string id, long snapshot, TreeLayer? layer, bool inTree)
     {
         if (keys.Replayed is { } replayed && replayed.TryGetSlot(id, out int slot) && !replayed.IsShadowed(slot))
@@ -477,11 +473,11 @@ internal sealed class VersionedIndex : ICommitState
             return !replayed.VersionAt(slot).IsDeleted;
         }
 
-        using var key = new HeadKey(id, stackalloc byte[IdBytes.ScratchBytes]);
+        int hash = IdBytes.HashOf(id);
         while (true)
         {
             HeadTable heads = keys.Heads;
-            int head = key.FindIn(heads);
+            int head = heads.Find(id, hash);
             if (head != 0)
             {
                 int version = heads.At(head, snapshot);
@@ -490,7 +486,7 @@ internal sealed class VersionedIndex : ICommitState
 
             // As in Find: the tree's answer holds only if the key is still not in the heads after it was read.
             bool present = ReferenceEquals(keys.Tree, layer) ? inTree : TreeContains(keys, id);
-            if (key.FindIn(keys.Heads) == 0)
+            if (keys.Heads.Find(id, hash) == 0)
             {
                 return present;
             }
@@ -545,7 +541,7 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             ReadOnlySpan<byte> id = buffer.AsSpan(idOffset, idLength);
-            int hash = IdBytes.HashOf(id);
+            int hash = IdBytes.HashOf(command.Key.Id);
             HeadTable heads = keys.Heads;
             int slot = heads.Locate(id, hash, out int head);
             ReplayedDocuments? shadowIn = null;
@@ -578,9 +574,9 @@ internal sealed class VersionedIndex : ICommitState
                 }
 
                 wasDeleted = previous?.IsDeleted ?? false;
-                if (previous is not null)
+                if (previous is { } found)
                 {
-                    older = heads.Append(OlderRecord(previous));
+                    older = heads.Append(OlderRecord(found));
                 }
             }
             else
@@ -1173,7 +1169,6 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>How many versions of <paramref name="key"/> are still reachable (tests and diagnostics).</summary>
-    [SkipLocalsInit]
     internal int ChainLength(in DocumentKey key)
     {
         int length = 0;
@@ -1183,8 +1178,7 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         HeadTable heads = keys.Heads;
-        using var id = new HeadKey(key.Id, stackalloc byte[IdBytes.ScratchBytes]);
-        int head = id.FindIn(heads);
+        int head = heads.Find(key.Id, IdBytes.HashOf(key.Id));
         if (head == 0)
         {
             return keys.Replayed is { } replayed && replayed.TryGetSlot(key.Id, out _) ? 1 : 0;
@@ -1230,9 +1224,8 @@ internal sealed class VersionedIndex : ICommitState
                 : OutsideTree(sinceOpen);
             foreach ((string id, bool inTree, StoredValue entry) in ids)
             {
-                DocumentVersion? version = Find(new DocumentKey(collection, id), snapshot, out _,
-                    inTree ? layer : null, entry);
-                if (version is { IsDeleted: false })
+                if (Find(new DocumentKey(collection, id), snapshot, out _, inTree ? layer : null, entry)
+                    is { IsDeleted: false } version)
                 {
                     yield return (id, version);
                 }
@@ -1465,36 +1458,6 @@ internal sealed class VersionedIndex : ICommitState
     /// </summary>
     internal readonly record struct EvictionCandidate(SortedKeys Keys, HeadTable Table, int Head, IdBytes Id,
         long Sequence);
-
-    /// <summary>
-    /// A reader's id, encoded for a lookup in the heads: UTF-8 in the caller's scratch (or a rented buffer for a long
-    /// one), with its hash. An id no stored one can equal (not valid UTF-16, or too long) finds nothing.
-    /// </summary>
-    private ref struct HeadKey
-    {
-        private readonly ReadOnlySpan<byte> _bytes;
-        private readonly int _hash;
-        private readonly bool _storable;
-        private byte[]? _rented;
-
-        public HeadKey(string id, Span<byte> scratch)
-        {
-            _storable = IdBytes.TryEncode(id, scratch, out _bytes, out _rented);
-            _hash = _storable ? IdBytes.HashOf(_bytes) : 0;
-        }
-
-        /// <summary>The newest record of the id in <paramref name="heads"/>, or 0.</summary>
-        public readonly int FindIn(HeadTable heads) => _storable ? heads.Find(_bytes, _hash) : 0;
-
-        public void Dispose()
-        {
-            if (_rented is not null)
-            {
-                System.Buffers.ArrayPool<byte>.Shared.Return(_rented);
-                _rented = null;
-            }
-        }
-    }
 
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>

@@ -236,7 +236,7 @@ public sealed class RecoveryReplayTests
             index.Range("x", null, null, descending: false, index.VisibleSequence).Select(e => e.Id));
         foreach ((string id, (long version, string json)) in model)
         {
-            DocumentVersion read = index.Get(new DocumentKey("x", id), index.VisibleSequence)!;
+            DocumentVersion read = index.Get(new DocumentKey("x", id), index.VisibleSequence)!.Value;
             Assert.Equal(version, read.Sequence);
             Assert.Equal(json, Encoding.UTF8.GetString(read.Json.Span));
         }

@@ -189,8 +189,8 @@ public sealed class VersionedIndexTests
                 if (state.TryGetValue(new DocumentKey(collection, id), out var expected))
                 {
                     Assert.NotNull(version);
-                    Assert.Equal(expected.Version, version.Sequence);
-                    Assert.Equal(expected.Json, Encoding.UTF8.GetString(version.Json.Span));
+                    Assert.Equal(expected.Version, version.Value.Sequence);
+                    Assert.Equal(expected.Json, Encoding.UTF8.GetString(version.Value.Json.Span));
                 }
                 else
                 {
@@ -243,7 +243,7 @@ public sealed class VersionedIndexTests
         index.Publish(2);
         index.Apply(new CommitBatch().Put("x", "k", "3"u8.ToArray()), 3, 3 * 10);
         index.Publish(3);
-        Assert.Equal("1"u8.ToArray(), index.Get(key, old.Sequence)!.Json.ToArray());
+        Assert.Equal("1"u8.ToArray(), index.Get(key, old.Sequence)!.Value.Json.ToArray());
         Assert.Equal(3, index.ChainLength(key));
 
         old.Dispose();
@@ -251,7 +251,7 @@ public sealed class VersionedIndexTests
         index.Apply(new CommitBatch().Put("x", "k", "4"u8.ToArray()), 4, 4 * 10);
         index.Publish(4);
         Assert.Equal(2, index.ChainLength(key)); // version 4 and version 3 (visible at the oldest point, 3)
-        Assert.Equal("4"u8.ToArray(), index.Get(key, index.VisibleSequence)!.Json.ToArray());
+        Assert.Equal("4"u8.ToArray(), index.Get(key, index.VisibleSequence)!.Value.Json.ToArray());
     }
 
     /// <summary>
@@ -323,7 +323,8 @@ public sealed class VersionedIndexTests
                 DocumentVersion? x = index.Get(new DocumentKey("x", $"k{k}"), snapshot.Sequence);
                 DocumentVersion? y = index.Get(new DocumentKey("y", $"k{k}"), snapshot.Sequence);
                 if ((x is null) != (y is null)
-                    || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
+                    || (x is { } xv && y is { } yv
+                        && (xv.Sequence != yv.Sequence || !xv.Json.Span.SequenceEqual(yv.Json.Span))))
                 {
                     failures.Enqueue($"torn batch on k{k} at snapshot {snapshot.Sequence}");
                 }
@@ -336,17 +337,17 @@ public sealed class VersionedIndexTests
                         $"k{k} lost at snapshot {snapshot.Sequence}: put at {before} and not written since");
                 }
 
-                if (x is not null)
+                if (x is { Sequence: long seen })
                 {
-                    if (x.Sequence > snapshot.Sequence || x.Sequence < before || (!beforeWasPut && x.Sequence == before)
-                        || x.Sequence < lastSeen[k])
+                    if (seen > snapshot.Sequence || seen < before || (!beforeWasPut && seen == before)
+                        || seen < lastSeen[k])
                     {
                         failures.Enqueue(
-                            $"k{k}: version {x.Sequence} at snapshot {snapshot.Sequence}, written at {before} before " +
+                            $"k{k}: version {seen} at snapshot {snapshot.Sequence}, written at {before} before " +
                             $"it, {lastSeen[k]} seen before");
                     }
 
-                    lastSeen[k] = x.Sequence;
+                    lastSeen[k] = seen;
                 }
             }
         })).ToArray();
@@ -403,20 +404,21 @@ public sealed class VersionedIndexTests
                     DocumentVersion? x = index.Get(new DocumentKey("x", $"k{k}"), snapshot.Sequence);
                     DocumentVersion? y = index.Get(new DocumentKey("y", $"k{k}"), snapshot.Sequence);
                     if ((x is null) != (y is null)
-                        || (x is not null && (x.Sequence != y!.Sequence || !x.Json.Span.SequenceEqual(y.Json.Span))))
+                        || (x is { } xv && y is { } yv
+                        && (xv.Sequence != yv.Sequence || !xv.Json.Span.SequenceEqual(yv.Json.Span))))
                     {
                         failures.Enqueue($"torn batch on k{k} at snapshot {snapshot.Sequence}");
                     }
 
-                    if (x is not null)
+                    if (x is { Sequence: long seen })
                     {
-                        if (x.Sequence > snapshot.Sequence || x.Sequence < lastSeen[k])
+                        if (seen > snapshot.Sequence || seen < lastSeen[k])
                         {
                             failures.Enqueue(
-                                $"k{k}: version {x.Sequence} after {lastSeen[k]} at snapshot {snapshot.Sequence}");
+                                $"k{k}: version {seen} after {lastSeen[k]} at snapshot {snapshot.Sequence}");
                         }
 
-                        lastSeen[k] = x.Sequence;
+                        lastSeen[k] = seen;
                     }
                 }
 
