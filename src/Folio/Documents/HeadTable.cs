@@ -71,6 +71,10 @@ internal sealed class HeadTable
     /// <summary>Records appended, reachable or not (acquire): every record up to it is complete.</summary>
     public int RecordCount => Volatile.Read(ref _records);
 
+    /// <summary>The records the table held when the rebuild that made it published it (0 for a new table): the
+    /// checkpoint's thread compares <see cref="RecordCount"/> with it to decide when to rebuild again.</summary>
+    public int BuiltRecords { get; set; }
+
     /// <summary>The reference of the newest record of <paramref name="id"/> (hashed with
     /// <see cref="IdBytes.HashOf(string)"/>), or 0. Any thread.</summary>
     public int Find(string id, int hash)

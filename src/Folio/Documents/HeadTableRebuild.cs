@@ -113,6 +113,7 @@ internal sealed class HeadTableRebuild
         }
 
         _replayed = end;
+        Target.BuiltRecords = Target.RecordCount;
     }
 
     /// <summary>Copies the source record <paramref name="reference"/> with its chain down to the version visible at

@@ -270,7 +270,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
                 bool due = IsDue();
                 bool compact = IsCompactionDue();
-                if (!due && !compact && !_index.HasDeferredEvictions)
+                if (!due && !compact && !_index.HasHeadsMaintenance)
                 {
                     continue;
                 }
@@ -298,7 +298,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                     }
                     else
                     {
-                        _index.EvictCheckpointed(); // keys a snapshot held back, once it is gone
+                        _index.EvictCheckpointed(); // keys a snapshot held back, once it is gone; outgrown heads
                     }
                 }
                 catch (Exception error) when (error is not OperationCanceledException)

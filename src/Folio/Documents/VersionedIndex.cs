@@ -732,24 +732,57 @@ internal sealed class VersionedIndex : ICommitState
         EvictCheckpointed();
     }
 
-    /// <summary>Whether keys wait for eviction because a snapshot held them back (the checkpoint's thread).</summary>
-    internal bool HasDeferredEvictions => _evictLater.Count > 0;
+    /// <summary>Whether the heads need the checkpoint's thread without a checkpoint
+    /// (<see cref="EvictCheckpointed"/>): keys wait for eviction because a snapshot held them back, or a collection's
+    /// table holds mostly records no version can reach any more.</summary>
+    internal bool HasHeadsMaintenance
+    {
+        get
+        {
+            if (_evictLater.Count > 0)
+            {
+                return true;
+            }
+
+            foreach (SortedKeys keys in _collections.Values)
+            {
+                if (HasOutgrown(keys.Heads))
+                {
+                    return true;
+                }
+            }
+
+            return false;
+        }
+    }
+
+    /// <summary>Records appended to a table since it was built, past which it is rebuilt even with nothing to evict:
+    /// pruned versions stay in a table's arrays until a rebuild leaves them behind, so a store whose checkpoints are
+    /// rare (or off) and whose writes overwrite the same ids would otherwise keep every version it ever
+    /// wrote.</summary>
+    internal const int HeadsRebuildMinimum = 65_536;
+
+    /// <summary>Whether <paramref name="heads"/> has appended more records since it was built than it started with,
+    /// and more than <see cref="HeadsRebuildMinimum"/>: a rebuild then leaves the unreachable ones behind, at a cost
+    /// proportional to the records appended since the last one.</summary>
+    private static bool HasOutgrown(HeadTable heads) =>
+        heads.RecordCount - heads.BuiltRecords > Math.Max(HeadsRebuildMinimum, heads.BuiltRecords);
 
     /// <summary>
     /// The checkpoint's thread: evicts from the heads every waiting key whose head the current layer's checkpoint
-    /// holds and no open snapshot is older than; keeps the keys an open snapshot still holds back. Returns the number
-    /// evicted.
+    /// holds and no open snapshot is older than; keeps the keys an open snapshot still holds back. Also rebuilds a
+    /// collection's heads that outgrew their reachable records (<see cref="HasOutgrown"/>). Returns the number of
+    /// keys marked for eviction.
     /// </summary>
     [MethodImpl(MethodImplOptions.AggressiveOptimization)] // once per checkpoint over its keys: no tier-0 pass
     internal int EvictCheckpointed()
     {
-        if (_evictLater.Count == 0 || _layer is null)
+        List<EvictionCandidate> waiting = _layer is null ? [] : _evictLater;
+        if (_layer is not null)
         {
-            return 0;
+            _evictLater = [];
         }
 
-        List<EvictionCandidate> waiting = _evictLater;
-        _evictLater = [];
         long oldest = _snapshots.OldestOpen(VisibleSequence);
 
         // Each collection's new heads are built beside the committer (HeadTableRebuild), which waits only for the
@@ -759,6 +792,19 @@ internal sealed class VersionedIndex : ICommitState
         foreach (EvictionCandidate candidate in waiting)
         {
             rebuilds.TryAdd(candidate.Keys, null!);
+        }
+
+        foreach (SortedKeys keys in _collections.Values)
+        {
+            if (HasOutgrown(keys.Heads))
+            {
+                rebuilds.TryAdd(keys, null!);
+            }
+        }
+
+        if (rebuilds.Count == 0)
+        {
+            return 0;
         }
 
         lock (_writeLock)
@@ -799,26 +845,25 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
-        if (evicted > 0)
+        var due = new List<(SortedKeys Keys, HeadTableRebuild Rebuild)>(rebuilds.Count);
+        foreach ((SortedKeys keys, HeadTableRebuild rebuild) in rebuilds)
         {
-            foreach (HeadTableRebuild rebuild in rebuilds.Values)
+            if (rebuild.EvictedCount > 0 || HasOutgrown(rebuild.Source))
             {
-                if (rebuild.EvictedCount > 0)
-                {
-                    rebuild.CopyHeads();
-                    rebuild.CatchUp();
-                }
+                rebuild.CopyHeads();
+                rebuild.CatchUp();
+                due.Add((keys, rebuild));
             }
+        }
 
+        if (due.Count > 0)
+        {
             lock (_writeLock)
             {
-                foreach ((SortedKeys keys, HeadTableRebuild rebuild) in rebuilds)
+                foreach ((SortedKeys keys, HeadTableRebuild rebuild) in due)
                 {
-                    if (rebuild.EvictedCount > 0)
-                    {
-                        rebuild.CatchUp(); // the committer is stopped: what it appended since the first pass
-                        keys.Heads = rebuild.Result; // the old table is not written again
-                    }
+                    rebuild.CatchUp(); // the committer is stopped: what it appended since the first pass
+                    keys.Heads = rebuild.Result; // the old table is not written again
                 }
             }
         }
@@ -896,6 +941,22 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             return count;
+        }
+    }
+
+    /// <summary>Records in the heads' tables across all collections, reachable or not (tests and
+    /// diagnostics).</summary>
+    internal long HeadRecords
+    {
+        get
+        {
+            long records = 0;
+            foreach (SortedKeys keys in _collections.Values)
+            {
+                records += keys.Heads.RecordCount;
+            }
+
+            return records;
         }
     }
 

@@ -144,6 +144,34 @@ public sealed class HeadTableTests
         Assert.Equal("value of d at 5", Encoding.UTF8.GetString(result.Record(Head(result, "d")).Value.Span));
     }
 
+    [Theory]
+    [InlineData("users/ada", true)]
+    [InlineData("caf\u00e9/\u6771\u4eac/\U0001F600", true)]
+    [InlineData("users/adb", false)]
+    [InlineData("users/ad", false)]
+    public void A_stored_id_matches_exactly_the_id_it_was_written_as(string asked, bool same)
+    {
+        string stored = same ? asked : "users/ada";
+        Assert.Equal(same, IdBytes.Matches(Encoding.UTF8.GetBytes(stored), asked));
+        Assert.Equal(same, IdBytes.HashOf(Encoding.UTF8.GetBytes(stored)) == IdBytes.HashOf(asked));
+    }
+
+    [Fact]
+    public void An_id_with_a_lone_surrogate_matches_no_stored_id_even_the_one_a_replacing_encoder_would_write()
+    {
+        // A replacing encoder writes "dup\uD800" as the bytes of "dup\uFFFD": a lookup must not find that document.
+        byte[] replaced = Encoding.UTF8.GetBytes("dup\uD800");
+        Assert.Equal(Encoding.UTF8.GetBytes("dup\uFFFD"), replaced);
+        Assert.False(IdBytes.Matches(replaced, "dup\uD800"));
+        Assert.False(IdBytes.Matches(replaced, "dup\uDBFF"));
+        Assert.True(IdBytes.Matches(replaced, "dup\uFFFD"));
+
+        var writer = new Writer();
+        writer.Write("dup\uFFFD", deleted: false);
+        Assert.NotEqual(0, writer.Heads.Find("dup\uFFFD", IdBytes.HashOf("dup\uFFFD")));
+        Assert.Equal(0, writer.Heads.Find("dup\uD800", IdBytes.HashOf("dup\uFFFD"))); // even with the same hash
+    }
+
     /// <summary>
     /// One writer commits round-robin over 2,000 ids (sequence n writes id n mod 2,000 with a value naming both),
     /// publishing each sequence after its version is in the heads, and prunes at the oldest registered snapshot; a

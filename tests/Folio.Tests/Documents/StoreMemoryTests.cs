@@ -1,5 +1,6 @@
 using System.Globalization;
 using Folio.CrashHost;
+using Folio.Documents;
 using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Documents;
@@ -38,5 +39,51 @@ public sealed class StoreMemoryTests
         Assert.True(reading - beforeReads <= ((long)CacheMiB << 20) + Allowance,
             $"reading {megabytes} MB grew the resident set past the {CacheMiB} MiB cache: {figures}");
         Assert.True(liveAfterWrites <= liveHalfway + Allowance, $"the heap grew with the data written: {figures}");
+    }
+
+    /// <summary>
+    /// With checkpoints off, overwriting the same few ids keeps no more versions than readers need: each overwrite
+    /// appends a record to the heads and cuts the chain behind it, and the checkpoint's thread rebuilds a table whose
+    /// records outgrew the ones it was built with, leaving the unreachable ones behind. Before, pruned versions stayed
+    /// in the table until a checkpoint's eviction, which never comes here.
+    /// </summary>
+    [Fact]
+    public async Task Overwrites_with_checkpoints_off_keep_the_heads_records_bounded()
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions
+        {
+            Durability = DurabilityMode.Buffered,
+            CheckpointThreshold = 1L << 50,
+            CheckpointInterval = Timeout.InfiniteTimeSpan,
+        };
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int round = 0; round < 3_000; round++)
+        {
+            var batch = new CommitBatch();
+            for (int i = 0; i < 100; i++)
+            {
+                batch.Put("Item", $"k{i % 4}", System.Text.Encoding.UTF8.GetBytes($$"""{"n":{{round}}}"""));
+            }
+
+            await store.WriteAsync(batch);
+        }
+
+        // 300,000 versions of 4 ids; the checkpoint's thread looks every 100 ms and rebuilds once the records
+        // appended since the last rebuild pass the minimum.
+        using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+        while (store.Index.HasHeadsMaintenance)
+        {
+            await Task.Delay(20, deadline.Token);
+        }
+
+        Assert.True(store.Index.HeadRecords <= VersionedIndex.HeadsRebuildMinimum + 16,
+            $"{store.Index.HeadRecords} records in the heads for 4 ids");
+        Assert.Equal(4, store.Index.HeadCount);
+        for (int i = 0; i < 4; i++)
+        {
+            Assert.Equal("""{"n":2999}""",
+                System.Text.Encoding.UTF8.GetString(store.Get("Item", $"k{i}")!.Value.Json.Span));
+        }
     }
 }
