@@ -12,7 +12,7 @@ namespace Folio.Tests.Documents;
 /// </summary>
 public sealed class DocumentStorePropertyTests
 {
-    private static readonly string[] s_ids = ["u/1", "u/2", "u/3", "u/4"];
+    private static readonly string[] s_ids = ["u/1", "u/2\u00e9", "u/3\u6771", "u/4\U0001F600"];
 
     [Property(MaxTest = 60, Arbitrary = [typeof(DocumentStorePropertyTests)])]
     public void The_store_agrees_with_a_dictionary_model(int[] program)

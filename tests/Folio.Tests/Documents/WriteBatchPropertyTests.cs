@@ -13,7 +13,9 @@ namespace Folio.Tests.Documents;
 /// </summary>
 public sealed class WriteBatchPropertyTests
 {
-    private static readonly string[] s_ids = ["k0", "k1", "k2", "k3", "k4", "k5"];
+    // ASCII ids and ids whose UTF-8 is longer than their UTF-16 (two, three and four bytes a character), which the
+    // in-memory layer compares by encoding them.
+    private static readonly string[] s_ids = ["k0", "k1", "k2\u00e9", "k3\u6771\u4eac", "k4\U0001F600", "k5"];
     private static readonly string[] s_collections = [nameof(RawDoc), nameof(OtherDoc)];
 
     [Property(MaxTest = 60, Arbitrary = [typeof(WriteBatchPropertyTests)])]
