@@ -1093,9 +1093,9 @@ internal sealed class VersionedIndex : ICommitState
         foreach ((string name, SortedKeys keys) in _collections)
         {
             // The heads' table changes only on this thread (an eviction), so the records read below stay in it. The
-            // ids are taken in the order of their newest records, which is commit order: the tree edit then meets
-            // the ids as the commits wrote them (each writer's ids mostly ascending), not in the id table's hash
-            // order, whose scattered inserts made the edit about three times slower.
+            // ids are taken in the order of their newest records (commit order), so the records, their entries' id
+            // bytes and the journal's documents are read front to back rather than in the id table's hash order;
+            // the page store sorts the puts by id itself.
             HeadTable heads = keys.Heads;
             long[] slots = heads.Slots;
             int[] order = ArrayPool<int>.Shared.Rent(Math.Max(1, heads.Count + 64));

@@ -174,6 +174,134 @@ internal static class BTree
     }
 
     /// <summary>
+    /// Puts every change of <paramref name="puts"/> (puts only, ids in ascending ordinal order, each once); returns how
+    /// many ids were added. Each page on the way is visited once per run of ids it holds instead of once per id: a
+    /// branch routes a run to a child with one search for its first id and one for the child's bound, and a leaf
+    /// places a run's ids from left to right. A run stops at the put that leaves its page overfull, and the page splits
+    /// as under single puts, except where the run goes on right after the id just put (the next id sorts before the
+    /// page's next one): then the page keeps everything up to that id and the run fills it again, and a branch whose
+    /// last child split keeps all but its last child, as single puts keep at the tree's end. So a range of new ids
+    /// fills its pages instead of leaving each half empty.
+    /// </summary>
+    public static long PutSorted(TreeEdit edit, ref PageReference? root, ReadOnlySpan<TreeChange> puts)
+    {
+        if (puts.IsEmpty)
+        {
+            return 0;
+        }
+
+        root ??= new PageReference(TreeNode.NewLeaf(edit.Epoch));
+        long added = 0;
+        int done = 0;
+        while (done < puts.Length)
+        {
+            TreeNode node = edit.Writable(root, out root);
+            done += PutRun(edit, node, puts[done..], rightmost: true, ref added, out bool atEnd, out int keep);
+            if (node.IsOverfull)
+            {
+                TreeNode right = keep > 0
+                    ? node.SplitLeafAfter(keep, out string separator)
+                    : node.SplitUpperHalf(out separator, atEnd);
+                root = new PageReference(TreeNode.NewBranch(edit.Epoch, root, separator, new PageReference(right)));
+            }
+        }
+
+        return added;
+    }
+
+    /// <summary>Puts a leading run of <paramref name="puts"/> (all within <paramref name="node"/>'s range) into the
+    /// subtree of <paramref name="node"/> (<paramref name="rightmost"/>: the tree's last), stopping after the put that
+    /// leaves <paramref name="node"/> overfull; returns how many it put (at least one). <paramref name="atEnd"/>: the
+    /// last of them went to the subtree's end. <paramref name="keep"/>: for an overfull leaf that the run goes on
+    /// filling right after its last put, the entries to keep when it splits (else 0).</summary>
+    private static int PutRun(TreeEdit edit, TreeNode node, ReadOnlySpan<TreeChange> puts, bool rightmost,
+        ref long added, out bool atEnd, out int keep)
+    {
+        atEnd = false;
+        keep = 0;
+        int used = 0;
+        if (node.IsLeaf)
+        {
+            int from = 0; // every id before this index sorts below the next put's
+            while (used < puts.Length)
+            {
+                ref readonly TreeChange put = ref puts[used++];
+                int index = node.SearchFrom(put.Id, from);
+                if (index >= 0)
+                {
+                    atEnd = false;
+                    SupersedeValue(edit, node.ValueAt(index));
+                    node.SetValue(index, put.Value);
+                    from = index + 1;
+                }
+                else
+                {
+                    atEnd = ~index == node.Count;
+                    node.InsertEntry(~index, put.Id, put.Value);
+                    added++;
+                    from = ~index + 1;
+                }
+
+                if (node.IsOverfull)
+                {
+                    bool follows = used < puts.Length
+                        && (from == node.Count || string.CompareOrdinal(puts[used].Id, node.KeyAt(from)) < 0);
+                    keep = follows && from < node.Count && node.LeafPrefixFits(from) ? from : 0;
+                    break;
+                }
+            }
+
+            return used;
+        }
+
+        while (used < puts.Length && !node.IsOverfull)
+        {
+            ReadOnlySpan<TreeChange> rest = puts[used..];
+            int child = node.ChildIndex(rest[0].Id);
+            bool last = child == node.Count - 1;
+            int run = last ? rest.Length : CountBelow(rest, node.KeyAt(child));
+            TreeNode childNode = edit.Writable(node.ChildAt(child), out PageReference childReference);
+            node.SetChild(child, childReference);
+            int put = PutRun(edit, childNode, rest[..run], rightmost && last, ref added, out bool childAtEnd,
+                out int childKeep);
+            used += put;
+            atEnd = childAtEnd && last;
+            if (childNode.IsOverfull)
+            {
+                // Keep the child full when the ids after its new last one go after it too: the rest of its run, or,
+                // at the tree's end, the ids commits add next.
+                TreeNode right = childKeep > 0
+                    ? childNode.SplitLeafAfter(childKeep, out string separator)
+                    : childNode.SplitUpperHalf(out separator, childAtEnd && (put < run || (rightmost && last)));
+                node.InsertChild(child, separator, new PageReference(right));
+            }
+        }
+
+        return used;
+    }
+
+    /// <summary>How many of the ascending <paramref name="puts"/> sort below <paramref name="bound"/>.</summary>
+    private static int CountBelow(ReadOnlySpan<TreeChange> puts, string bound)
+    {
+        int low = 0;
+        int high = puts.Length - 1;
+        while (low <= high)
+        {
+            int middle = (low + high) >>> 1;
+            if (string.CompareOrdinal(puts[middle].Id, bound) < 0)
+            {
+                low = middle + 1;
+            }
+            else
+            {
+                high = middle - 1;
+            }
+        }
+
+        return low;
+    }
+
+    /// <summary>
     /// Compaction: copies into <paramref name="edit"/> every saved page of the tree that lies in one of
     /// <paramref name="chunks"/>, with the branches above it, so the checkpoint writes them into its own chunk and
     /// those chunks lose them; a rewritten leaf's overflow values in those chunks are read and written anew too. Only

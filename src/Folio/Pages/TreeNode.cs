@@ -136,6 +136,35 @@ internal sealed class TreeNode
         return ~low;
     }
 
+    /// <summary>Like <see cref="Search"/>, for a key known to sort after every id before index
+    /// <paramref name="from"/> (ids placed in ascending order); compares the strings, as an unsaved node has no
+    /// hints.</summary>
+    public int SearchFrom(string key, int from)
+    {
+        int low = from;
+        int high = _count - 1;
+        while (low <= high)
+        {
+            int middle = (low + high) >>> 1;
+            int comparison = string.CompareOrdinal(_keys[middle], key);
+            if (comparison == 0)
+            {
+                return middle;
+            }
+
+            if (comparison < 0)
+            {
+                low = middle + 1;
+            }
+            else
+            {
+                high = middle - 1;
+            }
+        }
+
+        return ~low;
+    }
+
     /// <summary>The child of a branch whose range holds <paramref name="key"/>.</summary>
     public int ChildIndex(string key)
     {
@@ -296,9 +325,39 @@ internal sealed class TreeNode
     /// <summary>Moves the upper half of this node (only its last entry or child when <paramref name="atEnd"/>: ids
     /// arriving in ascending order then leave full pages behind) into a new node of the same epoch; returns it and
     /// the separator (the first id of the new leaf, or the separator lifted out of a branch).</summary>
-    public TreeNode SplitUpperHalf(out string separator, bool atEnd = false)
+    public TreeNode SplitUpperHalf(out string separator, bool atEnd = false) =>
+        SplitAfter(atEnd ? _count - 1 : BalancedSplit(), out separator);
+
+    /// <summary>Like <see cref="SplitUpperHalf"/>, keeping the first <paramref name="keep"/> entries of a leaf (at
+    /// least one, fewer than all): a leaf that ids arriving in ascending order enter in the middle keeps those before
+    /// the next id, so the ids after it fill it instead of splitting it again and again. Only when those entries fit
+    /// one page (<see cref="LeafPrefixFits"/>); the entries moved are a tail of the page before its last put, so they
+    /// fit too.</summary>
+    public TreeNode SplitLeafAfter(int keep, out string separator)
     {
-        int keep = atEnd ? _count - 1 : BalancedSplit();
+        System.Diagnostics.Debug.Assert(IsLeaf && keep > 0 && keep < _count && LeafPrefixFits(keep));
+        return SplitAfter(keep, out separator);
+    }
+
+    /// <summary>Whether the first <paramref name="keep"/> entries of this leaf fit one page.</summary>
+    public bool LeafPrefixFits(int keep)
+    {
+        if (keep > PageFormat.MaxLeafEntries)
+        {
+            return false;
+        }
+
+        int size = PageFormat.PageHeaderSize;
+        for (int i = 0; i < keep; i++)
+        {
+            size += PageFormat.EntrySize(_keys[i], _values![i]);
+        }
+
+        return size <= PageFormat.TargetPageSize;
+    }
+
+    private TreeNode SplitAfter(int keep, out string separator)
+    {
         int move = _count - keep;
         var keys = new string[Math.Max(move + 4, _keys.Length)]; // the upper half fills up as this node did
         if (IsLeaf)
