@@ -1,3 +1,6 @@
+using System.Diagnostics.CodeAnalysis;
+using System.Runtime.CompilerServices;
+
 namespace Folio.Documents;
 
 /// <summary>
@@ -9,6 +12,13 @@ internal struct HeadRecord
 {
     public const byte DeletedFlag = 1;
     public const byte FirstFlag = 2;
+
+    /// <summary>Set by <see cref="HeadTable.Append"/> when it copied the id into <see cref="InlineId"/>.</summary>
+    public const byte InlineIdFlag = 4;
+
+    /// <summary>The longest id kept in the record itself (<see cref="InlineId"/>), in UTF-8 bytes: 32, a GUID without
+    /// hyphens and most ids people choose.</summary>
+    public const int InlineIdBytes = 32;
 
     /// <summary>The bytes holding the value and, for a version written by a commit, the id: the commit's encoded
     /// journal entry; for an older version the index took from the replayed documents or a checkpointed tree, the
@@ -37,8 +47,14 @@ internal struct HeadRecord
     /// <summary><see cref="IdBytes.HashOf(string)"/> the id (0 without one).</summary>
     public int Hash;
 
-    /// <summary><see cref="DeletedFlag"/>, <see cref="FirstFlag"/>.</summary>
+    /// <summary><see cref="DeletedFlag"/>, <see cref="FirstFlag"/>, <see cref="InlineIdFlag"/>.</summary>
     public byte Flags;
+
+    /// <summary>A copy of the id's bytes when it has at most <see cref="InlineIdBytes"/> (<see cref="IdLength"/> of
+    /// them; <see cref="InlineIdFlag"/> says so), made by the table as it appends the record: a lookup compares its
+    /// id with these, in the record it reads anyway, instead of with the bytes in the commit's entry, which lie
+    /// elsewhere in memory and cost a lookup a cache miss of their own.</summary>
+    public InlineIdBuffer InlineId;
 
     public readonly bool IsDeleted => (Flags & DeletedFlag) != 0;
 
@@ -46,7 +62,12 @@ internal struct HeadRecord
     /// <see cref="DocumentVersion.IsFirst"/>).</summary>
     public readonly bool IsFirst => (Flags & FirstFlag) != 0;
 
-    public readonly ReadOnlySpan<byte> Id => new(Buffer, IdOffset, IdLength);
+    /// <summary>The id's UTF-8 bytes: the record's own copy when it has one, else the commit's entry.</summary>
+    [UnscopedRef]
+    public readonly ReadOnlySpan<byte> Id =>
+        (Flags & InlineIdFlag) != 0
+            ? ((ReadOnlySpan<byte>)InlineId)[..IdLength]
+            : new(Buffer, IdOffset, IdLength);
 
     public readonly IdBytes IdBytes => new(Buffer, IdOffset, IdLength, Hash);
 
@@ -55,4 +76,11 @@ internal struct HeadRecord
     /// <summary>The version a reader gets: its own object, sharing the value's bytes.</summary>
     public readonly DocumentVersion ToVersion() =>
         new(Sequence, TimestampTicks, Value, IsDeleted, IsFirst);
+}
+
+/// <summary>The bytes of <see cref="HeadRecord.InlineId"/>.</summary>
+[InlineArray(HeadRecord.InlineIdBytes)]
+internal struct InlineIdBuffer
+{
+    private byte _first;
 }

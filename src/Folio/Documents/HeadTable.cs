@@ -8,7 +8,8 @@ namespace Folio.Documents;
 /// <see cref="VersionedIndex"/>), held without an object per document: the versions are <see cref="HeadRecord"/>s in
 /// large arrays of structs (blocks), and an open-addressing table maps each id's UTF-8 bytes to its newest version. A
 /// commit that adds a version adds no object for the collector to trace or copy (its value and id stay in the
-/// commit's encoded entry, which the record points at), where a version object, a dictionary node and an id string
+/// commit's encoded entry, which the record points at; a short id is also copied into the record, so a lookup
+/// compares it without reading the entry), where a version object, a dictionary node and an id string
 /// per commit made every collection copy them until the next checkpoint (docs/measurements.md, 2026-11-28).
 /// <para>
 /// Layout. A record is named by its reference, its index in the blocks plus one (0 is "none"). Blocks hold
@@ -42,7 +43,7 @@ internal sealed class HeadTable
 {
     private const int BlockShift = 12;
 
-    /// <summary>Records a block holds: 4,096 of about 56 bytes, so blocks live on the large object heap, where the
+    /// <summary>Records a block holds: 4,096 of 88 bytes, so blocks live on the large object heap, where the
     /// collector neither copies them nor counts them against the youngest generation.</summary>
     private const int BlockSize = 1 << BlockShift;
 
@@ -157,7 +158,9 @@ internal sealed class HeadTable
         }
     }
 
-    /// <summary>Writer: appends <paramref name="record"/> (not yet reachable) and returns its reference.</summary>
+    /// <summary>Writer: appends <paramref name="record"/> (not yet reachable), copying an id of at most
+    /// <see cref="HeadRecord.InlineIdBytes"/> into it (<see cref="HeadRecord.InlineId"/>), and returns its
+    /// reference.</summary>
     public int Append(in HeadRecord record)
     {
         int index = _records;
@@ -177,7 +180,14 @@ internal sealed class HeadTable
         }
 
         HeadRecord[] records = blocks[block] ??= new HeadRecord[BlockSize];
-        records[index & BlockMask] = record;
+        ref HeadRecord stored = ref records[index & BlockMask];
+        stored = record;
+        if (stored.IdOffset >= 0 && stored.IdLength <= HeadRecord.InlineIdBytes
+            && (stored.Flags & HeadRecord.InlineIdFlag) == 0)
+        {
+            stored.Buffer.AsSpan(stored.IdOffset, stored.IdLength).CopyTo(stored.InlineId);
+            stored.Flags |= HeadRecord.InlineIdFlag;
+        }
         Volatile.Write(ref _records, index + 1); // a rebuild beside the writer reads records up to this count
         return index + 1;
     }

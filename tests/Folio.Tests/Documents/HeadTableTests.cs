@@ -157,6 +157,46 @@ public sealed class HeadTableTests
     }
 
     [Fact]
+    public void Ids_kept_in_the_record_and_ids_read_from_the_entry_are_told_apart_when_their_hashes_collide()
+    {
+        // Ids of 31, 32 (kept in the record) and 33 bytes (read from the entry), two sharing their first 32 bytes,
+        // and a 32-byte id of multi-byte characters; every one written under the same hash, so only the bytes decide.
+        string prefix = new('x', 31);
+        string[] ids =
+            [prefix, prefix + "a", prefix + "b", prefix + "ab", prefix + "ac", "\u6771\u4eac" + new string('y', 26)];
+        Assert.Equal(32, Encoding.UTF8.GetByteCount(ids[^1]));
+        var heads = new HeadTable();
+        const int Hash = 12345;
+        for (int i = 0; i < ids.Length; i++)
+        {
+            byte[] id = Bytes(ids[i]);
+            byte[] entry = [0, .. id];
+            int slot = heads.Locate(id, Hash, out int head);
+            Assert.Equal(0, head);
+            int written = heads.Append(new HeadRecord
+            {
+                Buffer = entry, Sequence = i + 1, ValueOffset = 0, ValueLength = 0, IdOffset = 1,
+                IdLength = id.Length, Hash = Hash,
+            });
+            heads.SetHead(slot, Hash, written, inserted: true);
+            bool inline = (heads.Record(written).Flags & HeadRecord.InlineIdFlag) != 0;
+            Assert.Equal(id.Length <= HeadRecord.InlineIdBytes, inline);
+        }
+
+        for (int i = 0; i < ids.Length; i++)
+        {
+            int found = heads.Find(ids[i], Hash);
+            Assert.Equal(i + 1, heads.Record(found).Sequence);
+            Assert.Equal(found, heads.Find(Bytes(ids[i]), Hash));
+            Assert.Equal(Bytes(ids[i]), heads.Record(found).Id.ToArray());
+        }
+
+        Assert.Equal(0, heads.Find(prefix + "c", Hash));
+        Assert.Equal(0, heads.Find(prefix + "abc", Hash));
+        Assert.Equal(88, System.Runtime.CompilerServices.Unsafe.SizeOf<HeadRecord>());
+    }
+
+    [Fact]
     public void An_id_with_a_lone_surrogate_matches_no_stored_id_even_the_one_a_replacing_encoder_would_write()
     {
         // A replacing encoder writes "dup\uD800" as the bytes of "dup\uFFFD": a lookup must not find that document.
