@@ -290,10 +290,13 @@ internal static class ReportWriter
                     Invariant($"({sqliteTyped.MeanNs / typed.MeanNs:N1}x)."));
                 if (results.Find(type, "FolioRawDeserialized", "Threads", t) is { } floor)
                 {
+                    double added = (typed.MeanNs - floor.MeanNs) / floor.MeanNs * 100;
                     md.AppendLine(
                         Invariant($"  The floor (`FolioRawDeserialized`, no session) reaches ") +
-                        Invariant($"{sqliteTyped.MeanNs / floor.MeanNs:N1}x; the session adds ") +
-                        Invariant($"{(typed.MeanNs - floor.MeanNs) / floor.MeanNs * 100:N0}% to it."));
+                        Invariant($"{sqliteTyped.MeanNs / floor.MeanNs:N1}x; ") +
+                        (added >= 0.5
+                            ? Invariant($"the session adds {added:N0}% to it.")
+                            : Invariant($"the session measured {-added:N0}% below it (within this run's noise).")));
                 }
             }
 
