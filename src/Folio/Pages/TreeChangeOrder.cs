@@ -7,10 +7,11 @@ namespace Folio.Pages;
 /// Sorts a checkpoint's puts into the trees' order (ordinal order of the ids' UTF-16 code units) for
 /// <see cref="BTree.PutSorted"/>. The ids arrive in commit order, hundreds of thousands at a time, and sorting them
 /// by their strings costs a string comparison (two objects read) per step. So the sort first finds the prefix every
-/// id shares, packs the eight code units after it of each id into a 128-bit integer that orders as the ids do (a
-/// shorter id packs zeros, as <see cref="SearchHints"/> does) and sorts those as primitives with the ids' indexes;
-/// ids that pack the same are sorted among themselves by their next eight code units the same way (a radix sort from
-/// the most significant end, eight code units a digit), and compared as strings only where none is left.
+/// id shares, packs the code units after it of each id into a 128-bit integer that orders as the ids do (eighteen of
+/// seven bits when they are all ASCII, else eight of sixteen; a shorter id packs zeros, as <see cref="SearchHints"/>
+/// does) and sorts those as primitives with the ids' indexes; ids that pack the same are sorted among themselves by
+/// their next code units the same way, after any their run all share (a radix sort from the most significant end),
+/// and compared as strings only where none is left.
 /// </summary>
 internal static class TreeChangeOrder
 {
@@ -54,14 +55,14 @@ internal static class TreeChangeOrder
             {
                 if (!all[i].IsDelete)
                 {
-                    string id = all[i].Id;
-                    keys[next] = Pack(id, prefix);
                     indexes[next++] = i;
                 }
             }
 
             Span<int> order = indexes.AsSpan(0, count);
-            SortFrom(keys.AsSpan(0, count), order, changes, prefix, prefix + 8);
+            Span<UInt128> packed = keys.AsSpan(0, count);
+            int width = Pack(all, order, packed, prefix);
+            SortFrom(packed, order, changes, prefix, prefix + width);
             for (int i = 0; i < count; i++)
             {
                 sorted[i] = all[order[i]];
@@ -81,8 +82,9 @@ internal static class TreeChangeOrder
 
     /// <summary>
     /// Sorts <paramref name="order"/> (indexes into <paramref name="changes"/>) by <paramref name="packed"/>, the
-    /// code units before <paramref name="next"/> packed, then each run of ids that packed the same by their next eight
-    /// code units, and so on. A run whose ids all end at or before <paramref name="next"/> can differ only where one
+    /// code units before <paramref name="next"/> packed, then each run of ids that packed the same by their next code
+    /// units after those the run's ids all share, and so on. A run whose ids all end at or before
+    /// <paramref name="next"/> can differ only where one
     /// id has U+0000 and another has ended (both pack zero), so it is sorted by comparing its ids after the shared
     /// <paramref name="prefix"/>.
     /// </summary>
@@ -101,22 +103,30 @@ internal static class TreeChangeOrder
             if (end - start > 1)
             {
                 Span<int> tie = order[start..end];
+
+                // The run's ids agree on their code units before next; skip those after it that they all share too,
+                // so ids with long common stretches (a tenant's prefix, a path) cost one pass, not one per eight units.
+                string first = all[tie[0]].Id;
+                int shared = Math.Max(0, first.Length - next);
                 bool longer = false;
                 foreach (int index in tie)
                 {
-                    longer |= all[index].Id.Length > next;
+                    string id = all[index].Id;
+                    longer |= id.Length > next;
+                    if (shared > 0)
+                    {
+                        shared = id.Length > next ? first.AsSpan(next, shared).CommonPrefixLength(id.AsSpan(next)) : 0;
+                    }
                 }
 
                 if (longer)
                 {
+                    int from = next + shared;
                     Span<UInt128> tieKeys = packed[start..end];
-                    for (int i = 0; i < tie.Length; i++)
-                    {
-                        tieKeys[i] = Pack(all[tie[i]].Id, next);
-                    }
-
-                    SortFrom(tieKeys, tie, changes, prefix, next + 8);
+                    int width = Pack(all, tie, tieKeys, from);
+                    SortFrom(tieKeys, tie, changes, prefix, from + width);
                 }
+
                 else
                 {
                     tie.Sort(new TailComparer(changes, prefix));
@@ -127,10 +137,58 @@ internal static class TreeChangeOrder
         }
     }
 
-    /// <summary>The eight code units of <paramref name="id"/> from <paramref name="start"/>, packed in order (zeros
-    /// past its end).</summary>
-    private static UInt128 Pack(string id, int start) =>
-        new(SearchHints.Pack(id, start), SearchHints.Pack(id, start + 4));
+    /// <summary>
+    /// Packs the code units of each id in <paramref name="order"/> from <paramref name="start"/> into
+    /// <paramref name="keys"/>, in order, zeros past an id's end; returns how many code units a key holds: eighteen of
+    /// seven bits when every one of them is ASCII (most ids), else eight of sixteen bits.
+    /// </summary>
+    private static int Pack(ReadOnlySpan<TreeChange> all, ReadOnlySpan<int> order, Span<UInt128> keys, int start)
+    {
+        for (int i = 0; i < order.Length; i++)
+        {
+            if (!TryPackAscii(all[order[i]].Id, start, out keys[i]))
+            {
+                for (int j = 0; j < order.Length; j++)
+                {
+                    string id = all[order[j]].Id;
+                    keys[j] = new UInt128(SearchHints.Pack(id, start), SearchHints.Pack(id, start + 4));
+                }
+
+                return 8;
+            }
+        }
+
+        return AsciiUnits;
+    }
+
+    private const int AsciiUnits = 18;
+
+    /// <summary>Eighteen code units of <paramref name="id"/> from <paramref name="start"/>, seven bits each, nine in
+    /// each half; false when one of them is not ASCII.</summary>
+    private static bool TryPackAscii(string id, int start, out UInt128 key)
+    {
+        ulong high = 0;
+        ulong low = 0;
+        uint any = 0;
+        for (int i = 0; i < AsciiUnits / 2; i++)
+        {
+            int at = start + i;
+            uint unit = at < id.Length ? id[at] : 0u;
+            any |= unit;
+            high = (high << 7) | unit;
+        }
+
+        for (int i = AsciiUnits / 2; i < AsciiUnits; i++)
+        {
+            int at = start + i;
+            uint unit = at < id.Length ? id[at] : 0u;
+            any |= unit;
+            low = (low << 7) | unit;
+        }
+
+        key = new UInt128(high, low);
+        return any <= 0x7F;
+    }
 
     /// <summary>Orders change indexes by their ids' code units after the prefix every id shares.</summary>
     private readonly struct TailComparer(List<TreeChange> changes, int prefix) : IComparer<int>

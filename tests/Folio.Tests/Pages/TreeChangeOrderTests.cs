@@ -25,7 +25,9 @@ public sealed class TreeChangeOrderTests
         int count = random.Next(0, 400);
         while (ids.Count < count)
         {
-            ids.Add(prefix + Word(random, random.Next(0, random.Next(2) == 0 ? 6 : 40)));
+            // Some ids share a long stretch after a short group of their own, as a tenant's or a path's prefix.
+            string stretch = random.Next(3) == 0 ? Word(random, 1) + new string('q', random.Next(0, 60)) : string.Empty;
+            ids.Add(prefix + stretch + Word(random, random.Next(0, random.Next(2) == 0 ? 6 : 40)));
         }
 
         var changes = new List<TreeChange>();
@@ -53,6 +55,32 @@ public sealed class TreeChangeOrderTests
                 Assert.Equal(expected[i], sorted[i].Id);
                 Assert.False(sorted[i].IsDelete);
             }
+        }
+        finally
+        {
+            TreeChangeOrder.Return(sorted);
+        }
+    }
+
+    [Fact]
+    public void Ids_that_share_a_thousand_code_units_within_their_group_sort_in_ordinal_order()
+    {
+        var changes = new List<TreeChange>();
+        foreach (string tenant in new[] { "tenant-b/", "tenant-a/", "tenant-a0" })
+        {
+            string stretch = new('x', 1_000);
+            for (int i = 0; i < 20_000; i++)
+            {
+                changes.Add(TreeChange.Put($"{tenant}{stretch}/{(i * 7_919) % 20_000}", default));
+            }
+        }
+
+        List<string> expected = [.. changes.Select(change => change.Id)];
+        expected.Sort(StringComparer.Ordinal);
+        TreeChange[] sorted = TreeChangeOrder.SortedPuts(changes, out int count);
+        try
+        {
+            Assert.Equal(expected, sorted.Take(count).Select(change => change.Id));
         }
         finally
         {
