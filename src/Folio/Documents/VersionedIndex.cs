@@ -2,6 +2,7 @@ using System.Buffers;
 using System.Collections.Concurrent;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
+using System.Text;
 using Folio.Journal;
 using Folio.Pages;
 using Folio.Transactions;
@@ -824,17 +825,18 @@ internal sealed class VersionedIndex : ICommitState
             HeadTable heads = rebuild.Source;
             // In the table the checkpoint read, the candidate's record: the rebuild leaves the id out only if that
             // record is still its head when the rebuild reads it. In a table an eviction made since, found by its id.
+            ref readonly HeadRecord checkpointed = ref candidate.Record;
             int head = ReferenceEquals(candidate.Table, heads) ? candidate.Head
-                : heads.Find(candidate.Id.Span, candidate.Id.Hash);
-            if (head == 0 || heads.Record(head).Sequence != candidate.Sequence)
+                : heads.Find(checkpointed.Id, checkpointed.Hash);
+            if (head == 0 || heads.Record(head).Sequence != checkpointed.Sequence)
             {
                 continue; // written again since: the newer head stays, and a later checkpoint offers it
             }
 
-            if (candidate.Sequence > oldest)
+            if (checkpointed.Sequence > oldest)
             {
                 // Held back by a snapshot: kept while the head is still the one checkpointed.
-                if (heads.Find(candidate.Id.Span, candidate.Id.Hash) == head)
+                if (heads.Find(checkpointed.Id, checkpointed.Hash) == head)
                 {
                     _evictLater.Add(candidate);
                 }
@@ -1089,7 +1091,13 @@ internal sealed class VersionedIndex : ICommitState
             }
         }
 
-        var evictable = new List<EvictionCandidate>();
+        int ids = 0;
+        foreach (SortedKeys keys in _collections.Values)
+        {
+            ids += keys.Heads.Count;
+        }
+
+        var evictable = new List<EvictionCandidate>(ids + 64); // a figure: a few inserts late, or grown
         foreach ((string name, SortedKeys keys) in _collections)
         {
             // The heads' table changes only on this thread (an eviction), so the records read below stay in it. The
@@ -1124,7 +1132,7 @@ internal sealed class VersionedIndex : ICommitState
                 ref readonly HeadRecord newest = ref heads.Record(head);
                 if (newest.Sequence <= sequence)
                 {
-                    evictable.Add(new EvictionCandidate(keys, heads, head, newest.IdBytes, newest.Sequence));
+                    evictable.Add(new EvictionCandidate(keys, heads, head));
                 }
 
                 int version = heads.At(head, sequence);
@@ -1134,7 +1142,7 @@ internal sealed class VersionedIndex : ICommitState
                 }
 
                 current ??= CollectedOf(byCollection, name, heads.Count, positions: false);
-                string id = newest.IdBytes.ToString(); // the tree's key
+                string id = Encoding.UTF8.GetString(newest.Id); // the tree's key, from the record's own copy if any
                 ref readonly HeadRecord record = ref heads.Record(version);
                 TreeChange change = record.IsDeleted
                     ? TreeChange.Delete(id)
@@ -1512,13 +1520,17 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>
-    /// A head a checkpoint holds (its version, <paramref name="Sequence"/>, is at or below the checkpoint's sequence):
-    /// record <paramref name="Head"/> of <paramref name="Table"/> (found again by <paramref name="Id"/> once an
-    /// eviction replaced that table), evicted from its collection's heads once no open snapshot is older than it, if
-    /// it is still the id's head then.
+    /// A head a checkpoint holds (its version is at or below the checkpoint's sequence): record
+    /// <paramref name="Head"/> of <paramref name="Table"/> (found again by its id once an eviction replaced that
+    /// table), evicted from its collection's heads once no open snapshot is older than it, if it is still the id's
+    /// head then. The id and the sequence are read from the record (records never change but for their link to older
+    /// versions), so a checkpoint of many ids keeps 24 bytes per id here.
     /// </summary>
-    internal readonly record struct EvictionCandidate(SortedKeys Keys, HeadTable Table, int Head, IdBytes Id,
-        long Sequence);
+    internal readonly record struct EvictionCandidate(SortedKeys Keys, HeadTable Table, int Head)
+    {
+        /// <summary>The checkpointed record.</summary>
+        public ref readonly HeadRecord Record => ref Table.Record(Head);
+    }
 
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>

@@ -252,6 +252,47 @@ public sealed class StoreCheckpointTests
         }
     }
 
+    /// <summary>
+    /// A checkpoint that evicts some ids of a collection and holds others back for an open session replaces the
+    /// collection's heads with a new table; the held-back ids are then found again by their ids in that table, and
+    /// leave it at the first checkpoint after the session closes, while every version stays readable.
+    /// </summary>
+    [Fact]
+    public async Task Ids_held_back_through_a_checkpoint_that_replaced_their_table_are_evicted_once_the_session_closes()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int i = 0; i < 100; i++)
+        {
+            await store.PutAsync("Doc", Id(i), Json(i, "v1"));
+        }
+
+        DocumentSession session = store.OpenSession();
+        Assert.Equal(100, await session.CountAsync<Doc>()); // the session's snapshot: before the writes below
+        for (int i = 50; i < 150; i++)
+        {
+            await store.PutAsync("Doc", Id(i), Json(i, "v2"));
+        }
+
+        Assert.Equal(150, store.Index.HeadCount);
+        await store.CheckpointAsync(); // ids 0-49 leave; 50-149 are newer than the session, so they stay
+        Assert.Equal(100, store.Index.HeadCount);
+        Assert.Equal("v1", (await session.LoadAsync<Doc>(Id(60)))!.Tag);
+        Assert.Null(await session.LoadAsync<Doc>(Id(120)));
+        session.Dispose();
+
+        await store.CheckpointAsync(); // nothing new to write: the held-back ids leave the replaced table
+        Assert.Equal(0, store.Index.HeadCount);
+        for (int i = 0; i < 150; i++)
+        {
+            string expected = i < 50 ? "v1" : "v2";
+            Assert.Contains($"\"{expected}\"", Encoding.UTF8.GetString(store.Get("Doc", Id(i))!.Value.Json.Span),
+                StringComparison.Ordinal);
+        }
+    }
+
     [Fact]
     public async Task Background_checkpoints_purge_the_journal_and_the_next_open_replays_only_what_follows()
     {
