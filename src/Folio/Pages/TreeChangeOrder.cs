@@ -15,6 +15,9 @@ namespace Folio.Pages;
 /// </summary>
 internal static class TreeChangeOrder
 {
+    /// <summary>The ASCII code units a key packs, seven bits each (126 of its 128 bits).</summary>
+    private const int AsciiUnits = 18;
+
     /// <summary>
     /// The puts of <paramref name="changes"/> in ascending order of their ids, in an array rented from
     /// <see cref="ArrayPool{T}.Shared"/> (the first <paramref name="count"/> entries; return it with
@@ -84,9 +87,8 @@ internal static class TreeChangeOrder
     /// Sorts <paramref name="order"/> (indexes into <paramref name="changes"/>) by <paramref name="packed"/>, the
     /// code units before <paramref name="next"/> packed, then each run of ids that packed the same by their next code
     /// units after those the run's ids all share, and so on. A run whose ids all end at or before
-    /// <paramref name="next"/> can differ only where one
-    /// id has U+0000 and another has ended (both pack zero), so it is sorted by comparing its ids after the shared
-    /// <paramref name="prefix"/>.
+    /// <paramref name="next"/> can differ only where one id has U+0000 and another has ended (both pack zero), so it
+    /// is sorted by comparing its ids after the shared <paramref name="prefix"/>.
     /// </summary>
     private static void SortFrom(Span<UInt128> packed, Span<int> order, List<TreeChange> changes, int prefix, int next)
     {
@@ -126,7 +128,6 @@ internal static class TreeChangeOrder
                     int width = Pack(all, tie, tieKeys, from);
                     SortFrom(tieKeys, tie, changes, prefix, from + width);
                 }
-
                 else
                 {
                     tie.Sort(new TailComparer(changes, prefix));
@@ -160,8 +161,6 @@ internal static class TreeChangeOrder
 
         return AsciiUnits;
     }
-
-    private const int AsciiUnits = 18;
 
     /// <summary>Eighteen code units of <paramref name="id"/> from <paramref name="start"/>, seven bits each, nine in
     /// each half; false when one of them is not ASCII.</summary>
