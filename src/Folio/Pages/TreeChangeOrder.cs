@@ -166,27 +166,28 @@ internal static class TreeChangeOrder
     /// each half; false when one of them is not ASCII.</summary>
     private static bool TryPackAscii(string id, int start, out UInt128 key)
     {
-        ulong high = 0;
-        ulong low = 0;
         uint any = 0;
+        ulong high = PackSevenBits(id, start, ref any);
+        ulong low = PackSevenBits(id, start + (AsciiUnits / 2), ref any);
+        key = new UInt128(high, low);
+        return any <= 0x7F;
+    }
+
+    /// <summary>Nine code units of <paramref name="id"/> from <paramref name="start"/>, seven bits each (zeros past
+    /// its end); <paramref name="any"/> gets every unit or-ed in, so the caller can tell whether all were
+    /// ASCII.</summary>
+    private static ulong PackSevenBits(string id, int start, ref uint any)
+    {
+        ulong packed = 0;
         for (int i = 0; i < AsciiUnits / 2; i++)
         {
             int at = start + i;
             uint unit = at < id.Length ? id[at] : 0u;
             any |= unit;
-            high = (high << 7) | unit;
+            packed = (packed << 7) | unit;
         }
 
-        for (int i = AsciiUnits / 2; i < AsciiUnits; i++)
-        {
-            int at = start + i;
-            uint unit = at < id.Length ? id[at] : 0u;
-            any |= unit;
-            low = (low << 7) | unit;
-        }
-
-        key = new UInt128(high, low);
-        return any <= 0x7F;
+        return packed;
     }
 
     /// <summary>Orders change indexes by their ids' code units after the prefix every id shares.</summary>
