@@ -78,7 +78,10 @@ public sealed class LargeDocument
 /// side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB never does). Each case opens only its
 /// own store, after dropping that store's files from the operating system's page cache (the machine's page cache holds
 /// about two thirds of the three stores, so whatever ran before would otherwise decide how much of a store is cached),
-/// and appends the process's resident set after its runs to <c>ltm-stats.csv</c>.
+/// and appends the process's resident set after its runs to <c>ltm-stats.csv</c>. On a machine whose RAM holds the
+/// stores, the page cache refills as a case runs and soon serves most of its reads; run under
+/// <c>benchmarks/with-memory-limit.sh</c> (each process's memory capped, its page cache included, as a container's
+/// limit does) to keep the data larger than memory throughout.
 /// </summary>
 public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 {
