@@ -76,8 +76,8 @@ public sealed class LargeDocument
 /// <c>id &gt;= $from ORDER BY id LIMIT 100</c> with System.Text.Json; LiteDB: its <c>BsonDocument</c>s); <c>YcsbB</c>,
 /// 95% point reads and 5% overwrites over a scrambled Zipfian (YCSB's, theta 0.99), not fsynced per commit on any
 /// side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB never does). Each case opens only its
-/// own store, after dropping that store's files from the operating system's page cache (the machine's page cache holds
-/// about two thirds of the three stores, so whatever ran before would otherwise decide how much of a store is cached),
+/// own store, after dropping that store's files from the operating system's page cache (which may hold some or all of
+/// the three stores, so whatever ran before would otherwise decide how much of a store is cached),
 /// and appends the process's resident set after its runs to <c>ltm-stats.csv</c>. On a machine whose RAM holds the
 /// stores, the page cache refills as a case runs and soon serves most of its reads; run under
 /// <c>benchmarks/with-memory-limit.sh</c> (each process's memory capped, its page cache included, as a container's
