@@ -173,6 +173,70 @@ public sealed class StoreCheckpointTests
     }
 
     [Fact]
+    public async Task Writes_of_ids_at_and_above_the_trees_highest_keep_every_snapshots_view_and_its_count()
+    {
+        // Ids that grow past the checkpointed tree's highest: the highest itself overwritten, ids a later checkpoint
+        // moved into the tree, an id deleted from it and written again; every snapshot keeps its view and count.
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 100; i++)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, "v1"));
+            }
+
+            await store.CheckpointAsync(); // the tree's highest: ids/00099
+            await using DocumentSession first = store.OpenSession();
+            Assert.Equal(100, await first.CountAsync<Doc>());
+            await store.PutAsync("Doc", Id(99), Json(99, "v2")); // the highest itself: in the tree
+            for (int i = 100; i < 200; i++)
+            {
+                await store.PutAsync("Doc", Id(i), Json(i, "v1")); // above it: new
+            }
+
+            Assert.Equal("v1", (await first.LoadAsync<Doc>(Id(99)))!.Tag);
+            Assert.Null(await first.LoadAsync<Doc>(Id(150)));
+            Assert.Equal(100, await first.CountAsync<Doc>());
+
+            await store.CheckpointAsync(); // ids/00100 to ids/00199 leave memory for the tree (the session holds
+                                           // back only what it can see)
+            await using DocumentSession second = store.OpenSession();
+            Assert.Equal(200, await second.CountAsync<Doc>()); // the first read fixes the session's snapshot
+            await store.PutAsync("Doc", Id(150), Json(150, "v2")); // above the first tree's highest, in the second
+            await store.DeleteAsync("Doc", Id(199));
+            await store.CheckpointAsync(); // the tree's highest is now ids/00198
+            await using DocumentSession third = store.OpenSession();
+            Assert.Equal(199, await third.CountAsync<Doc>());
+            await store.PutAsync("Doc", Id(199), Json(199, "v3")); // above the highest again, deleted from the tree
+
+            Assert.Equal("v1", (await second.LoadAsync<Doc>(Id(150)))!.Tag);
+            Assert.Equal("v1", (await second.LoadAsync<Doc>(Id(199)))!.Tag);
+            Assert.Null(await third.LoadAsync<Doc>(Id(199)));
+            Assert.Equal(200, await second.CountAsync<Doc>());
+            Assert.Equal(199, await third.CountAsync<Doc>());
+            await using DocumentSession now = store.OpenSession();
+            Assert.Equal(200, await now.CountAsync<Doc>());
+            Assert.Equal("v2", (await now.LoadAsync<Doc>(Id(150)))!.Tag);
+            Assert.Equal("v3", (await now.LoadAsync<Doc>(Id(199)))!.Tag);
+        }
+
+        // Reopened: the checkpoint's tree plus the journal after it, replayed.
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            await using DocumentSession session = store.OpenSession();
+            Assert.Equal(200, await session.CountAsync<Doc>());
+            await store.PutAsync("Doc", Id(198), Json(198, "v2")); // the reopened tree's highest
+            await store.PutAsync("Doc", Id(200), Json(200, "v1"));
+            Assert.Equal("v1", (await session.LoadAsync<Doc>(Id(198)))!.Tag);
+            Assert.Null(await session.LoadAsync<Doc>(Id(200)));
+            Assert.Equal(200, await session.CountAsync<Doc>());
+            await using DocumentSession now = store.OpenSession();
+            Assert.Equal(201, await now.CountAsync<Doc>());
+        }
+    }
+
+    [Fact]
     public async Task A_checkpoint_moves_what_it_covers_out_of_memory_unless_an_open_session_still_needs_it()
     {
         using var dir = new TempDirectory();
