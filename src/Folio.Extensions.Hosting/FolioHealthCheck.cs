@@ -5,8 +5,10 @@ namespace Folio.Extensions.Hosting;
 
 /// <summary>
 /// Reports the store's health: <c>Unhealthy</c> when it is faulted (a journal write or fsync failed, or a group in the
-/// journal could not be applied to the in-memory state: commits fail until it is reopened), <c>Degraded</c> when the
-/// average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else <c>Healthy</c>. The data
+/// journal could not be applied to the in-memory state: commits fail until it is reopened) or when the disk is full
+/// (commits fail with <see cref="StoreFullException"/> until space is freed, then it is healthy again),
+/// <c>Degraded</c> when the average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else
+/// <c>Healthy</c>. The data
 /// carries the last committed sequence and the fsync figures. Reading them is lock-free; the check never touches the
 /// disk.
 /// </summary>
@@ -51,6 +53,15 @@ internal sealed class FolioHealthCheck : IHealthCheck
                 context.Registration.FailureStatus,
                 "The Folio store is faulted; commits fail until it is reopened: " + diagnostics.Fault?.Message,
                 diagnostics.Fault,
+                data));
+        }
+
+        if (diagnostics.IsDiskFull)
+        {
+            return Task.FromResult(new HealthCheckResult(
+                context.Registration.FailureStatus,
+                "The disk is full: commits fail until space is freed: " + diagnostics.DiskFull?.Message,
+                diagnostics.DiskFull,
                 data));
         }
 

@@ -7,8 +7,9 @@ namespace Microsoft.Extensions.DependencyInjection;
 public static class FolioHealthChecksBuilderExtensions
 {
     /// <summary>
-    /// Adds a check that reports <c>Unhealthy</c> (or <paramref name="failureStatus"/>) when the store is faulted and
-    /// <c>Degraded</c> when its average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>.
+    /// Adds a check that reports <c>Unhealthy</c> (or <paramref name="failureStatus"/>) when the store is faulted or
+    /// its disk is full, and <c>Degraded</c> when its average fsync duration exceeds
+    /// <see cref="FolioOptions.DegradedSyncLatency"/>.
     /// Requires <c>AddFolio</c>.
     /// </summary>
     /// <param name="builder">The health checks builder.</param>

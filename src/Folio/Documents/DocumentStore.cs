@@ -191,16 +191,10 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static string OpenFailedMessage(string path, IOException e) =>
-        IsDiskFull(e)
+        Storage.DiskFullError.Matches(e)
             ? $"Cannot open the store '{path}': the disk is full (the journal could not prepare its next segment " +
                 $"file). Free space and open it again; nothing was lost."
             : $"Cannot open the store '{path}': {e.Message}";
-
-    /// <summary>Whether an I/O failure is ENOSPC (Unix) or ERROR_DISK_FULL / ERROR_HANDLE_DISK_FULL
-    /// (Windows).</summary>
-    internal static bool IsDiskFull(IOException e) =>
-        e.HResult == 28 || (e.HResult & 0xFFFF) is 0x70 or 0x27
-            || e.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase);
 
     /// <summary>Opens the store off the caller's thread; see <see cref="Open"/>.</summary>
     /// <param name="path">The store's folder.</param>
@@ -232,6 +226,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="cancellationToken">Cancels while the write waits for its group.</param>
     /// <returns>The new version of the document.</returns>
     /// <exception cref="ConcurrencyException">The document is not at <paramref name="expectedVersion"/>.</exception>
+    /// <exception cref="StoreFullException">The disk has no room for the journal's next segment; nothing was written
+    /// and the store stays open (retry once space is freed).</exception>
     /// <exception cref="DocumentTooLargeException">The JSON is over the size limit.</exception>
     /// <exception cref="ArgumentException">Bad collection, id or JSON.</exception>
     public ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json,
@@ -276,6 +272,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <exception cref="ArgumentException">An empty batch, or a bad collection, id or JSON (as for
     /// <see cref="PutAsync"/>).</exception>
     /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
+    /// <exception cref="StoreFullException">The disk has no room for the journal's next segment; nothing was written
+    /// and the store stays open (retry once space is freed).</exception>
     public async ValueTask<CommitResult> WriteAsync(CommitBatch batch, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(batch);
@@ -350,6 +348,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// version.</param>
     /// <param name="cancellationToken">Cancels while the delete waits for its group.</param>
     /// <returns>The sequence number of the commit.</returns>
+    /// <exception cref="StoreFullException">The disk has no room for the journal's next segment; nothing was written
+    /// and the store stays open (retry once space is freed).</exception>
     public ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null,
         CancellationToken cancellationToken = default)
     {
@@ -405,7 +405,10 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         _index.VisibleSequence,
         _merger.SyncCount,
         _merger.LastSyncDuration,
-        _merger.AverageSyncDuration);
+        _merger.AverageSyncDuration)
+    {
+        DiskFull = _journal.DiskFull,
+    };
 
     /// <summary>
     /// Closes the store: commits already submitted are finished (written and fsynced) and acknowledged, the journal is

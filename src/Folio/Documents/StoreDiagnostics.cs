@@ -18,4 +18,13 @@ public readonly record struct StoreDiagnostics(
     long LastCommittedSequence,
     long SyncCount,
     TimeSpan LastSyncDuration,
-    TimeSpan AverageSyncDuration);
+    TimeSpan AverageSyncDuration)
+{
+    /// <summary>The file system's error from the journal's last try to start its next segment when that try found the
+    /// disk full, or null (also once a later try succeeded): while set, commits that need the next segment fail with
+    /// <see cref="StoreFullException"/>; the store is not faulted.</summary>
+    public Exception? DiskFull { get; init; }
+
+    /// <summary>Whether <see cref="DiskFull"/> is set: commits fail for want of space until some is freed.</summary>
+    public bool IsDiskFull => DiskFull is not null;
+}

@@ -39,4 +39,14 @@ internal static partial class JournalLog
     [LoggerMessage(EventId = 1008, Level = LogLevel.Warning,
         Message = "Journal '{Directory}' could not write its durable mark; recovery checks only what the segments say")]
     public static partial void MarkFailed(ILogger logger, string directory, Exception exception);
+
+    [LoggerMessage(EventId = 1009, Level = LogLevel.Error,
+        Message = "Journal '{Directory}' has no room for its next segment ({SegmentSize} bytes): commits fail with " +
+        "StoreFullException until space is freed")]
+    public static partial void NoSpaceForSegment(ILogger logger, string directory, long segmentSize,
+        Exception exception);
+
+    [LoggerMessage(EventId = 1010, Level = LogLevel.Information,
+        Message = "Journal '{Directory}' created its next segment again: commits are accepted")]
+    public static partial void SpaceAvailableAgain(ILogger logger, string directory);
 }

@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.Buffers.Binary;
+using Folio.Storage;
 
 namespace Folio.Journal;
 
@@ -98,6 +99,11 @@ public sealed partial class WriteAheadJournal
             ThrowIfFaulted();
             try
             {
+                if (_rotationMarkPending)
+                {
+                    WriteRotationMark(); // a full disk kept the last rotation from naming its segment
+                }
+
                 if (_active.WrittenLength + record.Length > _active.Capacity)
                 {
                     Rotate();
@@ -128,7 +134,7 @@ public sealed partial class WriteAheadJournal
                 end = new JournalPosition(segment, segment.WrittenLength, segment.LastSequence);
                 return first;
             }
-            catch (Exception e) when (e is not StoreFaultedException)
+            catch (Exception e) when (e is not StoreFaultedException and not StoreFullException)
             {
                 Fault(e);
                 throw new StoreFaultedException(
@@ -140,10 +146,13 @@ public sealed partial class WriteAheadJournal
 
     /// <summary>
     /// Seals the active segment (fdatasync, so a torn tail can only ever be in the newest segment) and starts the
-    /// next one from the file prepared in the background. Runs under the write lock.
+    /// next one from the file prepared in the background. Runs under the write lock. The prepared file is taken
+    /// first: when the disk has no room for it, nothing has changed yet, so the append fails alone
+    /// (<see cref="StoreFullException"/>) and the journal stays usable.
     /// </summary>
     private void Rotate()
     {
+        string prepared = TakePreparedSegment();
         JournalSegment old = _active;
         System.Diagnostics.Debug.Assert(old.LastSequence >= old.FirstSequence,
             "an empty active segment has the configured size, so every record that passed the size check fits it");
@@ -152,7 +161,7 @@ public sealed partial class WriteAheadJournal
         // durable now, but published only by the owner of publication (see the protocol)
         AdvanceDurable(_nextSequence - 1);
 
-        JournalSegment next = CreateSegment(_nextSequence);
+        JournalSegment next = CreateSegment(_nextSequence, prepared);
         lock (_segmentsLock)
         {
             JournalSegment[] current = _segmentSet.Segments;
@@ -166,7 +175,8 @@ public sealed partial class WriteAheadJournal
         JournalLog.Rotated(_logger, next.Path, next.FirstSequence);
 
         // Name the new segment durably: if its file is lost, recovery knows the journal reached it.
-        WriteMark(CaptureMarkLocked());
+        _rotationMarkPending = true;
+        WriteRotationMark();
 
         // Close the sealed file now unless a sync is in flight (it may be syncing it); the last one to end closes it.
         _sealedWithOpenFiles.Add(old);
@@ -177,15 +187,102 @@ public sealed partial class WriteAheadJournal
     }
 
     /// <summary>
-    /// Turns the prepared zero-filled file into segment <paramref name="firstSequence"/>: header, fdatasync, rename
-    /// (over an empty segment of another size when <paramref name="replace"/>), fsync of the folder. Then starts
-    /// preparing the following one.
+    /// The zero-filled file for the next segment (the write lock's owner, at a rotation): the one prepared in the
+    /// background, else one prepared now. A full disk is not a fault, since the active segment is untouched: the
+    /// preparation's partial file is gone (its space freed), and this throws <see cref="StoreFullException"/>. A
+    /// background preparation that failed that way is tried once more here, as space may have been freed since; after
+    /// a failed try, rotations within <see cref="PreparationRetryInterval"/> fail at once instead of zero-filling
+    /// whatever space is left again for every commit.
     /// </summary>
-    private JournalSegment CreateSegment(long firstSequence, bool replace = false)
+    private string TakePreparedSegment()
+    {
+        Task<string>? prepared = _preparedSegment;
+        _preparedSegment = null;
+        if (prepared is not null)
+        {
+            try
+            {
+                return prepared.GetAwaiter().GetResult();
+            }
+            catch (IOException e) when (DiskFullError.Matches(e))
+            {
+                // Prepared a while ago: the disk may have room now, so try again below.
+            }
+        }
+        else if (_preparationFailure is { } failure
+            && _timeProvider.GetElapsedTime(_preparationFailedAt) < PreparationRetryInterval)
+        {
+            throw NewStoreFull(failure);
+        }
+
+        try
+        {
+            string path = PrepareSegmentAsync().GetAwaiter().GetResult();
+            if (_preparationFailure is not null)
+            {
+                _preparationFailure = null;
+                JournalLog.SpaceAvailableAgain(_logger, Directory);
+            }
+
+            return path;
+        }
+        catch (IOException e) when (DiskFullError.Matches(e))
+        {
+            if (_preparationFailure is null)
+            {
+                JournalLog.NoSpaceForSegment(_logger, Directory, _segmentSize, e);
+            }
+
+            _preparationFailure = e;
+            _preparationFailedAt = _timeProvider.GetTimestamp();
+            throw NewStoreFull(e);
+        }
+    }
+
+    /// <summary>
+    /// Writes the mark that names the segment a rotation just started, before any record goes into it (the write
+    /// lock's owner). A full disk is not a fault here either: the append fails alone with
+    /// <see cref="StoreFullException"/>, and the next append writes the mark first, so no record lands in a segment
+    /// the mark does not name.
+    /// </summary>
+    private void WriteRotationMark()
+    {
+        try
+        {
+            WriteMark(CaptureMarkLocked());
+        }
+        catch (IOException e) when (DiskFullError.Matches(e))
+        {
+            throw NewStoreFull(e, "write the mark naming its new segment");
+        }
+
+        _rotationMarkPending = false;
+        Volatile.Write(ref _diskFull, null); // the rotation is complete: the disk had room for all of it
+    }
+
+    private StoreFullException NewStoreFull(IOException cause, string? what = null)
+    {
+        Volatile.Write(ref _diskFull, cause);
+        return new($"The disk is full: journal '{Directory}' could not " +
+            (what ?? $"create its next segment file ({_segmentSize} bytes)") + ", so this commit was not written. " +
+            "The store stays open and readable; commits succeed again once space is freed.", cause);
+    }
+
+    /// <summary>The next segment's file for an open (no rotation to fail alone: any failure fails the open).</summary>
+    private string WaitForPreparedSegment()
     {
         Task<string> prepared = _preparedSegment ?? PrepareSegmentAsync();
         _preparedSegment = null;
-        string temporaryPath = prepared.GetAwaiter().GetResult();
+        return prepared.GetAwaiter().GetResult();
+    }
+
+    /// <summary>
+    /// Turns the prepared zero-filled file <paramref name="temporaryPath"/> into segment
+    /// <paramref name="firstSequence"/>: header, fdatasync, rename (over an empty segment of another size when
+    /// <paramref name="replace"/>), fsync of the folder. Then starts preparing the following one.
+    /// </summary>
+    private JournalSegment CreateSegment(long firstSequence, string temporaryPath, bool replace = false)
+    {
         string path = Path.Combine(Directory, JournalFormat.SegmentFileName(firstSequence));
         var file = _fileSystem.OpenFile(temporaryPath, FileMode.Open);
         JournalSegment segment;
@@ -229,26 +326,46 @@ public sealed partial class WriteAheadJournal
 
     private readonly struct SegmentPreparer(Storage.IFileSystem fileSystem, string path, long size)
     {
+        /// <summary>Creates the file and zero-fills it; on failure deletes what it wrote, so a full disk gets its
+        /// space back, and throws.</summary>
         public string Run()
         {
             fileSystem.DeleteFile(path);
-            using Storage.IStorageFile file = fileSystem.OpenFile(path, FileMode.CreateNew);
             byte[] zeros = ArrayPool<byte>.Shared.Rent((int)Math.Min(size, 1 << 20));
             try
             {
+                using Storage.IStorageFile file = fileSystem.OpenFile(path, FileMode.CreateNew);
                 Array.Clear(zeros);
                 for (long offset = 0; offset < size; offset += zeros.Length)
                 {
                     file.Write(zeros.AsSpan(0, (int)Math.Min(zeros.Length, size - offset)), offset);
                 }
+
+                file.Sync();
+            }
+            catch
+            {
+                TryDelete();
+                throw;
             }
             finally
             {
                 ArrayPool<byte>.Shared.Return(zeros);
             }
 
-            file.Sync();
             return path;
+        }
+
+        private void TryDelete()
+        {
+            try
+            {
+                fileSystem.DeleteFile(path);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                // Left for the next preparation, which deletes it first, or for recovery.
+            }
         }
     }
 

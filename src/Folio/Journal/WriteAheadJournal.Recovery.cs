@@ -75,7 +75,7 @@ public sealed partial class WriteAheadJournal
             }
 
             _nextSequence = start;
-            _active = CreateSegment(start);
+            _active = CreateSegment(start, WaitForPreparedSegment());
             PublishSegments([_active]);
             lock (_writeLock)
             {
@@ -229,7 +229,7 @@ public sealed partial class WriteAheadJournal
         }
 
         newest.ReleaseOwner(); // unmaps and closes it (no reader exists yet; idempotent if the replacement fails)
-        segments[^1] = CreateSegment(newest.FirstSequence, replace: true);
+        segments[^1] = CreateSegment(newest.FirstSequence, WaitForPreparedSegment(), replace: true);
     }
 
     /// <summary>

@@ -63,12 +63,17 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// fsyncs).</summary>
     private const long IdleMarkIntervalMilliseconds = 1000;
 
+    /// <summary>After the disk had no room for the next segment, how long rotations fail at once before one tries to
+    /// create it again.</summary>
+    internal static readonly TimeSpan PreparationRetryInterval = TimeSpan.FromSeconds(1);
+
     // Published to readers.
     private SegmentSet _segmentSet;
     private long _segmentsVersion;
     private long _committedSequence;
     private long _durableSequence;
     private TaskCompletionSource _commitSignal = NewSignal();
+    private IOException? _diskFull; // written under _writeLock (Volatile), read by diagnostics
     private int _disposed;
 
     // Writer-owned (under _writeLock).
@@ -76,6 +81,9 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _nextSequence;
     private long _lastTimestamp;
     private Task<string>? _preparedSegment;
+    private IOException? _preparationFailure; // the last preparation's "no space", until one succeeds
+    private long _preparationFailedAt; // _timeProvider's timestamp of that failure
+    private bool _rotationMarkPending; // a rotation's mark is not written yet (a full disk): written before a record
     private readonly List<JournalSegment> _sealedWithOpenFiles = [];
     private int _syncsInFlight;
     private Exception? _fault;
@@ -155,6 +163,10 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// The sequence number of the newest durable entry (0 when the journal has none). Readers never see past it.
     /// </summary>
     public long CommittedSequence => Volatile.Read(ref _committedSequence);
+
+    /// <summary>The error of the last rotation that found the disk full, until a rotation completes: appends that
+    /// need a new segment meanwhile fail with <see cref="StoreFullException"/>. Null otherwise.</summary>
+    internal IOException? DiskFull => Volatile.Read(ref _diskFull);
 
     /// <summary>
     /// The newest sequence number a completed sync (or a rotation's seal) made durable. It may be ahead of

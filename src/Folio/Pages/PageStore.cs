@@ -801,6 +801,9 @@ internal sealed class PageStore : IDisposable
                 _space.Free(chunk.Info.FileOffset, chunk.Info.Extent);
             }
 
+            // No header names these chunks, so the file's tail they took goes back to the file system: on a full disk
+            // the journal can only rotate into space a failed checkpoint does not keep.
+            TruncateFreeTail();
             throw;
         }
 
@@ -873,9 +876,10 @@ internal sealed class PageStore : IDisposable
     private sealed record NewChunk(ChunkInfo Info, long[] Toc, byte[] Header, byte[] Metadata,
         List<(TreeSerializer Part, int Offset, int Length)> Runs);
 
-    /// <summary>Gives the file's free tail back to the file system once the checkpoint is durable: neither it nor
-    /// the previous checkpoint (the fallback if the next header tears) reaches a chunk there, and no pinned reader
-    /// does (a freed chunk is one none of them reaches). A failure is left for the next checkpoint.</summary>
+    /// <summary>Gives the file's free tail back to the file system once the checkpoint is durable, or once its chunks
+    /// failed to write: neither it nor the previous checkpoint (the fallback if the next header tears) reaches a chunk
+    /// there, and no pinned reader does (a freed chunk is one none of them reaches). A failure is left for the next
+    /// checkpoint.</summary>
     private void TruncateFreeTail()
     {
         long end = _space.End;

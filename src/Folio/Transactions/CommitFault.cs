@@ -55,9 +55,7 @@ internal sealed class CommitFault(ILogger logger, Func<long> pendingBatches)
     /// <summary>What a commit that a journal write or fsync failed on is told (a full disk says so).</summary>
     public static StoreFaultedException NotDurable(Exception cause)
     {
-        bool diskFull = cause is IOException io
-            && (io.HResult == 28 || (io.HResult & 0xFFFF) == 0x70
-            || io.Message.Contains("No space left", StringComparison.OrdinalIgnoreCase));
+        bool diskFull = Storage.DiskFullError.Matches(cause);
         string message = diskFull
             ? "The disk is full: the journal could not be written, so this commit is not durable. The store is " +
                 "faulted; free space and reopen it."

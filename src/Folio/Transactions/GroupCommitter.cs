@@ -264,8 +264,9 @@ internal sealed class GroupCommitter
 
     /// <summary>
     /// Writes the accepted batches as one journal record and starts its sync (a durable group), then adds the group
-    /// to the pipeline, in commit order. A failed write faults the merger and answers the group here; a sync that
-    /// cannot even start is recorded on the group, which then fails in its turn.
+    /// to the pipeline, in commit order. A failed write faults the merger and answers the group here, except a full
+    /// disk (<see cref="StoreFullException"/>: nothing was written), which fails the group alone; a sync that cannot
+    /// even start is recorded on the group, which then fails in its turn.
     /// </summary>
     private InFlightGroup? WriteGroup()
     {
@@ -290,6 +291,12 @@ internal sealed class GroupCommitter
         try
         {
             first = _journal.Append(_entries.AsSpan(0, count), out timestamp, out end);
+        }
+        catch (StoreFullException e)
+        {
+            // Nothing was written and the journal is not faulted: the group fails alone, the next one tries again.
+            _pending.FailUnanswered(_accepted, _ => new StoreFullException(e.Message, e.InnerException));
+            return null;
         }
         catch (Exception e)
         {

@@ -163,7 +163,7 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     /// the list: for a written group, its offset from the group's first sequence). Throws nothing: the failed-commits
     /// metric goes through <see cref="ObserverGuard"/>.
     /// </summary>
-    public void FailUnanswered(List<PendingBatch> batches, Func<int, StoreFaultedException> errorFor)
+    public void FailUnanswered(List<PendingBatch> batches, Func<int, Exception> errorFor)
     {
         int failed = 0;
         for (int i = 0; i < batches.Count; i++)

@@ -234,6 +234,59 @@ public sealed class FolioHostingTests : IDisposable
         await host.StopAsync();
     }
 
+    [Fact]
+    public async Task Health_check_is_unhealthy_while_the_disk_is_full_and_healthy_again_once_space_is_freed()
+    {
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => Path.GetFileName(path) == "next-segment.tmp" };
+        using IHost host = BuildHost(s =>
+        {
+            s.AddFolio(o =>
+            {
+                SmallStore(o, Path.Combine(_directory.Path, "db"));
+                o.SegmentSize = 64 * 1024; // a rotation within a few puts
+                o.MaxDocumentSize = 8 * 1024;
+                o.MaxGroupBytes = 16 * 1024;
+                o.ConfigureStore = store => store.FileSystem = files;
+            });
+            s.AddHealthChecks().AddFolioHealthCheck();
+        });
+        await host.StartAsync();
+        HealthCheckService health = host.Services.GetRequiredService<HealthCheckService>();
+        DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
+        byte[] json = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 2000)}\"}}");
+
+        files.NoSpace = true;
+        StoreFullException? full = null;
+        for (int i = 0; i < 200 && full is null; i++)
+        {
+            full = await Record.ExceptionAsync(async () => await store.PutAsync("c", $"d{i}", json))
+                as StoreFullException;
+        }
+
+        Assert.NotNull(full);
+        Assert.True(store.GetDiagnostics().IsDiskFull);
+        Assert.False(store.GetDiagnostics().IsFaulted);
+        HealthReport report = await health.CheckHealthAsync();
+        Assert.Equal(HealthStatus.Unhealthy, report.Status);
+        Assert.Contains("disk is full", report.Entries["folio"].Description, StringComparison.Ordinal);
+        Assert.IsType<IOException>(report.Entries["folio"].Exception);
+
+        files.NoSpace = false;
+        DateTime deadline = DateTime.UtcNow + TestDeadline.Hang;
+        while (await Record.ExceptionAsync(async () => await store.PutAsync("c", "after", json)) is StoreFullException
+            && DateTime.UtcNow < deadline)
+        {
+            await Task.Delay(50);
+        }
+
+        Assert.NotNull(store.Get("c", "after"));
+        Assert.False(store.GetDiagnostics().IsDiskFull);
+        report = await health.CheckHealthAsync();
+        Assert.Equal(HealthStatus.Healthy, report.Status);
+        await host.StopAsync();
+    }
+
     private static IConfiguration BuildConfiguration(Dictionary<string, string?> settings) =>
         new ConfigurationBuilder().AddInMemoryCollection(settings).Build();
 }

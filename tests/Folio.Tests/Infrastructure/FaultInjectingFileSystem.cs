@@ -51,6 +51,16 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     public ManualResetEventSlim SyncWaiting { get; } = new();
 
     private int _skip;
+    private volatile bool _noSpace;
+
+    /// <summary>While true, every matching write that extends its file fails with ENOSPC (errno 28, as .NET reports it
+    /// on Unix): a disk that stays full until space is freed. A write within the file's length succeeds, as an
+    /// overwrite of written blocks needs no new ones on ext4 or xfs.</summary>
+    public bool NoSpace
+    {
+        get => _noSpace;
+        set => _noSpace = value;
+    }
 
     /// <summary>Arms <paramref name="fault"/> for the matching operation of its kind after the next
     /// <paramref name="skip"/> ones.</summary>
@@ -112,6 +122,11 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             if (owner.Matches(Path))
             {
                 Interlocked.Increment(ref owner.Writes);
+                if (owner.NoSpace && offset + source.Length > inner.Length)
+                {
+                    throw new IOException("No space left on device (injected).", 28);
+                }
+
                 if (owner.TryTake(FileFault.WriteFails))
                 {
                     throw new IOException("Injected write failure.");

@@ -1,4 +1,5 @@
 using Folio.Journal;
+using Folio.Storage;
 using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Journal;
@@ -71,5 +72,128 @@ public sealed class JournalFaultTests
         Assert.Throws<StoreFaultedException>(() => journal.Append(new byte[700]));
         Assert.Equal(1, journal.CommittedSequence);
         Assert.Single(journal.ReadAll(1));
+    }
+
+    [Fact]
+    public void A_full_disk_at_rotation_fails_the_append_alone_and_appends_resume_once_space_is_freed()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => Path.GetFileName(path) == "next-segment.tmp" };
+        var clock = new ManualTimeProvider(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero));
+        JournalOptions options = JournalTestExtensions.Tiny(1024, clock);
+        options.FileSystem = files;
+        var acknowledged = new List<byte[]>();
+        using (var journal = WriteAheadJournal.Open(dir.Path, options))
+        {
+            // Two 300-byte entries fill a segment; the next one's file was prepared before the disk filled or is
+            // still being prepared, so a rotation or two may succeed first.
+            files.NoSpace = true;
+            StoreFullException? full = null;
+            for (int i = 0; i < 20 && full is null; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(1, i, 300);
+                Exception? error = Record.Exception(() => journal.Append(entry));
+                if (error is null)
+                {
+                    journal.Sync();
+                    acknowledged.Add(entry);
+                }
+                else
+                {
+                    full = error as StoreFullException ?? throw new Xunit.Sdk.XunitException(error.ToString());
+                }
+            }
+
+            Assert.NotNull(full);
+            Assert.IsType<IOException>(full.InnerException);
+            Assert.Contains("disk is full", full.Message, StringComparison.Ordinal);
+            Assert.False(File.Exists(Path.Combine(dir.Path, "next-segment.tmp"))); // its space is given back
+            Assert.Same(full.InnerException, journal.DiskFull);
+
+            // Not faulted: a sync works and what was acknowledged reads back.
+            journal.Sync();
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+
+            // Within the retry interval an append that needs the segment fails at once, writing nothing.
+            int writes = files.Writes;
+            Assert.Throws<StoreFullException>(() => journal.Append(JournalTestExtensions.Payload(2, 0, 300)));
+            Assert.Equal(writes, files.Writes);
+
+            // After it, one more try, which fails while the disk is still full.
+            clock.Advance(WriteAheadJournal.PreparationRetryInterval);
+            Assert.Throws<StoreFullException>(() => journal.Append(JournalTestExtensions.Payload(2, 1, 300)));
+            Assert.True(files.Writes > writes);
+
+            // Space is freed: the first try after the interval rotates, and appends go on.
+            files.NoSpace = false;
+            Assert.Throws<StoreFullException>(() => journal.Append(JournalTestExtensions.Payload(2, 2, 300)));
+            clock.Advance(WriteAheadJournal.PreparationRetryInterval);
+            for (int i = 0; i < 6; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(3, i, 300);
+                journal.Append(entry);
+                journal.Sync();
+                acknowledged.Add(entry);
+            }
+
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+            Assert.Null(journal.DiskFull);
+        }
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            var all = journal.ReadAll(1);
+            Assert.Equal(acknowledged, all.Select(e => e.Data));
+            Assert.Equal(Enumerable.Range(1, acknowledged.Count).Select(i => (long)i), all.Select(e => e.Sequence));
+        }
+    }
+
+    [Fact]
+    public void A_full_disk_when_a_rotation_names_its_new_segment_keeps_records_out_of_it_until_the_mark_is_written()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => Path.GetFileName(path) == "journal.state.tmp" };
+        JournalOptions options = JournalTestExtensions.Tiny(1024);
+        options.FileSystem = files;
+        var acknowledged = new List<byte[]>();
+        using (var journal = WriteAheadJournal.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 2; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(1, i, 300);
+                journal.Append(entry);
+                journal.Sync();
+                acknowledged.Add(entry);
+            }
+
+            files.NoSpace = true;
+            var full = Assert.Throws<StoreFullException>(()
+                => journal.Append(JournalTestExtensions.Payload(2, 0, 300)));
+            Assert.IsType<IOException>(full.InnerException);
+            Assert.Contains("mark", full.Message, StringComparison.Ordinal);
+            Assert.Equal(2, Directory.GetFiles(dir.Path, "*.journal").Length); // the rotation itself happened
+            Assert.True(JournalDurableMark.TryRead(PhysicalFileSystem.Instance, dir.Path, out var mark));
+            Assert.Equal(1, mark.SegmentFirstSequence);
+
+            // While the mark cannot be written, no record goes into the segment it does not name.
+            Assert.Throws<StoreFullException>(() => journal.Append(JournalTestExtensions.Payload(2, 1, 300)));
+            journal.Sync();
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+
+            files.NoSpace = false;
+            byte[] after = JournalTestExtensions.Payload(3, 0, 300);
+            Assert.Equal(3, journal.Append(after));
+            journal.Sync();
+            acknowledged.Add(after);
+            Assert.True(JournalDurableMark.TryRead(PhysicalFileSystem.Instance, dir.Path, out mark));
+            Assert.Equal(3, mark.SegmentFirstSequence);
+        }
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+        }
     }
 }

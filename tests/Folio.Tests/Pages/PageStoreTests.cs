@@ -356,6 +356,44 @@ public sealed class PageStoreTests
     }
 
     [Fact]
+    public void A_checkpoint_that_fails_for_want_of_space_gives_back_what_its_chunks_took()
+    {
+        // On a full disk the journal can only rotate into space a failed checkpoint did not keep.
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var fileSystem = new FaultInjectingFileSystem
+        {
+            Matches = static p => p.EndsWith(".folio", StringComparison.Ordinal),
+        };
+        var model = new PageStoreModel();
+        using (var store = PageStore.Open(fileSystem, path))
+        {
+            store.PagesPerChunk = 4;
+            Fill(model, collections: 2, documents: 500, round: 0);
+            store.Checkpoint(model.Sequence, model.Changes());
+            model.Checkpointed();
+            long before = new FileInfo(path).Length;
+
+            Fill(model, collections: 2, documents: 500, round: 1);
+            List<CollectionChanges> changes = model.Changes();
+            int writes = fileSystem.Writes;
+            fileSystem.Arm(FileFault.DiskFull, skip: 3); // three chunks land, the fourth finds the disk full
+            Assert.ThrowsAny<IOException>(() => store.Checkpoint(model.Sequence, changes));
+            Assert.Equal(writes + 4, fileSystem.Writes);
+            Assert.InRange(new FileInfo(path).Length, before, before + 4095); // the last chunk's extent is aligned
+
+            store.Checkpoint(model.Sequence, changes);
+            model.Checkpointed();
+            PageStoreModel.DropCachedPages(store.Current);
+            PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
+        }
+
+        using var reopened = PageStore.Open(PhysicalFileSystem.Instance, path);
+        Assert.Equal(2, reopened.Current.Generation);
+        PageStoreModel.AssertHolds(model.Durable, reopened.Current, reopened.Reader);
+    }
+
+    [Fact]
     public void A_checkpoint_reports_its_pages_bytes_fill_rate_and_freed_chunks_and_logs_them()
     {
         using var dir = new TempDirectory();

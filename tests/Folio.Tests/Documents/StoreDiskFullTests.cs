@@ -1,0 +1,137 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// A disk that fills up under a running store: commits fail with <see cref="StoreFullException"/>, alone, the store
+/// is not faulted, every acknowledged document stays readable, commits succeed again once space is freed, and a
+/// reopen finds exactly what was acknowledged.
+/// </summary>
+public sealed class StoreDiskFullTests
+{
+    [Fact]
+    public async Task A_full_disk_fails_commits_alone_and_the_store_takes_them_again_once_space_is_freed()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem
+        {
+            // The journal's next segment and the data file: neither can grow while the disk is full.
+            Matches = static path => Path.GetFileName(path) is "next-segment.tmp" or DocumentStore.DataFileName,
+        };
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.FileSystem = files;
+        options.CheckpointThreshold = 128 * 1024;
+        var acknowledged = new Dictionary<string, long>();
+        var refused = new HashSet<string>();
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int i = 0; i < 50; i++)
+            {
+                acknowledged[$"before-{i}"] = await store.PutAsync("Doc", $"before-{i}", Json(i));
+            }
+
+            files.NoSpace = true;
+            StoreFullException? full = null;
+            for (int i = 0; i < 2000 && full is null; i++)
+            {
+                string id = $"filling-{i}";
+                try
+                {
+                    acknowledged[id] = await store.PutAsync("Doc", id, Json(i));
+                }
+                catch (StoreFullException e)
+                {
+                    full = e;
+                    refused.Add(id);
+                }
+            }
+
+            Assert.NotNull(full);
+            Assert.IsType<IOException>(full.InnerException);
+            Assert.Contains("disk is full", full.Message, StringComparison.Ordinal);
+            Assert.False(store.IsFaulted);
+            Assert.False(store.GetDiagnostics().IsFaulted);
+            Assert.True(store.GetDiagnostics().IsDiskFull);
+
+            // Concurrent commits and a session's save, none of which fits in what is left of the active segment, fail
+            // the same way, and none faults the store.
+            Task<long>[] concurrent = Enumerable.Range(0, 16)
+                .Select(i => store.PutAsync("Doc", $"concurrent-{i}", Json(i)).AsTask()).ToArray();
+            foreach (Task<long> put in concurrent)
+            {
+                await Assert.ThrowsAsync<StoreFullException>(() => put);
+            }
+
+            using DocumentSession session = store.OpenSession();
+            session.Store(new Note { Text = new string('z', 1000) }, "session-doc");
+            await Assert.ThrowsAsync<StoreFullException>(() => session.SaveChangesAsync());
+            refused.UnionWith(Enumerable.Range(0, 16).Select(i => $"concurrent-{i}"));
+            Assert.False(store.IsFaulted);
+            AssertHolds(store, acknowledged, refused);
+            Assert.Null(store.Get(nameof(Note), "session-doc"));
+
+            // Space is freed: within the journal's retry interval commits are accepted again, and the session, which
+            // still tracks its change, saves it.
+            files.NoSpace = false;
+            long version = await PutOnceSpaceIsBackAsync(store, "after-0");
+            acknowledged["after-0"] = version;
+            await session.SaveChangesAsync();
+            Assert.NotNull(store.Get(nameof(Note), "session-doc"));
+            for (int i = 1; i < 300; i++)
+            {
+                acknowledged[$"after-{i}"] = await store.PutAsync("Doc", $"after-{i}", Json(i));
+            }
+
+            Assert.False(store.GetDiagnostics().IsDiskFull);
+            await store.CheckpointAsync();
+            AssertHolds(store, acknowledged, refused);
+        }
+
+        await using (var reopened = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments()))
+        {
+            AssertHolds(reopened, acknowledged, refused);
+            Assert.Equal(acknowledged.Count, reopened.Scan("Doc").Count());
+        }
+    }
+
+    private static async Task<long> PutOnceSpaceIsBackAsync(DocumentStore store, string id)
+    {
+        DateTime deadline = DateTime.UtcNow + TestDeadline.Hang;
+        while (true)
+        {
+            try
+            {
+                return await store.PutAsync("Doc", id, Json(0));
+            }
+            catch (StoreFullException) when (DateTime.UtcNow < deadline)
+            {
+                await Task.Delay(50);
+            }
+        }
+    }
+
+    private static void AssertHolds(DocumentStore store, Dictionary<string, long> acknowledged,
+        HashSet<string> refused)
+    {
+        foreach ((string id, long version) in acknowledged)
+        {
+            StoredDocument? document = store.Get("Doc", id);
+            Assert.True(document is not null, $"acknowledged '{id}' is missing");
+            Assert.Equal(version, document.Value.Version);
+        }
+
+        foreach (string id in refused)
+        {
+            Assert.Null(store.Get("Doc", id));
+        }
+    }
+
+    private static byte[] Json(int i) =>
+        Encoding.UTF8.GetBytes($"{{\"n\":{i},\"pad\":\"{new string('x', 400)}\"}}");
+
+    private sealed class Note
+    {
+        public string? Text { get; set; }
+    }
+}
