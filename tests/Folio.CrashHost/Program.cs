@@ -10,7 +10,8 @@ using Folio.Transactions;
 // per batch, "ACK <sequence> <id>"), and with a fourth argument "store" a document store, whose reopen replays the
 // journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>"); a fifth argument
 // "checkpoints" makes that store checkpoint and purge its journal every few milliseconds while it commits. For the
-// journal workload a number as the fourth argument sets the merger's MaxGroupsInFlight (default 1).
+// journal workload a number as the fourth argument sets the merger's MaxGroupsInFlight (default 1). A first argument
+// "fill" runs the full-disk workload (DiskFullWorkload) instead.
 if (args is ["memory", string memoryFolder, string megabytes, string cacheMiB])
 {
     // Not a crash workload: the memory test's (MemoryWorkload), alone in a process of its own.
@@ -19,11 +20,20 @@ if (args is ["memory", string memoryFolder, string megabytes, string cacheMiB])
         int.Parse(cacheMiB, System.Globalization.CultureInfo.InvariantCulture));
 }
 
+if (args is ["fill", string fillFolder, string fillTag, string fillWriters, string capacity])
+{
+    // The full-disk crash test's workload (DiskFullWorkload).
+    return await DiskFullWorkload.RunAsync(fillFolder, fillTag,
+        int.Parse(fillWriters, System.Globalization.CultureInfo.InvariantCulture),
+        long.Parse(capacity, System.Globalization.CultureInfo.InvariantCulture));
+}
+
 if (args.Length < 2)
 {
     Console.Error.WriteLine(
         "usage: Folio.CrashHost <folder> <run-tag> [writers] [store [checkpoints] | groups-in-flight]\n"
-        + "       Folio.CrashHost memory <folder> <megabytes> <cache MiB>");
+        + "       Folio.CrashHost memory <folder> <megabytes> <cache MiB>\n"
+        + "       Folio.CrashHost fill <folder> <run-tag> <writers> <capacity bytes, 0 for the real disk>");
     return 2;
 }
 
