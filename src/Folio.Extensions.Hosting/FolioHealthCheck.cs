@@ -8,9 +8,8 @@ namespace Folio.Extensions.Hosting;
 /// journal could not be applied to the in-memory state: commits fail until it is reopened) or when the disk is full
 /// (commits fail with <see cref="StoreFullException"/> until space is freed, then it is healthy again),
 /// <c>Degraded</c> when the average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else
-/// <c>Healthy</c>. The data
-/// carries the last committed sequence and the fsync figures. Reading them is lock-free; the check never touches the
-/// disk.
+/// <c>Healthy</c>. The data carries the last committed sequence and the fsync figures. Reading them is lock-free; the
+/// check never touches the disk.
 /// </summary>
 internal sealed class FolioHealthCheck : IHealthCheck
 {
