@@ -46,22 +46,17 @@ internal sealed class FolioHealthCheck : IHealthCheck
             ["averageSyncMs"] = diagnostics.AverageSyncDuration.TotalMilliseconds,
         };
 
-        if (diagnostics.IsFaulted)
+        (string? failure, Exception? cause) = diagnostics switch
         {
-            return Task.FromResult(new HealthCheckResult(
-                context.Registration.FailureStatus,
-                "The Folio store is faulted; commits fail until it is reopened: " + diagnostics.Fault?.Message,
-                diagnostics.Fault,
-                data));
-        }
-
-        if (diagnostics.IsDiskFull)
+            { IsFaulted: true } => ("The Folio store is faulted; commits fail until it is reopened: ",
+                diagnostics.Fault),
+            { IsDiskFull: true } => ("The disk is full: commits fail until space is freed: ", diagnostics.DiskFull),
+            _ => (null, null),
+        };
+        if (failure is not null)
         {
-            return Task.FromResult(new HealthCheckResult(
-                context.Registration.FailureStatus,
-                "The disk is full: commits fail until space is freed: " + diagnostics.DiskFull?.Message,
-                diagnostics.DiskFull,
-                data));
+            return Task.FromResult(new HealthCheckResult(context.Registration.FailureStatus, failure + cause?.Message,
+                cause, data));
         }
 
         TimeSpan degraded = _options.CurrentValue.DegradedSyncLatency;
