@@ -6,9 +6,11 @@ using Folio.Tests.Infrastructure;
 namespace Folio.Tests.Journal;
 
 /// <summary>
-/// Random programs of appends, syncs, clock moves, reopens, purges and reads (by sequence and by time) against an
-/// in-memory model; the journal must agree with the model after every step. Tiny segments force many rotations.
-/// Readers must return exactly the model's entries up to the committed sequence, which covers every synced entry.
+/// Random programs of appends, syncs, clock moves, reopens, purges, reads (by sequence and by time) and a disk that
+/// fills and empties against an in-memory model; the journal must agree with the model after every step. Tiny
+/// segments force many rotations. Readers must return exactly the model's entries up to the committed sequence, which
+/// covers every synced entry. While the disk is full, an append that needs a new segment (or the mark naming one) is
+/// refused with <see cref="StoreFullException"/> and changes nothing, and nothing faults the journal.
 /// </summary>
 public sealed class JournalPropertyTests
 {
@@ -20,6 +22,11 @@ public sealed class JournalPropertyTests
         using var dir = new TempDirectory();
         var clock = new ManualTimeProvider(s_start);
         var options = JournalTestExtensions.Tiny(1024, clock);
+        var files = new FaultInjectingFileSystem();
+        string[] fullFor = []; // the files that cannot grow while the disk is full
+        DateTimeOffset lastFailedTry = DateTimeOffset.MinValue;
+        files.Matches = path => Array.IndexOf(fullFor, Path.GetFileName(path)) >= 0;
+        options.FileSystem = files;
         var model = new List<(long Sequence, long Ticks, byte[] Data)>();
         int pending = 0;
         long firstAvailable = 1;
@@ -42,7 +49,28 @@ public sealed class JournalPropertyTests
                                     (argument * (i + 1)) % 120);
                             }
 
-                            Assert.Equal(first, journal.Append(entries));
+                            long appended;
+                            int writes = files.Writes;
+                            try
+                            {
+                                appended = journal.Append(entries);
+                            }
+                            catch (StoreFullException full) when (files.NoSpace
+                                || clock.GetUtcNow() - lastFailedTry < WriteAheadJournal.PreparationRetryInterval)
+                            {
+                                // Refused while the disk is full, or within the retry interval after a try that found
+                                // it full (a try writes; a refusal within the interval writes nothing).
+                                Assert.IsType<IOException>(full.InnerException);
+                                Assert.NotNull(journal.DiskFull);
+                                if (files.Writes != writes)
+                                {
+                                    lastFailedTry = clock.GetUtcNow();
+                                }
+
+                                break;
+                            }
+
+                            Assert.Equal(first, appended);
                             long ticks = clock.GetUtcNow().UtcTicks;
                             for (int i = 0; i < count; i++)
                             {
@@ -72,7 +100,16 @@ public sealed class JournalPropertyTests
                             journal.Sync();
                             pending = 0;
                             long before = model.Count == 0 ? 1 : 1 + (argument % model.Count);
-                            journal.Purge(before);
+                            try
+                            {
+                                journal.Purge(before);
+                            }
+                            catch (IOException) when (files.NoSpace
+                                && Array.IndexOf(fullFor, "journal.purged.tmp") >= 0)
+                            {
+                                // Its watermark, written first, found the disk full: nothing was purged.
+                            }
+
                             Assert.InRange(journal.FirstSequence, firstAvailable, Math.Max(before, firstAvailable));
                             firstAvailable = journal.FirstSequence;
                             break;
@@ -93,6 +130,18 @@ public sealed class JournalPropertyTests
                             break;
                         }
 
+                    case 12:
+                        // The disk fills (for the next segment, the mark naming it, the purge watermark, or all of
+                        // them) or empties again.
+                        files.NoSpace = !files.NoSpace;
+                        fullFor = (argument % 4) switch
+                        {
+                            0 => ["next-segment.tmp"],
+                            1 => ["journal.state.tmp"],
+                            2 => ["journal.purged.tmp"],
+                            _ => ["next-segment.tmp", "journal.state.tmp", "journal.purged.tmp"],
+                        };
+                        break;
                     default:
                         {
                             var at = s_start.AddSeconds(argument % 200);
