@@ -7,7 +7,7 @@ namespace Folio.Storage;
 /// (an <see cref="IOException"/> whose HResult is errno 28), and writes nothing. A write within a file's length needs
 /// no space, as an overwrite of written blocks on ext4 or xfs. Space freed by deleting or truncating a file is free
 /// again at once. The lengths are summed from the folder at every write that extends a file, under one lock, so the
-/// threads of one process see one disk; compiled into the crash host, not into the product.
+/// threads of one process see one disk; compiled into the tests and the crash host, not into the product.
 /// </summary>
 internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IFileSystem
 {

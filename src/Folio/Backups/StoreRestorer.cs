@@ -647,7 +647,19 @@ internal sealed class StoreRestorer : IDisposable
             }
 
             _clock.Ticks = _recordTimestamp;
-            long first = _journal!.Append(entries);
+            long first;
+            try
+            {
+                first = _journal!.Append(entries);
+            }
+            catch (StoreFullException full)
+            {
+                // A restore fails on a full disk as on any other failed write: an IOException, and nothing is left.
+                throw new IOException(
+                    $"The disk is full: the restored store's journal could not grow ({full.InnerException?.Message})",
+                    full.InnerException);
+            }
+
             if (first != _record)
             {
                 Corrupt($"the record of entry {_record} landed at {first}");

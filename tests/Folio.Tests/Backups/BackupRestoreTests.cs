@@ -827,4 +827,51 @@ public sealed class BackupRestoreTests
             return state;
         }
     }
+
+    [Fact]
+    public async Task A_restore_that_fills_the_disk_fails_with_an_IOException_and_leaves_nothing()
+    {
+        using var dir = new TempDirectory();
+        string source = Path.Combine(dir.Path, "source");
+        string backup = Path.Combine(dir.Path, "store.backup");
+        DocumentStoreOptions sourceOptions = TestStoreOptions.TinySegments();
+        sourceOptions.CheckpointThreshold = long.MaxValue; // the backup is all journal: the restore appends it
+        sourceOptions.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using (var store = DocumentStore.Open(source, sourceOptions))
+        {
+            byte[] json = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 2000)}\"}}");
+            for (int i = 0; i < 400; i += 4)
+            {
+                var batch = new CommitBatch();
+                for (int k = i; k < i + 4; k++)
+                {
+                    batch.Put("Doc", $"d{k}", json);
+                }
+
+                await store.WriteAsync(batch);
+            }
+
+            await store.BackupAsync(backup);
+        }
+
+        // A disk with room for the restored journal's first segments only.
+        string disk = Path.Combine(dir.Path, "disk");
+        Directory.CreateDirectory(disk);
+        var files = new Folio.Storage.CapacityLimitedFileSystem(disk, 512 * 1024);
+        DocumentStoreOptions storeOptions = TestStoreOptions.TinySegments();
+        storeOptions.FileSystem = files;
+        string target = Path.Combine(disk, "restored");
+        var error = await Assert.ThrowsAsync<IOException>(async () =>
+        {
+            await using FileStream stream = File.OpenRead(backup);
+            await Folio.Backups.StoreRestorer.RestoreAsync([PipeReader.Create(stream)], target, new RestoreOptions(),
+                storeOptions, CancellationToken.None);
+        });
+        Assert.Contains("disk is full", error.Message, StringComparison.Ordinal);
+        Assert.True(files.Refused > 0);
+        Assert.Empty(Directory.GetFileSystemEntries(disk));
+
+        RestoreResult restored = await DocumentStore.RestoreAsync(backup, target);
+        Assert.Equal(400, restored.Documents);
+    }
 }
