@@ -20,12 +20,21 @@ namespace Folio.Backups;
 /// store opened and passed a full verification (every page and journal record from disk) is the staging folder
 /// renamed to the target. Any failure deletes the staging folder: a restore leaves a verified store or nothing.
 /// </para>
+/// <para>
+/// A restore killed midway cannot delete its staging folder. Each restore holds an exclusive lock on a file beside its
+/// staging folder (its name and <see cref="LockSuffix"/>) until it ends, so the next restore into the same target
+/// deletes every staging folder of that target whose lock it can take (its restore is gone) and leaves those whose
+/// lock is held (a restore still running, in this process or another).
+/// </para>
 /// </summary>
 internal sealed class StoreRestorer : IDisposable
 {
     /// <summary>The staging folder's name: the target's, this suffix and a random part (two restores into one target
     /// never share one).</summary>
     internal const string StagingSuffix = ".restoring-";
+
+    /// <summary>The suffix of the lock file beside a staging folder, held while its restore runs.</summary>
+    internal const string LockSuffix = ".lock";
 
     private readonly string _staging;
     private readonly RestoreOptions _options;
@@ -91,6 +100,9 @@ internal sealed class StoreRestorer : IDisposable
         }
 
         using var restorer = new StoreRestorer(target, options, storeOptions.FileSystem);
+        DeleteAbandonedStaging(target, restorer._fileSystem);
+        string lockFile = restorer._staging + LockSuffix;
+        IDisposable stagingLock = restorer._fileSystem.AcquireExclusiveLock(lockFile);
         try
         {
             Directory.CreateDirectory(restorer._staging);
@@ -123,6 +135,51 @@ internal sealed class StoreRestorer : IDisposable
             }
 
             throw;
+        }
+        finally
+        {
+            stagingLock.Dispose();
+            restorer._fileSystem.DeleteFile(lockFile);
+        }
+    }
+
+    /// <summary>Deletes the staging folders of <paramref name="target"/> that restores killed midway left behind:
+    /// those whose lock file nobody holds (see the protocol). A folder whose lock is held belongs to a running
+    /// restore and is left alone.</summary>
+    private static void DeleteAbandonedStaging(string target, IFileSystem fileSystem)
+    {
+        string parent = Path.GetDirectoryName(target)!;
+        if (!Directory.Exists(parent))
+        {
+            return;
+        }
+
+        string prefix = Path.GetFileName(target) + StagingSuffix;
+        foreach (string staging in Directory.GetDirectories(parent, prefix + "*"))
+        {
+            IDisposable held;
+            try
+            {
+                held = fileSystem.AcquireExclusiveLock(staging + LockSuffix);
+            }
+            catch (IOException)
+            {
+                continue; // its restore is running
+            }
+
+            using (held)
+            {
+                try
+                {
+                    Directory.Delete(staging, recursive: true);
+                }
+                catch (DirectoryNotFoundException)
+                {
+                    // Its restore ended between the listing and the lock (its folder moved into place or deleted).
+                }
+            }
+
+            fileSystem.DeleteFile(staging + LockSuffix);
         }
     }
 

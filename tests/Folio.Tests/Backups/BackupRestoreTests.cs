@@ -874,4 +874,42 @@ public sealed class BackupRestoreTests
         RestoreResult restored = await DocumentStore.RestoreAsync(backup, target);
         Assert.Equal(400, restored.Documents);
     }
+
+    [Fact]
+    public async Task A_restore_removes_what_killed_restores_into_its_folder_left_and_keeps_running_ones()
+    {
+        using var dir = new TempDirectory();
+        string backup = Path.Combine(dir.Path, "store.backup");
+        await using (var store = DocumentStore.Open(Path.Combine(dir.Path, "source"), TestStoreOptions.SmallSegments()))
+        {
+            for (int i = 0; i < 10; i++)
+            {
+                await store.PutAsync("Doc", $"d{i}", "{}"u8.ToArray());
+            }
+
+            await store.BackupAsync(backup);
+        }
+
+        // What a restore killed midway leaves: its staging folder, half written, and its lock file, which no one holds.
+        string target = Path.Combine(dir.Path, "restored");
+        string abandoned = target + ".restoring-deadbeef";
+        Directory.CreateDirectory(Path.Combine(abandoned, "journal"));
+        File.WriteAllBytes(Path.Combine(abandoned, DocumentStore.DataFileName), new byte[4096]);
+        File.WriteAllBytes(abandoned + ".lock", []);
+        string older = target + ".restoring-0ld0ld00"; // one without a lock file
+        Directory.CreateDirectory(older);
+
+        // A restore into the same folder still running (in this process or another) holds its lock.
+        string running = target + ".restoring-0badcafe";
+        Directory.CreateDirectory(running);
+        using (Folio.Storage.PhysicalFileSystem.Instance.AcquireExclusiveLock(running + ".lock"))
+        {
+            RestoreResult restored = await DocumentStore.RestoreAsync(backup, target);
+            Assert.Equal(10, restored.Documents);
+        }
+
+        Assert.Equal(
+            ["restored", "restored.restoring-0badcafe", "restored.restoring-0badcafe.lock", "source", "store.backup"],
+            Directory.GetFileSystemEntries(dir.Path).Select(Path.GetFileName).Order(StringComparer.Ordinal));
+    }
 }
