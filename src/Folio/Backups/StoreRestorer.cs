@@ -181,6 +181,26 @@ internal sealed class StoreRestorer : IDisposable
 
             fileSystem.DeleteFile(staging + LockSuffix);
         }
+
+        // A restore killed after it moved its folder into place, before it deleted its lock file.
+        foreach (string lockFile in Directory.GetFiles(parent, prefix + "*" + LockSuffix))
+        {
+            if (Directory.Exists(lockFile[..^LockSuffix.Length]))
+            {
+                continue;
+            }
+
+            try
+            {
+                fileSystem.AcquireExclusiveLock(lockFile).Dispose();
+            }
+            catch (IOException)
+            {
+                continue; // its restore is running
+            }
+
+            fileSystem.DeleteFile(lockFile);
+        }
     }
 
     public void Dispose()

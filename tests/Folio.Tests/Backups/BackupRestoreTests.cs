@@ -898,6 +898,7 @@ public sealed class BackupRestoreTests
         File.WriteAllBytes(abandoned + ".lock", []);
         string older = target + ".restoring-0ld0ld00"; // one without a lock file
         Directory.CreateDirectory(older);
+        File.WriteAllBytes(target + ".restoring-0ddba11.lock", []); // a lock file whose restore moved its folder
 
         // A restore into the same folder still running (in this process or another) holds its lock.
         string running = target + ".restoring-0badcafe";
