@@ -5,7 +5,7 @@ namespace Folio.Tool;
 
 /// <summary><c>folio backup &lt;store&gt; &lt;backup-file&gt;</c>: a consistent backup into a new file, read from the
 /// store's files (<see cref="DocumentStore.BackupFilesAsync(string, Stream, CancellationToken)"/>): it never writes to
-/// the store, and backs up a store a service holds.</summary>
+/// the store, and backs up a store a service holds. The file appears under its name only once it is whole.</summary>
 internal static class BackupCommand
 {
     public static Command Create()
@@ -23,7 +23,15 @@ internal static class BackupCommand
             string path = Path.GetFullPath(parse.GetValue(file)!);
             var display = new ProgressDisplay("backup", ToolStore.FileBytes(folder));
             BackupResult result;
-            var output = new FileStream(path, FileMode.CreateNew, FileAccess.Write, FileShare.None, 0,
+            if (File.Exists(path))
+            {
+                throw new ToolException($"the backup file '{path}' already exists");
+            }
+
+            // Written under a partial name and renamed once whole and fsynced: a killed backup leaves the partial
+            // file, never a file under the backup's name that is not a whole backup.
+            string partial = $"{path}.partial-{Guid.NewGuid().ToString("N")[..8]}";
+            var output = new FileStream(partial, FileMode.CreateNew, FileAccess.Write, FileShare.None, 0,
                 FileOptions.Asynchronous);
             try
             {
@@ -37,10 +45,12 @@ internal static class BackupCommand
                             .ConfigureAwait(false);
                     output.Flush(flushToDisk: true);
                 }
+
+                File.Move(partial, path, overwrite: false);
             }
             catch
             {
-                File.Delete(path);
+                File.Delete(partial);
                 throw;
             }
 

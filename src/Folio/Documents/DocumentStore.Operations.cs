@@ -73,7 +73,8 @@ public sealed partial class DocumentStore
             TimeProvider.System, token), cancellationToken);
     }
 
-    /// <summary>Writes an incremental backup into a new file (fsynced); see
+    /// <summary>Writes an incremental backup into a new file (fsynced, and renamed from a partial name once whole, as
+    /// <see cref="BackupAsync(string, CancellationToken)"/>); see
     /// <see cref="BackupAsync(PipeWriter, long, CancellationToken)"/>.</summary>
     /// <param name="backupFile">The file to create; it must not exist.</param>
     /// <param name="fromSequence">The first commit to include.</param>
@@ -187,8 +188,9 @@ public sealed partial class DocumentStore
         }
     }
 
-    /// <summary>Writes a backup into a new file, made durable (fsync) before the call returns; a failed backup leaves
-    /// no file. See <see cref="BackupAsync(PipeWriter, CancellationToken)"/>.</summary>
+    /// <summary>Writes a backup into a new file, made durable (fsync) before the call returns. The file is written as
+    /// <c>&lt;backupFile&gt;.partial-&lt;random&gt;</c> and renamed once whole, so a failed backup leaves no file and
+    /// a killed one only that partial file. See <see cref="BackupAsync(PipeWriter, CancellationToken)"/>.</summary>
     /// <param name="backupFile">The file to create; it must not exist.</param>
     /// <param name="cancellationToken">Cancels the backup.</param>
     /// <returns>What the backup holds.</returns>
@@ -196,11 +198,22 @@ public sealed partial class DocumentStore
     public ValueTask<BackupResult> BackupAsync(string backupFile, CancellationToken cancellationToken = default) =>
         BackupToFileAsync(backupFile, null, cancellationToken);
 
+    /// <summary>Writes the backup into <c>&lt;file&gt;.partial-&lt;random&gt;</c>, fsyncs it, and only then renames it
+    /// to <paramref name="backupFile"/> (and fsyncs the folder): a backup that fails deletes its partial file, and one
+    /// whose process is killed leaves that partial file, never a file under the backup's name that is not a whole
+    /// backup.</summary>
     private async ValueTask<BackupResult> BackupToFileAsync(string backupFile, long? fromSequence,
         CancellationToken cancellationToken)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(backupFile);
-        var file = new FileStream(backupFile, FileMode.CreateNew, FileAccess.Write, FileShare.None, bufferSize: 0,
+        string path = System.IO.Path.GetFullPath(backupFile);
+        if (File.Exists(path))
+        {
+            throw new IOException($"The backup file '{path}' already exists.");
+        }
+
+        string partial = $"{path}.partial-{Guid.NewGuid().ToString("N")[..8]}";
+        var file = new FileStream(partial, FileMode.CreateNew, FileAccess.Write, FileShare.None, bufferSize: 0,
             FileOptions.Asynchronous);
         try
         {
@@ -211,11 +224,13 @@ public sealed partial class DocumentStore
                 file.Flush(flushToDisk: true);
             }
 
+            File.Move(partial, path, overwrite: false);
+            Options.FileSystem.SyncDirectory(System.IO.Path.GetDirectoryName(path)!);
             return result;
         }
         catch
         {
-            File.Delete(backupFile);
+            File.Delete(partial);
             throw;
         }
     }

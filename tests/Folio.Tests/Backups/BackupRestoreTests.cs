@@ -913,4 +913,29 @@ public sealed class BackupRestoreTests
             ["restored", "restored.restoring-0badcafe", "restored.restoring-0badcafe.lock", "source", "store.backup"],
             Directory.GetFileSystemEntries(dir.Path).Select(Path.GetFileName).Order(StringComparer.Ordinal));
     }
+
+    [Fact]
+    public async Task A_backup_into_a_file_leaves_that_file_alone_when_it_succeeds_and_nothing_when_it_fails()
+    {
+        // A backup is written under a partial name and renamed once whole and fsynced (a killed backup leaves only
+        // the partial file): a success leaves the backup file alone, a failure deletes its partial file.
+        using var dir = new TempDirectory();
+        string backups = Path.Combine(dir.Path, "backups");
+        Directory.CreateDirectory(backups);
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "store"), SmallOptions());
+        for (int i = 0; i < 50; i++)
+        {
+            await store.PutAsync("Doc", $"d{i}", "{}"u8.ToArray());
+        }
+
+        BackupResult backup = await store.BackupAsync(Path.Combine(backups, "app.folio"));
+        Assert.Equal(["app.folio"], Directory.GetFileSystemEntries(backups).Select(Path.GetFileName));
+        Assert.Equal(backup.Bytes, new FileInfo(Path.Combine(backups, "app.folio")).Length);
+
+        using var cancelled = new CancellationTokenSource();
+        await cancelled.CancelAsync();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(
+            () => store.BackupAsync(Path.Combine(backups, "cancelled.folio"), cancelled.Token).AsTask());
+        Assert.Equal(["app.folio"], Directory.GetFileSystemEntries(backups).Select(Path.GetFileName));
+    }
 }
