@@ -100,6 +100,7 @@ internal sealed class StoreRestorer : IDisposable
         }
 
         using var restorer = new StoreRestorer(target, options, storeOptions.FileSystem);
+        restorer._fileSystem.CreateDirectory(Path.GetDirectoryName(target)!); // the target's parent may be new too
         DeleteAbandonedStaging(target, restorer._fileSystem);
         string lockFile = restorer._staging + LockSuffix;
         IDisposable stagingLock = restorer._fileSystem.AcquireExclusiveLock(lockFile);

@@ -912,6 +912,12 @@ public sealed class BackupRestoreTests
         Assert.Equal(
             ["restored", "restored.restoring-0badcafe", "restored.restoring-0badcafe.lock", "source", "store.backup"],
             Directory.GetFileSystemEntries(dir.Path).Select(Path.GetFileName).Order(StringComparer.Ordinal));
+
+        // Into a folder whose parents do not exist yet.
+        string nested = Path.Combine(dir.Path, "new", "parents", "restored");
+        Assert.Equal(10, (await DocumentStore.RestoreAsync(backup, nested)).Documents);
+        Assert.Equal(["restored"], Directory.GetFileSystemEntries(Path.GetDirectoryName(nested)!)
+            .Select(Path.GetFileName));
     }
 
     [Fact]
