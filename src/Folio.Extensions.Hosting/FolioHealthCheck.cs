@@ -7,9 +7,10 @@ namespace Folio.Extensions.Hosting;
 /// Reports the store's health: <c>Unhealthy</c> when it is faulted (a journal write or fsync failed, or a group in the
 /// journal could not be applied to the in-memory state: commits fail until it is reopened) or when the disk is full
 /// (commits fail with <see cref="StoreFullException"/> until space is freed, then it is healthy again),
-/// <c>Degraded</c> when the average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else
-/// <c>Healthy</c>. The data carries the last committed sequence and the fsync figures. Reading them is lock-free; the
-/// check never touches the disk.
+/// <c>Degraded</c> when the last checkpoint attempt failed (<see cref="StoreDiagnostics.CheckpointFailure"/>) or the
+/// average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else <c>Healthy</c>. The data
+/// carries the last committed sequence and the fsync figures. Reading them is lock-free; the check never touches the
+/// disk.
 /// </summary>
 internal sealed class FolioHealthCheck : IHealthCheck
 {
@@ -57,6 +58,13 @@ internal sealed class FolioHealthCheck : IHealthCheck
         {
             return Task.FromResult(new HealthCheckResult(context.Registration.FailureStatus, failure + cause?.Message,
                 cause, data));
+        }
+
+        if (diagnostics.CheckpointFailure is { } checkpoint)
+        {
+            return Task.FromResult(HealthCheckResult.Degraded(
+                "Checkpoints fail, so the journal is not purged until one succeeds: " + checkpoint.Message,
+                checkpoint, data));
         }
 
         TimeSpan degraded = _options.CurrentValue.DegradedSyncLatency;

@@ -8,8 +8,8 @@ public static class FolioHealthChecksBuilderExtensions
 {
     /// <summary>
     /// Adds a check that reports <c>Unhealthy</c> (or <paramref name="failureStatus"/>) when the store is faulted or
-    /// its disk is full, and <c>Degraded</c> when its average fsync duration exceeds
-    /// <see cref="FolioOptions.DegradedSyncLatency"/>.
+    /// its disk is full, and <c>Degraded</c> when its last checkpoint attempt failed or its average fsync duration
+    /// exceeds <see cref="FolioOptions.DegradedSyncLatency"/>.
     /// Requires <c>AddFolio</c>.
     /// </summary>
     /// <param name="builder">The health checks builder.</param>

@@ -408,6 +408,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         _merger.AverageSyncDuration)
     {
         DiskFull = _journal.DiskFull,
+        CheckpointFailure = _checkpointer.LastFailure,
     };
 
     /// <summary>

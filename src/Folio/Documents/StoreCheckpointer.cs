@@ -26,6 +26,8 @@ namespace Folio.Documents;
 /// buffered sync), so the data file is never ahead of the journal, and the journal is purged only once the data
 /// file's header naming C is durable. The close's checkpoint does not purge: the journal keeps its segments (for
 /// change-feed readers that resume after a restart) until a checkpoint of a running store covers them.
+/// <see cref="LastFailure"/> is written by checkpoints only (a release store: the error of an attempt that failed,
+/// null once one succeeds) and read by diagnostics on any thread.
 /// </para>
 /// <para>
 /// Backpressure. The documents written since the last checkpoint stay in memory until a checkpoint moves them to the
@@ -59,6 +61,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private long _behindSince;
     private int _behind;
     private long _lastSequence;
+    private Exception? _lastFailure;
     private long _bytesAtCheckpoint; // the journal's AppendedBytes when the last checkpoint's snapshot was taken
     private long _lastTimestamp;
     private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (on the checkpoint thread)
@@ -99,6 +102,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// <summary>The journal's bytes after the last checkpoint (what the thresholds measure): the records appended since
     /// its snapshot was taken, plus at open those the open replayed. Records a group appended while the snapshot was
     /// taken may count as covered; the next checkpoint covers them.</summary>
+    /// <summary>The error of the last checkpoint attempt when it failed (a full disk, a damaged page, an I/O error),
+    /// or null once one succeeded: until then the journal is not purged.</summary>
+    public Exception? LastFailure => Volatile.Read(ref _lastFailure);
+
     public long BytesSinceCheckpoint => Math.Max(0, _journal.AppendedBytes - Interlocked.Read(ref _bytesAtCheckpoint));
 
     /// <summary>Whether new commits wait for a checkpoint (acquire): checkpoints fell behind the writers.</summary>
@@ -454,9 +461,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         {
             _pages.Checkpoint(Interlocked.Read(ref _lastSequence), none.Collections, compaction: request);
         }
-        catch
+        catch (Exception error)
         {
             _metrics.Failed();
+            Volatile.Write(ref _lastFailure, error);
             throw;
         }
 
@@ -496,9 +504,14 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 snapshot.ThrowIfExpired();
                 _pages.Checkpoint(sequence, changes.Collections, compaction: compaction);
             }
-            catch
+            catch (Exception error)
             {
                 _metrics.Failed(); // nothing is evicted: the next checkpoint takes the same heads again
+                if (error is not SnapshotExpiredException)
+                {
+                    Volatile.Write(ref _lastFailure, error); // an expired snapshot is retried, not a failing store
+                }
+
                 throw;
             }
 
@@ -516,9 +529,18 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
         if (purge)
         {
-            _journal.Purge(_lastSequence + 1);
+            try
+            {
+                _journal.Purge(_lastSequence + 1);
+            }
+            catch (Exception error)
+            {
+                Volatile.Write(ref _lastFailure, error); // the data file has the commits, the journal still holds them
+                throw;
+            }
         }
 
+        Volatile.Write(ref _lastFailure, null);
         Interlocked.Exchange(ref _lastTimestamp, Environment.TickCount64);
         return sequence;
     }

@@ -27,4 +27,11 @@ public readonly record struct StoreDiagnostics(
 
     /// <summary>Whether <see cref="DiskFull"/> is set: commits fail for want of space until some is freed.</summary>
     public bool IsDiskFull => DiskFull is not null;
+
+    /// <summary>The error of the last checkpoint attempt when it failed (a full disk, a page that fails its checksum,
+    /// an I/O error), or null (also once a later attempt succeeded). While set, the journal is not purged, the store's
+    /// disk use grows with its commits, and once the journal after the last checkpoint passes
+    /// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/> commits wait for each attempt; the store is
+    /// not faulted.</summary>
+    public Exception? CheckpointFailure { get; init; }
 }

@@ -287,6 +287,40 @@ public sealed class FolioHostingTests : IDisposable
         await host.StopAsync();
     }
 
+    [Fact]
+    public async Task Health_check_is_degraded_while_checkpoints_fail_and_healthy_once_one_succeeds()
+    {
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => Path.GetFileName(path) == DocumentStore.DataFileName };
+        using IHost host = BuildHost(s =>
+        {
+            s.AddFolio(o =>
+            {
+                SmallStore(o, Path.Combine(_directory.Path, "db"));
+                o.ConfigureStore = store => store.FileSystem = files;
+            });
+            s.AddHealthChecks().AddFolioHealthCheck();
+        });
+        await host.StartAsync();
+        HealthCheckService health = host.Services.GetRequiredService<HealthCheckService>();
+        DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
+        await store.PutAsync("c", "a", "{}"u8.ToArray());
+
+        files.Arm(FileFault.DiskFull);
+        await Assert.ThrowsAsync<IOException>(async () => await store.CheckpointAsync());
+        Assert.IsType<IOException>(store.GetDiagnostics().CheckpointFailure);
+        Assert.False(store.GetDiagnostics().IsFaulted);
+        HealthReport report = await health.CheckHealthAsync();
+        Assert.Equal(HealthStatus.Degraded, report.Status);
+        Assert.Contains("Checkpoints fail", report.Entries["folio"].Description, StringComparison.Ordinal);
+
+        await store.CheckpointAsync();
+        Assert.Null(store.GetDiagnostics().CheckpointFailure);
+        report = await health.CheckHealthAsync();
+        Assert.Equal(HealthStatus.Healthy, report.Status);
+        await host.StopAsync();
+    }
+
     private static IConfiguration BuildConfiguration(Dictionary<string, string?> settings) =>
         new ConfigurationBuilder().AddInMemoryCollection(settings).Build();
 }
