@@ -198,17 +198,7 @@ public sealed class FolioHostingTests : IDisposable
     {
         var files = new FaultInjectingFileSystem();
         TimeSpan degradedAt = TimeSpan.FromHours(1);
-        using IHost host = BuildHost(s =>
-        {
-            s.AddFolio(o =>
-            {
-                SmallStore(o, Path.Combine(_directory.Path, "db"));
-                o.DegradedSyncLatency = degradedAt;
-                o.ConfigureStore = store => store.FileSystem = files;
-            });
-            s.AddHealthChecks().AddFolioHealthCheck();
-        });
-        await host.StartAsync();
+        using IHost host = await StartCheckedHostAsync(files, o => o.DegradedSyncLatency = degradedAt);
         HealthCheckService health = host.Services.GetRequiredService<HealthCheckService>();
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
 
@@ -239,19 +229,12 @@ public sealed class FolioHostingTests : IDisposable
     {
         var files = new FaultInjectingFileSystem { Matches = static path
             => Path.GetFileName(path) == "next-segment.tmp" };
-        using IHost host = BuildHost(s =>
+        using IHost host = await StartCheckedHostAsync(files, o =>
         {
-            s.AddFolio(o =>
-            {
-                SmallStore(o, Path.Combine(_directory.Path, "db"));
-                o.SegmentSize = 64 * 1024; // a rotation within a few puts
-                o.MaxDocumentSize = 8 * 1024;
-                o.MaxGroupBytes = 16 * 1024;
-                o.ConfigureStore = store => store.FileSystem = files;
-            });
-            s.AddHealthChecks().AddFolioHealthCheck();
+            o.SegmentSize = 64 * 1024; // a rotation within a few puts
+            o.MaxDocumentSize = 8 * 1024;
+            o.MaxGroupBytes = 16 * 1024;
         });
-        await host.StartAsync();
         HealthCheckService health = host.Services.GetRequiredService<HealthCheckService>();
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
         byte[] json = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 2000)}\"}}");
@@ -292,16 +275,7 @@ public sealed class FolioHostingTests : IDisposable
     {
         var files = new FaultInjectingFileSystem { Matches = static path
             => Path.GetFileName(path) == DocumentStore.DataFileName };
-        using IHost host = BuildHost(s =>
-        {
-            s.AddFolio(o =>
-            {
-                SmallStore(o, Path.Combine(_directory.Path, "db"));
-                o.ConfigureStore = store => store.FileSystem = files;
-            });
-            s.AddHealthChecks().AddFolioHealthCheck();
-        });
-        await host.StartAsync();
+        using IHost host = await StartCheckedHostAsync(files, static _ => { });
         HealthCheckService health = host.Services.GetRequiredService<HealthCheckService>();
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
         await store.PutAsync("c", "a", "{}"u8.ToArray());
@@ -319,6 +293,23 @@ public sealed class FolioHostingTests : IDisposable
         report = await health.CheckHealthAsync();
         Assert.Equal(HealthStatus.Healthy, report.Status);
         await host.StopAsync();
+    }
+
+    /// <summary>A started host with a small store on <paramref name="files"/> and the Folio health check.</summary>
+    private async Task<IHost> StartCheckedHostAsync(FaultInjectingFileSystem files, Action<FolioOptions> configure)
+    {
+        IHost host = BuildHost(s =>
+        {
+            s.AddFolio(o =>
+            {
+                SmallStore(o, Path.Combine(_directory.Path, "db"));
+                configure(o);
+                o.ConfigureStore = store => store.FileSystem = files;
+            });
+            s.AddHealthChecks().AddFolioHealthCheck();
+        });
+        await host.StartAsync();
+        return host;
     }
 
     private static IConfiguration BuildConfiguration(Dictionary<string, string?> settings) =>
