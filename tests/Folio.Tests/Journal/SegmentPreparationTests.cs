@@ -7,7 +7,13 @@ namespace Folio.Tests.Journal;
 /// at rotation, and committers run on the thread pool: were it prepared by a pool work item, a rotation under writers
 /// that keep the pool's threads busy would wait for an item queued behind theirs, and the rest of the process's work
 /// (here a timer loop; in a service, its requests) would wait with it.
+/// <para>
+/// The timer loop shares the thread pool with whatever else the process runs, so the test runs alone
+/// (<see cref="SerialTests"/>): beside the rest of the suite it once got one tick in two seconds with the preparation
+/// on its own thread, which is what the preparation on the pool gives.
+/// </para>
 /// </summary>
+[Collection(SerialTests.Name)]
 public sealed class SegmentPreparationTests
 {
     [Fact]
@@ -38,7 +44,7 @@ public sealed class SegmentPreparationTests
 
         long segments = Directory.GetFiles(Path.Combine(dir.Path, "journal"), "*.journal").Length;
         Assert.True(store.LastCommittedSequence > 2000, $"{store.LastCommittedSequence} commits");
-        // About 100 ticks of 5 ms get through beside the writers on two cores; with the preparation on the pool, one.
-        Assert.True(ticks >= 10, $"the timer loop ran {ticks} times in 2 s beside the writers ({segments} segments)");
+        // 13 to 130 ticks of 5 ms get through beside the writers on two cores; with the preparation on the pool, one.
+        Assert.True(ticks >= 5, $"the timer loop ran {ticks} times in 2 s beside the writers ({segments} segments)");
     }
 }
