@@ -144,32 +144,22 @@ internal sealed class StoreRestorer : IDisposable
         }
     }
 
-    /// <summary>Deletes the staging folders of <paramref name="target"/> that restores killed midway left behind:
-    /// those whose lock file nobody holds (see the protocol). A folder whose lock is held belongs to a running
-    /// restore and is left alone.</summary>
+    /// <summary>Deletes the staging folders of <paramref name="target"/> that restores killed midway left behind, and
+    /// their lock files: those whose lock nobody holds (see the protocol). A folder whose lock is held belongs to a
+    /// running restore and is left alone. The target's parent exists (the caller created it).</summary>
     private static void DeleteAbandonedStaging(string target, IFileSystem fileSystem)
     {
         string parent = Path.GetDirectoryName(target)!;
-        if (!Directory.Exists(parent))
-        {
-            return;
-        }
-
         string prefix = Path.GetFileName(target) + StagingSuffix;
         foreach (string staging in Directory.GetDirectories(parent, prefix + "*"))
         {
-            IDisposable held;
-            try
+            using (IDisposable? abandoned = TakeLockOfEndedRestore(fileSystem, staging + LockSuffix))
             {
-                held = fileSystem.AcquireExclusiveLock(staging + LockSuffix);
-            }
-            catch (IOException)
-            {
-                continue; // its restore is running
-            }
+                if (abandoned is null)
+                {
+                    continue;
+                }
 
-            using (held)
-            {
                 try
                 {
                     Directory.Delete(staging, recursive: true);
@@ -188,19 +178,30 @@ internal sealed class StoreRestorer : IDisposable
         {
             if (Directory.Exists(lockFile[..^LockSuffix.Length]))
             {
+                continue; // a running restore's (the loop above left it)
+            }
+
+            IDisposable? abandoned = TakeLockOfEndedRestore(fileSystem, lockFile);
+            if (abandoned is null)
+            {
                 continue;
             }
 
-            try
-            {
-                fileSystem.AcquireExclusiveLock(lockFile).Dispose();
-            }
-            catch (IOException)
-            {
-                continue; // its restore is running
-            }
-
+            abandoned.Dispose();
             fileSystem.DeleteFile(lockFile);
+        }
+    }
+
+    /// <summary>The lock of a staging folder whose restore is gone, or null while its restore holds it.</summary>
+    private static IDisposable? TakeLockOfEndedRestore(IFileSystem fileSystem, string lockFile)
+    {
+        try
+        {
+            return fileSystem.AcquireExclusiveLock(lockFile);
+        }
+        catch (IOException)
+        {
+            return null; // its restore is running
         }
     }
 

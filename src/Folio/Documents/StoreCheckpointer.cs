@@ -99,13 +99,13 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// <summary>The sequence the newest checkpoint covers.</summary>
     public long LastSequence => Interlocked.Read(ref _lastSequence);
 
-    /// <summary>The journal's bytes after the last checkpoint (what the thresholds measure): the records appended since
-    /// its snapshot was taken, plus at open those the open replayed. Records a group appended while the snapshot was
-    /// taken may count as covered; the next checkpoint covers them.</summary>
     /// <summary>The error of the last checkpoint attempt when it failed (a full disk, a damaged page, an I/O error),
     /// or null once one succeeded: until then the journal is not purged.</summary>
     public Exception? LastFailure => Volatile.Read(ref _lastFailure);
 
+    /// <summary>The journal's bytes after the last checkpoint (what the thresholds measure): the records appended since
+    /// its snapshot was taken, plus at open those the open replayed. Records a group appended while the snapshot was
+    /// taken may count as covered; the next checkpoint covers them.</summary>
     public long BytesSinceCheckpoint => Math.Max(0, _journal.AppendedBytes - Interlocked.Read(ref _bytesAtCheckpoint));
 
     /// <summary>Whether new commits wait for a checkpoint (acquire): checkpoints fell behind the writers.</summary>
