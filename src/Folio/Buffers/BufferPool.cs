@@ -51,6 +51,17 @@ internal delegate void PageLoader(long page, Span<byte> frame);
 /// <item>The pinned-frames count (a pin from zero readers adds one, the last unpin takes it back) is a
 /// <see cref="StripedCounter"/>: every read of a page that no one else pins changes it twice, so one shared field
 /// would be a cache line the cores pass back and forth on every read.</item>
+/// <item>Disposal (<see cref="Dispose"/>) may race every pin, unpin and load: the frames' memory is freed only when
+/// no frame has readers and no load or eviction is in progress, by whichever comes last of the disposal, the last
+/// unpin and the end of a slow operation (<see cref="ReleaseMemoryIfUnused"/>, once: <see cref="_memoryReleased"/>).
+/// Every operation that claims, loads or evicts a frame (<see cref="PinSlow"/>, <see cref="Prefetch"/>, an eviction
+/// on the last unpin) counts itself in <see cref="_operations"/> with an interlocked increment and only then reads
+/// <see cref="_disposed"/>; the disposal sets <see cref="_disposed"/> with an interlocked exchange and only then reads
+/// <see cref="_operations"/>. Both are full fences, so either the operation sees the disposal and touches no frame,
+/// or the disposal sees the operation and leaves the memory to it. A pin at a remembered frame
+/// (<see cref="TryPinAt"/>) swaps first and reads <see cref="_disposed"/> after the swap (a full fence), so either the
+/// disposal's scan of the words sees its reader, or it sees the disposal and unpins before it reads a byte. The
+/// fast-path pin adds a reader only to a frame that has readers already, whose memory the scan keeps.</item>
 /// </list>
 /// The frames' memory is 2 MiB aligned and advised for transparent huge pages
 /// (<see cref="BufferPoolOptions.HugePages"/>): a read at random touches a few lines of a random frame, and with 4 KiB
@@ -87,6 +98,8 @@ internal sealed unsafe class BufferPool : IDisposable
     private long _prefetchUsed;
     private long _prefetchUnused;
     private int _disposed;
+    private int _operations; // slow operations that may touch a frame's bytes, in progress (see the protocol)
+    private int _memoryReleased;
 
     /// <summary>A pool of <paramref name="frameCount"/> frames of <paramref name="frameSize"/> bytes (a multiple of
     /// 4 KiB).</summary>
@@ -197,7 +210,8 @@ internal sealed unsafe class BufferPool : IDisposable
     /// <exception cref="ObjectDisposedException">The pool was disposed.</exception>
     public PageHandle Pin(long page, PageLoader loader)
     {
-        if (_options.FastPath && _table.TryGetValue(page, out int frame) && TryPinShared(frame, page))
+        if (_options.FastPath && _table.TryGetValue(page, out int frame) && TryPinShared(frame, page)
+            && KeptAfterDisposalCheck(frame))
         {
             _metrics.Hit();
             return new PageHandle(this, frame);
@@ -212,7 +226,8 @@ internal sealed unsafe class BufferPool : IDisposable
     /// first.</summary>
     public bool TryPin(long page, out PageHandle handle)
     {
-        if (_options.FastPath && _table.TryGetValue(page, out int frame) && TryPinShared(frame, page))
+        if (_options.FastPath && _table.TryGetValue(page, out int frame) && TryPinShared(frame, page)
+            && KeptAfterDisposalCheck(frame))
         {
             _metrics.Hit();
             handle = new PageHandle(this, frame);
@@ -228,7 +243,8 @@ internal sealed unsafe class BufferPool : IDisposable
     public bool TryPinAt(int frame, long page, out PageHandle handle)
     {
         if ((uint)frame < (uint)_frameCount && Volatile.Read(ref _disposed) == 0
-            && (_options.FastPath ? TryPinCached(frame, page) : PinLocked(frame, page)) == CachedPin.Pinned)
+            && (_options.FastPath ? TryPinCached(frame, page) : PinLocked(frame, page)) == CachedPin.Pinned
+            && KeptAfterDisposalCheck(frame))
         {
             _metrics.Hit();
             handle = new PageHandle(this, frame);
@@ -249,11 +265,19 @@ internal sealed unsafe class BufferPool : IDisposable
     public PrefetchOutcome Prefetch(long page, PageLoader loader)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(page);
-        if (Volatile.Read(ref _disposed) != 0)
+        Interlocked.Increment(ref _operations); // then the disposal's flag: see the protocol
+        try
         {
-            return PrefetchOutcome.NoFrame;
+            return Volatile.Read(ref _disposed) != 0 ? PrefetchOutcome.NoFrame : PrefetchLoad(page, loader);
         }
+        finally
+        {
+            EndOperation();
+        }
+    }
 
+    private PrefetchOutcome PrefetchLoad(long page, PageLoader loader)
+    {
         if (_table.ContainsKey(page))
         {
             return PrefetchOutcome.Cached;
@@ -311,8 +335,9 @@ internal sealed unsafe class BufferPool : IDisposable
     /// <summary>The bytes of <paramref name="frame"/>.</summary>
     public Span<byte> FrameBytes(int frame) => new(_memory + ((long)frame * _frameSize), _frameSize);
 
-    /// <summary>Frees the frames' memory, unless a page is still pinned: then the memory is left to the process
-    /// (a pinned span must never point into freed memory). Idempotent.</summary>
+    /// <summary>Refuses every later pin (<see cref="ObjectDisposedException"/>) and prefetch, and frees the frames'
+    /// memory once no page is pinned and no load is in progress: now, or at the last unpin or load that ends later
+    /// (a pinned span never points into freed memory). Idempotent.</summary>
     public void Dispose()
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
@@ -321,7 +346,59 @@ internal sealed unsafe class BufferPool : IDisposable
         }
 
         _metrics.Dispose();
-        if (_pinnedFrames.Sum() == 0)
+        ReleaseMemoryIfUnused(); // after the exchange, a full fence: see the protocol
+    }
+
+    /// <summary>Whether the frames' memory was freed (tests).</summary>
+    internal bool IsMemoryReleased => Volatile.Read(ref _memoryReleased) != 0;
+
+    /// <summary>After a pin's swap (a full fence): keeps the pin unless the pool was disposed, else unpins it
+    /// before anything reads the frame, so no pin made after the disposal reads a byte.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private bool KeptAfterDisposalCheck(int frame)
+    {
+        if (Volatile.Read(ref _disposed) == 0)
+        {
+            return true;
+        }
+
+        Unpin(frame);
+        return false;
+    }
+
+    /// <summary>Ends an operation counted in <see cref="_operations"/>; the last one to end after the disposal frees
+    /// the memory if nothing else holds it.</summary>
+    private void EndOperation()
+    {
+        if (Interlocked.Decrement(ref _operations) == 0 && Volatile.Read(ref _disposed) != 0)
+        {
+            ReleaseMemoryIfUnused();
+        }
+    }
+
+    /// <summary>
+    /// After the disposal: frees the frames' memory (once) if no operation that may touch it is in progress and no
+    /// frame has readers. Each caller read <see cref="_disposed"/> as set after a full fence, so an operation or pin
+    /// that begins after this check sees the disposal and touches no frame (the protocol); one in progress, or a
+    /// reader still pinned, is seen here, and its own end calls this again.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private void ReleaseMemoryIfUnused()
+    {
+        if (Volatile.Read(ref _operations) != 0)
+        {
+            return;
+        }
+
+        for (int frame = 0; frame < _frameCount; frame++)
+        {
+            if (FrameWord.Readers(Volatile.Read(ref Word(frame))) != 0)
+            {
+                return;
+            }
+        }
+
+        if (Interlocked.Exchange(ref _memoryReleased, 1) == 0)
         {
             NativeMemory.AlignedFree(_memory);
         }
@@ -416,11 +493,25 @@ internal sealed unsafe class BufferPool : IDisposable
     [MethodImpl(MethodImplOptions.NoInlining)]
     private bool PinSlow(long page, PageLoader? loader, out PageHandle handle)
     {
-        ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
         ArgumentOutOfRangeException.ThrowIfNegative(page);
+        Interlocked.Increment(ref _operations); // then the disposal's flag: see the protocol
+        try
+        {
+            return PinCounted(page, loader, out handle);
+        }
+        finally
+        {
+            EndOperation();
+        }
+    }
+
+    /// <summary><see cref="PinSlow"/>, counted in <see cref="_operations"/>.</summary>
+    private bool PinCounted(long page, PageLoader? loader, out PageHandle handle)
+    {
         long deadline = 0; // set when a pin first has to wait for a frame
         while (true)
         {
+            ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
             if (_table.TryGetValue(page, out int frame))
             {
                 CachedPin outcome = _options.FastPath ? TryPinCached(frame, page) : PinLocked(frame, page);
@@ -667,7 +758,18 @@ internal sealed unsafe class BufferPool : IDisposable
         _pinnedFrames.Decrement();
         if (_options.EvictOnLastUnpin)
         {
-            EvictIfUnpinned(frame);
+            Interlocked.Increment(ref _operations); // an eviction may scribble the frame: counted, as a load is
+            try
+            {
+                if (Volatile.Read(ref _disposed) == 0)
+                {
+                    EvictIfUnpinned(frame);
+                }
+            }
+            finally
+            {
+                EndOperation();
+            }
         }
 
         if (Volatile.Read(ref _exhaustedWaiters) > 0)
@@ -676,6 +778,12 @@ internal sealed unsafe class BufferPool : IDisposable
             {
                 Monitor.PulseAll(_unpinned);
             }
+        }
+
+        // The readers reached zero by an interlocked decrement (a full fence), then this read: see the protocol.
+        if (Volatile.Read(ref _disposed) != 0)
+        {
+            ReleaseMemoryIfUnused();
         }
     }
 

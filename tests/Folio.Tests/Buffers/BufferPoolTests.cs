@@ -440,5 +440,108 @@ public sealed class BufferPoolTests
         Assert.Equal(1, pool.PrefetchUsed);
     }
 
+    [Fact]
+    public async Task A_load_in_progress_when_the_pool_is_disposed_keeps_the_frames_until_its_pin_is_released()
+    {
+        // A store's disposal races its readers: a load that had claimed a frame must not write into freed memory.
+        var pool = new BufferPool(2, FrameSize);
+        using var loading = new ManualResetEventSlim();
+        using var release = new ManualResetEventSlim();
+        bool releasedDuringLoad = true;
+        Task<int> slow = Task.Run(() =>
+        {
+            using PageHandle handle = pool.Pin(5, (page, frame) =>
+            {
+                loading.Set();
+                release.Wait();
+                releasedDuringLoad = pool.IsMemoryReleased;
+                Fill(page, frame);
+            });
+            Assert.False(pool.IsMemoryReleased, "the memory was freed under a pin");
+            return Mismatch(5, handle.Bytes);
+        });
+        Assert.True(loading.Wait(TestDeadline.Hang));
+
+        pool.Dispose();
+        Assert.False(pool.IsMemoryReleased, "the disposal freed the frame a load was writing");
+        Assert.Throws<ObjectDisposedException>(() => pool.Pin(6, Fill));
+        release.Set();
+        Assert.Equal(-1, await slow.WaitAsync(TestDeadline.Hang));
+        Assert.False(releasedDuringLoad, "the memory was freed while the load wrote it");
+        Assert.True(pool.IsMemoryReleased, "the last unpin after the disposal frees the memory");
+    }
+
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public void Pins_made_after_the_disposal_fail_even_on_a_page_pinned_before_it_and_the_last_unpin_frees(
+        bool fastPath)
+    {
+        var pool = new BufferPool(2, FrameSize, new BufferPoolOptions { FastPath = fastPath });
+        PageHandle held = pool.Pin(3, Fill);
+        PageHandle unpinned = pool.Pin(4, Fill);
+        unpinned.Dispose();
+
+        pool.Dispose();
+        Assert.False(pool.IsMemoryReleased, "the disposal freed a pinned frame");
+        Assert.Equal(-1, Mismatch(3, held.Bytes)); // a pin held across the disposal still reads its page
+        Assert.Throws<ObjectDisposedException>(() => pool.Pin(3, Fill)); // the fast path's frame has readers
+        Assert.Throws<ObjectDisposedException>(() => pool.TryPin(4, out _));
+        Assert.False(pool.TryPinAt(held.Frame, 3, out _));
+        Assert.False(pool.TryPinAt(unpinned.Frame, 4, out _));
+        Assert.Equal(PrefetchOutcome.NoFrame, pool.Prefetch(9, Fill));
+        Assert.Equal(1, pool.PinnedFrames);
+        Assert.False(pool.IsMemoryReleased);
+
+        held.Dispose();
+        Assert.True(pool.IsMemoryReleased);
+        Assert.Equal(0, pool.PinnedFrames);
+        pool.Dispose(); // idempotent: frees nothing twice
+    }
+
+    [Fact]
+    public async Task Pins_racing_the_disposal_either_read_their_page_or_fail_disposed_and_the_memory_is_freed_once()
+    {
+        for (int round = 0; round < 100; round++)
+        {
+            var pool = new BufferPool(4, FrameSize, new BufferPoolOptions { Scribble = true });
+            using var start = new Barrier(5);
+            int wrongBytes = 0;
+            var pinners = new Task[4];
+            for (int t = 0; t < pinners.Length; t++)
+            {
+                int seed = (round * 8) + t;
+                pinners[t] = Task.Factory.StartNew(() => // own threads: the barrier blocks them
+                {
+                    var random = new Random(seed);
+                    start.SignalAndWait();
+                    for (int i = 0; i < 1_000; i++)
+                    {
+                        long page = random.Next(12);
+                        try
+                        {
+                            using PageHandle handle = pool.Pin(page, Fill);
+                            if (pool.IsMemoryReleased || Mismatch(page, handle.Bytes) >= 0)
+                            {
+                                Interlocked.Increment(ref wrongBytes);
+                            }
+                        }
+                        catch (ObjectDisposedException)
+                        {
+                            return;
+                        }
+                    }
+                }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default);
+            }
+
+            start.SignalAndWait();
+            Thread.SpinWait(Random.Shared.Next(20_000));
+            pool.Dispose();
+            await Task.WhenAll(pinners).WaitAsync(TestDeadline.Hang);
+            Assert.Equal(0, wrongBytes);
+            Assert.True(pool.IsMemoryReleased, $"round {round}: no pin is left, yet the memory was kept");
+        }
+    }
+
     private static long Expected(long page, int offset) => (page * 1_000_003) ^ offset;
 }

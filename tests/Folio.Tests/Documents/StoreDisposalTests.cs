@@ -63,4 +63,106 @@ public sealed class StoreDisposalTests
         await Task.WhenAll(commits).WaitAsync(TestDeadline.Hang);
         await store.DisposeAsync();
     }
+
+    [Fact]
+    public async Task Reads_through_a_small_cache_racing_the_disposal_return_right_bytes_or_ObjectDisposedException()
+    {
+        // Found from the outside: a scan that missed the cache while the store closed loaded its page into frames the
+        // disposal had freed, and the process died of an access violation.
+        using var dir = new TempDirectory();
+        const int Documents = 3_000;
+        DocumentStoreOptions Options()
+        {
+            DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+            options.TestCacheBytes = 4 * 16 * 1024; // four frames: nearly every leaf read is a load
+            return options;
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            var batch = new CommitBatch();
+            for (int i = 0; i < Documents; i++)
+            {
+                batch.Put("C", $"d/{i:D5}", System.Text.Encoding.UTF8.GetBytes(JsonOf(i)));
+            }
+
+            await store.WriteAsync(batch);
+            await store.CheckpointAsync(); // reads now go through the data file's pages
+        }
+
+        int rightReads = 0;
+        for (int round = 0; round < 20; round++)
+        {
+            DocumentStore store = DocumentStore.Open(dir.Path, Options());
+            using IEnumerator<StoredDocument> leaked = store.Scan("C").GetEnumerator();
+            Assert.True(leaked.MoveNext());
+            using var start = new Barrier(4);
+            var readers = new Task<int>[3];
+            for (int t = 0; t < readers.Length; t++)
+            {
+                int seed = (round * 4) + t;
+                readers[t] = Task.Factory.StartNew(() => // own threads: the barrier blocks them
+                {
+                    var random = new Random(seed);
+                    int right = 0;
+                    start.SignalAndWait();
+                    try
+                    {
+                        while (true)
+                        {
+                            int from = random.Next(Documents);
+                            int n = from;
+                            foreach (StoredDocument document in store.Scan("C", $"d/{from:D5}"))
+                            {
+                                AssertDocument(n++, document);
+                                if (n - from == 50)
+                                {
+                                    break;
+                                }
+                            }
+
+                            int id = random.Next(Documents);
+                            AssertDocument(id, store.Get("C", $"d/{id:D5}") ?? throw new InvalidOperationException(
+                                $"d/{id:D5} was missing"));
+                            right++;
+                        }
+                    }
+                    catch (ObjectDisposedException)
+                    {
+                        return right;
+                    }
+                }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default);
+            }
+
+            start.SignalAndWait();
+            await Task.Delay(Random.Shared.Next(1, 30));
+            await store.DisposeAsync().AsTask().WaitAsync(TestDeadline.Hang);
+            foreach (Task<int> reader in readers)
+            {
+                rightReads += await reader.WaitAsync(TestDeadline.Hang);
+            }
+
+            // A scan left open across the close goes on with right bytes or ends with ObjectDisposedException.
+            try
+            {
+                for (int n = 1; leaked.MoveNext(); n++)
+                {
+                    AssertDocument(n, leaked.Current);
+                }
+            }
+            catch (ObjectDisposedException)
+            {
+            }
+        }
+
+        Assert.True(rightReads > 0);
+
+        static void AssertDocument(int n, StoredDocument document)
+        {
+            Assert.Equal($"d/{n:D5}", document.Id);
+            Assert.Equal(JsonOf(n), System.Text.Encoding.UTF8.GetString(document.Json.Span));
+        }
+
+        static string JsonOf(int n) => $"{{\"n\":{n},\"pad\":\"{new string('p', 200)}\"}}";
+    }
 }
