@@ -20,6 +20,14 @@ if (args is ["memory", string memoryFolder, string megabytes, string cacheMiB])
         int.Parse(cacheMiB, System.Globalization.CultureInfo.InvariantCulture));
 }
 
+if (args is ["collections", string collectionsFolder, string collections, string perCollection])
+{
+    // Not a crash workload: the many-collections memory test's (CollectionsWorkload), alone in a process of its own.
+    return await CollectionsWorkload.RunAsync(collectionsFolder,
+        int.Parse(collections, System.Globalization.CultureInfo.InvariantCulture),
+        int.Parse(perCollection, System.Globalization.CultureInfo.InvariantCulture));
+}
+
 if (args is ["fill", string fillFolder, string fillTag, string fillWriters, string capacity])
 {
     // The full-disk crash test's workload (DiskFullWorkload).
@@ -33,6 +41,7 @@ if (args.Length < 2)
     Console.Error.WriteLine(
         "usage: Folio.CrashHost <folder> <run-tag> [writers] [store [checkpoints] | groups-in-flight]\n"
         + "       Folio.CrashHost memory <folder> <megabytes> <cache MiB>\n"
+        + "       Folio.CrashHost collections <folder> <collections> <documents per collection>\n"
         + "       Folio.CrashHost fill <folder> <run-tag> <writers> <capacity bytes, 0 for the real disk>");
     return 2;
 }

@@ -25,12 +25,13 @@ namespace Folio.Documents;
 /// every commit the snapshot sees is in the list the reader walks.
 /// </para>
 /// <para>
-/// Chunks. Appended ids live in chunks of at most <see cref="ChunkSize"/> ids and <see cref="ChunkBytes"/> bytes,
-/// linked from the oldest not yet merged: the committer writes an id's bytes and its end into the tail chunk, and links
-/// a new tail chunk (release) before it publishes a count that reaches into it; the merge moves to the next chunk when
-/// the index it takes reaches that chunk's first (read after the count, so the link is there), and drops a chunk once
-/// every id in it is merged (only the merge moves <see cref="_mergeHead"/>, under the lock). The committer keeps its
-/// own reference to the tail, so dropping merged chunks never races with appends.
+/// Chunks. Appended ids live in chunks of at most <see cref="ChunkSize"/> ids and <see cref="ChunkBytes"/> bytes (a
+/// list's first chunks are smaller: <see cref="FirstChunkSize"/>), linked from the oldest not yet merged: the
+/// committer writes an id's bytes and its end into the tail chunk, and links a new tail chunk (release) before it
+/// publishes a count that reaches into it; the merge moves to the next chunk when the index it takes reaches that
+/// chunk's first (read after the count, so the link is there), and drops a chunk once every id in it is merged (only
+/// the merge moves <see cref="_mergeHead"/>, under the lock). The committer keeps its own reference to the tail, so
+/// dropping merged chunks never races with appends.
 /// </para>
 /// </summary>
 internal sealed class AddedIds
@@ -40,6 +41,11 @@ internal sealed class AddedIds
 
     /// <summary>Bytes of ids per chunk of the append log at most (the longest id always fits an empty chunk).</summary>
     internal const int ChunkBytes = 16 * 1024;
+
+    /// <summary>Ids the first chunk of a list holds; each next chunk holds twice its predecessor's, up to
+    /// <see cref="ChunkSize"/>: every collection has a list, and thousands of small collections must not each hold a
+    /// whole chunk (20 KiB).</summary>
+    internal const int FirstChunkSize = 16;
 
     /// <summary>Waiting ids at which the committer schedules a background merge (a reader merges whatever
     /// waits).</summary>
@@ -63,7 +69,7 @@ internal sealed class AddedIds
     /// replaces), so background merges run from the start.</param>
     public AddedIds(bool readBefore = false)
     {
-        _tail = new Chunk(0);
+        _tail = new Chunk(0, FirstChunkSize, 0);
         _mergeHead = _tail;
         _read = readBefore ? 1 : 0;
     }
@@ -85,7 +91,7 @@ internal sealed class AddedIds
         Chunk tail = _tail;
         if (!tail.TryAdd(utf8Id))
         {
-            var next = new Chunk(index);
+            var next = new Chunk(index, Math.Min(ChunkSize, tail.Capacity * 2), utf8Id.Length);
             next.TryAdd(utf8Id);
             Volatile.Write(ref tail.Next, next); // before the count that reaches into it
             _tail = next;
@@ -183,19 +189,26 @@ internal sealed class AddedIds
 
     /// <summary>A block of the append log: ids [<see cref="First"/>, <see cref="First"/> + the ids it holds), their
     /// UTF-8 bytes back to back. The committer fills it; the merge reads the ids a published count covers.</summary>
-    private sealed class Chunk(long first)
+    /// <param name="first">The index of its first id in the log.</param>
+    /// <param name="capacity">The ids it holds at most (<see cref="ChunkSize"/> at most).</param>
+    /// <param name="firstIdBytes">The length of the first id it will take: its bytes have room for it.</param>
+    private sealed class Chunk(long first, int capacity, int firstIdBytes)
     {
         public readonly long First = first;
-        private readonly byte[] _bytes = new byte[ChunkBytes];
-        private readonly int[] _ends = new int[ChunkSize];
+        private readonly byte[] _bytes =
+            new byte[Math.Max(firstIdBytes, (int)((long)ChunkBytes * capacity / ChunkSize))];
+        private readonly int[] _ends = new int[capacity];
         private int _count; // the committer's
         public Chunk? Next;
+
+        /// <summary>The ids it holds at most.</summary>
+        public int Capacity => _ends.Length;
 
         /// <summary>Committer: adds an id, or returns false when the chunk is full.</summary>
         public bool TryAdd(ReadOnlySpan<byte> id)
         {
             int start = _count == 0 ? 0 : _ends[_count - 1];
-            if (_count == ChunkSize || start + id.Length > ChunkBytes)
+            if (_count == _ends.Length || start + id.Length > _bytes.Length)
             {
                 return false;
             }

@@ -13,7 +13,8 @@ namespace Folio.Documents;
 /// per commit made every collection copy them until the next checkpoint (docs/measurements.md, 2026-11-28).
 /// <para>
 /// Layout. A record is named by its reference, its index in the blocks plus one (0 is "none"). Blocks hold
-/// <see cref="BlockSize"/> records each and never move; records are appended and never reused, so a reference stays
+/// <see cref="BlockSize"/> records each and never move (the first starts smaller and is replaced by larger copies
+/// until it is whole: <see cref="NewBlock"/>); records are appended and never reused, so a reference stays
 /// valid for the life of the table. A slot of the id table is 0 (empty) or the id's hash in its high 32 bits and the
 /// reference of its newest record in the low 32. Ids are never removed from a table (linear probing, no tombstones):
 /// removing ids (a checkpoint's eviction) and dropping the records no version can reach is a
@@ -48,6 +49,9 @@ internal sealed class HeadTable
     private const int BlockSize = 1 << BlockShift;
 
     private const int BlockMask = BlockSize - 1;
+
+    /// <summary>Records the first block holds at first (it doubles up to <see cref="BlockSize"/>).</summary>
+    private const int FirstBlockSize = 16;
     private const int MinSlots = 16;
 
     private long[] _slots; // published with a release store; slots written with release stores
@@ -179,7 +183,12 @@ internal sealed class HeadTable
             Volatile.Write(ref _blocks, larger); // before any reference into the new block is published
         }
 
-        HeadRecord[] records = blocks[block] ??= new HeadRecord[BlockSize];
+        HeadRecord[]? records = blocks[block];
+        if (records is null || (index & BlockMask) == records.Length)
+        {
+            records = NewBlock(blocks, block, records);
+        }
+
         ref HeadRecord stored = ref records[index & BlockMask];
         stored = record;
         if (stored.IdOffset >= 0 && stored.IdLength <= HeadRecord.InlineIdBytes
@@ -272,6 +281,33 @@ internal sealed class HeadTable
         }
 
         return ids == _count;
+    }
+
+    /// <summary>
+    /// Writer: a block for <paramref name="block"/> with room for the next record. The first block starts with
+    /// <see cref="FirstBlockSize"/> records and doubles up to <see cref="BlockSize"/>, replaced by a larger copy: every
+    /// collection has a table, and a whole block (360 KiB) for each of thousands of small collections would hold
+    /// gigabytes for a few megabytes of documents. The other blocks are whole from the start. The copy is stored before
+    /// any reference into its new part is published (the slot's release store), so a reader that reaches such a record
+    /// loads the copy. A reader still reading the old array sees the records it can reach, unchanged, except a later
+    /// prune's cut (a link to versions no snapshot needs, which a reader stops before).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static HeadRecord[] NewBlock(HeadRecord[]?[] blocks, int block, HeadRecord[]? full)
+    {
+        HeadRecord[] records;
+        if (full is null)
+        {
+            records = new HeadRecord[block == 0 ? FirstBlockSize : BlockSize];
+        }
+        else
+        {
+            records = new HeadRecord[Math.Min(BlockSize, full.Length * 2)];
+            full.AsSpan().CopyTo(records);
+        }
+
+        blocks[block] = records;
+        return records;
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
