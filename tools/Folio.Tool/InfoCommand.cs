@@ -3,9 +3,9 @@ using System.Globalization;
 
 namespace Folio.Tool;
 
-/// <summary><c>folio info &lt;store&gt;</c>: format versions, sizes, fill rate, checkpoint and journal positions, and
-/// every collection with its documents, read from the store's files (<see cref="DocumentStore.ReadInfoAsync"/>), so it
-/// works on a store another process has open.</summary>
+/// <summary><c>folio info &lt;store&gt;</c>: format versions, sizes, free space, fill rate, checkpoint and journal
+/// positions, and every collection with its documents, read from the store's files
+/// (<see cref="DocumentStore.ReadInfoAsync"/>), so it works on a store another process has open.</summary>
 internal static class InfoCommand
 {
     public static Command Create()
@@ -21,7 +21,8 @@ internal static class InfoCommand
             CultureInfo c = CultureInfo.InvariantCulture;
             await output.WriteLineAsync(string.Create(c, $"store         {info.Path}")).ConfigureAwait(false);
             await output.WriteLineAsync(string.Create(c,
-                $"data file     format {info.DataFileVersion}, {Mib(info.DataFileBytes)}, {info.Chunks} chunks, "
+                $"data file     format {info.DataFileVersion}, {Mib(info.DataFileBytes)} "
+                + $"({Mib(info.DataFileFreeBytes)} free between chunks), {info.Chunks} chunks, "
                 + $"fill rate {info.FillRate:P0}")).ConfigureAwait(false);
             await output.WriteLineAsync(string.Create(c,
                 $"journal       format {info.JournalVersion}, {Mib(info.JournalBytes)}, from sequence "

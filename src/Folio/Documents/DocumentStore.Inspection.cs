@@ -123,6 +123,7 @@ public sealed partial class DocumentStore
             Path,
             DataFileHeader.FormatVersion,
             _pages.FileLength,
+            _pages.UnusedBytes,
             (int)Folio.Journal.JournalFormat.FormatVersion,
             _journal.FileBytes(),
             Changes.FirstSequence,

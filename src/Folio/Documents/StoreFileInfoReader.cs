@@ -152,6 +152,7 @@ internal static class StoreFileInfoReader
             path,
             DataFileHeader.FormatVersion,
             pages?.FileLength ?? 0,
+            pages?.UnusedBytes ?? 0,
             (int)JournalFormat.FormatVersion,
             journalBytes,
             segments.Count > 0 ? segments[0].First : checkpoint.Sequence + 1,

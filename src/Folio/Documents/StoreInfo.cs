@@ -4,6 +4,9 @@ namespace Folio;
 /// <param name="Path">The store's folder.</param>
 /// <param name="DataFileVersion">The data file's format version this Folio writes (docs/formats/pages.md).</param>
 /// <param name="DataFileBytes">The data file's size in bytes (free extents between chunks included).</param>
+/// <param name="DataFileFreeBytes">The bytes of the data file no chunk holds: space left between chunks by
+/// checkpoints that superseded them (new chunks reuse it; compaction moves the last chunks into it and truncates the
+/// file).</param>
 /// <param name="JournalVersion">The journal's format version this Folio writes (docs/formats/journal.md).</param>
 /// <param name="JournalBytes">The journal segments' size on disk in bytes (segments are preallocated).</param>
 /// <param name="JournalFirstSequence">The oldest commit the journal still holds (earlier ones were purged after a
@@ -13,8 +16,10 @@ namespace Folio;
 /// <param name="LastCommittedSequence">The newest commit.</param>
 /// <param name="Chunks">Chunks in the data file, live or waiting to be freed.</param>
 /// <param name="FillRate">Live pages over all pages of the live chunks (1 when there are none): how much of the data
-/// file's chunks still holds current data.</param>
+/// file's chunks still holds current data (the free space between chunks is <paramref name="DataFileFreeBytes"/>, not
+/// counted here).</param>
 /// <param name="Collections">Every collection with its live documents, in ordinal order.</param>
-public sealed record StoreInfo(string Path, int DataFileVersion, long DataFileBytes, int JournalVersion,
+public sealed record StoreInfo(string Path, int DataFileVersion, long DataFileBytes, long DataFileFreeBytes,
+    int JournalVersion,
     long JournalBytes, long JournalFirstSequence, long CheckpointGeneration, long CheckpointSequence,
     long LastCommittedSequence, int Chunks, double FillRate, IReadOnlyList<CollectionInfo> Collections);

@@ -136,6 +136,26 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    /// <summary>Bytes of the data file no live chunk holds: the free extents between chunks, any tail past the used
+    /// space, and the chunks no current root reaches that are kept for older readers (free to whoever mounts the
+    /// file, as <see cref="OpenForReading"/> does, and freed here once their readers are gone).</summary>
+    public long UnusedBytes
+    {
+        get
+        {
+            lock (_checkpointLock)
+            {
+                long unused = _space.FreeBytes + Math.Max(0, FileLength - _space.End);
+                foreach (ChunkInfo chunk in _file.Chunks.Values)
+                {
+                    unused += chunk.DeadAt > 0 ? chunk.Extent : 0;
+                }
+
+                return unused;
+            }
+        }
+    }
+
     /// <summary>Where the data file's used space ends.</summary>
     public long UsedBytes
     {

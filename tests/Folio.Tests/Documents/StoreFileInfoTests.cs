@@ -55,6 +55,40 @@ public sealed class StoreFileInfoTests
     }
 
     [Fact]
+    public async Task Free_space_between_chunks_is_reported_apart_from_the_fill_rate_and_compaction_gives_it_back()
+    {
+        // After checkpoints that rewrote every leaf, the chunks left behind are free space the fill rate does not
+        // count: an operator reading only "fill rate 100 %" took a file twice its data for a full one.
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CompactionFillRate = 0; // no background pass: the file changes only when the test says
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        await using DocumentStore store = DocumentStore.Open(dir.Path, options);
+        for (int round = 0; round < 3; round++)
+        {
+            var batch = new CommitBatch();
+            for (int i = 0; i < 2_000; i++)
+            {
+                batch.Put("people", Id(i), Json((round * 10_000) + i)); // every leaf rewritten each round
+            }
+
+            await store.WriteAsync(batch);
+            await store.CheckpointAsync();
+        }
+
+        StoreInfo info = store.GetInfo();
+        Assert.Equal(1, info.FillRate); // every live chunk is full of live pages...
+        Assert.True(info.DataFileFreeBytes > info.DataFileBytes / 3, $"{info}"); // ...and the file is mostly free
+        Assert.Equal(info.DataFileFreeBytes, (await DocumentStore.ReadInfoAsync(dir.Path)).DataFileFreeBytes);
+
+        CompactionResult compacted = await store.CompactAsync();
+        StoreInfo after = store.GetInfo();
+        Assert.True(after.DataFileFreeBytes < info.DataFileFreeBytes, $"{info} then {after}");
+        Assert.True(after.DataFileBytes < info.DataFileBytes, $"{info} then {after}");
+        Assert.Equal(compacted.DataFileBytesAfter, after.DataFileBytes);
+    }
+
+    [Fact]
     public async Task A_store_that_never_checkpointed_is_described_from_its_journal_and_a_missing_one_is_refused()
     {
         using var dir = new TempDirectory();

@@ -1,3 +1,4 @@
+using System.Globalization;
 using System.Text;
 using System.Text.Json;
 using Folio.Tests.Infrastructure;
@@ -22,6 +23,9 @@ public sealed class FolioToolTests
         Assert.Contains("orders  12 documents", output, StringComparison.Ordinal);
         Assert.Contains("last commit   42", output, StringComparison.Ordinal);
         Assert.Contains("data file     format 3", output, StringComparison.Ordinal);
+        StoreInfo info = await DocumentStore.ReadInfoAsync(store);
+        Assert.Contains(string.Create(CultureInfo.InvariantCulture,
+            $"({info.DataFileFreeBytes / 1048576.0:F1} MiB free between chunks)"), output, StringComparison.Ordinal);
     }
 
     [Fact]
