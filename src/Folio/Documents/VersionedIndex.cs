@@ -764,10 +764,17 @@ internal sealed class VersionedIndex : ICommitState
     internal const int HeadsRebuildMinimum = 65_536;
 
     /// <summary>Whether <paramref name="heads"/> has appended more records since it was built than it started with,
-    /// and more than <see cref="HeadsRebuildMinimum"/>: a rebuild then leaves the unreachable ones behind, at a cost
-    /// proportional to the records appended since the last one.</summary>
-    private static bool HasOutgrown(HeadTable heads) =>
-        heads.RecordCount - heads.BuiltRecords > Math.Max(HeadsRebuildMinimum, heads.BuiltRecords);
+    /// and more than <see cref="HeadsRebuildMinimum"/>, and holds enough records that are not its ids' heads (the most
+    /// a rebuild can leave behind) to pay for copying the heads: more than that minimum and half its ids. A rebuild
+    /// then leaves the unreachable ones behind, at a cost proportional to the records appended since the last one; a
+    /// table of new ids only (a bulk load), whose every record is a head, is never rebuilt for nothing.</summary>
+    private static bool HasOutgrown(HeadTable heads)
+    {
+        int records = heads.RecordCount;
+        int ids = heads.Count;
+        return records - heads.BuiltRecords > Math.Max(HeadsRebuildMinimum, heads.BuiltRecords)
+            && records - ids > Math.Max(HeadsRebuildMinimum, ids / 2);
+    }
 
     /// <summary>
     /// The checkpoint's thread: evicts from the heads every waiting key whose head the current layer's checkpoint

@@ -71,6 +71,37 @@ public sealed class StoreMemoryTests
     }
 
     /// <summary>
+    /// A bulk load of new ids with checkpoints off leaves nothing to rebuild: every record is its id's head, so a
+    /// rebuild would copy the whole table and drop nothing. The heads were rebuilt each time their records doubled.
+    /// </summary>
+    [Fact]
+    public async Task New_ids_written_with_checkpoints_off_never_make_the_heads_rebuild()
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions
+        {
+            Durability = DurabilityMode.Buffered,
+            CheckpointThreshold = 1L << 50,
+            CheckpointInterval = Timeout.InfiniteTimeSpan,
+        };
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int round = 0; round < 1_500; round++)
+        {
+            var batch = new CommitBatch();
+            for (int i = 0; i < 100; i++)
+            {
+                batch.Put("Item", $"k{round}-{i}", "{}"u8.ToArray());
+            }
+
+            await store.WriteAsync(batch);
+            Assert.False(store.Index.HasHeadsMaintenance, $"a rebuild is due after {(round + 1) * 100} new ids");
+        }
+
+        Assert.Equal(150_000, store.Index.HeadRecords);
+        Assert.Equal(150_000, store.Index.HeadCount);
+    }
+
+    /// <summary>
     /// With checkpoints off, overwriting the same few ids keeps no more versions than readers need: each overwrite
     /// appends a record to the heads and cuts the chain behind it, and the checkpoint's thread rebuilds a table whose
     /// records outgrew the ones it was built with, leaving the unreachable ones behind. Before, pruned versions stayed
