@@ -78,22 +78,10 @@ public sealed class StoreMemoryTests
     public async Task New_ids_written_with_checkpoints_off_never_make_the_heads_rebuild()
     {
         using var dir = new TempDirectory();
-        var options = new DocumentStoreOptions
-        {
-            Durability = DurabilityMode.Buffered,
-            CheckpointThreshold = 1L << 50,
-            CheckpointInterval = Timeout.InfiniteTimeSpan,
-        };
-        await using var store = DocumentStore.Open(dir.Path, options);
+        await using var store = DocumentStore.Open(dir.Path, CheckpointsOff());
         for (int round = 0; round < 1_500; round++)
         {
-            var batch = new CommitBatch();
-            for (int i = 0; i < 100; i++)
-            {
-                batch.Put("Item", $"k{round}-{i}", "{}"u8.ToArray());
-            }
-
-            await store.WriteAsync(batch);
+            await store.WriteAsync(Batch(100, i => $"k{round}-{i}", "{}"));
             Assert.False(store.Index.HasHeadsMaintenance, $"a rebuild is due after {(round + 1) * 100} new ids");
         }
 
@@ -111,22 +99,10 @@ public sealed class StoreMemoryTests
     public async Task Overwrites_with_checkpoints_off_keep_the_heads_records_bounded()
     {
         using var dir = new TempDirectory();
-        var options = new DocumentStoreOptions
-        {
-            Durability = DurabilityMode.Buffered,
-            CheckpointThreshold = 1L << 50,
-            CheckpointInterval = Timeout.InfiniteTimeSpan,
-        };
-        await using var store = DocumentStore.Open(dir.Path, options);
+        await using var store = DocumentStore.Open(dir.Path, CheckpointsOff());
         for (int round = 0; round < 3_000; round++)
         {
-            var batch = new CommitBatch();
-            for (int i = 0; i < 100; i++)
-            {
-                batch.Put("Item", $"k{i % 4}", System.Text.Encoding.UTF8.GetBytes($$"""{"n":{{round}}}"""));
-            }
-
-            await store.WriteAsync(batch);
+            await store.WriteAsync(Batch(100, i => $"k{i % 4}", $$"""{"n":{{round}}}"""));
         }
 
         // 300,000 versions of 4 ids; the checkpoint's thread looks every 100 ms and rebuilds once the records
@@ -149,5 +125,27 @@ public sealed class StoreMemoryTests
             Assert.Equal("""{"n":2999}""",
                 System.Text.Encoding.UTF8.GetString(store.Get("Item", $"k{i}")!.Value.Json.Span));
         }
+    }
+
+    /// <summary>Options with checkpoints off (no threshold, no interval) and buffered commits.</summary>
+    private static DocumentStoreOptions CheckpointsOff() => new()
+    {
+        Durability = DurabilityMode.Buffered,
+        CheckpointThreshold = 1L << 50,
+        CheckpointInterval = Timeout.InfiniteTimeSpan,
+    };
+
+    /// <summary>A batch of <paramref name="count"/> puts into "Item" of <paramref name="json"/>, under the ids
+    /// <paramref name="id"/> gives.</summary>
+    private static CommitBatch Batch(int count, Func<int, string> id, string json)
+    {
+        var batch = new CommitBatch();
+        byte[] bytes = System.Text.Encoding.UTF8.GetBytes(json);
+        for (int i = 0; i < count; i++)
+        {
+            batch.Put("Item", id(i), bytes);
+        }
+
+        return batch;
     }
 }
