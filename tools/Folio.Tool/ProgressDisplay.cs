@@ -24,7 +24,7 @@ internal sealed class ProgressDisplay : IProgress<long>
     public ProgressDisplay(string label, long total, string? unit = null)
     {
         _label = label;
-        _total = Math.Max(total, 1);
+        _total = Math.Max(total, 0);
         _unit = unit;
     }
 
@@ -50,14 +50,14 @@ internal sealed class ProgressDisplay : IProgress<long>
             // The total given at the start was an estimate (a backup's is the files' size, preallocated journal
             // included); once the work is done, what was done is the whole of it.
             _done = value ?? _done;
-            _total = Math.Max(_done, 1);
+            _total = _done;
             Draw(final: true);
         }
     }
 
     private void Draw(bool final)
     {
-        double fraction = final ? 1 : Math.Clamp((double)_done / _total, 0, 1); // done is whole, even of nothing
+        double fraction = final || _total == 0 ? 1 : Math.Clamp((double)_done / _total, 0, 1); // nothing: all done
         double seconds = Math.Max(_elapsed.Elapsed.TotalSeconds, 0.001);
         double rate = _done / seconds;
         string left = rate > 0 && !final
