@@ -4,8 +4,9 @@ using System.Globalization;
 namespace Folio.Tool;
 
 /// <summary><c>folio backup &lt;store&gt; &lt;backup-file&gt;</c>: a consistent backup into a new file, read from the
-/// store's files (<see cref="DocumentStore.BackupFilesAsync(string, Stream, CancellationToken)"/>): it never writes to
-/// the store, and backs up a store a service holds. The file appears under its name only once it is whole.</summary>
+/// store's files (<see cref="DocumentStore.BackupFilesAsync(string, string, IProgress{long}, CancellationToken)"/>): it
+/// never writes to the store, and backs up a store a service holds. The file appears under its name only once it is
+/// whole and durable.</summary>
 internal static class BackupCommand
 {
     public static Command Create()
@@ -22,38 +23,17 @@ internal static class BackupCommand
             string folder = ToolStore.RequireStore(parse.GetValue(store)!);
             string path = Path.GetFullPath(parse.GetValue(file)!);
             var display = new ProgressDisplay("backup", ToolStore.FileBytes(folder));
-            BackupResult result;
             if (File.Exists(path))
             {
                 throw new ToolException($"the backup file '{path}' already exists");
             }
 
-            // Written under a partial name and renamed once whole and fsynced: a killed backup leaves the partial
-            // file, never a file under the backup's name that is not a whole backup.
-            string partial = $"{path}.partial-{Guid.NewGuid().ToString("N")[..8]}";
-            var output = new FileStream(partial, FileMode.CreateNew, FileAccess.Write, FileShare.None, 0,
-                FileOptions.Asynchronous);
-            try
-            {
-                await using (output.ConfigureAwait(false))
-                {
-                    var counting = new CountingStream(output, display);
-                    result = parse.GetValue(from) is long first
-                        ? await DocumentStore.BackupFilesAsync(folder, counting, first, cancellationToken)
-                            .ConfigureAwait(false)
-                        : await DocumentStore.BackupFilesAsync(folder, counting, cancellationToken)
-                            .ConfigureAwait(false);
-                    output.Flush(flushToDisk: true);
-                }
-
-                File.Move(partial, path, overwrite: false);
-            }
-            catch
-            {
-                File.Delete(partial);
-                throw;
-            }
-
+            // Written under a partial name, fsynced, renamed once whole and the folder fsynced (by the library): a
+            // killed backup leaves the partial file, never a file under the backup's name that is not a whole backup.
+            BackupResult result = parse.GetValue(from) is long first
+                ? await DocumentStore.BackupFilesAsync(folder, path, first, display, cancellationToken)
+                    .ConfigureAwait(false)
+                : await DocumentStore.BackupFilesAsync(folder, path, display, cancellationToken).ConfigureAwait(false);
             display.Complete();
             await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture,
                 $"backed up to {path}: sequence {result.Sequence} (checkpoint {result.CheckpointSequence}, "
@@ -62,54 +42,5 @@ internal static class BackupCommand
             return 0;
         }));
         return command;
-    }
-
-    /// <summary>Passes writes to a stream and reports the bytes written so far.</summary>
-    private sealed class CountingStream(Stream inner, IProgress<long> progress) : Stream
-    {
-        private long _written;
-
-        public override bool CanRead => false;
-
-        public override bool CanSeek => false;
-
-        public override bool CanWrite => true;
-
-        public override long Length => throw new NotSupportedException();
-
-        public override long Position
-        {
-            get => throw new NotSupportedException();
-            set => throw new NotSupportedException();
-        }
-
-        public override void Flush() => inner.Flush();
-
-        public override Task FlushAsync(CancellationToken cancellationToken) => inner.FlushAsync(cancellationToken);
-
-        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException();
-
-        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
-
-        public override void SetLength(long value) => throw new NotSupportedException();
-
-        public override void Write(byte[] buffer, int offset, int count)
-        {
-            inner.Write(buffer, offset, count);
-            Count(count);
-        }
-
-        public override async ValueTask WriteAsync(ReadOnlyMemory<byte> buffer,
-            CancellationToken cancellationToken = default)
-        {
-            await inner.WriteAsync(buffer, cancellationToken).ConfigureAwait(false);
-            Count(buffer.Length);
-        }
-
-        private void Count(int bytes)
-        {
-            _written += bytes;
-            progress.Report(_written);
-        }
     }
 }

@@ -127,6 +127,49 @@ public sealed partial class DocumentStore
         return BackupFilesToStreamAsync(folder, destination, fromSequence, cancellationToken);
     }
 
+    /// <summary>
+    /// Writes a full backup of the store in <paramref name="folder"/>, read from its files (see
+    /// <see cref="BackupFilesAsync(string, Stream, CancellationToken)"/>: no lock taken, nothing of the store written),
+    /// into a new file made durable before the call returns, as <see cref="BackupAsync(string, CancellationToken)"/>
+    /// writes one: under <c>&lt;backupFile&gt;.partial-&lt;random&gt;</c>, fsynced, renamed once whole, and the folder
+    /// fsynced, so a failed backup leaves no file and a killed one only that partial file. What <c>folio backup</c>
+    /// uses.
+    /// </summary>
+    /// <param name="folder">The store's folder.</param>
+    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="progress">Receives the bytes written so far; null: none.</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
+    /// <exception cref="IOException">The file exists, or writing it failed (a full disk, for one).</exception>
+    public static ValueTask<BackupResult> BackupFilesAsync(string folder, string backupFile,
+        IProgress<long>? progress = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        return WriteBackupFileAsync(backupFile, Storage.PhysicalFileSystem.Instance, progress,
+            stream => BackupFilesToStreamAsync(folder, stream, null, cancellationToken));
+    }
+
+    /// <summary>Writes an incremental backup of the store in <paramref name="folder"/> from its files into a new file
+    /// (see <see cref="BackupFilesAsync(string, string, IProgress{long}, CancellationToken)"/>): the journal's
+    /// complete, durable commits from <paramref name="fromSequence"/> on.</summary>
+    /// <param name="folder">The store's folder.</param>
+    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="fromSequence">The first commit to include (the previous backup's last + 1).</param>
+    /// <param name="progress">Receives the bytes written so far; null: none.</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="JournalPositionPurgedException">The journal no longer holds
+    /// <paramref name="fromSequence"/>: take a full backup.</exception>
+    public static ValueTask<BackupResult> BackupFilesAsync(string folder, string backupFile, long fromSequence,
+        IProgress<long>? progress = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
+        return WriteBackupFileAsync(backupFile, Storage.PhysicalFileSystem.Instance, progress,
+            stream => BackupFilesToStreamAsync(folder, stream, fromSequence, cancellationToken));
+    }
+
     private static async ValueTask<BackupResult> BackupFilesToStreamAsync(string folder, Stream destination,
         long? fromSequence, CancellationToken cancellationToken)
     {
@@ -198,12 +241,17 @@ public sealed partial class DocumentStore
     public ValueTask<BackupResult> BackupAsync(string backupFile, CancellationToken cancellationToken = default) =>
         BackupToFileAsync(backupFile, null, cancellationToken);
 
-    /// <summary>Writes the backup into <c>&lt;file&gt;.partial-&lt;random&gt;</c>, fsyncs it, and only then renames it
-    /// to <paramref name="backupFile"/> (and fsyncs the folder): a backup that fails deletes its partial file, and one
-    /// whose process is killed leaves that partial file, never a file under the backup's name that is not a whole
-    /// backup.</summary>
-    private async ValueTask<BackupResult> BackupToFileAsync(string backupFile, long? fromSequence,
-        CancellationToken cancellationToken)
+    private ValueTask<BackupResult> BackupToFileAsync(string backupFile, long? fromSequence,
+        CancellationToken cancellationToken) =>
+        WriteBackupFileAsync(backupFile, Options.FileSystem, progress: null,
+            stream => BackupToStreamAsync(stream, fromSequence, cancellationToken));
+
+    /// <summary>Writes a backup (<paramref name="write"/>) into <c>&lt;file&gt;.partial-&lt;random&gt;</c>, fsyncs it,
+    /// and only then renames it to <paramref name="backupFile"/> and fsyncs the folder: a backup that fails deletes its
+    /// partial file, and one whose process is killed leaves that partial file, never a file under the backup's name
+    /// that is not a whole backup, and a backup that returned keeps its name through a power cut.</summary>
+    private static async ValueTask<BackupResult> WriteBackupFileAsync(string backupFile,
+        Storage.IFileSystem fileSystem, IProgress<long>? progress, Func<Stream, ValueTask<BackupResult>> write)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(backupFile);
         string path = System.IO.Path.GetFullPath(backupFile);
@@ -220,12 +268,13 @@ public sealed partial class DocumentStore
             BackupResult result;
             await using (file.ConfigureAwait(false))
             {
-                result = await BackupToStreamAsync(file, fromSequence, cancellationToken).ConfigureAwait(false);
+                result = await write(progress is null ? file : new Backups.ProgressStream(file, progress))
+                    .ConfigureAwait(false);
                 file.Flush(flushToDisk: true);
             }
 
             File.Move(partial, path, overwrite: false);
-            Options.FileSystem.SyncDirectory(System.IO.Path.GetDirectoryName(path)!);
+            fileSystem.SyncDirectory(System.IO.Path.GetDirectoryName(path)!);
             return result;
         }
         catch

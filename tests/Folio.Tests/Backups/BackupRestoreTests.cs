@@ -103,11 +103,14 @@ public sealed class BackupRestoreTests
             await store.CheckpointAsync();
             await WriteHistoryAsync(store, model, 600, 300, seed: 52); // after the checkpoint: journal entries
 
-            BackupResult backup;
-            await using (var file = File.Create(full))
-            {
-                backup = await DocumentStore.BackupFilesAsync(source, file); // the store is held open
-            }
+            var reported = new List<long>();
+            BackupResult backup = await DocumentStore.BackupFilesAsync(source, full, // the store is held open
+                new SynchronousProgress<long>(reported.Add));
+            Assert.Equal(backup.Bytes, reported[^1]);
+            Assert.Equal(reported.Order(), reported); // bytes written so far, never less than before
+            Assert.Equal(["full.folio", "source"], Directory.GetFileSystemEntries(dir.Path).Select(Path.GetFileName)
+                .Order(StringComparer.Ordinal)); // no partial file left
+            await Assert.ThrowsAsync<IOException>(() => DocumentStore.BackupFilesAsync(source, full).AsTask());
 
             Assert.Equal(store.LastCommittedSequence, backup.Sequence);
             Assert.Equal(store.Pages.Current.Sequence, backup.CheckpointSequence);
@@ -117,14 +120,12 @@ public sealed class BackupRestoreTests
             Assert.Empty(Directory.GetFiles(Path.Combine(source, "readers"))); // the pin went with the backup
 
             await WriteHistoryAsync(store, model, 900, 100, seed: 53);
-            await using (var file = File.Create(increment))
-            {
-                BackupResult next = await DocumentStore.BackupFilesAsync(source, file, backup.Sequence + 1);
-                Assert.Equal(backup.Sequence, next.CheckpointSequence);
-                Assert.Equal(0, next.Chunks);
-                Assert.Equal(store.LastCommittedSequence, next.Sequence);
-                Assert.Equal(100, next.Entries);
-            }
+            BackupResult next = await DocumentStore.BackupFilesAsync(source, increment, backup.Sequence + 1);
+            Assert.Equal(backup.Sequence, next.CheckpointSequence);
+            Assert.Equal(0, next.Chunks);
+            Assert.Equal(store.LastCommittedSequence, next.Sequence);
+            Assert.Equal(100, next.Entries);
+            Assert.Equal(new FileInfo(increment).Length, next.Bytes);
 
             // From the commit after the last: an empty increment; from further on: refused, as the store's own.
             Assert.Equal(0, (await DocumentStore.BackupFilesAsync(source, new MemoryStream(),

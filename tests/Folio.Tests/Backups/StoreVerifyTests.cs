@@ -218,17 +218,4 @@ public sealed class StoreVerifyTests
             await store.PutAsync(i % 3 == 0 ? "orders" : "people", $"doc{i % 1500:D5}", Encoding.UTF8.GetBytes(json));
         }
     }
-
-    /// <summary>Reports on the reporting thread (<see cref="Progress{T}"/> posts to the thread pool, so the last
-    /// report could arrive after the call returned).</summary>
-    private sealed class SynchronousProgress<T>(Action<T> report) : IProgress<T>
-    {
-        public void Report(T value)
-        {
-            lock (this)
-            {
-                report(value);
-            }
-        }
-    }
 }
