@@ -58,10 +58,10 @@ internal delegate void PageLoader(long page, Span<byte> frame);
 /// on the last unpin) counts itself in <see cref="_operations"/> with an interlocked increment and only then reads
 /// <see cref="_disposed"/>; the disposal sets <see cref="_disposed"/> with an interlocked exchange and only then reads
 /// <see cref="_operations"/>. Both are full fences, so either the operation sees the disposal and touches no frame,
-/// or the disposal sees the operation and leaves the memory to it. A pin at a remembered frame
-/// (<see cref="TryPinAt"/>) swaps first and reads <see cref="_disposed"/> after the swap (a full fence), so either the
-/// disposal's scan of the words sees its reader, or it sees the disposal and unpins before it reads a byte. The
-/// fast-path pin adds a reader only to a frame that has readers already, whose memory the scan keeps.</item>
+/// or the disposal sees the operation and leaves the memory to it. A pin outside those operations (the fast path,
+/// <see cref="TryPinAt"/>) swaps first and reads <see cref="_disposed"/> after the swap (a full fence), so either the
+/// disposal's scan of the words sees its reader, or it sees the disposal and unpins before it reads a byte: no pin
+/// made after the disposal reads the frames, and one made before keeps them until its unpin.</item>
 /// </list>
 /// The frames' memory is 2 MiB aligned and advised for transparent huge pages
 /// (<see cref="BufferPoolOptions.HugePages"/>): a read at random touches a few lines of a random frame, and with 4 KiB
