@@ -38,6 +38,7 @@ internal sealed class PageStore : IDisposable
     private readonly PageCache _cache;
     private readonly ILogger _logger;
     private readonly Lock _checkpointLock = new();
+    private long _unusedBytes; // UnusedBytes: written under _checkpointLock (release), read by any thread (acquire)
     private readonly List<PageCheckpoint> _retired = [];
     private readonly List<(long Offset, long Extent)> _orphans = [];
     private readonly ChunkSpace _space;
@@ -70,6 +71,7 @@ internal sealed class PageStore : IDisposable
         // Until this process checkpoints: the mounted checkpoint, as its chunk table describes it.
         _last = new CheckpointStatistics(current.Generation, current.Sequence, 0, 0, 0, TimeSpan.Zero,
             file.Chunks.Count, FillRate(file.Chunks.Values), 0, 0);
+        PublishUnusedBytes();
     }
 
     /// <summary>The newest durable checkpoint (acquire).</summary>
@@ -137,23 +139,28 @@ internal sealed class PageStore : IDisposable
     }
 
     /// <summary>Bytes of the data file no live chunk holds: the free extents between chunks, any tail past the used
-    /// space, and the chunks no current root reaches that are kept for older readers (free to whoever mounts the
-    /// file, as <see cref="OpenForReading"/> does, and freed here once their readers are gone).</summary>
-    public long UnusedBytes
-    {
-        get
-        {
-            lock (_checkpointLock)
-            {
-                long unused = _space.FreeBytes + Math.Max(0, FileLength - _space.End);
-                foreach (ChunkInfo chunk in _file.Chunks.Values)
-                {
-                    unused += chunk.DeadAt > 0 ? chunk.Extent : 0;
-                }
+    /// space, and the chunks no current root reaches that are kept for older readers, in this process or another
+    /// (free to whoever mounts the file, as <see cref="OpenForReading"/> does, and freed here once their readers are
+    /// gone). As of the last checkpoint or the mount; lock-free, so a caller never waits for a checkpoint in
+    /// progress.</summary>
+    public long UnusedBytes => Volatile.Read(ref _unusedBytes);
 
-                return unused;
-            }
+    /// <summary>Under the checkpoint lock (or in the constructor), after the file's chunks changed: publishes
+    /// <see cref="UnusedBytes"/> (release).</summary>
+    private void PublishUnusedBytes()
+    {
+        long unused = _space.FreeBytes + Math.Max(0, FileLength - _space.End);
+        foreach (ChunkInfo chunk in _file.Chunks.Values)
+        {
+            unused += chunk.DeadAt > 0 ? chunk.Extent : 0;
         }
+
+        foreach ((_, _, long extent) in _heldForReaders)
+        {
+            unused += extent;
+        }
+
+        Volatile.Write(ref _unusedBytes, unused);
     }
 
     /// <summary>Where the data file's used space ends.</summary>
@@ -360,6 +367,10 @@ internal sealed class PageStore : IDisposable
             {
                 PageStoreLog.CheckpointFailed(_logger, error, sequence, current.Generation);
                 throw;
+            }
+            finally
+            {
+                PublishUnusedBytes(); // chunks freed, written or truncated away, whether or not the checkpoint held
             }
         }
     }
