@@ -23,13 +23,10 @@ internal static class BackupCommand
             string folder = ToolStore.RequireStore(parse.GetValue(store)!);
             string path = Path.GetFullPath(parse.GetValue(file)!);
             var display = new ProgressDisplay("backup", ToolStore.FileBytes(folder));
-            if (File.Exists(path))
-            {
-                throw new ToolException($"the backup file '{path}' already exists");
-            }
 
-            // Written under a partial name, fsynced, renamed once whole and the folder fsynced (by the library): a
-            // killed backup leaves the partial file, never a file under the backup's name that is not a whole backup.
+            // Written under a partial name, fsynced, renamed once whole and the folder fsynced (by the library, which
+            // also refuses a file that exists): a killed backup leaves the partial file, never a file under the
+            // backup's name that is not a whole backup.
             BackupResult result = parse.GetValue(from) is long first
                 ? await DocumentStore.BackupFilesAsync(folder, path, first, display, cancellationToken)
                     .ConfigureAwait(false)
