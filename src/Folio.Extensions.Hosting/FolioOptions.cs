@@ -74,6 +74,11 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.CheckpointInterval"/>.</summary>
     public TimeSpan CheckpointInterval { get; set; } = s_storeDefaults.CheckpointInterval;
 
+    /// <summary>How far, in bytes of journal, an open change-feed stream may fall behind the last checkpoint and still
+    /// read every change. Default 256 MiB; 0 for no hold; see <see cref="DocumentStoreOptions.MaxChangeFeedLag"/>.
+    /// </summary>
+    public long MaxChangeFeedLag { get; set; } = s_storeDefaults.MaxChangeFeedLag;
+
     /// <summary>The health check reports <c>Degraded</c> when the average fsync duration exceeds this. Default
     /// 100 ms; positive.</summary>
     public TimeSpan DegradedSyncLatency { get; set; } = TimeSpan.FromMilliseconds(100);
@@ -105,6 +110,7 @@ public sealed class FolioOptions
             RangePrefetch = RangePrefetch,
             CheckpointInterval = CheckpointInterval,
             CheckpointBackpressureThreshold = CheckpointBackpressureThreshold,
+            MaxChangeFeedLag = MaxChangeFeedLag,
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
         };

@@ -7,7 +7,10 @@ namespace Folio;
 /// <summary>
 /// The change feed: every committed (durable) change, in commit order, read from the journal through its lock-free
 /// readers. It can start at a saved sequence or at a time, tails new commits without polling, and fails with
-/// <see cref="JournalPositionPurgedException"/> when its position is no longer in the journal.
+/// <see cref="JournalPositionPurgedException"/> when its position is no longer in the journal. An open stream holds
+/// the journal it has not read yet against the purges that follow checkpoints, up to
+/// <see cref="DocumentStoreOptions.MaxChangeFeedLag"/> bytes, so a subscriber that falls behind a busy writer for a
+/// while still reads every change.
 /// </summary>
 public sealed class DocumentChanges
 {
@@ -37,12 +40,14 @@ public sealed class DocumentChanges
     /// fully handled plus one.</param>
     /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
     /// <returns>The changes, in commit order, each once.</returns>
-    /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once).</exception>
+    /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once), or the stream fell
+    /// more than <see cref="DocumentStoreOptions.MaxChangeFeedLag"/> behind and reached a purged commit (thrown by the
+    /// enumeration).</exception>
     public IAsyncEnumerable<DocumentChange> ReadAsync(long fromSequence, CancellationToken cancellationToken = default)
     {
         _store.ThrowIfDisposed();
-        JournalReader reader = _store.Journal.OpenReader(fromSequence);
-        return Stream(reader, cancellationToken);
+        (JournalReader reader, JournalRetention? retention) = OpenReader(fromSequence);
+        return Stream(reader, retention, cancellationToken);
     }
 
     /// <summary>Streams changes committed at or after <paramref name="from"/>, then tails; see
@@ -54,8 +59,20 @@ public sealed class DocumentChanges
         CancellationToken cancellationToken = default)
     {
         _store.ThrowIfDisposed();
-        JournalReader reader = _store.Journal.OpenReader(from);
-        return Stream(reader, cancellationToken);
+        WriteAheadJournal journal = _store.Journal;
+        long maxLag = _store.Options.MaxChangeFeedLag;
+        JournalRetention? retention = maxLag == 0 ? null : journal.RetainAll(maxLag);
+        try
+        {
+            JournalReader reader = journal.OpenReader(from);
+            retention?.Advance(reader.NextSequence);
+            return Stream(reader, retention, cancellationToken);
+        }
+        catch
+        {
+            retention?.Dispose();
+            throw;
+        }
     }
 
     /// <summary>
@@ -67,13 +84,39 @@ public sealed class DocumentChanges
     /// <param name="toSequence">The last commit to report; below <paramref name="fromSequence"/> for none.</param>
     /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
     /// <returns>The changes, in commit order, each once.</returns>
-    /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once).</exception>
+    /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once), or the stream fell
+    /// more than <see cref="DocumentStoreOptions.MaxChangeFeedLag"/> behind and reached a purged commit (thrown by the
+    /// enumeration).</exception>
     public IAsyncEnumerable<DocumentChange> ReadAsync(long fromSequence, long toSequence,
         CancellationToken cancellationToken = default)
     {
         _store.ThrowIfDisposed();
-        JournalReader reader = _store.Journal.OpenReader(fromSequence);
-        return Stream(reader, cancellationToken, toSequence);
+        (JournalReader reader, JournalRetention? retention) = OpenReader(fromSequence);
+        return Stream(reader, retention, cancellationToken, toSequence);
+    }
+
+    /// <summary>A reader at <paramref name="fromSequence"/> and, unless the options turn it off, a hold on the
+    /// journal from there that the stream advances as it reads.</summary>
+    private (JournalReader Reader, JournalRetention? Retention) OpenReader(long fromSequence)
+    {
+        WriteAheadJournal journal = _store.Journal;
+        JournalReader reader = journal.OpenReader(fromSequence);
+        long maxLag = _store.Options.MaxChangeFeedLag;
+        if (maxLag == 0)
+        {
+            return (reader, null);
+        }
+
+        try
+        {
+            // A purge between the two calls makes Retain throw as OpenReader would have: at once.
+            return (reader, journal.Retain(fromSequence, maxLag));
+        }
+        catch
+        {
+            reader.Dispose();
+            throw;
+        }
     }
 
     /// <summary>
@@ -151,9 +194,10 @@ public sealed class DocumentChanges
         }
     }
 
-    private static async IAsyncEnumerable<DocumentChange> Stream(JournalReader reader,
+    private static async IAsyncEnumerable<DocumentChange> Stream(JournalReader reader, JournalRetention? retention,
         [EnumeratorCancellation] CancellationToken cancellationToken, long toSequence = long.MaxValue)
     {
+        using (retention)
         using (reader)
         {
             var batch = new List<DocumentChange>();
@@ -188,6 +232,15 @@ public sealed class DocumentChanges
                 {
                     yield break;
                 }
+                catch (JournalPositionPurgedException e) when (retention?.IsLapsed == true)
+                {
+                    throw new JournalPositionPurgedException(e.RequestedSequence, e.FirstAvailableSequence,
+                        $"The change-feed stream fell more than MaxChangeFeedLag ({retention.MaxHeldBytes} bytes) of " +
+                        "journal behind the last checkpoint, so the journal it had not read was purged.", e);
+                }
+
+                // The batch holds copies: the entries read so far need no hold any more.
+                retention?.Advance(reader.NextSequence);
 
                 foreach (DocumentChange change in batch)
                 {

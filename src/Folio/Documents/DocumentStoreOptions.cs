@@ -149,6 +149,21 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public TimeSpan CheckpointInterval { get; set; } = DefaultCheckpointInterval;
 
+    /// <summary>The default <see cref="MaxChangeFeedLag"/>: 256 MiB.</summary>
+    public const long DefaultMaxChangeFeedLag = 256L << 20;
+
+    /// <summary>
+    /// How far, in bytes of journal, an open change-feed stream (<see cref="DocumentStore.Changes"/>) may fall behind
+    /// the last checkpoint and still read every change. Checkpoints purge the journal segments they cover; an open
+    /// stream keeps the segments it has not read yet from being purged, up to this many bytes of them; a stream
+    /// further behind loses that hold (a warning is logged), and its enumeration throws
+    /// <see cref="JournalPositionPurgedException"/> when it reaches a purged commit, so a stream that stopped being
+    /// read cannot fill the disk. Default <see cref="DefaultMaxChangeFeedLag"/>; 0 turns the hold off (a stream then
+    /// fails once it is a whole segment behind a checkpoint). It does not apply to
+    /// <see cref="DocumentChanges.ReadFilesAsync"/> in another process.
+    /// </summary>
+    public long MaxChangeFeedLag { get; set; } = DefaultMaxChangeFeedLag;
+
     /// <summary>The default <see cref="CacheSize"/>: 256 MiB.</summary>
     public const long DefaultCacheSize = 256L << 20;
 
@@ -274,6 +289,12 @@ public sealed class DocumentStoreOptions
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(CompactionBytesPerSecond), CompactionBytesPerSecond,
                 "CompactionBytesPerSecond must be at least 64 KiB.");
+        }
+
+        if (MaxChangeFeedLag < 0)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxChangeFeedLag), MaxChangeFeedLag,
+                "MaxChangeFeedLag must be 0 (no hold) or more.");
         }
 
         if (CacheSize < MinCacheSize)

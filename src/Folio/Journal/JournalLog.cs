@@ -49,4 +49,10 @@ internal static partial class JournalLog
     [LoggerMessage(EventId = 1010, Level = LogLevel.Information,
         Message = "Journal '{Directory}' created its next segment again: commits are accepted")]
     public static partial void SpaceAvailableAgain(ILogger logger, string directory);
+
+    [LoggerMessage(EventId = 1011, Level = LogLevel.Warning,
+        Message = "A change-feed reader at sequence {FromSequence} fell {HeldBytes} bytes of journal behind the last " +
+        "checkpoint, more than MaxChangeFeedLag ({MaxHeldBytes}): its journal is purged, and it fails when it " +
+        "reaches a purged segment")]
+    public static partial void RetentionLapsed(ILogger logger, long fromSequence, long heldBytes, long maxHeldBytes);
 }

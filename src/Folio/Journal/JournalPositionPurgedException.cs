@@ -35,6 +35,15 @@ public sealed class JournalPositionPurgedException : FolioException
         FirstAvailableSequence = firstAvailableSequence;
     }
 
+    internal JournalPositionPurgedException(long requestedSequence, long firstAvailableSequence, string reason,
+        Exception innerException)
+        : base($"Journal position {requestedSequence} was purged; the oldest available sequence number is " +
+            $"{firstAvailableSequence}. {reason}", innerException)
+    {
+        RequestedSequence = requestedSequence;
+        FirstAvailableSequence = firstAvailableSequence;
+    }
+
     /// <summary>The sequence number that was asked for.</summary>
     public long RequestedSequence { get; }
 

@@ -30,10 +30,14 @@ public sealed partial class WriteAheadJournal
 
     /// <summary>
     /// Keeps every entry from <paramref name="fromSequence"/> on from purges until the returned hold is disposed (an
-    /// online backup copies them meanwhile). Purges still remove segments wholly before it.
+    /// online backup copies them meanwhile; a change-feed stream advances its hold as it reads). Purges still remove
+    /// segments wholly before it. A purge that would keep more than <paramref name="maxHeldBytes"/> of sealed segments
+    /// for this hold alone lapses it instead (see <see cref="JournalRetention"/>).
     /// </summary>
+    /// <param name="fromSequence">The first sequence to keep.</param>
+    /// <param name="maxHeldBytes">The bound of the hold; <see cref="long.MaxValue"/> for none.</param>
     /// <exception cref="JournalPositionPurgedException"><paramref name="fromSequence"/> is already purged.</exception>
-    internal JournalRetention Retain(long fromSequence)
+    internal JournalRetention Retain(long fromSequence, long maxHeldBytes = long.MaxValue)
     {
         lock (_segmentsLock)
         {
@@ -44,18 +48,20 @@ public sealed partial class WriteAheadJournal
                 ThrowHelper.ThrowPositionPurged(fromSequence, first);
             }
 
-            var retention = new JournalRetention(this, fromSequence);
+            var retention = new JournalRetention(this, fromSequence, maxHeldBytes);
             _retentions.Add(retention);
             return retention;
         }
     }
 
     /// <summary>Keeps every entry the journal holds now from purges until the returned hold is disposed.</summary>
-    internal JournalRetention RetainAll()
+    /// <param name="maxHeldBytes">The bound of the hold; <see cref="long.MaxValue"/> for none.</param>
+    internal JournalRetention RetainAll(long maxHeldBytes = long.MaxValue)
     {
         lock (_segmentsLock)
         {
-            return Retain(FirstSequence); // the lock is reentrant: no purge runs between the read and the hold
+            // The lock is reentrant: no purge runs between the read and the hold.
+            return Retain(FirstSequence, maxHeldBytes);
         }
     }
 
@@ -73,16 +79,35 @@ public sealed partial class WriteAheadJournal
         lock (_segmentsLock)
         {
             ThrowIfDisposed();
-            long retained = long.MaxValue;
-            foreach (JournalRetention retention in _retentions)
+            JournalSegment[] current = _segmentSet.Segments;
+            int allowed = 0; // what the limit alone lets go
+            while (allowed < current.Length - 1 && removable(current[allowed], current[allowed + 1], limit))
             {
-                retained = Math.Min(retained, retention.FromSequence);
+                allowed++;
             }
 
-            JournalSegment[] current = _segmentSet.Segments;
+            long retained = long.MaxValue;
+            for (int i = _retentions.Count - 1; i >= 0; i--)
+            {
+                JournalRetention retention = _retentions[i];
+                long from = retention.FromSequence;
+                if (retention.MaxHeldBytes != long.MaxValue)
+                {
+                    long held = HeldBytes(current, allowed, from);
+                    if (held > retention.MaxHeldBytes)
+                    {
+                        retention.Lapse();
+                        _retentions.RemoveAt(i);
+                        JournalLog.RetentionLapsed(_logger, from, held, retention.MaxHeldBytes);
+                        continue;
+                    }
+                }
+
+                retained = Math.Min(retained, from);
+            }
+
             int count = 0;
-            while (count < current.Length - 1 && current[count + 1].FirstSequence <= retained
-                && removable(current[count], current[count + 1], limit))
+            while (count < allowed && current[count + 1].FirstSequence <= retained)
             {
                 count++;
             }
@@ -105,6 +130,19 @@ public sealed partial class WriteAheadJournal
             JournalLog.Purged(_logger, count, current[count].FirstSequence);
             return count;
         }
+    }
+
+    /// <summary>The bytes of the first <paramref name="allowed"/> segments that a hold from
+    /// <paramref name="from"/> keeps (those holding an entry at or after it).</summary>
+    private static long HeldBytes(JournalSegment[] segments, int allowed, long from)
+    {
+        long held = 0;
+        for (int i = allowed - 1; i >= 0 && segments[i + 1].FirstSequence > from; i--)
+        {
+            held += segments[i].SealedLength;
+        }
+
+        return held;
     }
 
     private void WritePurgeWatermark(long firstRetained)

@@ -154,4 +154,107 @@ public sealed class ChangeFeedTests
         });
         Assert.Equal(100, read);
     }
+
+    [Fact]
+    public async Task A_subscriber_that_falls_behind_checkpoints_still_reads_every_change_and_then_lets_them_go()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = FeedOptions();
+        await using var store = DocumentStore.Open(dir.Path, options);
+        await store.PutAsync("c", "first", "{}"u8.ToArray());
+        using var stop = new CancellationTokenSource(TestDeadline.Hang);
+        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1, stop.Token)
+            .GetAsyncEnumerator(stop.Token);
+        Assert.True(await feed.MoveNextAsync());
+        Assert.Equal(1, feed.Current.Sequence);
+
+        // The subscriber stops reading while the writer fills many segments and checkpoints after each few.
+        long last = await WriteAndCheckpointAsync(store, 600);
+        Assert.True(store.Journal.SegmentCount > 10, "the writes rotated through many segments");
+        Assert.True(store.Changes.FirstSequence <= 2,
+            $"the hold kept the unread journal: {store.Changes.FirstSequence}");
+
+        var sequences = new List<long> { feed.Current.Sequence };
+        while (sequences[^1] < last && await feed.MoveNextAsync())
+        {
+            sequences.Add(feed.Current.Sequence);
+        }
+
+        Assert.Equal(Enumerable.Range(1, (int)last).Select(i => (long)i), sequences);
+
+        // Read up to the end, the hold lets the next checkpoint purge what the subscriber read.
+        await store.PutAsync("c", "more", "{}"u8.ToArray());
+        Assert.True(await feed.MoveNextAsync());
+        await store.CheckpointAsync();
+        Assert.True(store.Changes.FirstSequence > last / 2, $"purged after reading: {store.Changes.FirstSequence}");
+    }
+
+    [Fact]
+    public async Task A_subscriber_further_behind_than_MaxChangeFeedLag_loses_its_hold_and_fails_saying_so()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = FeedOptions();
+        options.MaxChangeFeedLag = 32 * 1024;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        await store.PutAsync("c", "first", "{}"u8.ToArray());
+        using var stop = new CancellationTokenSource(TestDeadline.Hang);
+        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1, stop.Token)
+            .GetAsyncEnumerator(stop.Token);
+        Assert.True(await feed.MoveNextAsync());
+
+        await WriteAndCheckpointAsync(store, 600);
+        Assert.True(store.Changes.FirstSequence > 100, $"the journal was purged: {store.Changes.FirstSequence}");
+
+        var error = await Assert.ThrowsAsync<JournalPositionPurgedException>(async () =>
+        {
+            while (await feed.MoveNextAsync())
+            {
+            }
+        });
+        Assert.Contains("MaxChangeFeedLag", error.Message, StringComparison.Ordinal);
+        Assert.Equal(store.Changes.FirstSequence, error.FirstAvailableSequence);
+    }
+
+    [Fact]
+    public async Task With_MaxChangeFeedLag_0_a_subscriber_holds_nothing_and_a_negative_lag_is_refused()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = FeedOptions();
+        options.MaxChangeFeedLag = -1;
+        var refused = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Equal(nameof(DocumentStoreOptions.MaxChangeFeedLag), refused.ParamName);
+
+        options.MaxChangeFeedLag = 0;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        await store.PutAsync("c", "first", "{}"u8.ToArray());
+        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1).GetAsyncEnumerator();
+        Assert.True(await feed.MoveNextAsync());
+        await WriteAndCheckpointAsync(store, 300);
+        Assert.True(store.Changes.FirstSequence > 100, $"the journal was purged: {store.Changes.FirstSequence}");
+    }
+
+    /// <summary>8 KiB segments and checkpoints after every 4 KiB of journal.</summary>
+    private static DocumentStoreOptions FeedOptions() => new()
+    {
+        SegmentSize = 8 * 1024, MaxDocumentSize = 1024, MaxGroupBytes = 4096, CheckpointThreshold = 4096,
+    };
+
+    /// <summary>Writes <paramref name="count"/> documents of ~200 bytes, a checkpoint after every 50; returns the
+    /// last commit's sequence.</summary>
+    private static async Task<long> WriteAndCheckpointAsync(DocumentStore store, int count)
+    {
+        long last = 0;
+        for (int i = 0; i < count; i++)
+        {
+            last = await store.PutAsync("c", $"k{i}",
+                Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 200)}\"}}"));
+            if (i % 50 == 49)
+            {
+                await store.CheckpointAsync();
+            }
+        }
+
+        await store.CheckpointAsync();
+        return last;
+    }
 }
