@@ -219,6 +219,56 @@ public sealed class JournalReaderTests
     }
 
     [Fact]
+    public void Holds_keep_what_they_hold_move_forward_and_a_bounded_hold_lapses_past_its_bound()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024));
+        for (int i = 1; i <= 100; i++)
+        {
+            journal.Append(JournalTestExtensions.Payload(4, i, 100));
+        }
+
+        journal.Sync();
+        Assert.True(journal.SegmentCount > 8, $"many segments: {journal.SegmentCount}");
+        using JournalRetention backup = journal.Retain(30); // unbounded
+        using JournalRetention feed = journal.Retain(10, maxHeldBytes: 1 << 20);
+
+        // Both holds keep their first entry: only segments wholly before 10 go.
+        journal.Purge(90);
+        Assert.InRange(journal.FirstSequence, 2, 10);
+        using (JournalReader reader = journal.OpenReader(10))
+        {
+            Assert.True(reader.TryRead(out JournalEntry entry));
+            Assert.Equal(10, entry.Sequence);
+        }
+
+        // The feed reads on: the backup's hold is now the oldest.
+        feed.Advance(50);
+        feed.Advance(40); // never backwards
+        Assert.Equal(50, feed.FromSequence);
+        journal.Purge(90);
+        Assert.InRange(journal.FirstSequence, 11, 30);
+        Assert.False(feed.IsLapsed);
+
+        // Without the backup, the feed holds from 50; a bound smaller than what it holds lapses it.
+        backup.Dispose();
+        backup.Dispose(); // idempotent
+        using JournalRetention tight = journal.Retain(60, maxHeldBytes: 1);
+        journal.Purge(90);
+        Assert.True(tight.IsLapsed);
+        Assert.False(feed.IsLapsed);
+        Assert.InRange(journal.FirstSequence, 31, 50);
+
+        // Released, the feed holds nothing; a hold past its bound lapses, and the limit alone decides.
+        feed.Dispose();
+        using JournalRetention small = journal.Retain(journal.FirstSequence, maxHeldBytes: 1);
+        journal.Purge(90);
+        Assert.True(small.IsLapsed);
+        Assert.InRange(journal.FirstSequence, 51, 90);
+        Assert.Equal(0, journal.Purge(journal.FirstSequence));
+    }
+
+    [Fact]
     public void Purge_by_time_removes_only_segments_entirely_older_than_the_time()
     {
         using var dir = new TempDirectory();
