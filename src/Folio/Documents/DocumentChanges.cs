@@ -232,11 +232,10 @@ public sealed class DocumentChanges
                 {
                     yield break;
                 }
-                catch (JournalPositionPurgedException e) when (retention?.IsLapsed == true)
+                catch (JournalPositionPurgedException e) when (retention?.LapseReason is string reason)
                 {
                     throw new JournalPositionPurgedException(e.RequestedSequence, e.FirstAvailableSequence,
-                        $"The change-feed stream fell more than MaxChangeFeedLag ({retention.MaxHeldBytes} bytes) of " +
-                        "journal behind the last checkpoint, so the journal it had not read was purged.", e);
+                        "The change-feed stream lost its hold on the journal: " + reason, e);
                 }
 
                 // The batch holds copies: the entries read so far need no hold any more.

@@ -158,7 +158,8 @@ public sealed class DocumentStoreOptions
     /// stream keeps the segments it has not read yet from being purged, up to this many bytes of them; a stream
     /// further behind loses that hold (a warning is logged), and its enumeration throws
     /// <see cref="JournalPositionPurgedException"/> when it reaches a purged commit, so a stream that stopped being
-    /// read cannot fill the disk. Default <see cref="DefaultMaxChangeFeedLag"/>; 0 turns the hold off (a stream then
+    /// read cannot fill the disk. While the disk is full (commits fail with <see cref="StoreFullException"/>), every
+    /// stream loses its hold at the next checkpoint, so the purge frees what it can. Default <see cref="DefaultMaxChangeFeedLag"/>; 0 turns the hold off (a stream then
     /// fails once it is a whole segment behind a checkpoint). It does not apply to
     /// <see cref="DocumentChanges.ReadFilesAsync"/> in another process.
     /// </summary>

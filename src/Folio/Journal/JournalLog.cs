@@ -51,8 +51,9 @@ internal static partial class JournalLog
     public static partial void SpaceAvailableAgain(ILogger logger, string directory);
 
     [LoggerMessage(EventId = 1011, Level = LogLevel.Warning,
-        Message = "A change-feed reader at sequence {FromSequence} fell {HeldBytes} bytes of journal behind the last " +
-        "checkpoint, more than MaxChangeFeedLag ({MaxHeldBytes}): its journal is purged, and it fails when it " +
-        "reaches a purged segment")]
-    public static partial void RetentionLapsed(ILogger logger, long fromSequence, long heldBytes, long maxHeldBytes);
+        Message = "A change-feed reader at sequence {FromSequence} held {HeldBytes} bytes of journal behind the last " +
+        "checkpoint (MaxChangeFeedLag {MaxHeldBytes}, disk full: {DiskFull}): its hold is given up, the journal is " +
+        "purged, and it fails when it reaches a purged segment")]
+    public static partial void RetentionLapsed(ILogger logger, long fromSequence, long heldBytes, long maxHeldBytes,
+        bool diskFull);
 }

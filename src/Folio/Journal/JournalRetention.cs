@@ -9,16 +9,17 @@ namespace Folio.Journal;
 /// <see cref="Advance"/> as it reads, without the lock: the field only grows, and a purge that reads an older value
 /// (<see cref="Volatile"/> on both sides) merely keeps a segment the consumer no longer needs until the next purge.
 /// A hold with a <see cref="MaxHeldBytes"/> below <see cref="long.MaxValue"/> is bounded: a purge that would keep more
-/// than that many bytes of sealed segments for it alone lapses it instead (<see cref="IsLapsed"/>), so a consumer that
-/// stopped reading cannot fill the disk; the consumer then fails as an unheld reader does, with
-/// <see cref="JournalPositionPurgedException"/> when it reaches a purged segment. Disposing is idempotent.
+/// than that many bytes of sealed segments for it alone lapses it instead (<see cref="IsLapsed"/>), and so does any
+/// purge while the disk is full, so a consumer that stopped reading cannot fill the disk nor keep a full one full; the
+/// consumer then fails as an unheld reader does, with <see cref="JournalPositionPurgedException"/> when it reaches a
+/// purged segment. Disposing is idempotent.
 /// </para>
 /// </summary>
 internal sealed class JournalRetention(WriteAheadJournal journal, long fromSequence, long maxHeldBytes) : IDisposable
 {
     private long _fromSequence = fromSequence;
     private int _released;
-    private int _lapsed;
+    private string? _lapseReason;
 
     /// <summary>The first sequence kept.</summary>
     public long FromSequence => Volatile.Read(ref _fromSequence);
@@ -27,8 +28,11 @@ internal sealed class JournalRetention(WriteAheadJournal journal, long fromSeque
     /// <see cref="long.MaxValue"/> for a hold that never lapses.</summary>
     public long MaxHeldBytes { get; } = maxHeldBytes;
 
-    /// <summary>Whether a purge gave up this hold because it kept more than <see cref="MaxHeldBytes"/>.</summary>
-    public bool IsLapsed => Volatile.Read(ref _lapsed) != 0;
+    /// <summary>Whether a purge gave up this hold (<see cref="LapseReason"/> says why).</summary>
+    public bool IsLapsed => LapseReason is not null;
+
+    /// <summary>Why a purge gave up this hold, as a sentence; null while it holds.</summary>
+    public string? LapseReason => Volatile.Read(ref _lapseReason);
 
     /// <summary>Keeps only the entries from <paramref name="sequence"/> on (the consumer has read the ones before).
     /// Called by the hold's one consumer; a smaller value than the current one is ignored.</summary>
@@ -43,7 +47,8 @@ internal sealed class JournalRetention(WriteAheadJournal journal, long fromSeque
 
     /// <summary>Marks the hold lapsed; the purge that calls this (under the segments lock) has removed it from the
     /// journal's holds.</summary>
-    internal void Lapse() => Volatile.Write(ref _lapsed, 1);
+    /// <param name="reason">Why, as a sentence.</param>
+    internal void Lapse(string reason) => Volatile.Write(ref _lapseReason, reason);
 
     public void Dispose()
     {

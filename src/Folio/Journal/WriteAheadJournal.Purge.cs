@@ -87,6 +87,7 @@ public sealed partial class WriteAheadJournal
             }
 
             long retained = long.MaxValue;
+            bool diskFull = DiskFull is not null;
             for (int i = _retentions.Count - 1; i >= 0; i--)
             {
                 JournalRetention retention = _retentions[i];
@@ -94,11 +95,14 @@ public sealed partial class WriteAheadJournal
                 if (retention.MaxHeldBytes != long.MaxValue)
                 {
                     long held = HeldBytes(current, allowed, from);
-                    if (held > retention.MaxHeldBytes)
+                    if (held > 0 && (diskFull || held > retention.MaxHeldBytes))
                     {
-                        retention.Lapse();
+                        retention.Lapse(diskFull
+                            ? "The disk was full, so the journal it had not read was purged to make room."
+                            : $"It fell more than MaxChangeFeedLag ({retention.MaxHeldBytes} bytes) of journal behind " +
+                            "the last checkpoint, so the journal it had not read was purged.");
                         _retentions.RemoveAt(i);
-                        JournalLog.RetentionLapsed(_logger, from, held, retention.MaxHeldBytes);
+                        JournalLog.RetentionLapsed(_logger, from, held, retention.MaxHeldBytes, diskFull);
                         continue;
                     }
                 }

@@ -216,6 +216,47 @@ public sealed class ChangeFeedTests
     }
 
     [Fact]
+    public async Task While_the_disk_is_full_a_subscribers_hold_gives_way_to_the_checkpoints_purge()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem
+        {
+            Matches = static path => Path.GetFileName(path) == "next-segment.tmp", // the journal cannot grow
+        };
+        DocumentStoreOptions options = FeedOptions();
+        options.FileSystem = files;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        await store.PutAsync("c", "first", "{}"u8.ToArray());
+        using var stop = new CancellationTokenSource(TestDeadline.Hang);
+        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1, stop.Token)
+            .GetAsyncEnumerator(stop.Token);
+        Assert.True(await feed.MoveNextAsync());
+        await WriteAndCheckpointAsync(store, 300);
+        Assert.True(store.Changes.FirstSequence <= 2, $"held: {store.Changes.FirstSequence}");
+
+        files.NoSpace = true;
+        await Assert.ThrowsAsync<StoreFullException>(async () =>
+        {
+            for (int i = 0; i < 1000; i++)
+            {
+                await store.PutAsync("c", $"full{i}",
+                    Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 200)}\"}}"));
+            }
+        });
+        await store.CheckpointAsync();
+        Assert.True(store.Changes.FirstSequence > 100, $"purged while full: {store.Changes.FirstSequence}");
+
+        files.NoSpace = false;
+        var error = await Assert.ThrowsAsync<JournalPositionPurgedException>(async () =>
+        {
+            while (await feed.MoveNextAsync())
+            {
+            }
+        });
+        Assert.Contains("disk was full", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task With_MaxChangeFeedLag_0_a_subscriber_holds_nothing_and_a_negative_lag_is_refused()
     {
         using var dir = new TempDirectory();
