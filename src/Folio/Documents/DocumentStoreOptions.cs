@@ -159,9 +159,9 @@ public sealed class DocumentStoreOptions
     /// further behind loses that hold (a warning is logged), and its enumeration throws
     /// <see cref="JournalPositionPurgedException"/> when it reaches a purged commit, so a stream that stopped being
     /// read cannot fill the disk. While the disk is full (commits fail with <see cref="StoreFullException"/>), every
-    /// stream loses its hold at the next checkpoint, so the purge frees what it can. Default <see cref="DefaultMaxChangeFeedLag"/>; 0 turns the hold off (a stream then
-    /// fails once it is a whole segment behind a checkpoint). It does not apply to
-    /// <see cref="DocumentChanges.ReadFilesAsync"/> in another process.
+    /// stream loses its hold at the next checkpoint, so the purge frees what it can. Default
+    /// <see cref="DefaultMaxChangeFeedLag"/>; 0 turns the hold off (a stream then fails once it is a whole segment
+    /// behind a checkpoint). It does not apply to <see cref="DocumentChanges.ReadFilesAsync"/> in another process.
     /// </summary>
     public long MaxChangeFeedLag { get; set; } = DefaultMaxChangeFeedLag;
 

@@ -99,8 +99,8 @@ public sealed partial class WriteAheadJournal
                     {
                         retention.Lapse(diskFull
                             ? "The disk was full, so the journal it had not read was purged to make room."
-                            : $"It fell more than MaxChangeFeedLag ({retention.MaxHeldBytes} bytes) of journal behind " +
-                            "the last checkpoint, so the journal it had not read was purged.");
+                            : $"It fell more than MaxChangeFeedLag ({retention.MaxHeldBytes} bytes) of journal " +
+                            "behind the last checkpoint, so the journal it had not read was purged.");
                         _retentions.RemoveAt(i);
                         JournalLog.RetentionLapsed(_logger, from, held, retention.MaxHeldBytes, diskFull);
                         continue;
