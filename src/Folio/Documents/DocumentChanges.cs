@@ -121,11 +121,18 @@ public sealed class DocumentChanges
 
     /// <summary>
     /// Reads the change feed of the store in <paramref name="folder"/> from its journal files, without opening the
-    /// store: no lock is taken and nothing is written, so it works while another process (or this one) has the store
-    /// open and keeps committing; this is what <c>folio tail</c> uses. Only complete, checksummed, durable records
-    /// are returned: durable by the writer's own fdatasync (as a later record's header records), or else, on Linux,
-    /// made durable by the reader's (while following, after one interval), so a change seen here survives a power
-    /// loss.
+    /// store: it takes no lock, and writes nothing but a small pin file in the store's <c>readers</c> folder, so it
+    /// works while another process (or this one) has the store open and keeps committing; this is what
+    /// <c>folio tail</c> uses. Only complete, checksummed, durable records are returned: durable by the writer's own
+    /// fdatasync (as a later record's header records), or else, on Linux, made durable by the reader's (while
+    /// following, after one interval), so a change seen here survives a power loss.
+    /// <para>
+    /// While the stream is enumerated, its pin asks the writing process's checkpoints to keep the journal it has not
+    /// read yet, within the writer's <see cref="DocumentStoreOptions.MaxChangeFeedLag"/> (as for a stream of
+    /// <see cref="DocumentStore.Changes"/>); dispose the enumerator, or finish it, to remove the pin. A pin a crashed
+    /// reader left behind is removed by the writer's next checkpoint. Without write access to the folder the stream
+    /// reads without a pin.
+    /// </para>
     /// </summary>
     /// <param name="folder">The store's folder (the one given to <see cref="DocumentStore.Open"/>).</param>
     /// <param name="fromSequence">The first commit to report; 1 or more.</param>
@@ -146,14 +153,15 @@ public sealed class DocumentChanges
     {
         ArgumentException.ThrowIfNullOrEmpty(folder);
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
-        (_, string journal) = Documents.StoreFileInfoReader.StoreFolders(folder);
-        return StreamFiles(new JournalFollower(journal, fromSequence), follow, cancellationToken);
+        (string storeFolder, string journal) = Documents.StoreFileInfoReader.StoreFolders(folder);
+        return StreamFiles(new JournalFollower(journal, fromSequence), storeFolder, follow, cancellationToken);
     }
 
-    private static async IAsyncEnumerable<DocumentChange> StreamFiles(JournalFollower follower, bool follow,
-        [EnumeratorCancellation] CancellationToken cancellationToken)
+    private static async IAsyncEnumerable<DocumentChange> StreamFiles(JournalFollower follower, string storeFolder,
+        bool follow, [EnumeratorCancellation] CancellationToken cancellationToken)
     {
         using (follower)
+        using (FeedPin? pin = FeedPin.TryCreate(storeFolder, follower.NextSequence))
         {
             var entries = new List<JournalEntryCopy>();
             var batch = new List<DocumentChange>();
@@ -184,6 +192,8 @@ public sealed class DocumentChanges
                 {
                     AddChanges(batch, entry.Sequence, entry.TimestampTicks, entry.Data);
                 }
+
+                pin?.Advance(follower.NextSequence); // the entries are copies: the journal may let them go
 
                 foreach (DocumentChange change in batch)
                 {

@@ -161,7 +161,8 @@ public sealed class DocumentStoreOptions
     /// read cannot fill the disk. While the disk is full (commits fail with <see cref="StoreFullException"/>), every
     /// stream loses its hold at the next checkpoint, so the purge frees what it can. Default
     /// <see cref="DefaultMaxChangeFeedLag"/>; 0 turns the hold off (a stream then fails once it is a whole segment
-    /// behind a checkpoint). It does not apply to <see cref="DocumentChanges.ReadFilesAsync"/> in another process.
+    /// behind a checkpoint). Readers of the files in other processes (<see cref="DocumentChanges.ReadFilesAsync"/>,
+    /// <c>folio tail</c>) are held the same way, through the pins they leave in the store's <c>readers</c> folder.
     /// </summary>
     public long MaxChangeFeedLag { get; set; } = DefaultMaxChangeFeedLag;
 

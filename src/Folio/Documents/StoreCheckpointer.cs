@@ -531,6 +531,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         {
             try
             {
+                using JournalRetention? followers = HoldForFollowers();
                 _journal.Purge(_lastSequence + 1);
             }
             catch (Exception error)
@@ -543,6 +544,44 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         Volatile.Write(ref _lastFailure, null);
         Interlocked.Exchange(ref _lastTimestamp, Environment.TickCount64);
         return sequence;
+    }
+
+    /// <summary>
+    /// A hold on the journal from the oldest position the change-feed readers in other processes pinned
+    /// (<see cref="FeedPin"/>), bounded as a stream's own (<see cref="DocumentStoreOptions.MaxChangeFeedLag"/>), for
+    /// the purge that follows; null when there is none, the option is 0, or the pins cannot be read (logged).
+    /// </summary>
+    private JournalRetention? HoldForFollowers()
+    {
+        if (_options.MaxChangeFeedLag == 0 || _pages.PinFolder is not { } folder)
+        {
+            return null;
+        }
+
+        long? oldest;
+        try
+        {
+            oldest = FeedPin.OldestLive(_options.FileSystem, folder);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            StoreLog.FeedPinsUnreadable(_logger, e, folder);
+            return null;
+        }
+
+        if (oldest is not long from)
+        {
+            return null;
+        }
+
+        try
+        {
+            return _journal.Retain(from, _options.MaxChangeFeedLag);
+        }
+        catch (JournalPositionPurgedException)
+        {
+            return null; // purged past it already: the reader fails when it reaches the gap
+        }
     }
 
     /// <summary>

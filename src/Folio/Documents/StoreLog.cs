@@ -28,4 +28,9 @@ internal static partial class StoreLog
         Message = "Checkpoints caught up ({Bytes} bytes of journal after the last checkpoint); commits resume after " +
         "waiting {WaitedMs} ms")]
     public static partial void BackpressureEnded(ILogger logger, long bytes, long waitedMs);
+
+    [LoggerMessage(EventId = 3006, Level = LogLevel.Warning,
+        Message = "Could not read the change-feed readers' pins in '{Folder}': this checkpoint's purge keeps no " +
+        "journal for readers in other processes")]
+    public static partial void FeedPinsUnreadable(ILogger logger, Exception exception, string folder);
 }

@@ -44,6 +44,10 @@ internal sealed class PageStore : IDisposable
     private readonly ChunkSpace _space;
     private readonly IFileSystem? _fileSystem; // with the pins' folder: null when mounted for reads only
     private readonly string? _pinFolder;
+
+    /// <summary>The folder where readers in other processes leave their pins (<see cref="ReaderPin"/>, and the
+    /// change-feed followers' <see cref="Journal.FeedPin"/>); null when mounted for reads only.</summary>
+    internal string? PinFolder => _pinFolder;
     private readonly List<(uint Id, long Offset, long Extent)> _heldForReaders;
     private PageCheckpoint _current;
     private PageReference? _catalogRoot;

@@ -74,7 +74,7 @@ internal static class ReaderPins
 
     /// <summary>Whether a reader holds the pin: the writer's exclusive lock fails against the reader's shared
     /// one.</summary>
-    private static bool IsHeld(IFileSystem fileSystem, string pin)
+    internal static bool IsHeld(IFileSystem fileSystem, string pin)
     {
         try
         {
@@ -93,7 +93,7 @@ internal static class ReaderPins
         }
     }
 
-    private static byte[]? TryReadAll(IFileSystem fileSystem, string pin)
+    internal static byte[]? TryReadAll(IFileSystem fileSystem, string pin)
     {
         try
         {
@@ -131,7 +131,7 @@ internal static class ReaderPins
         }
     }
 
-    private static void TryDelete(IFileSystem fileSystem, string path)
+    internal static void TryDelete(IFileSystem fileSystem, string path)
     {
         try
         {

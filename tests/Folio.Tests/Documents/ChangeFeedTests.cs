@@ -257,6 +257,50 @@ public sealed class ChangeFeedTests
     }
 
     [Fact]
+    public async Task A_reader_of_the_files_keeps_the_journal_it_has_not_read_through_its_pin_until_it_is_done()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, FeedOptions());
+        await store.PutAsync("c", "first", "{}"u8.ToArray());
+        string readers = Path.Combine(dir.Path, "readers");
+        using var stop = new CancellationTokenSource(TestDeadline.Hang);
+        long last;
+        await using (IAsyncEnumerator<DocumentChange> feed = DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: true,
+            stop.Token).GetAsyncEnumerator(stop.Token))
+        {
+            Assert.True(await feed.MoveNextAsync());
+            Assert.Single(Directory.GetFiles(readers, "*.feed"));
+
+            // The writer checkpoints past the reader, which has stopped reading: its pin keeps the journal.
+            last = await WriteAndCheckpointAsync(store, 600);
+            Assert.True(store.Journal.SegmentCount > 10, "the writes rotated through many segments");
+            Assert.True(store.Changes.FirstSequence <= 2, $"the pin kept the journal: {store.Changes.FirstSequence}");
+
+            var sequences = new List<long> { feed.Current.Sequence };
+            while (sequences[^1] < last && await feed.MoveNextAsync())
+            {
+                sequences.Add(feed.Current.Sequence);
+            }
+
+            Assert.Equal(Enumerable.Range(1, (int)last).Select(i => (long)i), sequences);
+        }
+
+        // Disposed, the reader's pin is gone, and the next checkpoint purges.
+        Assert.Empty(Directory.GetFiles(readers, "*.feed"));
+        await store.PutAsync("c", "more", "{}"u8.ToArray());
+        await store.CheckpointAsync();
+        Assert.True(store.Changes.FirstSequence > last / 2, $"purged: {store.Changes.FirstSequence}");
+
+        // A pin a crashed reader left (no lock held) keeps nothing and is deleted by the next checkpoint.
+        string orphan = Path.Combine(readers, "orphan" + Folio.Journal.FeedPin.Extension);
+        await File.WriteAllBytesAsync(orphan, Folio.Journal.FeedPin.Encode(store.Changes.FirstSequence));
+        long purgedTo = store.Changes.FirstSequence;
+        await WriteAndCheckpointAsync(store, 200);
+        Assert.False(File.Exists(orphan));
+        Assert.True(store.Changes.FirstSequence > purgedTo, $"purged past the orphan: {store.Changes.FirstSequence}");
+    }
+
+    [Fact]
     public async Task With_MaxChangeFeedLag_0_a_subscriber_holds_nothing_and_a_negative_lag_is_refused()
     {
         using var dir = new TempDirectory();
