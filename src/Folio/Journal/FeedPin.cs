@@ -15,7 +15,8 @@ namespace Folio.Journal;
 /// its next sequence, and renames it, so the writer never sees a pin without its lock or with half its bytes; then it
 /// rewrites the sequence in place as it reads (one write of <see cref="Size"/> bytes at offset 0). The writer reads
 /// the live pins before each purge (<see cref="OldestLive"/>): a pin it can lock exclusively belongs to a reader that
-/// died and is deleted; a pin whose bytes fail their checksum (read while being rewritten) is skipped for that purge.
+/// died and is deleted; a live pin whose bytes fail their checksum is read again (it may have met the reader's
+/// rewrite), and one that keeps failing holds the whole journal, within the bound.
 /// A pin only keeps segments: a reader whose position was purged anyway fails with
 /// <see cref="JournalPositionPurgedException"/>, as without it. Creating and updating a pin is best effort: a reader
 /// that cannot write the store's folder reads without one.
@@ -130,13 +131,33 @@ internal sealed class FeedPin : IDisposable
                 continue;
             }
 
-            if (ReaderPins.TryReadAll(fileSystem, pin) is { } bytes && TryDecode(bytes, out long next))
+            if (ReadPosition(fileSystem, pin) is long next)
             {
                 oldest = Math.Min(oldest ?? long.MaxValue, next);
             }
         }
 
         return oldest;
+    }
+
+    /// <summary>The position a live pin names; 1 (hold everything, within the bound) when three reads in a row find
+    /// bytes that fail their checksum (each may have met the reader's rewrite); null when the pin is gone.</summary>
+    private static long? ReadPosition(IFileSystem fileSystem, string pin)
+    {
+        for (int attempt = 0; attempt < 3; attempt++)
+        {
+            if (ReaderPins.TryReadAll(fileSystem, pin) is not { } bytes)
+            {
+                return null;
+            }
+
+            if (TryDecode(bytes, out long next))
+            {
+                return next;
+            }
+        }
+
+        return 1;
     }
 
     /// <summary>Encodes a pin's bytes.</summary>

@@ -47,6 +47,18 @@ public sealed class FeedPinTests
         Assert.Equal(40, FeedPin.OldestLive(files, folder));
         Assert.False(File.Exists(dead));
 
+        // A live pin whose bytes fail their checksum holds everything (within the writer's bound).
+        using (FileStream damaged = new(Path.Combine(folder, "damaged" + FeedPin.Extension), FileMode.CreateNew,
+            FileAccess.ReadWrite, FileShare.Read | FileShare.Delete))
+        {
+            byte[] bytes = FeedPin.Encode(7);
+            bytes[17] ^= 1;
+            damaged.Write(bytes);
+            damaged.Flush();
+            Assert.Equal(1, FeedPin.OldestLive(files, folder));
+            File.Delete(damaged.Name);
+        }
+
         second.Dispose();
         second.Dispose(); // idempotent
         Assert.False(File.Exists(second.Path));
