@@ -24,7 +24,7 @@ internal sealed class CheckpointMetrics : IDisposable
     private readonly Counter<long> _backpressure;
 
     public CheckpointMetrics(IMeterFactory? meterFactory, Func<long> journalBytesSinceCheckpoint,
-        Func<int> chunks, Func<double> fillRate)
+        Func<int> chunks, Func<double> fillRate, Func<long> journalHeldBytes, Func<long> lapsedHolds)
     {
         _folioMeter = new FolioMeter(meterFactory);
         Meter meter = _folioMeter.Meter;
@@ -42,6 +42,11 @@ internal sealed class CheckpointMetrics : IDisposable
             "Times checkpoints fell behind the writers far enough that new commits waited for one.");
         meter.CreateObservableGauge("folio.journal.bytes_since_checkpoint", journalBytesSinceCheckpoint, "By",
             "Journal bytes in segments after the last checkpoint (what the next open replays, at most).");
+        meter.CreateObservableGauge("folio.journal.held_bytes", journalHeldBytes, "By",
+            "Journal bytes a checkpoint covered that the last purge kept for change-feed readers and backups still "
+            + "reading them (bounded per reader by MaxChangeFeedLag).");
+        meter.CreateObservableCounter("folio.changefeed.holds_lapsed", lapsedHolds, "{hold}",
+            "Change-feed readers whose hold on the journal a purge gave up (too far behind, or the disk full).");
         meter.CreateObservableGauge("folio.datafile.chunks", chunks, "{chunk}", "Chunks in the data file.");
         meter.CreateObservableGauge("folio.datafile.fill_rate", fillRate, "1",
             "Live pages over all pages of the data file's live chunks, at the last checkpoint.");

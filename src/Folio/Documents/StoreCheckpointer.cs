@@ -92,7 +92,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _backpressureThreshold = options.EffectiveBackpressureThreshold;
         _metrics = new CheckpointMetrics(options.MeterFactory,
             () => BytesSinceCheckpoint,
-            () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate);
+            () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate, () => journal.HeldBytes,
+            () => journal.LapsedHolds);
         new Thread(RunLoop) { IsBackground = true, Name = "Folio checkpoints" }.Start();
     }
 

@@ -7,6 +7,15 @@ public sealed partial class WriteAheadJournal
 {
     private const int PurgeWatermarkSize = 12;
     private readonly List<JournalRetention> _retentions = []; // under _segmentsLock
+    private long _heldBytes; // written by purges under _segmentsLock, read by metrics without it
+    private long _lapsedHolds; // likewise
+
+    /// <summary>Bytes of sealed segments the last purge kept only because a hold (<see cref="Retain"/>) still needed
+    /// them: what change-feed readers and backups cost the disk beyond the checkpoint's own rule.</summary>
+    internal long HeldBytes => Volatile.Read(ref _heldBytes);
+
+    /// <summary>Holds purges gave up so far (<see cref="JournalRetention.IsLapsed"/>).</summary>
+    internal long LapsedHolds => Volatile.Read(ref _lapsedHolds);
 
     /// <summary>
     /// Removes every sealed segment whose entries all precede <paramref name="beforeSequence"/>. The active segment
@@ -94,7 +103,7 @@ public sealed partial class WriteAheadJournal
                 long from = retention.FromSequence;
                 if (retention.MaxHeldBytes != long.MaxValue)
                 {
-                    long held = HeldBytes(current, allowed, from);
+                    long held = BytesHeldFrom(current, allowed, from);
                     if (held > 0 && (diskFull || held > retention.MaxHeldBytes))
                     {
                         retention.Lapse(diskFull
@@ -102,6 +111,7 @@ public sealed partial class WriteAheadJournal
                             : $"It fell more than MaxChangeFeedLag ({retention.MaxHeldBytes} bytes) of journal " +
                             "behind the last checkpoint, so the journal it had not read was purged.");
                         _retentions.RemoveAt(i);
+                        Volatile.Write(ref _lapsedHolds, _lapsedHolds + 1);
                         JournalLog.RetentionLapsed(_logger, from, held, retention.MaxHeldBytes, diskFull);
                         continue;
                     }
@@ -115,6 +125,14 @@ public sealed partial class WriteAheadJournal
             {
                 count++;
             }
+
+            long kept = 0;
+            for (int i = count; i < allowed; i++)
+            {
+                kept += current[i].SealedLength;
+            }
+
+            Volatile.Write(ref _heldBytes, kept);
 
             if (count == 0)
             {
@@ -138,7 +156,7 @@ public sealed partial class WriteAheadJournal
 
     /// <summary>The bytes of the first <paramref name="allowed"/> segments that a hold from
     /// <paramref name="from"/> keeps (those holding an entry at or after it).</summary>
-    private static long HeldBytes(JournalSegment[] segments, int allowed, long from)
+    private static long BytesHeldFrom(JournalSegment[] segments, int allowed, long from)
     {
         long held = 0;
         for (int i = allowed - 1; i >= 0 && segments[i + 1].FirstSequence > from; i--)

@@ -173,6 +173,7 @@ public sealed class ChangeFeedTests
         Assert.True(store.Journal.SegmentCount > 10, "the writes rotated through many segments");
         Assert.True(store.Changes.FirstSequence <= 2,
             $"the hold kept the unread journal: {store.Changes.FirstSequence}");
+        Assert.True(store.Journal.HeldBytes > 8 * 8192, $"held: {store.Journal.HeldBytes}");
 
         var sequences = new List<long> { feed.Current.Sequence };
         while (sequences[^1] < last && await feed.MoveNextAsync())
@@ -193,8 +194,14 @@ public sealed class ChangeFeedTests
     public async Task A_subscriber_further_behind_than_MaxChangeFeedLag_loses_its_hold_and_fails_saying_so()
     {
         using var dir = new TempDirectory();
+        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, long>();
+        using var meters = new TestMeterFactory();
+        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) => recorded[instrument.Name] = value);
+        listener.Start();
         DocumentStoreOptions options = FeedOptions();
         options.MaxChangeFeedLag = 32 * 1024;
+        options.MeterFactory = meters;
         await using var store = DocumentStore.Open(dir.Path, options);
         await store.PutAsync("c", "first", "{}"u8.ToArray());
         using var stop = new CancellationTokenSource(TestDeadline.Hang);
@@ -204,6 +211,9 @@ public sealed class ChangeFeedTests
 
         await WriteAndCheckpointAsync(store, 600);
         Assert.True(store.Changes.FirstSequence > 100, $"the journal was purged: {store.Changes.FirstSequence}");
+        listener.RecordObservableInstruments();
+        Assert.Equal(1, recorded.GetValueOrDefault("folio.changefeed.holds_lapsed"));
+        Assert.Equal(0, recorded.GetValueOrDefault("folio.journal.held_bytes", -1));
 
         var error = await Assert.ThrowsAsync<JournalPositionPurgedException>(async () =>
         {

@@ -234,8 +234,10 @@ public sealed class JournalReaderTests
         using JournalRetention feed = journal.Retain(10, maxHeldBytes: 1 << 20);
 
         // Both holds keep their first entry: only segments wholly before 10 go.
+        Assert.Equal(0, journal.HeldBytes);
         journal.Purge(90);
         Assert.InRange(journal.FirstSequence, 2, 10);
+        Assert.True(journal.HeldBytes > 1024, $"held: {journal.HeldBytes}");
         using (JournalReader reader = journal.OpenReader(10))
         {
             Assert.True(reader.TryRead(out JournalEntry entry));
@@ -257,6 +259,7 @@ public sealed class JournalReaderTests
         journal.Purge(90);
         Assert.True(tight.IsLapsed);
         Assert.False(feed.IsLapsed);
+        Assert.Equal(1, journal.LapsedHolds);
         Assert.InRange(journal.FirstSequence, 31, 50);
 
         // Released, the feed holds nothing; a hold past its bound lapses, and the limit alone decides.
@@ -264,7 +267,9 @@ public sealed class JournalReaderTests
         using JournalRetention small = journal.Retain(journal.FirstSequence, maxHeldBytes: 1);
         journal.Purge(90);
         Assert.True(small.IsLapsed);
+        Assert.Equal(2, journal.LapsedHolds);
         Assert.InRange(journal.FirstSequence, 51, 90);
+        Assert.Equal(0, journal.HeldBytes);
         Assert.Equal(0, journal.Purge(journal.FirstSequence));
     }
 
