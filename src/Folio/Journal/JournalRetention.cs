@@ -8,14 +8,14 @@ namespace Folio.Journal;
 /// consumer that took the hold (an online backup, a change-feed stream) moves <see cref="FromSequence"/> forward with
 /// <see cref="Advance"/> as it reads, without the lock: the field only grows, and a purge that reads an older value
 /// (<see cref="Volatile"/> on both sides) merely keeps a segment the consumer no longer needs until the next purge.
-/// A hold with a <see cref="MaxHeldBytes"/> below <see cref="long.MaxValue"/> is bounded: a purge that would keep more
+/// A hold with a <see cref="MaxHeldBytes"/> (a change-feed reader's) is bounded: a purge that would keep more
 /// than that many bytes of sealed segments for it alone lapses it instead (<see cref="IsLapsed"/>), and so does any
 /// purge while the disk is full, so a consumer that stopped reading cannot fill the disk nor keep a full one full; the
 /// consumer then fails as an unheld reader does, with <see cref="JournalPositionPurgedException"/> when it reaches a
 /// purged segment. Disposing is idempotent.
 /// </para>
 /// </summary>
-internal sealed class JournalRetention(WriteAheadJournal journal, long fromSequence, long maxHeldBytes) : IDisposable
+internal sealed class JournalRetention(WriteAheadJournal journal, long fromSequence, long? maxHeldBytes) : IDisposable
 {
     private long _fromSequence = fromSequence;
     private int _released;
@@ -25,8 +25,8 @@ internal sealed class JournalRetention(WriteAheadJournal journal, long fromSeque
     public long FromSequence => Volatile.Read(ref _fromSequence);
 
     /// <summary>The most bytes of sealed segments a purge keeps for this hold alone before it lapses it;
-    /// <see cref="long.MaxValue"/> for a hold that never lapses.</summary>
-    public long MaxHeldBytes { get; } = maxHeldBytes;
+    /// null for a hold that never lapses (a backup's).</summary>
+    public long? MaxHeldBytes { get; } = maxHeldBytes;
 
     /// <summary>Whether a purge gave up this hold (<see cref="LapseReason"/> says why).</summary>
     public bool IsLapsed => LapseReason is not null;

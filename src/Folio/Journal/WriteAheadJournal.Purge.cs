@@ -44,9 +44,10 @@ public sealed partial class WriteAheadJournal
     /// for this hold alone lapses it instead (see <see cref="JournalRetention"/>).
     /// </summary>
     /// <param name="fromSequence">The first sequence to keep.</param>
-    /// <param name="maxHeldBytes">The bound of the hold; <see cref="long.MaxValue"/> for none.</param>
+    /// <param name="maxHeldBytes">The bound of the hold; null for a hold that never lapses, not even while the disk
+    /// is full.</param>
     /// <exception cref="JournalPositionPurgedException"><paramref name="fromSequence"/> is already purged.</exception>
-    internal JournalRetention Retain(long fromSequence, long maxHeldBytes = long.MaxValue)
+    internal JournalRetention Retain(long fromSequence, long? maxHeldBytes = null)
     {
         lock (_segmentsLock)
         {
@@ -64,8 +65,8 @@ public sealed partial class WriteAheadJournal
     }
 
     /// <summary>Keeps every entry the journal holds now from purges until the returned hold is disposed.</summary>
-    /// <param name="maxHeldBytes">The bound of the hold; <see cref="long.MaxValue"/> for none.</param>
-    internal JournalRetention RetainAll(long maxHeldBytes = long.MaxValue)
+    /// <param name="maxHeldBytes">The bound of the hold; null for a hold that never lapses.</param>
+    internal JournalRetention RetainAll(long? maxHeldBytes = null)
     {
         lock (_segmentsLock)
         {
@@ -101,18 +102,18 @@ public sealed partial class WriteAheadJournal
             {
                 JournalRetention retention = _retentions[i];
                 long from = retention.FromSequence;
-                if (retention.MaxHeldBytes != long.MaxValue)
+                if (retention.MaxHeldBytes is long maxHeld)
                 {
                     long held = BytesHeldFrom(current, allowed, from);
-                    if (held > 0 && (diskFull || held > retention.MaxHeldBytes))
+                    if (held > 0 && (diskFull || held > maxHeld))
                     {
                         retention.Lapse(diskFull
                             ? "The disk was full, so the journal it had not read was purged to make room."
-                            : $"It fell more than MaxChangeFeedLag ({retention.MaxHeldBytes} bytes) of journal " +
+                            : $"It fell more than MaxChangeFeedLag ({maxHeld} bytes) of journal " +
                             "behind the last checkpoint, so the journal it had not read was purged.");
                         _retentions.RemoveAt(i);
                         Volatile.Write(ref _lapsedHolds, _lapsedHolds + 1);
-                        JournalLog.RetentionLapsed(_logger, from, held, retention.MaxHeldBytes, diskFull);
+                        JournalLog.RetentionLapsed(_logger, from, held, maxHeld, diskFull);
                         continue;
                     }
                 }
