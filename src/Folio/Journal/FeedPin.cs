@@ -37,48 +37,30 @@ internal sealed class FeedPin : IDisposable
     private const uint FormatVersion = 1;
     private static ReadOnlySpan<byte> Magic => "FolioFed"u8;
 
-    private readonly FileStream _file;
-    private readonly string _path;
+    private readonly ReaderPin _file; // the pin file: created, locked and deleted as a chunk pin's
     private long _written;
     private bool _failed;
     private bool _disposed;
 
-    private FeedPin(FileStream file, string path, long nextSequence)
+    private FeedPin(ReaderPin file, long nextSequence)
     {
         _file = file;
-        _path = path;
         _written = nextSequence;
     }
 
     /// <summary>The pin file's path.</summary>
-    public string Path => _path;
+    public string Path => _file.Path;
 
     /// <summary>Pins the journal of the store in <paramref name="storeFolder"/> from <paramref name="nextSequence"/>
     /// on; null when the pin cannot be written (no write access to the folder, say).</summary>
     public static FeedPin? TryCreate(string storeFolder, long nextSequence)
     {
-        string folder = System.IO.Path.Combine(storeFolder, ReaderPin.FolderName);
-        string name = Guid.NewGuid().ToString("N");
-        string temporary = System.IO.Path.Combine(folder, name + ".tmp");
-        string path = System.IO.Path.Combine(folder, name + Extension);
-        FileStream? file = null;
         try
         {
-            Directory.CreateDirectory(folder);
-            file = new FileStream(temporary, FileMode.CreateNew, FileAccess.ReadWrite,
-                FileShare.Read | FileShare.Delete, bufferSize: 0);
-            file.Write(Encode(nextSequence));
-            File.Move(temporary, path);
-            return new FeedPin(file, path, nextSequence);
+            return new FeedPin(ReaderPin.CreateFile(storeFolder, Extension, Encode(nextSequence)), nextSequence);
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
-            if (file is not null)
-            {
-                file.Dispose();
-                TryDeleteFile(temporary);
-            }
-
             return null;
         }
     }
@@ -94,7 +76,7 @@ internal sealed class FeedPin : IDisposable
 
         try
         {
-            RandomAccess.Write(_file.SafeFileHandle, Encode(nextSequence), 0);
+            RandomAccess.Write(_file.Handle, Encode(nextSequence), 0);
             _written = nextSequence;
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
@@ -107,30 +89,9 @@ internal sealed class FeedPin : IDisposable
     /// readers that died; null when there is none (or no such folder).</summary>
     public static long? OldestLive(IFileSystem fileSystem, string folder)
     {
-        if (!fileSystem.DirectoryExists(folder))
-        {
-            return null;
-        }
-
-        string[] pins;
-        try
-        {
-            pins = fileSystem.GetFiles(folder, "*" + Extension);
-        }
-        catch (DirectoryNotFoundException)
-        {
-            return null;
-        }
-
         long? oldest = null;
-        foreach (string pin in pins)
+        foreach (string pin in ReaderPins.LivePins(fileSystem, folder, Extension) ?? [])
         {
-            if (!ReaderPins.IsHeld(fileSystem, pin))
-            {
-                ReaderPins.TryDelete(fileSystem, pin);
-                continue;
-            }
-
             if (ReadPosition(fileSystem, pin) is long next)
             {
                 oldest = Math.Min(oldest ?? long.MaxValue, next);
@@ -186,27 +147,11 @@ internal sealed class FeedPin : IDisposable
         return nextSequence >= 1;
     }
 
-    /// <summary>Deletes the pin and lets its lock go. A second call does nothing.</summary>
+    /// <summary>Deletes the pin and lets its lock go (left behind, unlocked, if the delete fails: the writer deletes
+    /// it). A second call does nothing.</summary>
     public void Dispose()
     {
-        if (_disposed)
-        {
-            return;
-        }
-
         _disposed = true;
-        TryDeleteFile(_path); // left behind, unlocked, if this fails: the writer deletes it
         _file.Dispose();
-    }
-
-    private static void TryDeleteFile(string path)
-    {
-        try
-        {
-            File.Delete(path);
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-        }
     }
 }

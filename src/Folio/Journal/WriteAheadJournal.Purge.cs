@@ -127,13 +127,7 @@ public sealed partial class WriteAheadJournal
                 count++;
             }
 
-            long kept = 0;
-            for (int i = count; i < allowed; i++)
-            {
-                kept += current[i].SealedLength;
-            }
-
-            Volatile.Write(ref _heldBytes, kept);
+            Volatile.Write(ref _heldBytes, SealedBytes(current, count, allowed));
 
             if (count == 0)
             {
@@ -159,13 +153,26 @@ public sealed partial class WriteAheadJournal
     /// <paramref name="from"/> keeps (those holding an entry at or after it).</summary>
     private static long BytesHeldFrom(JournalSegment[] segments, int allowed, long from)
     {
-        long held = 0;
-        for (int i = allowed - 1; i >= 0 && segments[i + 1].FirstSequence > from; i--)
+        int first = allowed;
+        while (first > 0 && segments[first].FirstSequence > from)
         {
-            held += segments[i].SealedLength;
+            first--;
         }
 
-        return held;
+        return SealedBytes(segments, first, allowed);
+    }
+
+    /// <summary>The bytes of the sealed segments <paramref name="start"/> to <paramref name="end"/>
+    /// (excluded).</summary>
+    private static long SealedBytes(JournalSegment[] segments, int start, int end)
+    {
+        long bytes = 0;
+        for (int i = start; i < end; i++)
+        {
+            bytes += segments[i].SealedLength;
+        }
+
+        return bytes;
     }
 
     private void WritePurgeWatermark(long firstRetained)

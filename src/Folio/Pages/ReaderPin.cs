@@ -46,20 +46,29 @@ internal sealed class ReaderPin : IDisposable
     /// <summary>The pin file's path.</summary>
     public string Path => _path;
 
+    /// <summary>The pin file, open for writing (a change-feed reader rewrites its position in place).</summary>
+    internal Microsoft.Win32.SafeHandles.SafeFileHandle Handle => _file.SafeFileHandle;
+
     /// <summary>Pins <paramref name="chunks"/> of checkpoint <paramref name="generation"/> of the data file in
     /// <paramref name="storeFolder"/>; the caller then checks that the checkpoint is still the newest.</summary>
-    public static ReaderPin Create(string storeFolder, long generation, IReadOnlyList<ChunkInfo> chunks)
+    public static ReaderPin Create(string storeFolder, long generation, IReadOnlyList<ChunkInfo> chunks) =>
+        CreateFile(storeFolder, Extension, Encode(generation, chunks));
+
+    /// <summary>Creates a pin file of any kind (this one's chunks, or a change-feed reader's
+    /// <see cref="Journal.FeedPin"/>) in the <c>readers</c> folder of <paramref name="storeFolder"/>: written as
+    /// <c>.tmp</c> under the shared lock, then renamed to <paramref name="extension"/>.</summary>
+    internal static ReaderPin CreateFile(string storeFolder, string extension, ReadOnlySpan<byte> bytes)
     {
         string folder = System.IO.Path.Combine(storeFolder, FolderName);
         Directory.CreateDirectory(folder);
         string name = Guid.NewGuid().ToString("N");
         string temporary = System.IO.Path.Combine(folder, name + ".tmp");
-        string path = System.IO.Path.Combine(folder, name + Extension);
+        string path = System.IO.Path.Combine(folder, name + extension);
         var file = new FileStream(temporary, FileMode.CreateNew, FileAccess.ReadWrite,
             FileShare.Read | FileShare.Delete, bufferSize: 0);
         try
         {
-            file.Write(Encode(generation, chunks));
+            file.Write(bytes);
             File.Move(temporary, path);
             return new ReaderPin(file, path);
         }

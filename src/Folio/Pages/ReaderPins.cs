@@ -32,29 +32,14 @@ internal static class ReaderPins
     public static Dictionary<uint, (long Offset, long Extent)> ReadLive(IFileSystem fileSystem, string folder)
     {
         var pinned = new Dictionary<uint, (long Offset, long Extent)>();
-        if (!fileSystem.DirectoryExists(folder))
+        List<string>? pins = LivePins(fileSystem, folder, ReaderPin.Extension);
+        if (pins is null)
         {
             return pinned; // no reader ever pinned this store: the usual case, without an exception
         }
 
-        string[] pins;
-        try
-        {
-            pins = fileSystem.GetFiles(folder, "*" + ReaderPin.Extension);
-        }
-        catch (DirectoryNotFoundException)
-        {
-            return pinned;
-        }
-
         foreach (string pin in pins)
         {
-            if (!IsHeld(fileSystem, pin))
-            {
-                TryDelete(fileSystem, pin);
-                continue;
-            }
-
             byte[]? bytes = TryReadAll(fileSystem, pin);
             if (bytes is null
                 || !ReaderPin.TryDecode(bytes, out _, out List<(uint Id, long Offset, long Extent)> chunks))
@@ -72,9 +57,44 @@ internal static class ReaderPins
         return pinned;
     }
 
+    /// <summary>The pins of <paramref name="folder"/> with <paramref name="extension"/> whose readers hold them,
+    /// deleting those of readers that died; null when there is no such folder.</summary>
+    internal static List<string>? LivePins(IFileSystem fileSystem, string folder, string extension)
+    {
+        if (!fileSystem.DirectoryExists(folder))
+        {
+            return null;
+        }
+
+        string[] pins;
+        try
+        {
+            pins = fileSystem.GetFiles(folder, "*" + extension);
+        }
+        catch (DirectoryNotFoundException)
+        {
+            return null;
+        }
+
+        var live = new List<string>(pins.Length);
+        foreach (string pin in pins)
+        {
+            if (IsHeld(fileSystem, pin))
+            {
+                live.Add(pin);
+            }
+            else
+            {
+                TryDelete(fileSystem, pin);
+            }
+        }
+
+        return live;
+    }
+
     /// <summary>Whether a reader holds the pin: the writer's exclusive lock fails against the reader's shared
     /// one.</summary>
-    internal static bool IsHeld(IFileSystem fileSystem, string pin)
+    private static bool IsHeld(IFileSystem fileSystem, string pin)
     {
         try
         {
@@ -131,7 +151,7 @@ internal static class ReaderPins
         }
     }
 
-    internal static void TryDelete(IFileSystem fileSystem, string path)
+    private static void TryDelete(IFileSystem fileSystem, string path)
     {
         try
         {

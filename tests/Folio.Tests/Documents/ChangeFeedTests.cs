@@ -5,6 +5,9 @@ namespace Folio.Tests.Documents;
 
 public sealed class ChangeFeedTests
 {
+    /// <summary>A document of about 200 bytes.</summary>
+    private static readonly byte[] s_padded = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 200)}\"}}");
+
     [Fact]
     public async Task A_subscriber_sees_every_change_once_in_order_across_rotations_and_reopen_and_resumes()
     {
@@ -161,11 +164,8 @@ public sealed class ChangeFeedTests
         using var dir = new TempDirectory();
         DocumentStoreOptions options = FeedOptions();
         await using var store = DocumentStore.Open(dir.Path, options);
-        await store.PutAsync("c", "first", "{}"u8.ToArray());
         using var stop = new CancellationTokenSource(TestDeadline.Hang);
-        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1, stop.Token)
-            .GetAsyncEnumerator(stop.Token);
-        Assert.True(await feed.MoveNextAsync());
+        await using IAsyncEnumerator<DocumentChange> feed = await SubscribeAfterFirstChangeAsync(store, stop.Token);
         Assert.Equal(1, feed.Current.Sequence);
 
         // The subscriber stops reading while the writer fills many segments and checkpoints after each few.
@@ -203,11 +203,8 @@ public sealed class ChangeFeedTests
         options.MaxChangeFeedLag = 32 * 1024;
         options.MeterFactory = meters;
         await using var store = DocumentStore.Open(dir.Path, options);
-        await store.PutAsync("c", "first", "{}"u8.ToArray());
         using var stop = new CancellationTokenSource(TestDeadline.Hang);
-        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1, stop.Token)
-            .GetAsyncEnumerator(stop.Token);
-        Assert.True(await feed.MoveNextAsync());
+        await using IAsyncEnumerator<DocumentChange> feed = await SubscribeAfterFirstChangeAsync(store, stop.Token);
 
         await WriteAndCheckpointAsync(store, 600);
         Assert.True(store.Changes.FirstSequence > 100, $"the journal was purged: {store.Changes.FirstSequence}");
@@ -215,12 +212,7 @@ public sealed class ChangeFeedTests
         Assert.Equal(1, recorded.GetValueOrDefault("folio.changefeed.holds_lapsed"));
         Assert.Equal(0, recorded.GetValueOrDefault("folio.journal.held_bytes", -1));
 
-        var error = await Assert.ThrowsAsync<JournalPositionPurgedException>(async () =>
-        {
-            while (await feed.MoveNextAsync())
-            {
-            }
-        });
+        JournalPositionPurgedException error = await ReadToTheGapAsync(feed);
         Assert.Contains("MaxChangeFeedLag", error.Message, StringComparison.Ordinal);
         Assert.Equal(store.Changes.FirstSequence, error.FirstAvailableSequence);
     }
@@ -237,11 +229,8 @@ public sealed class ChangeFeedTests
         options.FileSystem = files;
         options.MaxChangeFeedLag = long.MaxValue; // no bound on the lag: a full disk still comes first
         await using var store = DocumentStore.Open(dir.Path, options);
-        await store.PutAsync("c", "first", "{}"u8.ToArray());
         using var stop = new CancellationTokenSource(TestDeadline.Hang);
-        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1, stop.Token)
-            .GetAsyncEnumerator(stop.Token);
-        Assert.True(await feed.MoveNextAsync());
+        await using IAsyncEnumerator<DocumentChange> feed = await SubscribeAfterFirstChangeAsync(store, stop.Token);
         await WriteAndCheckpointAsync(store, 300);
         Assert.True(store.Changes.FirstSequence <= 2, $"held: {store.Changes.FirstSequence}");
 
@@ -250,20 +239,14 @@ public sealed class ChangeFeedTests
         {
             for (int i = 0; i < 1000; i++)
             {
-                await store.PutAsync("c", $"full{i}",
-                    Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 200)}\"}}"));
+                await store.PutAsync("c", $"full{i}", s_padded);
             }
         });
         await store.CheckpointAsync();
         Assert.True(store.Changes.FirstSequence > 100, $"purged while full: {store.Changes.FirstSequence}");
 
         files.NoSpace = false;
-        var error = await Assert.ThrowsAsync<JournalPositionPurgedException>(async () =>
-        {
-            while (await feed.MoveNextAsync())
-            {
-            }
-        });
+        JournalPositionPurgedException error = await ReadToTheGapAsync(feed);
         Assert.Contains("disk was full", error.Message, StringComparison.Ordinal);
     }
 
@@ -322,12 +305,31 @@ public sealed class ChangeFeedTests
 
         options.MaxChangeFeedLag = 0;
         await using var store = DocumentStore.Open(dir.Path, options);
-        await store.PutAsync("c", "first", "{}"u8.ToArray());
-        await using IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1).GetAsyncEnumerator();
-        Assert.True(await feed.MoveNextAsync());
+        await using IAsyncEnumerator<DocumentChange> feed = await SubscribeAfterFirstChangeAsync(store, default);
         await WriteAndCheckpointAsync(store, 300);
         Assert.True(store.Changes.FirstSequence > 100, $"the journal was purged: {store.Changes.FirstSequence}");
     }
+
+    /// <summary>Commits a first document and returns a subscriber from sequence 1 that has read it and then stops
+    /// reading.</summary>
+    private static async Task<IAsyncEnumerator<DocumentChange>> SubscribeAfterFirstChangeAsync(DocumentStore store,
+        CancellationToken cancellationToken)
+    {
+        await store.PutAsync("c", "first", "{}"u8.ToArray(), cancellationToken: cancellationToken);
+        IAsyncEnumerator<DocumentChange> feed = store.Changes.ReadAsync(1, cancellationToken)
+            .GetAsyncEnumerator(cancellationToken);
+        Assert.True(await feed.MoveNextAsync());
+        return feed;
+    }
+
+    /// <summary>Reads <paramref name="feed"/> on until it fails at a purged commit, and returns that failure.</summary>
+    private static Task<JournalPositionPurgedException> ReadToTheGapAsync(IAsyncEnumerator<DocumentChange> feed) =>
+        Assert.ThrowsAsync<JournalPositionPurgedException>(async () =>
+        {
+            while (await feed.MoveNextAsync())
+            {
+            }
+        });
 
     /// <summary>8 KiB segments and checkpoints after every 4 KiB of journal.</summary>
     private static DocumentStoreOptions FeedOptions() => new()
@@ -342,8 +344,7 @@ public sealed class ChangeFeedTests
         long last = 0;
         for (int i = 0; i < count; i++)
         {
-            last = await store.PutAsync("c", $"k{i}",
-                Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 200)}\"}}"));
+            last = await store.PutAsync("c", $"k{i}", s_padded);
             if (i % 50 == 49)
             {
                 await store.CheckpointAsync();
