@@ -24,8 +24,9 @@ public sealed class ChangeFeedStressTests
         };
         await using var store = DocumentStore.Open(dir.Path, options);
         await store.PutAsync("c", "start", "{}"u8.ToArray());
+        TimeSpan duration = TimeSpan.FromSeconds(StressDuration.Seconds(3));
         using var stop = new CancellationTokenSource();
-        using var deadline = new CancellationTokenSource(TestDeadline.Hang);
+        using var deadline = new CancellationTokenSource(duration + TestDeadline.Hang); // the readers then catch up
         Task<long> inProcess = ReadAsync(store.Changes.ReadAsync(1, deadline.Token), deadline.Token);
         Task<long> files = ReadAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: true, deadline.Token),
             deadline.Token);
@@ -38,7 +39,7 @@ public sealed class ChangeFeedStressTests
                     $"{{\"n\":{n},\"pad\":\"{new string('x', 100)}\"}}"));
             }
         })).ToArray();
-        await Task.Delay(TimeSpan.FromSeconds(StressDuration.Seconds(3)));
+        await Task.Delay(duration);
         await stop.CancelAsync();
         await Task.WhenAll(writers);
         long last = await store.PutAsync("c", "end", "{}"u8.ToArray());
