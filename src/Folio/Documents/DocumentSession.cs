@@ -22,8 +22,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     private static readonly ConcurrentDictionary<Type, PropertyInfo?> s_idProperties = new();
 
     private readonly DocumentStore _store;
-    private readonly Dictionary<DocumentKey, Tracked> _tracked = [];
-    private readonly Dictionary<object, DocumentKey> _byEntity = new(ReferenceEqualityComparer.Instance);
+    private readonly TrackedDocuments _tracked = new();
     private IndexSnapshot? _snapshot;
     private Type? _lastType;
     private DurabilityMode? _durability;
@@ -96,9 +95,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             Type type = entity.GetType();
             string collection = CollectionOf(type);
             PropertyInfo? idProperty = IdProperty(type);
-            if (id is null && _byEntity.TryGetValue(entity, out DocumentKey tracking))
+            Tracked? tracking = _tracked.FindByEntity(entity);
+            if (id is null && tracking is not null)
             {
-                id = tracking.Id; // already tracked (loaded or stored): keep its id
+                id = tracking.Key.Id; // already tracked (loaded or stored): keep its id
             }
 
             if (id is null)
@@ -122,28 +122,26 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             }
 
             var key = new DocumentKey(collection, id);
-            if (_byEntity.TryGetValue(entity, out DocumentKey existing) && existing != key)
+            if (tracking is not null && tracking.Key != key)
             {
-                ThrowHelper.ThrowInvalidOperation($"This entity is already tracked as '{existing}'.");
+                ThrowHelper.ThrowInvalidOperation($"This entity is already tracked as '{tracking.Key}'.");
             }
 
-            if (_tracked.TryGetValue(key, out Tracked? tracked))
+            if (_tracked.TryGet(key, out Tracked? tracked))
             {
                 if (tracked.Entity is not null && !ReferenceEquals(tracked.Entity, entity))
                 {
                     ThrowHelper.ThrowInvalidOperation($"Another entity is already tracked as '{key}' in this session.");
                 }
 
-                tracked.Entity = entity;
+                _tracked.SetEntity(tracked, entity);
                 tracked.Deleted = false;
                 tracked.ExpectedVersion = expectedVersion ?? tracked.ExpectedVersion;
             }
             else
             {
-                _tracked[key] = new Tracked(type) { Entity = entity, ExpectedVersion = expectedVersion };
+                _tracked.Add(new Tracked(key, type) { Entity = entity, ExpectedVersion = expectedVersion });
             }
-
-            _byEntity[entity] = key;
         }
         finally
         {
@@ -212,18 +210,13 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         {
             DocumentIds.Validate(id);
             var key = new DocumentKey(CollectionOf(typeof(T)), id);
-            if (!_tracked.TryGetValue(key, out Tracked? tracked))
+            if (!_tracked.TryGet(key, out Tracked? tracked))
             {
                 // Not loaded: delete whatever version is current at save time.
-                _tracked[key] = tracked = new Tracked(typeof(T)) { Version = -1 };
+                _tracked.Add(tracked = new Tracked(key, typeof(T)) { Version = -1 });
             }
 
-            if (tracked.Entity is not null)
-            {
-                _byEntity.Remove(tracked.Entity);
-            }
-
-            tracked.Entity = null;
+            _tracked.SetEntity(tracked, null);
             tracked.Deleted = true;
         }
         finally
@@ -239,8 +232,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     public long GetVersion(object entity)
     {
         ArgumentNullException.ThrowIfNull(entity);
-        return _byEntity.TryGetValue(entity, out DocumentKey key) ? Math.Max(0, _tracked[key].Version)
-            : ThrowNotTracked();
+        return _tracked.FindByEntity(entity) is { } tracked ? Math.Max(0, tracked.Version) : ThrowNotTracked();
     }
 
     /// <summary>The last-modified time (UTC) of a tracked entity as last loaded or saved, or null for a new
@@ -250,12 +242,13 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     public DateTimeOffset? GetLastModified(object entity)
     {
         ArgumentNullException.ThrowIfNull(entity);
-        if (!_byEntity.TryGetValue(entity, out DocumentKey key))
+        if (_tracked.FindByEntity(entity) is not { } tracked)
         {
             ThrowNotTracked();
+            return null;
         }
 
-        long ticks = _tracked[key].TimestampTicks;
+        long ticks = tracked.TimestampTicks;
         return ticks == 0 ? null : new DateTimeOffset(ticks, TimeSpan.Zero);
     }
 
@@ -277,69 +270,92 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         Enter();
         try
         {
-            var batch = new CommitBatch { Durability = _durability };
-            var written = new List<(DocumentKey Key, Tracked Tracked, byte[]? Json)>();
-            foreach ((DocumentKey key, Tracked tracked) in _tracked)
+            // The changes are marked on their Tracked entries (Saving) rather than listed, so a save allocates no
+            // list; every mark is cleared before this returns, whether the commit holds or not.
+            var batch = new CommitBatch(Math.Min(_tracked.Count, 8)) { Durability = _durability };
+            int written = 0;
+            try
             {
-                if (tracked.Deleted)
+                for (int i = 0; i < _tracked.Count; i++)
                 {
-                    if (tracked.Version == 0)
+                    Tracked tracked = _tracked[i];
+                    DocumentKey key = tracked.Key;
+                    if (tracked.Deleted)
                     {
-                        continue; // stored and deleted in this session, or loaded as absent: nothing to delete
+                        if (tracked.Version == 0)
+                        {
+                            continue; // stored and deleted in this session, or loaded as absent: nothing to delete
+                        }
+
+                        batch.Delete(key.Collection, key.Id);
+                        if (tracked.Version > 0)
+                        {
+                            batch.Expect(key.Collection, key.Id, tracked.Version);
+                        }
+
+                        tracked.Saving = true;
+                        written++;
+                        continue;
                     }
 
-                    batch.Delete(key.Collection, key.Id);
-                    if (tracked.Version > 0)
+                    // Serialize on the caller's thread, so the committer only copies bytes.
+                    byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type,
+                        _store.Options.JsonSerializerOptions);
+                    if (tracked.Original is { } loaded && json.AsSpan().SequenceEqual(loaded.Span))
+                    {
+                        continue; // unchanged
+                    }
+
+                    _store.CheckDocument(key.Collection, key.Id, json, validateJson: false);
+                    batch.Put(key.Collection, key.Id, json);
+                    if (tracked.ExpectedVersion is long expected)
+                    {
+                        batch.Expect(key.Collection, key.Id, expected);
+                    }
+                    else if (tracked.Loaded)
                     {
                         batch.Expect(key.Collection, key.Id, tracked.Version);
                     }
 
-                    written.Add((key, tracked, null));
-                    continue;
+                    tracked.Saving = true;
+                    tracked.SavingJson = json;
+                    written++;
                 }
 
-                // Serialize on the caller's thread, so the committer only copies bytes.
-                byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type,
-                    _store.Options.JsonSerializerOptions);
-                if (tracked.Original is { } loaded && json.AsSpan().SequenceEqual(loaded.Span))
+                if (written == 0)
                 {
-                    continue; // unchanged
+                    return;
                 }
 
-                _store.CheckDocument(key.Collection, key.Id, json, validateJson: false);
-                batch.Put(key.Collection, key.Id, json);
-                if (tracked.ExpectedVersion is long expected)
+                _store.ThrowIfDisposed();
+                CommitResult result = await _store.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
+                for (int i = 0; i < _tracked.Count; i++)
                 {
-                    batch.Expect(key.Collection, key.Id, expected);
-                }
-                else if (tracked.Loaded)
-                {
-                    batch.Expect(key.Collection, key.Id, tracked.Version);
-                }
+                    Tracked tracked = _tracked[i];
+                    if (!tracked.Saving)
+                    {
+                        continue;
+                    }
 
-                written.Add((key, tracked, json));
-            }
-
-            if (written.Count == 0)
-            {
-                return;
-            }
-
-            _store.ThrowIfDisposed();
-            CommitResult result = await _store.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
-            foreach ((DocumentKey key, Tracked tracked, byte[]? json) in written)
-            {
-                if (json is null)
-                {
-                    _tracked.Remove(key);
-                }
-                else
-                {
-                    tracked.Version = result.Sequence;
-                    tracked.TimestampTicks = result.TimestampTicks;
-                    tracked.Original = json;
+                    // A saved delete stays tracked as known absent, so this session reads its own delete (its snapshot
+                    // still holds the document) and a later store of the id requires that it is still absent.
+                    byte[]? json = tracked.SavingJson;
+                    tracked.Version = json is null ? 0 : result.Sequence;
+                    tracked.TimestampTicks = json is null ? 0 : result.TimestampTicks;
+                    tracked.Original = json is null ? null : new ReadOnlyMemory<byte>(json);
                     tracked.Loaded = true;
                     tracked.ExpectedVersion = null;
+                }
+            }
+            finally
+            {
+                if (written > 0)
+                {
+                    for (int i = 0; i < _tracked.Count; i++)
+                    {
+                        _tracked[i].Saving = false;
+                        _tracked[i].SavingJson = null;
+                    }
                 }
             }
         }
@@ -357,7 +373,6 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             _disposed = true;
             _snapshot?.Dispose();
             _tracked.Clear();
-            _byEntity.Clear();
         }
     }
 
@@ -381,48 +396,35 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         // The first read fixes the snapshot, even when the identity map answers it.
         IndexSnapshot snapshot = _snapshot ??= _store.Index.OpenSnapshot();
 
-        // One hash lookup for the identity map: a slot is added (null) on a miss and filled below.
-        ref Tracked? slot = ref CollectionsMarshal.GetValueRefOrAddDefault(_tracked, key, out bool exists);
-        if (exists)
+        if (_tracked.TryGet(key, out Tracked? tracked))
         {
-            return slot!.Deleted ? null : (T?)slot.Entity; // tracked keys were validated when first seen
+            return tracked.Deleted ? null : (T?)tracked.Entity; // tracked keys were validated when first seen
         }
 
-        try
+        // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as
+        // absent). Nothing is tracked until the read succeeds, so a read that throws leaves no entry behind.
+        // throws SnapshotExpiredException if it outlived MaxSnapshotAge
+        if (_store.Index.Get(key, snapshot) is not { } version)
         {
-            // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as
-            // absent).
-            // throws SnapshotExpiredException if it outlived MaxSnapshotAge
-            if (_store.Index.Get(key, snapshot) is not { } version)
-            {
-                DocumentIds.Validate(id);
-                slot = new Tracked(typeof(T)) { Loaded = true, Deleted = true, Version = 0 };
-                return null;
-            }
-
-            T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
-                ?? throw new JsonException($"Document '{key}' deserialized to null.");
-            // The index's JSON is immutable: keep a reference to it as the loaded state, no copy.
-            ReadOnlyMemory<byte> original = version.Json;
-            if (IdAccessor<T>.FillIn(entity, id))
-            {
-                // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later
-                // changes against the entity as loaded, so that filling it in alone does not count as a change.
-                original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
-            }
-
-            slot = new Tracked(typeof(T)) { Entity = entity, Version = version.Sequence,
-                TimestampTicks = version.TimestampTicks, Original = original, Loaded = true };
-            _byEntity[entity] = key;
-            return entity;
+            DocumentIds.Validate(id);
+            _tracked.Add(new Tracked(key, typeof(T)) { Loaded = true, Deleted = true, Version = 0 });
+            return null;
         }
-        finally
+
+        T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
+            ?? throw new JsonException($"Document '{key}' deserialized to null.");
+        // The index's JSON is immutable: keep a reference to it as the loaded state, no copy.
+        ReadOnlyMemory<byte> original = version.Json;
+        if (IdAccessor<T>.FillIn(entity, id))
         {
-            if (slot is null)
-            {
-                _tracked.Remove(key); // validation or deserialization threw: leave no empty slot behind
-            }
+            // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later
+            // changes against the entity as loaded, so that filling it in alone does not count as a change.
+            original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
         }
+
+        _tracked.Add(new Tracked(key, typeof(T)) { Entity = entity, Version = version.Sequence,
+            TimestampTicks = version.TimestampTicks, Original = original, Loaded = true });
+        return entity;
     }
 
     /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly
@@ -494,8 +496,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         => throw new InvalidOperationException("The entity is not tracked by this session.");
 
     /// <summary>What the session knows of one document.</summary>
-    private sealed class Tracked(Type type)
+    private sealed class Tracked(DocumentKey key, Type type)
     {
+        public DocumentKey Key { get; } = key;
+
         public Type Type { get; } = type;
 
         public object? Entity { get; set; }
@@ -515,5 +519,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         public bool Loaded { get; set; }
 
         public bool Deleted { get; set; }
+
+        /// <summary>In the batch of the save in progress (<see cref="SaveChangesAsync"/> only; false outside
+        /// it).</summary>
+        public bool Saving { get; set; }
+
+        /// <summary>The bytes the save in progress puts; null for its delete.</summary>
+        public byte[]? SavingJson { get; set; }
     }
 }

@@ -274,32 +274,41 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
     /// <exception cref="StoreFullException">The disk has no room for the journal's next segment; nothing was written
     /// and the store stays open (retry once space is freed).</exception>
-    public async ValueTask<CommitResult> WriteAsync(CommitBatch batch, CancellationToken cancellationToken = default)
+    public ValueTask<CommitResult> WriteAsync(CommitBatch batch, CancellationToken cancellationToken = default)
     {
-        ArgumentNullException.ThrowIfNull(batch);
-        ThrowIfDisposed();
-        if (batch.Count == 0)
+        // Not an async method, like PutAsync: the merger's pending batch is what the caller awaits, and every
+        // exception still reaches the caller through the returned task.
+        try
         {
-            ThrowHelper.ThrowArgument(nameof(batch), "A batch holds at least one command.");
-        }
-
-        foreach (BatchCommand command in batch.Commands)
-        {
-            DocumentIds.ValidateCollection(command.Key.Collection);
-            DocumentIds.Validate(command.Key.Id);
-            if (command.Kind == ChangeKind.Put)
+            ArgumentNullException.ThrowIfNull(batch);
+            ThrowIfDisposed();
+            if (batch.Count == 0)
             {
-                CheckDocument(command.Key.Collection, command.Key.Id, command.Value.Span, validateJson: true);
+                ThrowHelper.ThrowArgument(nameof(batch), "A batch holds at least one command.");
             }
-        }
 
-        foreach ((DocumentKey key, _) in batch.Expectations)
+            foreach (BatchCommand command in batch.Commands)
+            {
+                DocumentIds.ValidateCollection(command.Key.Collection);
+                DocumentIds.Validate(command.Key.Id);
+                if (command.Kind == ChangeKind.Put)
+                {
+                    CheckDocument(command.Key.Collection, command.Key.Id, command.Value.Span, validateJson: true);
+                }
+            }
+
+            foreach ((DocumentKey key, _) in batch.Expectations)
+            {
+                DocumentIds.ValidateCollection(key.Collection);
+                DocumentIds.Validate(key.Id);
+            }
+
+            return CommitAsync(batch, cancellationToken);
+        }
+        catch (Exception e)
         {
-            DocumentIds.ValidateCollection(key.Collection);
-            DocumentIds.Validate(key.Id);
+            return ValueTask.FromException<CommitResult>(e);
         }
-
-        return await CommitAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 
     /// <summary>Commits <paramref name="batch"/> (validated; the raw API's own, holding the caller's memory) once
@@ -330,14 +339,20 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 
     /// <summary>Commits <paramref name="batch"/> (validated) once checkpoints keep up with the writers; the sessions'
     /// and <see cref="WriteAsync"/>'s way in.</summary>
-    internal async ValueTask<CommitResult> CommitAsync(CommitBatch batch, CancellationToken cancellationToken)
+    internal ValueTask<CommitResult> CommitAsync(CommitBatch batch, CancellationToken cancellationToken)
     {
+        // Not an async method: with checkpoints keeping up, the caller awaits the merger's pending batch itself, and
+        // a save allocates no state machine here.
         _checkpointer.NoteCommit();
-        if (_checkpointer.IsBehind)
-        {
-            await WaitForCheckpointsAsync(cancellationToken).ConfigureAwait(false);
-        }
+        return _checkpointer.IsBehind ? CommitWhenCaughtUpAsync(batch, cancellationToken)
+            : _merger.CommitAsync(batch, cancellationToken);
+    }
 
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private async ValueTask<CommitResult> CommitWhenCaughtUpAsync(CommitBatch batch,
+        CancellationToken cancellationToken)
+    {
+        await WaitForCheckpointsAsync(cancellationToken).ConfigureAwait(false);
         return await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 

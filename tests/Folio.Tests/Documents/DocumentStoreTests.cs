@@ -102,6 +102,80 @@ public sealed class DocumentStoreTests
         await third.SaveChangesAsync();
     }
 
+    [Theory]
+    [InlineData(3)]
+    [InlineData(8)]
+    [InlineData(9)]
+    [InlineData(40)]
+    public async Task A_session_finds_each_tracked_document_by_id_and_by_entity_however_many_it_tracks(int count)
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        for (int i = 0; i < count; i += 2)
+        {
+            await store.PutAsync("User", $"u/{i}", Encoding.UTF8.GetBytes($"{{\"Name\":\"stored {i}\"}}"));
+        }
+
+        await using var session = store.OpenSession();
+        var entities = new User?[count];
+        for (int i = 0; i < count; i++)
+        {
+            // Even ids exist (loaded), odd ones do not (stored new); loading again answers from the identity map.
+            entities[i] = await session.LoadAsync<User>($"u/{i}");
+            Assert.Equal(i % 2 == 0, entities[i] is not null);
+            if (entities[i] is null)
+            {
+                session.Store(entities[i] = new User { Name = $"new {i}" }, $"u/{i}");
+            }
+
+            Assert.Same(entities[i], await session.LoadAsync<User>($"u/{i}"));
+        }
+
+        for (int i = 0; i < count; i++)
+        {
+            Assert.Equal(i % 2 == 0 ? store.Get("User", $"u/{i}")!.Value.Version : 0, session.GetVersion(entities[i]!));
+            var other = new User { Name = "impostor" };
+            Assert.Throws<InvalidOperationException>(() => session.Store(other, $"u/{i}"));
+            Assert.Throws<InvalidOperationException>(() => session.Store(entities[i]!, $"elsewhere/{i}"));
+        }
+
+        // Delete every third, change the rest; after the save each survivor has the commit's version and the deleted
+        // ones are no longer tracked (their entities refused, their ids read as absent).
+        for (int i = 0; i < count; i++)
+        {
+            if (i % 3 == 0)
+            {
+                session.Delete<User>($"u/{i}");
+            }
+            else
+            {
+                entities[i]!.Age = i;
+            }
+        }
+
+        await session.SaveChangesAsync();
+        long saved = store.LastCommittedSequence;
+        for (int i = 0; i < count; i++)
+        {
+            if (i % 3 == 0)
+            {
+                Assert.Throws<InvalidOperationException>(() => session.GetVersion(entities[i]!));
+                Assert.Null(await session.LoadAsync<User>($"u/{i}"));
+                Assert.Null(store.Get("User", $"u/{i}"));
+            }
+            else
+            {
+                Assert.Equal(saved, session.GetVersion(entities[i]!));
+                Assert.Equal(i, (await session.LoadAsync<User>($"u/{i}"))!.Age);
+                Assert.Equal(saved, store.Get("User", $"u/{i}")!.Value.Version);
+            }
+        }
+
+        // Nothing left to write: a second save commits nothing.
+        await session.SaveChangesAsync();
+        Assert.Equal(saved, store.LastCommittedSequence);
+    }
+
     [Fact]
     public async Task A_session_reads_one_snapshot_taken_at_its_first_read()
     {
