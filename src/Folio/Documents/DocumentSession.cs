@@ -255,7 +255,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// <summary>
     /// Writes every new, changed or deleted document as one atomic batch (one commit, durable per the store's mode).
     /// Documents this session loaded are written only if nobody changed them since; otherwise nothing is written and
-    /// <see cref="ConcurrencyException"/> names them.
+    /// <see cref="ConcurrencyException"/> names them. After the save the session reads what it wrote: saved entities
+    /// carry the commit's version, and a deleted document reads as absent.
     /// </summary>
     /// <param name="cancellationToken">Cancels while the batch waits for its commit group.</param>
     /// <returns>A task that completes when the batch is committed.</returns>
