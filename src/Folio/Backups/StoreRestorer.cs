@@ -199,7 +199,7 @@ internal sealed class StoreRestorer : IDisposable
         {
             return fileSystem.AcquireExclusiveLock(lockFile);
         }
-        catch (IOException)
+        catch (IOException e) when (LockConflictError.Matches(e))
         {
             return null; // its restore is running
         }

@@ -135,8 +135,10 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         {
             directoryLock = options.FileSystem.AcquireExclusiveLock(lockFile);
         }
-        catch (IOException e)
+        catch (IOException e) when (LockConflictError.Matches(e))
         {
+            // Only a lock another handle holds: a lock file that cannot be opened (a read-only file system) is that
+            // error, not a phantom second instance.
             throw new StoreLockedException(directory, lockFile, e);
         }
 

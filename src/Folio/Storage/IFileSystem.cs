@@ -37,7 +37,9 @@ internal interface IFileSystem
 
     /// <summary>
     /// Takes an exclusive lock on <paramref name="lockFilePath"/>, held until the result is disposed. Throws
-    /// <see cref="IOException"/> when the lock is held by another handle, in this or another process.
+    /// <see cref="IOException"/> when the lock is held by another handle, in this or another process (one that
+    /// <see cref="LockConflictError.Matches"/> recognizes), and the file system's own error when the lock file cannot
+    /// be opened at all (a read-only file system, a missing folder).
     /// </summary>
     IDisposable AcquireExclusiveLock(string lockFilePath);
 }
