@@ -63,9 +63,9 @@ internal delegate void PageLoader(long page, Span<byte> frame);
 /// disposal's scan of the words sees its reader, or it sees the disposal and unpins before it reads a byte: no pin
 /// made after the disposal reads the frames, and one made before keeps them until its unpin.</item>
 /// </list>
-/// The frames' memory is 2 MiB aligned and advised for transparent huge pages
-/// (<see cref="BufferPoolOptions.HugePages"/>): a read at random touches a few lines of a random frame, and with 4 KiB
-/// pages most of those touches also miss the TLB.
+/// The frames' memory is page aligned; with <see cref="BufferPoolOptions.HugePages"/> (off by default) it is 2 MiB
+/// aligned and advised for transparent huge pages, so that the few lines a random read touches in a random frame miss
+/// the TLB less often.
 /// With <see cref="BufferPoolOptions.Scribble"/> (Debug builds), an evicted frame is filled with
 /// <see cref="ScribbleByte"/> so a span used after its unpin reads garbage (DuckDB #5263).
 /// </para>

@@ -22,9 +22,12 @@ internal sealed class BufferPoolOptions
         = true;
 #endif
 
-    /// <summary>Back the frames with transparent huge pages where the system allows it (default true; Linux, pools of
-    /// at least 2 MiB): the memory is then taken from the system 2 MiB at a time as frames are first used.</summary>
-    public bool HugePages { get; init; } = true;
+    /// <summary>Back the frames with transparent huge pages where the system allows it (default false; Linux, pools of
+    /// at least 2 MiB): the memory is then taken from the system 2 MiB at a time as frames are first used. Off by
+    /// default: random reads over a full pool measured no faster with them, and on a virtual machine whose host backs
+    /// guest memory lazily the first touch of a fresh huge page costs several times that of 4 KiB pages, which made a
+    /// store's first scan after an open twice as slow (docs/measurements.md, 2026-11-29).</summary>
+    public bool HugePages { get; init; }
 
     /// <summary>Evict (and scribble) a page as soon as its last pin goes, instead of keeping it cached (default
     /// false; tests that hunt uses after unpin turn it on).</summary>
