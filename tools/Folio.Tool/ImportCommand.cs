@@ -34,6 +34,7 @@ internal static class ImportCommand
             ProgressDisplay? display = name == "-" ? null : new ProgressDisplay("import", inputLength);
             long imported = 0;
             long lineNumber = 0;
+            long committedThrough = 0; // the last line of the last batch committed
             var batch = new CommitBatch();
             PipeReader lines = PipeReader.Create(input, new StreamPipeReaderOptions(bufferSize: 1 << 16));
             try
@@ -63,6 +64,7 @@ internal static class ImportCommand
                         {
                             imported += await CommitAsync(opened, batch, lineNumber, cancellationToken)
                                 .ConfigureAwait(false);
+                            committedThrough = lineNumber;
                             batch = new CommitBatch();
                             display?.Report(input.Position);
                         }
@@ -75,6 +77,12 @@ internal static class ImportCommand
                     }
                 }
             }
+            catch (ToolException e)
+            {
+                // Batches commit as the lines are read: say what the store holds now, so the operator knows that
+                // fixing the line and importing the file again rewrites the same documents.
+                throw new ToolException($"{e.Message.TrimEnd('.')}; {Kept(imported, committedThrough)}");
+            }
             finally
             {
                 await lines.CompleteAsync().ConfigureAwait(false);
@@ -82,7 +90,14 @@ internal static class ImportCommand
 
             if (batch.Count > 0)
             {
-                imported += await CommitAsync(opened, batch, lineNumber, cancellationToken).ConfigureAwait(false);
+                try
+                {
+                    imported += await CommitAsync(opened, batch, lineNumber, cancellationToken).ConfigureAwait(false);
+                }
+                catch (ToolException e)
+                {
+                    throw new ToolException($"{e.Message.TrimEnd('.')}; {Kept(imported, committedThrough)}");
+                }
             }
 
             display?.Complete(inputLength);
@@ -92,6 +107,12 @@ internal static class ImportCommand
         }));
         return command;
     }
+
+    /// <summary>What an import that stopped kept: the batches committed before it stopped.</summary>
+    private static string Kept(long imported, long committedThrough) => imported == 0
+        ? "nothing was imported"
+        : string.Create(CultureInfo.InvariantCulture,
+            $"the {imported} documents of lines 1 to {committedThrough} were imported, none after");
 
     /// <summary>Takes the next line (without its line break) off <paramref name="buffer"/>; at the end of the input,
     /// what is left is the last line.</summary>

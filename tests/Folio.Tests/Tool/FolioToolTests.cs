@@ -189,7 +189,25 @@ public sealed class FolioToolTests
         (exit, _, error) = await FolioToolProcess.RunWithInputAsync(input, "import", target, "-");
         Assert.Equal(1, exit);
         Assert.StartsWith("folio: line 2 is not valid JSON", error, StringComparison.Ordinal);
+        Assert.EndsWith("; nothing was imported", error.Trim(),
+            StringComparison.Ordinal);
         Assert.Single(error.Trim().Split('\n'));
+
+        // Past a committed batch of 1,000 lines, the error says what the store kept.
+        var lines = new StringBuilder();
+        for (int i = 0; i < 1_500; i++)
+        {
+            lines.Append(i == 1_200 ? "not json\n" : $"{{\"collection\":\"batch\",\"id\":\"b{i}\",\"document\":{{}}}}\n");
+        }
+
+        (exit, _, error) = await FolioToolProcess.RunWithInputAsync(lines.ToString(), "import", target, "-");
+        Assert.Equal(1, exit);
+        Assert.StartsWith("folio: line 1201 is not valid JSON", error, StringComparison.Ordinal);
+        Assert.EndsWith("; the 1000 documents of lines 1 to 1000 were imported, none after", error.Trim(),
+            StringComparison.Ordinal);
+        await using DocumentStore kept = DocumentStore.Open(target, TestStoreOptions.SmallSegments());
+        Assert.NotNull(kept.Get("batch", "b999"));
+        Assert.Null(kept.Get("batch", "b1000"));
     }
 
     [Fact]
@@ -251,11 +269,14 @@ public sealed class FolioToolTests
             .. "{\"collection\":\"c\",\"id\":\"bad\",\"document\":\""u8, 0xFF, .. "\"}\n"u8]);
         (exit, _, error) = await FolioToolProcess.RunAsync("import", target, bad);
         Assert.Equal(1, exit);
-        Assert.Equal("folio: line 2 is not valid UTF-8", error.Trim());
+        Assert.Equal("folio: line 2 is not valid UTF-8; nothing was imported",
+            error.Trim());
         (exit, _, error) = await FolioToolProcess.RunWithInputAsync(
             "{\"collection\":\"c\",\"id\":\"x\",\"id\":\"y\",\"document\":{}}\n", "import", target, "-");
         Assert.Equal(1, exit);
-        Assert.Equal("folio: line 1: \"id\" appears twice", error.Trim());
+        Assert.Equal(
+            "folio: line 1: \"id\" appears twice; nothing was imported",
+            error.Trim());
     }
 
     [Fact]
