@@ -633,7 +633,10 @@ internal sealed unsafe class BufferPool : IDisposable
         long to = Math.Min((long)_frameCount * _frameSize, end + PopulateStep);
         if (AtomicMaximum.TryRaise(ref _populated, to))
         {
-            Folio.Storage.NativeMethods.PopulateForWrite(new Span<byte>(_memory + populated, (int)(to - populated)));
+            // From the claimed frame on: memory a claim skipped (none while free frames are handed out in order) is
+            // faulted in by its own loads, and one call never spans more than a frame and a step.
+            long from = Math.Max(populated, end - _frameSize);
+            Folio.Storage.NativeMethods.PopulateForWrite(new Span<byte>(_memory + from, (int)(to - from)));
         }
     }
 
