@@ -197,7 +197,8 @@ public sealed class FolioToolTests
         var lines = new StringBuilder();
         for (int i = 0; i < 1_500; i++)
         {
-            lines.Append(i == 1_200 ? "not json\n" : $"{{\"collection\":\"batch\",\"id\":\"b{i}\",\"document\":{{}}}}\n");
+            lines.Append(i == 1_200 ? "not json\n"
+                : $"{{\"collection\":\"batch\",\"id\":\"b{i}\",\"document\":{{}}}}\n");
         }
 
         (exit, _, error) = await FolioToolProcess.RunWithInputAsync(lines.ToString(), "import", target, "-");
