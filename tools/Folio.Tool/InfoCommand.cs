@@ -4,7 +4,8 @@ using System.Globalization;
 namespace Folio.Tool;
 
 /// <summary><c>folio info &lt;store&gt;</c>: format versions, sizes, free space, fill rate, checkpoint and journal
-/// positions, and every collection with its documents, read from the store's files
+/// positions, the change-feed readers of its files, and every collection with its documents, read from the store's
+/// files
 /// (<see cref="DocumentStore.ReadInfoAsync"/>), so it works on a store another process has open.</summary>
 internal static class InfoCommand
 {
@@ -32,6 +33,11 @@ internal static class InfoCommand
                 .ConfigureAwait(false);
             await output.WriteLineAsync(string.Create(c, $"last commit   {info.LastCommittedSequence}"))
                 .ConfigureAwait(false);
+            string readers = info.OldestFeedReaderSequence is long oldest
+                ? string.Create(c, $"feed readers  {info.FeedReaders}, the oldest at sequence {oldest}")
+                    + " (the journal is kept from there)"
+                : "feed readers  none";
+            await output.WriteLineAsync(readers).ConfigureAwait(false);
             await output.WriteLineAsync(string.Create(c, $"collections   {info.Collections.Count}"))
                 .ConfigureAwait(false);
             foreach (CollectionInfo collection in info.Collections)

@@ -119,6 +119,9 @@ public sealed partial class DocumentStore
         snapshot.ThrowIfExpired();
         PageCheckpoint checkpoint = _pages.Current;
         CheckpointStatistics last = _pages.LastCheckpoint;
+        (int feedReaders, long? oldestFeedReader) = _pages.PinFolder is { } pins
+            ? StoreFileInfoReader.FeedReaders(Options.FileSystem, pins)
+            : (0, null);
         return new StoreInfo(
             Path,
             DataFileHeader.FormatVersion,
@@ -132,6 +135,10 @@ public sealed partial class DocumentStore
             snapshot.Sequence,
             _pages.ChunkCount,
             last.FillRate,
-            collections);
+            collections)
+        {
+            FeedReaders = feedReaders,
+            OldestFeedReaderSequence = oldestFeedReader,
+        };
     }
 }

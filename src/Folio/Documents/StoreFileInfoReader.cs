@@ -107,6 +107,20 @@ internal static class StoreFileInfoReader
         }
     }
 
+    /// <summary>The live feed pins of <paramref name="folder"/> (<see cref="FeedPin.Live"/>, deleting nothing); none
+    /// when the folder cannot be read: a description does not fail for it.</summary>
+    internal static (int Readers, long? Oldest) FeedReaders(IFileSystem fileSystem, string folder)
+    {
+        try
+        {
+            return FeedPin.Live(fileSystem, folder, deleteDead: false);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            return (0, null);
+        }
+    }
+
     private static async Task<StoreInfo> DescribeAsync(string path, string journal, PageStore? pages,
         CancellationToken cancellationToken)
     {
@@ -148,6 +162,9 @@ internal static class StoreFileInfoReader
             journalBytes += bytes;
         }
 
+        // After the journal was read: the read's own pin is gone by now (and dead readers' pins are left alone).
+        (int feedReaders, long? oldestFeedReader) = FeedReaders(PhysicalFileSystem.Instance,
+            Path.Combine(path, ReaderPin.FolderName));
         return new StoreInfo(
             path,
             DataFileHeader.FormatVersion,
@@ -161,6 +178,10 @@ internal static class StoreFileInfoReader
             lastSequence,
             pages?.ChunkCount ?? 0,
             pages?.LastCheckpoint.FillRate ?? 1,
-            collections);
+            collections)
+        {
+            FeedReaders = feedReaders,
+            OldestFeedReaderSequence = oldestFeedReader,
+        };
     }
 }

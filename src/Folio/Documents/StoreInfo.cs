@@ -22,4 +22,16 @@ namespace Folio;
 public sealed record StoreInfo(string Path, int DataFileVersion, long DataFileBytes, long DataFileFreeBytes,
     int JournalVersion,
     long JournalBytes, long JournalFirstSequence, long CheckpointGeneration, long CheckpointSequence,
-    long LastCommittedSequence, int Chunks, double FillRate, IReadOnlyList<CollectionInfo> Collections);
+    long LastCommittedSequence, int Chunks, double FillRate, IReadOnlyList<CollectionInfo> Collections)
+{
+    /// <summary>Change-feed readers of the store's files (<see cref="DocumentChanges.ReadFilesAsync"/>,
+    /// <c>folio tail</c>, usually in other processes) reading now; each keeps the journal from its position from being
+    /// purged, within <see cref="DocumentStoreOptions.MaxChangeFeedLag"/>. Streams of
+    /// <see cref="DocumentStore.Changes"/> in the store's own process are not counted. 0 when there is none, or when
+    /// the readers' folder cannot be read.</summary>
+    public int FeedReaders { get; init; }
+
+    /// <summary>The oldest commit those readers have still to read (the journal is kept from there, within
+    /// <see cref="DocumentStoreOptions.MaxChangeFeedLag"/>); null when there is none.</summary>
+    public long? OldestFeedReaderSequence { get; init; }
+}

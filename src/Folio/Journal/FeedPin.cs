@@ -87,18 +87,25 @@ internal sealed class FeedPin : IDisposable
 
     /// <summary>The oldest next sequence the live feed pins in <paramref name="folder"/> name, deleting the pins of
     /// readers that died; null when there is none (or no such folder).</summary>
-    public static long? OldestLive(IFileSystem fileSystem, string folder)
+    public static long? OldestLive(IFileSystem fileSystem, string folder) => Live(fileSystem, folder).Oldest;
+
+    /// <summary>The readers holding live feed pins in <paramref name="folder"/> and the oldest next sequence they
+    /// name (null when there is none, or no such folder); the pins of readers that died are deleted unless
+    /// <paramref name="deleteDead"/> is false.</summary>
+    public static (int Readers, long? Oldest) Live(IFileSystem fileSystem, string folder, bool deleteDead = true)
     {
+        int readers = 0;
         long? oldest = null;
-        foreach (string pin in ReaderPins.LivePins(fileSystem, folder, Extension) ?? [])
+        foreach (string pin in ReaderPins.LivePins(fileSystem, folder, Extension, deleteDead) ?? [])
         {
             if (ReadPosition(fileSystem, pin) is long next)
             {
+                readers++;
                 oldest = Math.Min(oldest ?? long.MaxValue, next);
             }
         }
 
-        return oldest;
+        return (readers, oldest);
     }
 
     /// <summary>The position a live pin names; 1 (hold everything, within the bound) when three reads in a row find

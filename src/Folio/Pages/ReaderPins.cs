@@ -58,8 +58,10 @@ internal static class ReaderPins
     }
 
     /// <summary>The pins of <paramref name="folder"/> with <paramref name="extension"/> whose readers hold them,
-    /// deleting those of readers that died; null when there is no such folder.</summary>
-    internal static List<string>? LivePins(IFileSystem fileSystem, string folder, string extension)
+    /// deleting those of readers that died unless <paramref name="deleteDead"/> is false (a description that writes
+    /// nothing); null when there is no such folder.</summary>
+    internal static List<string>? LivePins(IFileSystem fileSystem, string folder, string extension,
+        bool deleteDead = true)
     {
         if (!fileSystem.DirectoryExists(folder))
         {
@@ -83,7 +85,7 @@ internal static class ReaderPins
             {
                 live.Add(pin);
             }
-            else
+            else if (deleteDead)
             {
                 TryDelete(fileSystem, pin);
             }

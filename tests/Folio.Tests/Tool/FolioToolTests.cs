@@ -23,9 +23,56 @@ public sealed class FolioToolTests
         Assert.Contains("orders  12 documents", output, StringComparison.Ordinal);
         Assert.Contains("last commit   42", output, StringComparison.Ordinal);
         Assert.Contains("data file     format 3", output, StringComparison.Ordinal);
+        Assert.Contains("feed readers  none", output, StringComparison.Ordinal);
         StoreInfo info = await DocumentStore.ReadInfoAsync(store);
         Assert.Contains(string.Create(CultureInfo.InvariantCulture,
             $"({info.DataFileFreeBytes / 1048576.0:F1} MiB free between chunks)"), output, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Info_shows_the_change_feed_readers_of_the_files_and_where_the_oldest_is()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 30, orders: 12);
+
+        // A reader of the files that has read up to sequence 10, paused (as `folio tail` into a slow pipe is).
+        using var stop = new CancellationTokenSource();
+        await using IAsyncEnumerator<DocumentChange> reader = DocumentChanges.ReadFilesAsync(store, 5, follow: true,
+            stop.Token).GetAsyncEnumerator(stop.Token);
+        for (long sequence = 5; sequence <= 10; sequence++)
+        {
+            Assert.True(await reader.MoveNextAsync());
+            Assert.Equal(sequence, reader.Current.Sequence);
+        }
+
+        StoreInfo info = await DocumentStore.ReadInfoAsync(store);
+        Assert.Equal(1, info.FeedReaders);
+        // Its pin moves as it reads the files, a batch of records ahead of what it has handed out.
+        Assert.InRange(info.OldestFeedReaderSequence!.Value, 5, 43);
+        (int exit, string output, string error) = await FolioToolProcess.RunAsync("info", store);
+        Assert.True(exit == 0, error);
+        Assert.Contains(string.Create(CultureInfo.InvariantCulture, $"feed readers  1, the oldest at sequence "
+            + $"{info.OldestFeedReaderSequence} (the journal is kept from there)"), output, StringComparison.Ordinal);
+
+        // The store's own process sees the same reader; the pin of a reader that died counts for nothing and a
+        // description leaves it for the writer to delete.
+        string dead = Path.Combine(store, "readers", "dead.feed");
+        await File.WriteAllBytesAsync(dead, Folio.Journal.FeedPin.Encode(1));
+        await using (DocumentStore held = DocumentStore.Open(store, TestStoreOptions.SmallSegments()))
+        {
+            StoreInfo own = held.GetInfo();
+            Assert.Equal(1, own.FeedReaders);
+            Assert.Equal(info.OldestFeedReaderSequence, own.OldestFeedReaderSequence);
+        }
+
+        Assert.Equal(1, (await DocumentStore.ReadInfoAsync(store)).FeedReaders);
+        Assert.True(File.Exists(dead));
+
+        await stop.CancelAsync();
+        await reader.DisposeAsync();
+        info = await DocumentStore.ReadInfoAsync(store);
+        Assert.Equal(0, info.FeedReaders);
+        Assert.Null(info.OldestFeedReaderSequence);
     }
 
     [Fact]
