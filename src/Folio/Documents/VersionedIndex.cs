@@ -290,6 +290,11 @@ internal sealed class VersionedIndex : ICommitState
 
             try
             {
+                if (layer.IsAboveEveryId(id, _pages!))
+                {
+                    return false; // ids that grow: nothing to search
+                }
+
                 if (!readValue)
                 {
                     return BTree.Contains(layer.Root, id, _pages!);
@@ -1536,7 +1541,43 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>
-    internal sealed record TreeLayer(PageCheckpoint Checkpoint, PageReference? Root);
+    internal sealed class TreeLayer(PageCheckpoint checkpoint, PageReference? root)
+    {
+        /// <summary>The mark of a tree whose rightmost leaf holds no id (its highest id is not known).</summary>
+        private static readonly string s_unknown = new('?', 1);
+
+        // The tree's highest id, looked up on first use (null until then; s_unknown when not known). The tree never
+        // changes, so threads that look it up at once find the same id, and either store is the answer
+        // (a release store; readers acquire).
+        private string? _highestId;
+
+        public PageCheckpoint Checkpoint { get; } = checkpoint;
+
+        public PageReference? Root { get; } = root;
+
+        /// <summary>Whether <paramref name="id"/> sorts after every id of the tree, so the tree cannot hold it: what
+        /// a write of a new id that grows (a sequence, a time, a generated id) spares the tree search for. False
+        /// when that is not known.</summary>
+        public bool IsAboveEveryId(string id, IPageReader reader)
+        {
+            string? highest = Volatile.Read(ref _highestId);
+            if (highest is null)
+            {
+                try
+                {
+                    highest = BTree.HighestKey(Root, reader) ?? s_unknown;
+                }
+                catch (StoreCorruptedException)
+                {
+                    highest = s_unknown; // a damaged rightmost page fails the searches that reach it, not all
+                }
+
+                Volatile.Write(ref _highestId, highest);
+            }
+
+            return !ReferenceEquals(highest, s_unknown) && string.CompareOrdinal(id, highest) > 0;
+        }
+    }
 
     /// <summary>The state of a bulk load: a builder per collection.</summary>
     private sealed class BulkLoad(IReadOnlyDictionary<string, int> putsPerCollection)

@@ -108,6 +108,25 @@ internal static class BTree
         return index >= 0;
     }
 
+    /// <summary>The highest id of the tree at <paramref name="root"/>: the last of its rightmost leaf; null for an
+    /// empty tree, or when that leaf holds none (then the highest id is not known from it).</summary>
+    public static string? HighestKey(PageReference? root, IPageReader reader)
+    {
+        PageReference? reference = root;
+        for (int depth = 0; reference is not null; depth++)
+        {
+            TreeNode node = NodeAt(reference, depth, reader);
+            if (node.IsLeaf)
+            {
+                return node.Count == 0 ? null : node.KeyAt(node.Count - 1);
+            }
+
+            reference = node.Count == 0 ? null : node.ChildAt(node.Count - 1);
+        }
+
+        return null;
+    }
+
     /// <summary>The node behind <paramref name="reference"/> at <paramref name="depth"/> for a walk that needs it
     /// decoded (range reads): the node in memory, else the page decoded, and kept when it is a resident
     /// branch.</summary>
