@@ -76,6 +76,11 @@ internal static class ImportCommand
                         break;
                     }
                 }
+
+                if (batch.Count > 0)
+                {
+                    imported += await CommitAsync(opened, batch, lineNumber, cancellationToken).ConfigureAwait(false);
+                }
             }
             catch (ToolException e)
             {
@@ -86,18 +91,6 @@ internal static class ImportCommand
             finally
             {
                 await lines.CompleteAsync().ConfigureAwait(false);
-            }
-
-            if (batch.Count > 0)
-            {
-                try
-                {
-                    imported += await CommitAsync(opened, batch, lineNumber, cancellationToken).ConfigureAwait(false);
-                }
-                catch (ToolException e)
-                {
-                    throw new ToolException($"{e.Message.TrimEnd('.')}; {Kept(imported, committedThrough)}");
-                }
             }
 
             display?.Complete(inputLength);
