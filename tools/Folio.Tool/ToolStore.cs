@@ -77,7 +77,11 @@ internal static class ToolStore
         catch (Exception e) when (e is ToolException or FolioException or IOException or ArgumentException
             or UnauthorizedAccessException or System.Text.Json.JsonException)
         {
-            await Console.Error.WriteLineAsync($"folio: {OneLine(e.Message)}").ConfigureAwait(false);
+            // An argument's name is the API's, not the command line's: the message says what is wrong without it.
+            string message = e is ArgumentException { ParamName: { } name }
+                ? e.Message.Replace($" (Parameter '{name}')", "", StringComparison.Ordinal)
+                : e.Message;
+            await Console.Error.WriteLineAsync($"folio: {OneLine(message)}").ConfigureAwait(false);
             return Failed;
         }
     }

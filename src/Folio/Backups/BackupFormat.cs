@@ -8,7 +8,7 @@ namespace Folio.Backups;
 /// CRC-32C, as in the store's files.
 /// <code>
 /// stream header (32 bytes):
-///   0 u64 magic "FOLIOBAK"   8 u32 format version (1)   12 u32 header size (32)
+///   0 u64 magic "FOLIOBAK"   8 u32 format version (2)   12 u32 header size (32)
 ///  16 i64 created (UTC ticks)                            24 u32 zero   28 u32 CRC-32C of bytes [0, 28)
 /// then frames, back to back:
 ///   0 u32 type   4 u32 index (0, 1, 2, ... in stream order)   8 u32 payload length (at most MaxPayload)
@@ -19,6 +19,8 @@ namespace Folio.Backups;
 ///                (incremental: the last entry of the backup it follows)
 ///                i64 first entry (C + 1)   i64 last entry S   i32 chunk count   i32 0   i64 chunk bytes
 ///                i64 snapshot time (UTC ticks)   i64 journal segment size
+///                i64 the time (UTC ticks) of the record that holds entry C, 0 when C is 0 or its time is unknown
+///                (format version 1 ends before this field: 96 bytes)
 ///   2 Chunk      u32 chunk id   u32 0   i64 file offset   i64 length; the chunk's bytes follow in ChunkData frames
 ///   3 ChunkData  the next bytes of the current chunk
 ///   4 Entries    i64 record's first sequence   i64 record timestamp   i64 first sequence here   i32 count
@@ -29,12 +31,17 @@ namespace Folio.Backups;
 ///   7 End        i64 last entry S   i64 entries   i64 chunk bytes   i64 frames before this one
 /// </code>
 /// The index makes a dropped, repeated or reordered frame fail; the End frame's counts make a stream cut short at a
-/// frame boundary fail; a restore accepts nothing after End.
+/// frame boundary fail; a restore accepts nothing after End. Entry C's time links a backup to the one before it in a
+/// restore: a store's record times only grow, so another store's backup, or one of a copy that has since diverged,
+/// names a different time for the entry that the backups before it end with.
 /// </summary>
 internal static class BackupFormat
 {
     public const ulong Magic = 0x4B41_424F_494C_4F46; // "FOLIOBAK"
-    public const int FormatVersion = 1;
+    public const int FormatVersion = 2;
+
+    /// <summary>The oldest format a restore reads: version 1, whose Begin frame has no time for entry C.</summary>
+    public const int OldestReadableVersion = 1;
     public const int StreamHeaderSize = 32;
     public const int FrameHeaderSize = 12;
     public const int FrameTrailerSize = 4;
@@ -48,7 +55,8 @@ internal static class BackupFormat
     /// <summary>An entry longer than this travels as LargeEntry and EntryData frames.</summary>
     public const int LargeEntryThreshold = 64 * 1024;
 
-    public const int BeginSize = 96;
+    public const int BeginSize = 104;
+    public const int LegacyBeginSize = 96;
     public const int ChunkSize = 24;
     public const int EntriesHeaderSize = 28;
     public const int LargeEntrySize = 28;
@@ -82,9 +90,11 @@ internal static class BackupFormat
         BinaryPrimitives.WriteUInt32LittleEndian(destination[28..], Crc32C.Compute(destination[..28]));
     }
 
-    /// <summary>Checks a stream header; returns null when it is valid, else what is wrong.</summary>
-    public static string? CheckStreamHeader(ReadOnlySpan<byte> header)
+    /// <summary>Checks a stream header; returns null when it is valid (its format version in
+    /// <paramref name="version"/>), else what is wrong.</summary>
+    public static string? CheckStreamHeader(ReadOnlySpan<byte> header, out int version)
     {
+        version = 0;
         if (BinaryPrimitives.ReadUInt64LittleEndian(header) != Magic)
         {
             return "it does not start with a Folio backup header";
@@ -95,10 +105,11 @@ internal static class BackupFormat
             return "the backup header fails its checksum";
         }
 
-        int version = BinaryPrimitives.ReadInt32LittleEndian(header[8..]);
-        return version == FormatVersion
+        version = BinaryPrimitives.ReadInt32LittleEndian(header[8..]);
+        return version is >= OldestReadableVersion and <= FormatVersion
             ? null
-            : $"the backup has format version {version}; this Folio reads version {FormatVersion}";
+            : $"the backup has format version {version}; this Folio reads versions {OldestReadableVersion} to "
+                + $"{FormatVersion}";
     }
 
     /// <summary>Frames a payload already written at <paramref name="frame"/>[FrameHeaderSize..]: writes the header
@@ -113,10 +124,11 @@ internal static class BackupFormat
         return end + FrameTrailerSize;
     }
 
-    /// <summary>What a Begin frame says.</summary>
+    /// <summary>What a Begin frame says. <paramref name="CheckpointTimestamp"/> is the time of the record that holds
+    /// entry <paramref name="CheckpointSequence"/> (0: none, or unknown).</summary>
     public readonly record struct Begin(int Kind, int DataFileVersion, long Generation, uint ChunkId,
         long ChunkOffset, long ChunkLength, long CheckpointSequence, long FirstEntry, long LastEntry, int ChunkCount,
-        long ChunkBytes, long SnapshotTicks, long SegmentSize)
+        long ChunkBytes, long SnapshotTicks, long SegmentSize, long CheckpointTimestamp)
     {
         public void Write(Span<byte> payload)
         {
@@ -134,8 +146,11 @@ internal static class BackupFormat
             BinaryPrimitives.WriteInt64LittleEndian(payload[72..], ChunkBytes);
             BinaryPrimitives.WriteInt64LittleEndian(payload[80..], SnapshotTicks);
             BinaryPrimitives.WriteInt64LittleEndian(payload[88..], SegmentSize);
+            BinaryPrimitives.WriteInt64LittleEndian(payload[96..], CheckpointTimestamp);
         }
 
+        /// <summary>Decodes a Begin payload of <see cref="BeginSize"/> bytes, or of <see cref="LegacyBeginSize"/>
+        /// (format version 1: no time for entry C).</summary>
         public static Begin Read(ReadOnlySpan<byte> payload) => new(
             BinaryPrimitives.ReadInt32LittleEndian(payload),
             BinaryPrimitives.ReadInt32LittleEndian(payload[4..]),
@@ -149,7 +164,8 @@ internal static class BackupFormat
             BinaryPrimitives.ReadInt32LittleEndian(payload[64..]),
             BinaryPrimitives.ReadInt64LittleEndian(payload[72..]),
             BinaryPrimitives.ReadInt64LittleEndian(payload[80..]),
-            BinaryPrimitives.ReadInt64LittleEndian(payload[88..]));
+            BinaryPrimitives.ReadInt64LittleEndian(payload[88..]),
+            payload.Length >= BeginSize ? BinaryPrimitives.ReadInt64LittleEndian(payload[96..]) : 0);
     }
 
     /// <summary>What an End frame says.</summary>

@@ -64,7 +64,8 @@ internal sealed class BackupWriter : IDisposable
                 $"The store's last commit is {last}; an incremental backup starts at most at {last + 1}.");
         }
 
-        BackupFormat.Begin begin = IncrementBegin(fromSequence, last, clock, journal.SegmentSize);
+        long previousTimestamp = journal.TryGetRecordTimestamp(fromSequence - 1, out long ticks) ? ticks : 0;
+        BackupFormat.Begin begin = IncrementBegin(fromSequence, last, previousTimestamp, clock, journal.SegmentSize);
         return await writer.WriteAsync(begin, journal, null, [], clock).ConfigureAwait(false);
     }
 
@@ -85,9 +86,12 @@ internal sealed class BackupWriter : IDisposable
                 await Task.Delay(1, cancellationToken).ConfigureAwait(false);
             }
 
+            // The hold keeps the entries from the journal's first on, and the checkpoint that set that first entry
+            // covered the entry before it, so the journal holds entry C or the time of the last one it purged.
             List<ChunkInfo> chunks = pages.ReadChunkTable(checkpoint);
-            BackupFormat.Begin begin = FullBegin(checkpoint, chunks, journal.CommittedSequence, clock,
-                journal.SegmentSize);
+            long checkpointTimestamp = journal.TryGetRecordTimestamp(checkpoint.Sequence, out long ticks) ? ticks : 0;
+            BackupFormat.Begin begin = FullBegin(checkpoint, chunks, journal.CommittedSequence, checkpointTimestamp,
+                clock, journal.SegmentSize);
             return await writer.WriteAsync(begin, journal, pages, chunks, clock).ConfigureAwait(false);
         }
         finally
@@ -112,9 +116,13 @@ internal sealed class BackupWriter : IDisposable
         using var writer = new BackupWriter(destination, cancellationToken);
         if (fromSequence is long first)
         {
+            long previousTimestamp = JournalFollower.TryGetRecordTimestamp(journalFolder, first - 1, out long ticks)
+                ? ticks
+                : 0;
             using SpooledEntrySource increment = SpooledEntrySource.Spool(journalFolder, first, increment: true,
                 cancellationToken);
-            BackupFormat.Begin begin = IncrementBegin(first, increment.LastSequence, clock, segmentSize);
+            BackupFormat.Begin begin = IncrementBegin(first, increment.LastSequence, previousTimestamp, clock,
+                segmentSize);
             return await writer.WriteAsync(begin, increment, null, [], clock).ConfigureAwait(false);
         }
 
@@ -122,6 +130,9 @@ internal sealed class BackupWriter : IDisposable
         {
             cancellationToken.ThrowIfCancellationRequested();
             using PinnedCheckpoint checkpoint = PinnedCheckpoint.Open(path);
+            // Before the spool: if entry C is purged after this, so is C + 1, and the attempt starts over.
+            long checkpointTimestamp = JournalFollower.TryGetRecordTimestamp(journalFolder, checkpoint.Sequence,
+                out long ticks) ? ticks : 0;
             SpooledEntrySource entries;
             try
             {
@@ -137,16 +148,19 @@ internal sealed class BackupWriter : IDisposable
             {
                 PageCheckpoint current = checkpoint.Pages?.Current ?? PageCheckpoint.Empty;
                 List<ChunkInfo> chunks = checkpoint.Pages?.ReadChunkTable(current) ?? [];
-                BackupFormat.Begin begin = FullBegin(current, chunks, entries.LastSequence, clock, segmentSize);
+                BackupFormat.Begin begin = FullBegin(current, chunks, entries.LastSequence, checkpointTimestamp,
+                    clock, segmentSize);
                 return await writer.WriteAsync(begin, entries, checkpoint.Pages, chunks, clock).ConfigureAwait(false);
             }
         }
     }
 
     /// <summary>The Begin frame of a full backup: <paramref name="checkpoint"/>'s header and
-    /// <paramref name="chunks"/>, then the entries after it up to <paramref name="lastEntry"/>.</summary>
+    /// <paramref name="chunks"/>, then the entries after it up to <paramref name="lastEntry"/>;
+    /// <paramref name="checkpointTimestamp"/> is the time of the record of the checkpoint's last entry (0:
+    /// unknown).</summary>
     private static BackupFormat.Begin FullBegin(PageCheckpoint checkpoint, List<ChunkInfo> chunks, long lastEntry,
-        TimeProvider clock, long segmentSize)
+        long checkpointTimestamp, TimeProvider clock, long segmentSize)
     {
         long chunkBytes = 0;
         foreach (ChunkInfo chunk in chunks)
@@ -157,15 +171,17 @@ internal sealed class BackupWriter : IDisposable
         DataFileHeader header = checkpoint.Header.GetValueOrDefault();
         return new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion, checkpoint.Generation,
             header.ChunkId, header.ChunkOffset, header.ChunkLength, checkpoint.Sequence, checkpoint.Sequence + 1,
-            lastEntry, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks, segmentSize);
+            lastEntry, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks, segmentSize,
+            checkpoint.Sequence > 0 ? checkpointTimestamp : 0);
     }
 
     /// <summary>The Begin frame of an incremental backup: no chunks, the entries
-    /// <paramref name="firstEntry"/>..<paramref name="lastEntry"/>.</summary>
-    private static BackupFormat.Begin IncrementBegin(long firstEntry, long lastEntry, TimeProvider clock,
-        long segmentSize) =>
+    /// <paramref name="firstEntry"/>..<paramref name="lastEntry"/>, following the entry whose record's time is
+    /// <paramref name="previousTimestamp"/> (0: unknown).</summary>
+    private static BackupFormat.Begin IncrementBegin(long firstEntry, long lastEntry, long previousTimestamp,
+        TimeProvider clock, long segmentSize) =>
         new(BackupFormat.IncrementKind, DataFileHeader.FormatVersion, 0, 0, 0, 0, firstEntry - 1, firstEntry,
-            lastEntry, 0, 0, clock.GetUtcNow().UtcTicks, segmentSize);
+            lastEntry, 0, 0, clock.GetUtcNow().UtcTicks, segmentSize, previousTimestamp);
 
     /// <summary>The segment size of the journal in <paramref name="journalFolder"/>: the length of its segment files
     /// (each is made at its full size), or the default when it has none.</summary>

@@ -48,6 +48,7 @@ internal sealed class StoreRestorer : IDisposable
     private uint _nextIndex;
     private BackupFormat.Begin _full;
     private BackupFormat.Begin _begin; // the current source's
+    private int _version; // the current source's format version
     private long _sourceEntries;
     private bool _begun;
     private bool _ended;
@@ -66,6 +67,7 @@ internal sealed class StoreRestorer : IDisposable
     private long _entriesRead;
     private long _entriesRestored;
     private long _lastTimestamp = long.MinValue;
+    private long _chainTimestamp; // the record time of the last entry the sources so far hold (0: unknown)
     private long _record; // first sequence of the record being collected; 0: none
     private long _recordTimestamp;
     private readonly List<(byte[] Bytes, int Length)> _recordEntries = [];
@@ -330,7 +332,7 @@ internal sealed class StoreRestorer : IDisposable
     {
         Span<byte> bytes = stackalloc byte[BackupFormat.StreamHeaderSize];
         header.CopyTo(bytes);
-        if (BackupFormat.CheckStreamHeader(bytes) is { } problem)
+        if (BackupFormat.CheckStreamHeader(bytes, out _version) is { } problem)
         {
             Corrupt(problem);
         }
@@ -399,7 +401,8 @@ internal sealed class StoreRestorer : IDisposable
 
         switch (type)
         {
-            case BackupFormat.FrameType.Begin when !_begun && payload.Length == BackupFormat.BeginSize:
+            case BackupFormat.FrameType.Begin when !_begun
+                && payload.Length == (_version >= 2 ? BackupFormat.BeginSize : BackupFormat.LegacyBeginSize):
                 Begin(BackupFormat.Begin.Read(payload));
                 break;
             case BackupFormat.FrameType.Chunk when payload.Length == BackupFormat.ChunkSize:
@@ -442,9 +445,16 @@ internal sealed class StoreRestorer : IDisposable
         }
 
         long c = begin.CheckpointSequence;
+        if (begin.Kind == BackupFormat.IncrementKind)
+        {
+            ThrowHelper.ThrowArgument("sources",
+                "The first backup of a restore is an incremental backup: give the full backup first, then every "
+                + "incremental backup in order.");
+        }
+
         if (begin.Kind != BackupFormat.FullKind)
         {
-            Corrupt("the first backup of a restore must be a full backup; this one is incremental");
+            Corrupt($"the Begin frame names an unknown kind of backup ({begin.Kind})");
         }
 
         if (begin.DataFileVersion is < DataFileHeader.OldestReadableVersion or > DataFileHeader.FormatVersion
@@ -459,6 +469,7 @@ internal sealed class StoreRestorer : IDisposable
 
         _full = begin;
         _nextEntry = c + 1;
+        _chainTimestamp = begin.CheckpointTimestamp;
         if (_options.ToSequence is long to)
         {
             if (to < c)
@@ -476,9 +487,17 @@ internal sealed class StoreRestorer : IDisposable
         }
     }
 
-    /// <summary>An incremental backup must continue exactly where the backups before it ended.</summary>
+    /// <summary>An incremental backup must continue exactly where the backups before it ended: at the next
+    /// sequence, after the same commit (the time of its record; a backup of version 1 does not say it).</summary>
     private void BeginIncrement(BackupFormat.Begin begin)
     {
+        if (begin.Kind == BackupFormat.FullKind)
+        {
+            ThrowHelper.ThrowArgument("sources",
+                $"Backup {_source + 1} of the restore is a full backup: a restore reads one full backup, then "
+                + "incremental backups in order.");
+        }
+
         if (begin.Kind != BackupFormat.IncrementKind || begin.Generation != 0 || begin.ChunkCount != 0
             || begin.ChunkBytes != 0 || begin.FirstEntry != begin.CheckpointSequence + 1
             || begin.LastEntry < begin.CheckpointSequence)
@@ -492,7 +511,20 @@ internal sealed class StoreRestorer : IDisposable
                 $"Backup {_source + 1} of the restore starts at sequence {begin.FirstEntry}, but the backups before it "
                 + $"end at {_nextEntry - 1}: give the full backup first, then every incremental backup in order.");
         }
+
+        long previous = begin.CheckpointSequence;
+        if (begin.CheckpointTimestamp != 0 && _chainTimestamp != 0 && begin.CheckpointTimestamp != _chainTimestamp)
+        {
+            ThrowHelper.ThrowArgument("sources",
+                $"Backup {_source + 1} of the restore does not continue the backups before it: it follows commit "
+                + $"{previous} made at {Time(begin.CheckpointTimestamp)}, but the commit {previous} they hold was made "
+                + $"at {Time(_chainTimestamp)}. It is a backup of another store, or of a copy of this store whose "
+                + "history has since diverged.");
+        }
     }
+
+    private static string Time(long ticks) => new DateTimeOffset(ticks, TimeSpan.Zero).ToString("O",
+        System.Globalization.CultureInfo.InvariantCulture);
 
     /// <summary>After the last source: the point in time asked for must lie within what the chain holds.</summary>
     private void CheckPointInTime()
@@ -582,6 +614,7 @@ internal sealed class StoreRestorer : IDisposable
             TimeProvider = _clock,
             FileSystem = _fileSystem,
             NewJournalFirstSequence = _begin.CheckpointSequence + 1,
+            NewJournalPreviousTimestamp = _begin.CheckpointTimestamp,
         };
         _journal = WriteAheadJournal.Open(Path.Combine(_staging, DocumentStore.JournalFolderName), journalOptions);
     }
@@ -680,6 +713,7 @@ internal sealed class StoreRestorer : IDisposable
             _record = record;
             _recordTimestamp = timestamp;
             _lastTimestamp = timestamp;
+            _chainTimestamp = timestamp;
         }
         else if (timestamp != _recordTimestamp)
         {

@@ -52,6 +52,51 @@ internal sealed class JournalFollower : IDisposable
         _nextSequence = fromSequence;
     }
 
+    /// <summary>
+    /// The time (UTC ticks) of the record that holds entry <paramref name="sequence"/> in the journal folder's files,
+    /// or of the last entry a purge removed (its watermark keeps that time); false when the files cannot tell (the
+    /// entry is purged further back, not durable yet, or the watermark was written by an older build).
+    /// </summary>
+    public static bool TryGetRecordTimestamp(string journalDirectory, long sequence, out long timestampTicks)
+    {
+        timestampTicks = 0;
+        if (sequence < 1)
+        {
+            return false;
+        }
+
+        var entries = new List<JournalEntryCopy>();
+        for (int attempt = 0; attempt < 4; attempt++)
+        {
+            (long firstRetained, long purgedTimestamp) =
+                WriteAheadJournal.ReadPurgeWatermark(PhysicalFileSystem.Instance, journalDirectory);
+            if (sequence < firstRetained)
+            {
+                timestampTicks = sequence == firstRetained - 1 ? purgedTimestamp : 0;
+                return timestampTicks != 0;
+            }
+
+            try
+            {
+                using var follower = new JournalFollower(journalDirectory, sequence);
+                entries.Clear();
+                if (follower.ReadAvailable(entries, 1) == 0 || entries[0].Sequence != sequence)
+                {
+                    return false;
+                }
+
+                timestampTicks = entries[0].TimestampTicks;
+                return true;
+            }
+            catch (JournalPositionPurgedException)
+            {
+                // Purged between the watermark's read and the segment's: the new watermark may name it.
+            }
+        }
+
+        return false;
+    }
+
     /// <summary>The sequence of the next entry <see cref="ReadAvailable"/> returns.</summary>
     public long NextSequence => _nextSequence;
 

@@ -36,6 +36,11 @@ public sealed class JournalOptions
     /// after the checkpoint its data file holds; ignored when the folder already holds a journal.</summary>
     internal long NewJournalFirstSequence { get; set; }
 
+    /// <summary>With <see cref="NewJournalFirstSequence"/>: the time (UTC ticks) of the record that held the entry
+    /// before it, kept in the purge watermark (backups of the restored store name that entry by it); 0 when
+    /// unknown.</summary>
+    internal long NewJournalPreviousTimestamp { get; set; }
+
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
     internal IFileSystem FileSystem { get; set; } = PhysicalFileSystem.Instance;
 

@@ -5,7 +5,10 @@ namespace Folio.Journal;
 
 public sealed partial class WriteAheadJournal
 {
-    private const int PurgeWatermarkSize = 12;
+    /// <summary>The watermark this build writes: the first retained sequence, the time of the last purged record
+    /// and a checksum. Older builds wrote the first 8 bytes and a checksum (12 bytes).</summary>
+    private const int PurgeWatermarkSize = 20;
+    private const int LegacyPurgeWatermarkSize = 12;
     private readonly List<JournalRetention> _retentions = []; // under _segmentsLock
     private long _heldBytes; // written by purges under _segmentsLock, read by metrics without it
     private long _lapsedHolds; // likewise
@@ -136,7 +139,9 @@ public sealed partial class WriteAheadJournal
 
             // Durable watermark first: if only some files get deleted before a crash, recovery knows the rest are
             // leftovers and not a gap.
-            WritePurgeWatermark(current[count].FirstSequence);
+            long purgedTimestamp = current[count - 1].LastTimestamp;
+            WritePurgeWatermark(current[count].FirstSequence, purgedTimestamp);
+            _purgedTimestamp = purgedTimestamp;
             PublishSegments(current[count..]);
             for (int i = 0; i < count; i++)
             {
@@ -175,13 +180,14 @@ public sealed partial class WriteAheadJournal
         return bytes;
     }
 
-    private void WritePurgeWatermark(long firstRetained)
+    private void WritePurgeWatermark(long firstRetained, long purgedTimestamp)
     {
         string path = Path.Combine(Directory, JournalFormat.PurgeWatermarkFileName);
         string temporary = path + ".tmp";
         Span<byte> bytes = stackalloc byte[PurgeWatermarkSize];
         BinaryPrimitives.WriteInt64LittleEndian(bytes, firstRetained);
-        BinaryPrimitives.WriteUInt32LittleEndian(bytes[8..], Crc32C.Compute(bytes[..8]));
+        BinaryPrimitives.WriteInt64LittleEndian(bytes[8..], purgedTimestamp);
+        BinaryPrimitives.WriteUInt32LittleEndian(bytes[16..], Crc32C.Compute(bytes[..16]));
         _fileSystem.DeleteFile(temporary);
         using (Storage.IStorageFile file = _fileSystem.OpenFile(temporary, FileMode.CreateNew))
         {
@@ -193,23 +199,29 @@ public sealed partial class WriteAheadJournal
         _fileSystem.SyncDirectory(Directory);
     }
 
-    /// <summary>The first sequence kept by the last purge, or 0 when the journal was never purged.</summary>
-    private long ReadPurgeWatermark()
+    /// <summary>The first sequence kept by the last purge (0 when the journal was never purged) and the time (UTC
+    /// ticks) of the record that held the entry before it (0 when unknown: a watermark written by an older build).
+    /// </summary>
+    internal static (long FirstRetained, long PurgedTimestamp) ReadPurgeWatermark(IFileSystem fileSystem,
+        string directory)
     {
-        string path = Path.Combine(Directory, JournalFormat.PurgeWatermarkFileName);
-        if (!_fileSystem.FileExists(path))
+        string path = Path.Combine(directory, JournalFormat.PurgeWatermarkFileName);
+        if (!fileSystem.FileExists(path))
         {
-            return 0;
+            return (0, 0);
         }
 
-        using Storage.IStorageFile file = _fileSystem.OpenFile(path, FileMode.Open);
-        Span<byte> bytes = stackalloc byte[PurgeWatermarkSize];
-        if (file.Read(bytes, 0) != PurgeWatermarkSize
-            || BinaryPrimitives.ReadUInt32LittleEndian(bytes[8..]) != Crc32C.Compute(bytes[..8]))
+        using Storage.IStorageFile file = fileSystem.OpenFile(path, FileMode.Open);
+        Span<byte> bytes = stackalloc byte[PurgeWatermarkSize + 1];
+        int length = file.Read(bytes, 0);
+        int checksummed = length - 4;
+        if (length is not (PurgeWatermarkSize or LegacyPurgeWatermarkSize)
+            || BinaryPrimitives.ReadUInt32LittleEndian(bytes[checksummed..]) != Crc32C.Compute(bytes[..checksummed]))
         {
             ThrowHelper.ThrowJournalCorrupted(path, 0, "the purge watermark file is damaged");
         }
 
-        return BinaryPrimitives.ReadInt64LittleEndian(bytes);
+        return (BinaryPrimitives.ReadInt64LittleEndian(bytes),
+            length == PurgeWatermarkSize ? BinaryPrimitives.ReadInt64LittleEndian(bytes[8..]) : 0);
     }
 }

@@ -39,7 +39,7 @@ public sealed partial class WriteAheadJournal
         }
 
         found.Sort((a, b) => a.First.CompareTo(b.First));
-        long watermark = ReadPurgeWatermark();
+        (long watermark, long purgedTimestamp) = ReadPurgeWatermark(_fileSystem, Directory);
         bool marked = JournalDurableMark.TryRead(_fileSystem, Directory, out JournalDurableMark mark);
         string markPath = Path.Combine(Directory, JournalDurableMark.FileName);
 
@@ -71,7 +71,9 @@ public sealed partial class WriteAheadJournal
             long start = Math.Max(1, _newJournalFirstSequence);
             if (start > 1)
             {
-                WritePurgeWatermark(start);
+                WritePurgeWatermark(start, _newJournalPreviousTimestamp);
+                _purgedTimestamp = _newJournalPreviousTimestamp;
+                _lastTimestamp = _newJournalPreviousTimestamp;
             }
 
             _nextSequence = start;
@@ -196,7 +198,8 @@ public sealed partial class WriteAheadJournal
         }
 
         _nextSequence = expected;
-        _lastTimestamp = lastTimestamp;
+        _lastTimestamp = Math.Max(lastTimestamp, purgedTimestamp);
+        _purgedTimestamp = watermark > 1 ? purgedTimestamp : 0;
         Volatile.Write(ref _committedSequence, expected - 1);
         Volatile.Write(ref _durableSequence, expected - 1);
         PublishSegments(segments);

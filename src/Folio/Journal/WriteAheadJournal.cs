@@ -49,6 +49,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly TimeProvider _timeProvider;
     private readonly long _segmentSize;
     private readonly long _newJournalFirstSequence;
+    private readonly long _newJournalPreviousTimestamp;
     private readonly IDisposable _directoryLock;
     private readonly Lock _writeLock = new();
     private readonly Lock _syncLock = new();
@@ -72,6 +73,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _segmentsVersion;
     private long _committedSequence;
     private long _durableSequence;
+    private long _purgedTimestamp; // under _segmentsLock: the record time of entry FirstSequence - 1 (0: unknown)
     private TaskCompletionSource _commitSignal = NewSignal();
     private IOException? _diskFull; // written under _writeLock (Volatile), read by diagnostics
     private int _disposed;
@@ -98,6 +100,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         _timeProvider = options.TimeProvider;
         _segmentSize = options.SegmentSize;
         _newJournalFirstSequence = options.NewJournalFirstSequence;
+        _newJournalPreviousTimestamp = options.NewJournalPreviousTimestamp;
         _directoryLock = directoryLock;
         _segmentSet = new SegmentSet([], 0);
         _active = null!;
@@ -256,6 +259,40 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         }
 
         return new JournalReader(this, fromSequence);
+    }
+
+    /// <summary>
+    /// The time (UTC ticks) of the record that holds committed entry <paramref name="sequence"/>, for an entry the
+    /// journal holds or the last one it purged (the purge watermark keeps its time); false when the journal cannot
+    /// tell (an older purge, or no such entry). Backups name the entry they follow by it.
+    /// </summary>
+    internal bool TryGetRecordTimestamp(long sequence, out long timestampTicks)
+    {
+        timestampTicks = 0;
+        if (sequence < 1 || sequence > CommittedSequence)
+        {
+            return false;
+        }
+
+        lock (_segmentsLock)
+        {
+            // Under the lock no purge runs, so the entry read below stays in the journal.
+            long first = FirstSequence;
+            if (sequence < first)
+            {
+                timestampTicks = sequence == first - 1 ? _purgedTimestamp : 0;
+                return timestampTicks != 0;
+            }
+
+            using JournalReader reader = OpenReader(sequence);
+            if (!reader.TryRead(out JournalEntry entry) || entry.Sequence != sequence)
+            {
+                return false;
+            }
+
+            timestampTicks = entry.TimestampTicks;
+            return true;
+        }
     }
 
     /// <summary>

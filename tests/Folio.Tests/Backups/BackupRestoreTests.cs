@@ -551,8 +551,11 @@ public sealed class BackupRestoreTests
         await Assert.ThrowsAsync<ArgumentException>(
             () => DocumentStore.RestoreAsync([full, second, first], target).AsTask());
         Assert.False(Directory.Exists(target));
-        await Assert.ThrowsAsync<BackupCorruptedException>(
+        await Assert.ThrowsAsync<ArgumentException>(
             () => DocumentStore.RestoreAsync([first, second], target).AsTask()); // no full backup first
+        Assert.False(Directory.Exists(target));
+        await Assert.ThrowsAsync<ArgumentException>(
+            () => DocumentStore.RestoreAsync([full, full], target).AsTask()); // two full backups
         Assert.False(Directory.Exists(target));
         byte[] damaged = await File.ReadAllBytesAsync(second);
         damaged[damaged.Length / 2] ^= 0x20;
@@ -564,6 +567,151 @@ public sealed class BackupRestoreTests
         await DocumentStore.RestoreAsync([full, first, second], target);
         await using DocumentStore copy = DocumentStore.Open(target, options);
         AssertMatchesModel(copy, model.At(model.LastSequence));
+    }
+
+    [Fact]
+    public async Task An_increment_of_another_store_or_of_a_copy_that_diverged_is_refused_though_its_sequences_fit()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = SmallOptions();
+        string Backup(string name) => Path.Combine(dir.Path, name + ".folio");
+        string a = Path.Combine(dir.Path, "a");
+        string copy = Path.Combine(dir.Path, "copy");
+        var modelA = new History();
+        History modelCopy;
+        BackupResult fullA;
+        BackupResult incrementA;
+        await using (DocumentStore storeA = DocumentStore.Open(a, options))
+        await using (DocumentStore storeB = DocumentStore.Open(Path.Combine(dir.Path, "b"), options))
+        {
+            await WriteHistoryAsync(storeA, modelA, 0, 40, seed: 50);
+            await WriteHistoryAsync(storeB, new History(), 0, 40, seed: 51);
+            fullA = await storeA.BackupAsync(Backup("fullA"));
+            Assert.Equal(storeA.LastCommittedSequence, storeB.LastCommittedSequence);
+            await WriteHistoryAsync(storeA, modelA, 40, 10, seed: 52);
+            await WriteHistoryAsync(storeB, new History(), 40, 10, seed: 53);
+            incrementA = await storeA.BackupAsync(Backup("incA"), fullA.Sequence + 1);
+            BackupResult incrementB = await storeB.BackupAsync(Backup("incB"), fullA.Sequence + 1);
+            Assert.Equal(incrementA.Sequence, incrementB.Sequence);
+        }
+
+        // A copy of the closed store: the same history up to here, then each goes its own way.
+        modelCopy = modelA.Clone();
+        foreach (string file in Directory.GetFiles(a, "*", SearchOption.AllDirectories))
+        {
+            string to = Path.Combine(copy, Path.GetRelativePath(a, file));
+            Directory.CreateDirectory(Path.GetDirectoryName(to)!);
+            File.Copy(file, to);
+        }
+
+        await using (DocumentStore storeA = DocumentStore.Open(a, options))
+        await using (DocumentStore storeCopy = DocumentStore.Open(copy, options))
+        {
+            await WriteHistoryAsync(storeA, modelA, 50, 10, seed: 54);
+            await WriteHistoryAsync(storeCopy, modelCopy, 50, 10, seed: 55);
+            await storeA.BackupAsync(Backup("incA2"), incrementA.Sequence + 1);
+            BackupResult incrementCopy = await storeCopy.BackupAsync(Backup("incCopy"), incrementA.Sequence + 1);
+            await WriteHistoryAsync(storeCopy, modelCopy, 60, 10, seed: 56);
+            await storeCopy.BackupAsync(Backup("incCopy2"), incrementCopy.Sequence + 1);
+        }
+
+        string target = Path.Combine(dir.Path, "restored");
+        ArgumentException other = await Assert.ThrowsAsync<ArgumentException>(
+            () => DocumentStore.RestoreAsync([Backup("fullA"), Backup("incB")], target).AsTask());
+        Assert.Contains("does not continue the backups before it", other.Message);
+        Assert.False(Directory.Exists(target));
+        await Assert.ThrowsAsync<ArgumentException>(() => DocumentStore.RestoreAsync(
+            [Backup("fullA"), Backup("incA"), Backup("incA2"), Backup("incCopy2")], target).AsTask());
+        Assert.False(Directory.Exists(target));
+
+        // The copy's own increments continue the backups taken before it diverged, and the original's do too.
+        await DocumentStore.RestoreAsync(
+            [Backup("fullA"), Backup("incA"), Backup("incCopy"), Backup("incCopy2")], target);
+        await using (DocumentStore restored = DocumentStore.Open(target, options))
+        {
+            AssertMatchesModel(restored, modelCopy.At(modelCopy.LastSequence));
+        }
+
+        string original = Path.Combine(dir.Path, "restored-original");
+        await DocumentStore.RestoreAsync([Backup("fullA"), Backup("incA"), Backup("incA2")], original);
+        await using DocumentStore restoredOriginal = DocumentStore.Open(original, options);
+        AssertMatchesModel(restoredOriginal, modelA.At(modelA.LastSequence));
+    }
+
+    [Fact]
+    public async Task The_increments_of_a_restored_store_continue_the_backups_it_was_restored_from()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        string Backup(string name) => Path.Combine(dir.Path, name + ".folio");
+        BackupResult increment;
+        await using (DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "source"), options))
+        {
+            await WriteHistoryAsync(store, new History(), 0, 300, seed: 60);
+            await store.CheckpointAsync(); // the full backup's checkpoint: its last entry's segment is purged
+            BackupResult full = await store.BackupAsync(Backup("full"));
+            Assert.Equal(full.CheckpointSequence, full.Sequence);
+            await WriteHistoryAsync(store, new History(), 300, 30, seed: 61);
+            increment = await store.BackupAsync(Backup("inc"), full.Sequence + 1);
+        }
+
+        string restoredFolder = Path.Combine(dir.Path, "restored");
+        await DocumentStore.RestoreAsync([Backup("full"), Backup("inc")], restoredFolder);
+        await using (DocumentStore restored = DocumentStore.Open(restoredFolder, options))
+        {
+            await WriteHistoryAsync(restored, new History(), 330, 200, seed: 62);
+            await restored.CheckpointAsync(); // purges the restored journal's first segments
+            BackupResult next = await restored.BackupAsync(Backup("next"), increment.Sequence + 1);
+            Assert.Equal(restored.LastCommittedSequence, next.Sequence);
+        }
+
+        await using (var files = File.Create(Backup("files")))
+        {
+            // The same increment taken from the closed store's files.
+            await DocumentStore.BackupFilesAsync(restoredFolder, files, increment.Sequence + 1);
+        }
+
+        foreach (string last in new[] { "next", "files" })
+        {
+            string target = Path.Combine(dir.Path, "again-" + last);
+            await DocumentStore.RestoreAsync([Backup("full"), Backup("inc"), Backup(last)], target);
+            await using DocumentStore expected = DocumentStore.Open(restoredFolder, options);
+            await using DocumentStore actual = DocumentStore.Open(target, options);
+            AssertSameDocuments(expected, actual);
+        }
+    }
+
+    [Fact]
+    public async Task A_backup_of_format_version_1_still_restores()
+    {
+        using var dir = new TempDirectory();
+        byte[] backup = await SmallBackupAsync(dir.Path);
+
+        // Version 1 is version 2 without the time of entry C at the end of the Begin frame.
+        const int header = Folio.Backups.BackupFormat.StreamHeaderSize;
+        const int frameHeader = Folio.Backups.BackupFormat.FrameHeaderSize;
+        const int legacyBegin = Folio.Backups.BackupFormat.LegacyBeginSize;
+        int beginLength = BitConverter.ToInt32(backup, header + 8);
+        Assert.Equal(Folio.Backups.BackupFormat.BeginSize, beginLength);
+        var legacy = new MemoryStream();
+        byte[] streamHeader = backup[..header];
+        BitConverter.TryWriteBytes(streamHeader.AsSpan(8), 1);
+        BitConverter.TryWriteBytes(streamHeader.AsSpan(28), Folio.Storage.Crc32C.Compute(streamHeader.AsSpan(0, 28)));
+        legacy.Write(streamHeader);
+        byte[] begin = backup[header..(header + frameHeader + legacyBegin + 4)];
+        BitConverter.TryWriteBytes(begin.AsSpan(8), legacyBegin);
+        BitConverter.TryWriteBytes(begin.AsSpan(frameHeader + legacyBegin),
+            Folio.Storage.Crc32C.Compute(begin.AsSpan(0, frameHeader + legacyBegin)));
+        legacy.Write(begin);
+        legacy.Write(backup.AsSpan(header + frameHeader + beginLength + 4));
+
+        string target = Path.Combine(dir.Path, "restored");
+        legacy.Position = 0;
+        RestoreResult result = await DocumentStore.RestoreAsync(legacy, target);
+        await using DocumentStore restored = DocumentStore.Open(target, SmallOptions());
+        Assert.Equal(result.Sequence, restored.LastCommittedSequence);
+        await using DocumentStore source = DocumentStore.Open(Path.Combine(dir.Path, "small-source"), SmallOptions());
+        AssertSameDocuments(source, restored);
     }
 
     [Fact]
@@ -789,6 +937,18 @@ public sealed class BackupRestoreTests
         private readonly ConcurrentDictionary<long, (DocumentKey Key, string? Json)> _commits = new();
 
         public long LastSequence => _commits.IsEmpty ? 0 : _commits.Keys.Max();
+
+        /// <summary>A history that goes on from this one's commits so far (a copy of the store).</summary>
+        public History Clone()
+        {
+            var clone = new History();
+            foreach (KeyValuePair<long, (DocumentKey, string?)> commit in _commits)
+            {
+                clone._commits[commit.Key] = commit.Value;
+            }
+
+            return clone;
+        }
 
         public async Task WriteAsync(DocumentStore store, Random random, string id)
         {

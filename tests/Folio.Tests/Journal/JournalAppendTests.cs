@@ -62,6 +62,68 @@ public sealed class JournalAppendTests
     }
 
     [Fact]
+    public void The_time_of_the_last_purged_entry_outlives_the_purge_and_a_reopen_and_is_read_from_the_files_too()
+    {
+        using var dir = new TempDirectory();
+        var clock = new ManualTimeProvider(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero));
+        var times = new Dictionary<long, long>();
+        long firstRetained;
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096, clock)))
+        {
+            for (int i = 1; i <= 200; i++)
+            {
+                clock.Advance(TimeSpan.FromMilliseconds(1));
+                journal.Append(JournalTestExtensions.Payload(9, i, 60));
+                times[i] = clock.GetUtcNow().UtcTicks;
+            }
+
+            journal.Sync();
+            Assert.True(journal.Purge(150) > 0);
+            firstRetained = journal.FirstSequence;
+            Assert.InRange(firstRetained, 2, 150);
+            for (long sequence = firstRetained - 1; sequence <= 200; sequence++)
+            {
+                Assert.True(journal.TryGetRecordTimestamp(sequence, out long ticks));
+                Assert.Equal(times[sequence], ticks);
+            }
+
+            Assert.False(journal.TryGetRecordTimestamp(firstRetained - 2, out _)); // purged further back
+            Assert.False(journal.TryGetRecordTimestamp(201, out _)); // not committed
+        }
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096, clock)))
+        {
+            Assert.True(journal.TryGetRecordTimestamp(firstRetained - 1, out long ticks));
+            Assert.Equal(times[firstRetained - 1], ticks);
+        }
+
+        Assert.True(JournalFollower.TryGetRecordTimestamp(dir.Path, firstRetained - 1, out long fromFiles));
+        Assert.Equal(times[firstRetained - 1], fromFiles);
+        Assert.True(JournalFollower.TryGetRecordTimestamp(dir.Path, 180, out fromFiles));
+        Assert.Equal(times[180], fromFiles);
+        Assert.False(JournalFollower.TryGetRecordTimestamp(dir.Path, firstRetained - 2, out _));
+
+        // A watermark an older build wrote (12 bytes: no time) opens as before; the time is then unknown.
+        string watermark = Path.Combine(dir.Path, JournalFormat.PurgeWatermarkFileName);
+        var legacy = new byte[12];
+        BitConverter.TryWriteBytes(legacy, firstRetained);
+        BitConverter.TryWriteBytes(legacy.AsSpan(8), Folio.Storage.Crc32C.Compute(legacy.AsSpan(0, 8)));
+        File.WriteAllBytes(watermark, legacy);
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096, clock)))
+        {
+            Assert.Equal(firstRetained, journal.FirstSequence);
+            Assert.False(journal.TryGetRecordTimestamp(firstRetained - 1, out _));
+            Assert.True(journal.TryGetRecordTimestamp(firstRetained, out long ticks));
+            Assert.Equal(times[firstRetained], ticks);
+        }
+
+        Assert.False(JournalFollower.TryGetRecordTimestamp(dir.Path, firstRetained - 1, out _));
+        File.WriteAllBytes(watermark, legacy[..11]);
+        Assert.Throws<JournalCorruptedException>(
+            () => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(4096, clock)));
+    }
+
+    [Fact]
     public void A_record_that_cannot_fit_a_segment_is_refused_and_the_journal_stays_usable()
     {
         using var dir = new TempDirectory();

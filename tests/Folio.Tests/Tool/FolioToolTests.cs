@@ -212,6 +212,12 @@ public sealed class FolioToolTests
             increment);
         Assert.True(exit == 0, error);
         Assert.Contains("sequence 21, 21 documents", output, StringComparison.Ordinal);
+
+        // The increment in the full backup's place: a one-line error in the command line's terms.
+        (exit, _, error) = await FolioToolProcess.RunAsync("restore", increment, Path.Combine(dir.Path, "other"));
+        Assert.Equal(1, exit);
+        Assert.EndsWith("folio: The first backup of a restore is an incremental backup: give the full backup first, "
+            + "then every incremental backup in order.", error.Trim(), StringComparison.Ordinal);
     }
 
     [Fact]
