@@ -225,6 +225,24 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>The id of a tracked entity: the one it was loaded or stored under, its <c>Id</c> property's, or the one
+    /// <see cref="Store(object)"/> generated for it (the only way to learn a generated id of a type without a writable
+    /// <c>Id</c> property).</summary>
+    /// <param name="entity">A tracked entity.</param>
+    /// <returns>Its id.</returns>
+    /// <exception cref="InvalidOperationException">The session does not track <paramref name="entity"/>.</exception>
+    public string GetId(object entity)
+    {
+        ArgumentNullException.ThrowIfNull(entity);
+        if (_tracked.FindByEntity(entity) is not { } tracked)
+        {
+            ThrowNotTracked();
+            return null!;
+        }
+
+        return tracked.Key.Id;
+    }
+
     /// <summary>The version (commit sequence) of a tracked entity as last loaded or saved by this session; 0 if
     /// new.</summary>
     /// <param name="entity">A tracked entity.</param>

@@ -13,8 +13,41 @@ public sealed class User
     public int Age { get; set; }
 }
 
+/// <summary>An entity without an <c>Id</c> property.</summary>
+public sealed record Note(string Text);
+
 public sealed class DocumentStoreTests
 {
+    [Fact]
+    public async Task GetId_tells_the_id_of_every_tracked_entity_even_one_generated_for_a_type_without_an_Id()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        var note = new Note("no id property here");
+        var alice = new User { Name = "Alice" };
+        string noteId;
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.Store(note);
+            session.Store(alice, "users/alice");
+            noteId = session.GetId(note);
+            Assert.StartsWith("Note/", noteId, StringComparison.Ordinal);
+            Assert.Equal("users/alice", session.GetId(alice));
+            Assert.Throws<InvalidOperationException>(() => session.GetId(new Note("untracked")));
+            await session.SaveChangesAsync();
+            Assert.Equal(noteId, session.GetId(note));
+        }
+
+        await using (DocumentSession session = store.OpenSession())
+        {
+            Note? loaded = await session.LoadAsync<Note>(noteId);
+            Assert.Equal("no id property here", loaded!.Text);
+            Assert.Equal(noteId, session.GetId(loaded));
+            session.Delete<Note>(noteId);
+            Assert.Throws<InvalidOperationException>(() => session.GetId(loaded)); // the delete let the entity go
+        }
+    }
+
     [Fact]
     public async Task Stored_documents_load_in_other_sessions_and_survive_reopen()
     {
