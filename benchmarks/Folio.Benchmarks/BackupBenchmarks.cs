@@ -14,7 +14,8 @@ namespace Folio.Benchmarks;
 /// store from its files into a new file (fsynced). <c>RawRead</c> reads the backup file through once; <c>Restore</c>
 /// is <c>DocumentStore.RestoreAsync(file, folder)</c> (which also opens the restored store and scrubs it);
 /// <c>Verify</c> is <c>store.VerifyAsync()</c>. <c>Commits</c> and <c>CommitsDuringBackup</c>: 16 writers each
-/// commit <see cref="CommitsPerWriter"/> durable puts, alone or while backups run one after another. Both copies
+/// commit <see cref="CommitsPerWriter"/> durable puts, alone or while backups run one after another. Backups run at
+/// the store's default pace; <c>BackupUnpaced</c> and <c>CommitsDuringUnpacedBackup</c> without one. Both copies
 /// read a store the page cache holds (the machine's memory holds it whole), so they compare what each does with
 /// the bytes, not the disk's reads. <c>RawReadCold</c>, <c>RestoreCold</c> and <c>VerifyCold</c> are the same with
 /// the backup file and the store's files dropped from the page cache before each iteration: the disk's reads.
@@ -29,6 +30,7 @@ public class BackupBenchmarks : BenchmarkDirectory
     private static readonly int s_documents = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_BACKUP_DOCUMENTS"),
         CultureInfo.InvariantCulture, out int n) ? n : BenchmarkConstants.BackupDocuments;
 
+    private readonly DocumentStoreOptions _options = new();
     private DocumentStore? _store;
     private string _backupFile = "";
     private int _round;
@@ -42,7 +44,7 @@ public class BackupBenchmarks : BenchmarkDirectory
     {
         Console.WriteLine(BuildOnce(Folder, Build));
         CreateRoot();
-        _store = DocumentStore.Open(StoreFolder);
+        _store = DocumentStore.Open(StoreFolder, _options);
 
         // A journal after the checkpoint (the close before checkpointed everything): the backup copies entries too.
         var batch = new CommitBatch();
@@ -58,7 +60,9 @@ public class BackupBenchmarks : BenchmarkDirectory
         }
 
         _backupFile = Path.Combine(Root, "prepared.folio");
+        _options.BackupBytesPerSecond = 0;
         BackupResult backup = _store.BackupAsync(_backupFile).AsTask().GetAwaiter().GetResult();
+        _options.BackupBytesPerSecond = DocumentStoreOptions.DefaultBackupBytesPerSecond;
         Console.WriteLine(FormattableString.Invariant(
             $"// store {StoreBytes() / 1048576.0:F0} MiB, backup {backup.Bytes / 1048576.0:F0} MiB"));
     }
@@ -113,12 +117,18 @@ public class BackupBenchmarks : BenchmarkDirectory
         return copied;
     }
 
+    /// <summary><c>store.BackupAsync(file)</c> at the default pace
+    /// (<see cref="DocumentStoreOptions.DefaultBackupBytesPerSecond"/>).</summary>
     [Benchmark]
     public async Task<long> Backup()
     {
         BackupResult result = await _store!.BackupAsync(Path.Combine(Root, $"backup{_round++}")).ConfigureAwait(false);
         return result.Bytes;
     }
+
+    /// <summary><c>Backup</c> without a pace (<see cref="DocumentStoreOptions.BackupBytesPerSecond"/> 0).</summary>
+    [Benchmark]
+    public Task<long> BackupUnpaced() => Unpaced(Backup);
 
     /// <summary><c>DocumentStore.BackupFilesAsync</c> of the held store from its files (what <c>folio backup</c> does
     /// beside a running service), into a new file, fsynced.</summary>
@@ -176,6 +186,23 @@ public class BackupBenchmarks : BenchmarkDirectory
 
     [Benchmark]
     public Task<long> Commits() => CommitAsync(_store!, Writers, CommitsPerWriter);
+
+    /// <summary><c>CommitsDuringBackup</c> while the backups run without a pace.</summary>
+    [Benchmark]
+    public Task<long> CommitsDuringUnpacedBackup() => Unpaced(CommitsDuringBackup);
+
+    private async Task<long> Unpaced(Func<Task<long>> body)
+    {
+        _options.BackupBytesPerSecond = 0;
+        try
+        {
+            return await body().ConfigureAwait(false);
+        }
+        finally
+        {
+            _options.BackupBytesPerSecond = DocumentStoreOptions.DefaultBackupBytesPerSecond;
+        }
+    }
 
     [Benchmark]
     public async Task<long> CommitsDuringBackup()

@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.Buffers.Binary;
+using System.Diagnostics;
 using System.IO.Pipelines;
 using Folio.Documents;
 using Folio.Journal;
@@ -16,7 +17,9 @@ namespace Folio.Backups;
 /// copies C's chunks (immutable once written) and the committed journal entries C + 1 .. S, S being the journal's
 /// committed sequence when the copy starts: the backup is the store as of S. Every frame is flushed before the next
 /// is built, so a slow destination holds the backup at one frame (at most 256 KiB) plus what the pipe buffers up to
-/// its pause threshold; the store's memory never grows with the destination's lag.
+/// its pause threshold; the store's memory never grows with the destination's lag. A backup is paced (the bytes it
+/// may send per second, <see cref="DocumentStoreOptions.BackupBytesPerSecond"/>): after each frame it waits until the
+/// bytes sent so far are due, so the disk keeps room for the commits' fsyncs.
 /// </para>
 /// </summary>
 internal sealed class BackupWriter : IDisposable
@@ -42,9 +45,14 @@ internal sealed class BackupWriter : IDisposable
     private long _carryRecord;
     private long _carryTimestamp;
 
-    private BackupWriter(PipeWriter destination, CancellationToken cancellationToken)
+    // The pace: bytes sent per second at most (0: none), measured from the start of the backup.
+    private readonly long _bytesPerSecond;
+    private readonly long _started = Stopwatch.GetTimestamp();
+
+    private BackupWriter(PipeWriter destination, long bytesPerSecond, CancellationToken cancellationToken)
     {
         _destination = destination;
+        _bytesPerSecond = bytesPerSecond;
         _cancellationToken = cancellationToken;
     }
 
@@ -53,9 +61,9 @@ internal sealed class BackupWriter : IDisposable
     /// <paramref name="destination"/>. Throws <see cref="JournalPositionPurgedException"/> when the journal no longer
     /// holds <paramref name="fromSequence"/>.</summary>
     public static async ValueTask<BackupResult> WriteIncrementAsync(WriteAheadJournal journal, long fromSequence,
-        PipeWriter destination, TimeProvider clock, CancellationToken cancellationToken)
+        PipeWriter destination, long bytesPerSecond, TimeProvider clock, CancellationToken cancellationToken)
     {
-        using var writer = new BackupWriter(destination, cancellationToken);
+        using var writer = new BackupWriter(destination, bytesPerSecond, cancellationToken);
         using JournalRetention retention = journal.Retain(fromSequence);
         long last = journal.CommittedSequence;
         if (fromSequence > last + 1)
@@ -72,9 +80,9 @@ internal sealed class BackupWriter : IDisposable
     /// <summary>Writes a full backup of the store whose journal and page store these are; does not complete
     /// <paramref name="destination"/>.</summary>
     public static async ValueTask<BackupResult> WriteAsync(WriteAheadJournal journal, PageStore pages,
-        PipeWriter destination, TimeProvider clock, CancellationToken cancellationToken)
+        PipeWriter destination, long bytesPerSecond, TimeProvider clock, CancellationToken cancellationToken)
     {
-        using var writer = new BackupWriter(destination, cancellationToken);
+        using var writer = new BackupWriter(destination, bytesPerSecond, cancellationToken);
         using JournalRetention retention = journal.RetainAll();
         PageCheckpoint checkpoint = pages.Pin();
         try
@@ -109,11 +117,11 @@ internal sealed class BackupWriter : IDisposable
     /// chunks and the spooled entries. Does not complete <paramref name="destination"/>.
     /// </summary>
     public static async ValueTask<BackupResult> WriteFromFilesAsync(string folder, PipeWriter destination,
-        long? fromSequence, TimeProvider clock, CancellationToken cancellationToken)
+        long? fromSequence, long bytesPerSecond, TimeProvider clock, CancellationToken cancellationToken)
     {
         (string path, string journalFolder) = StoreFileInfoReader.StoreFolders(folder);
         long segmentSize = SegmentSizeOf(journalFolder);
-        using var writer = new BackupWriter(destination, cancellationToken);
+        using var writer = new BackupWriter(destination, bytesPerSecond, cancellationToken);
         if (fromSequence is long first)
         {
             long previousTimestamp = JournalFollower.TryGetRecordTimestamp(journalFolder, first - 1, out long ticks)
@@ -450,6 +458,16 @@ internal sealed class BackupWriter : IDisposable
         if (result.IsCompleted)
         {
             throw new IOException("The backup's destination stopped reading before the backup was complete.");
+        }
+
+        if (_bytesPerSecond > 0)
+        {
+            // Not before the time the bytes sent so far take at the pace; time a slow destination took counts.
+            double ahead = ((double)_bytes / _bytesPerSecond) - Stopwatch.GetElapsedTime(_started).TotalSeconds;
+            if (ahead > 0.001)
+            {
+                await Task.Delay(TimeSpan.FromSeconds(ahead), _cancellationToken).ConfigureAwait(false);
+            }
         }
     }
 }

@@ -44,8 +44,8 @@ public sealed partial class DocumentStore
     public ValueTask<BackupResult> BackupAsync(PipeWriter destination, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(destination);
-        return RunOperationAsync(token => BackupWriter.WriteAsync(_journal, _pages, destination, TimeProvider.System,
-            token), cancellationToken);
+        return RunOperationAsync(token => BackupWriter.WriteAsync(_journal, _pages, destination,
+            Options.BackupBytesPerSecond, TimeProvider.System, token), cancellationToken);
     }
 
     /// <summary>
@@ -70,7 +70,7 @@ public sealed partial class DocumentStore
         ArgumentNullException.ThrowIfNull(destination);
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
         return RunOperationAsync(token => BackupWriter.WriteIncrementAsync(_journal, fromSequence, destination,
-            TimeProvider.System, token), cancellationToken);
+            Options.BackupBytesPerSecond, TimeProvider.System, token), cancellationToken);
     }
 
     /// <summary>Writes an incremental backup into a new file (fsynced, and renamed from a partial name once whole, as
@@ -179,7 +179,7 @@ public sealed partial class DocumentStore
         try
         {
             BackupResult result = await BackupWriter.WriteFromFilesAsync(folder, writer, fromSequence,
-                TimeProvider.System, cancellationToken).ConfigureAwait(false);
+                bytesPerSecond: 0, TimeProvider.System, cancellationToken).ConfigureAwait(false);
             await writer.CompleteAsync().ConfigureAwait(false);
             return result;
         }

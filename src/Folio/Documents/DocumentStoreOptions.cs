@@ -139,6 +139,21 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public long CompactionBytesPerSecond { get; set; } = DefaultCompactionBytesPerSecond;
 
+    /// <summary>The default <see cref="BackupBytesPerSecond"/>: 256 MiB.</summary>
+    public const long DefaultBackupBytesPerSecond = 256L << 20;
+
+    /// <summary>
+    /// The pace of an online backup (<see cref="DocumentStore.BackupAsync(System.IO.Pipelines.PipeWriter,
+    /// CancellationToken)"/> and its overloads): the most bytes it sends per second. A backup at full speed writes its
+    /// file into the page cache far faster than the disk takes it, and every commit's fsync then waits behind that
+    /// writeback (docs/measurements.md, "Fourth round"); at this pace the disk keeps room for the commits. A slower
+    /// destination slows a backup further, as always. Read when each backup starts, so it may be changed while the
+    /// store is open (0 before a backup taken while nothing else runs). Default
+    /// <see cref="DefaultBackupBytesPerSecond"/>; 0 for no limit, else at least 1 MiB. A backup from a store's files
+    /// (<c>BackupFilesAsync</c>, beside another process whose options it cannot see) is not paced.
+    /// </summary>
+    public long BackupBytesPerSecond { get; set; } = DefaultBackupBytesPerSecond;
+
     /// <summary>The default <see cref="CheckpointInterval"/>: 10 minutes.</summary>
     public static readonly TimeSpan DefaultCheckpointInterval = TimeSpan.FromMinutes(10);
 
@@ -291,6 +306,12 @@ public sealed class DocumentStoreOptions
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(CompactionBytesPerSecond), CompactionBytesPerSecond,
                 "CompactionBytesPerSecond must be at least 64 KiB.");
+        }
+
+        if (BackupBytesPerSecond is < 0 or > 0 and < 1024 * 1024)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(BackupBytesPerSecond), BackupBytesPerSecond,
+                "BackupBytesPerSecond must be 0 (no limit) or at least 1 MiB.");
         }
 
         if (MaxChangeFeedLag < 0)

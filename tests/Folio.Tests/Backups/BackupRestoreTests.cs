@@ -715,6 +715,53 @@ public sealed class BackupRestoreTests
     }
 
     [Fact]
+    public async Task A_backup_keeps_to_its_pace_and_one_without_a_limit_does_not_wait()
+    {
+        using var dir = new TempDirectory();
+        string folder = Path.Combine(dir.Path, "source");
+        DocumentStoreOptions Options(long bytesPerSecond)
+        {
+            DocumentStoreOptions options = SmallOptions();
+            options.BackupBytesPerSecond = bytesPerSecond;
+            return options;
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(folder, Options(0)))
+        {
+            byte[] json = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('p', 3000)}\"}}");
+            for (int i = 0; i < 1000; i++)
+            {
+                await store.PutAsync("docs", $"d{i:D4}", json);
+            }
+
+            await store.CheckpointAsync();
+        }
+
+        const long Pace = 4L << 20;
+        foreach (long bytesPerSecond in new[] { Pace, 0 })
+        {
+            await using DocumentStore store = DocumentStore.Open(folder, Options(bytesPerSecond));
+            var watch = System.Diagnostics.Stopwatch.StartNew();
+            BackupResult backup = await store.BackupAsync(Stream.Null);
+            double seconds = watch.Elapsed.TotalSeconds;
+            double atPace = (double)backup.Bytes / Pace;
+            Assert.True(atPace > 0.2, $"{backup.Bytes} bytes: too few to tell a pace");
+            if (bytesPerSecond > 0)
+            {
+                // No earlier than its bytes allow, less the last frame's worth.
+                Assert.True(seconds >= atPace - 0.15, $"{backup.Bytes} bytes in {seconds:F3} s at {Pace} bytes/s");
+            }
+            else
+            {
+                Assert.True(seconds < atPace / 2, $"{backup.Bytes} bytes in {seconds:F3} s without a limit");
+            }
+        }
+
+        Assert.Throws<ArgumentOutOfRangeException>(() => Options(512 * 1024).Validate());
+        Assert.Throws<ArgumentOutOfRangeException>(() => Options(-1).Validate());
+    }
+
+    [Fact]
     public async Task An_increment_from_a_purged_position_asks_for_a_full_backup()
     {
         using var dir = new TempDirectory();
