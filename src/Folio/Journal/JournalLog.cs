@@ -56,4 +56,11 @@ internal static partial class JournalLog
         "purged, and it fails when it reaches a purged segment")]
     public static partial void RetentionLapsed(ILogger logger, long fromSequence, long heldBytes, long maxHeldBytes,
         bool diskFull);
+
+    [LoggerMessage(EventId = 1012, Level = LogLevel.Warning,
+        Message = "Journal '{Directory}' starts at sequence {FirstSequence} and its purge watermark is {Problem}; " +
+        "the data file's checkpoint holds every commit through {CoveredThrough}, so nothing before the journal is " +
+        "lost: the watermark is written again")]
+    public static partial void WatermarkRestored(ILogger logger, string directory, long firstSequence, string problem,
+        long coveredThrough);
 }

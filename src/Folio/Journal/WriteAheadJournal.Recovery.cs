@@ -1,5 +1,6 @@
 using System.Buffers.Binary;
 using System.Diagnostics;
+using System.Runtime.ExceptionServices;
 
 namespace Folio.Journal;
 
@@ -39,7 +40,19 @@ public sealed partial class WriteAheadJournal
         }
 
         found.Sort((a, b) => a.First.CompareTo(b.First));
-        (long watermark, long purgedTimestamp) = ReadPurgeWatermark(_fileSystem, Directory);
+        long watermark;
+        long purgedTimestamp;
+        JournalCorruptedException? damagedWatermark = null;
+        try
+        {
+            (watermark, purgedTimestamp) = ReadPurgeWatermark(_fileSystem, Directory);
+        }
+        catch (JournalCorruptedException e) when (coveredThrough > 0)
+        {
+            // Decided below: harmless if the checkpoint holds everything before the oldest segment.
+            (watermark, purgedTimestamp, damagedWatermark) = (0, 0, e);
+        }
+
         bool marked = JournalDurableMark.TryRead(_fileSystem, Directory, out JournalDurableMark mark);
         string markPath = Path.Combine(Directory, JournalDurableMark.FileName);
 
@@ -53,6 +66,11 @@ public sealed partial class WriteAheadJournal
 
         if (found.Count == 0)
         {
+            if (damagedWatermark is not null)
+            {
+                ExceptionDispatchInfo.Throw(damagedWatermark);
+            }
+
             if (watermark > 1)
             {
                 ThrowHelper.ThrowJournalCorrupted(Directory, 0,
@@ -90,6 +108,23 @@ public sealed partial class WriteAheadJournal
         }
 
         long expected = Math.Max(watermark, 1);
+        if (found[0].First > expected && found[0].First <= coveredThrough + 1)
+        {
+            // The segments before the oldest one are gone, but the data file's checkpoint holds every entry they had
+            // (a purge removes only what a checkpoint covers): a watermark deleted or damaged by hand loses nothing.
+            // Write it again, as the purge that removed them did.
+            JournalLog.WatermarkRestored(_logger, Directory, found[0].First,
+                damagedWatermark is not null ? "damaged" : watermark == 0 ? "missing" : $"at {watermark}",
+                coveredThrough);
+            watermark = expected = found[0].First;
+            purgedTimestamp = 0; // the time of the entry before it is unknown
+            WritePurgeWatermark(watermark, purgedTimestamp);
+        }
+        else if (damagedWatermark is not null)
+        {
+            ExceptionDispatchInfo.Throw(damagedWatermark);
+        }
+
         if (found[0].First != expected)
         {
             ThrowHelper.ThrowJournalCorrupted(found[0].Path, 0,
