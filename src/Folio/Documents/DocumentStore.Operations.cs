@@ -246,10 +246,46 @@ public sealed partial class DocumentStore
         WriteBackupFileAsync(backupFile, Options.FileSystem, progress: null,
             stream => BackupToStreamAsync(stream, fromSequence, cancellationToken));
 
+    /// <summary>What a backup file's partial name adds to it, before a random part.</summary>
+    internal const string PartialBackupInfix = ".partial-";
+
+    /// <summary>
+    /// Deletes the partial files that killed backups into <paramref name="path"/> left. A backup holds its partial
+    /// file open with <see cref="FileShare.None"/> while it runs (an exclusive lock: <c>flock</c> on Unix, a sharing
+    /// mode on Windows), so a partial file that can be opened the same way belongs to no running backup, in this
+    /// process or another.
+    /// </summary>
+    private static void DeleteAbandonedPartialFiles(string path)
+    {
+        string folder = System.IO.Path.GetDirectoryName(path)!;
+        if (!Directory.Exists(folder))
+        {
+            return;
+        }
+
+        foreach (string partial in Directory.EnumerateFiles(folder,
+            System.IO.Path.GetFileName(path) + PartialBackupInfix + "*"))
+        {
+            try
+            {
+                using (new FileStream(partial, FileMode.Open, FileAccess.ReadWrite, FileShare.None))
+                {
+                }
+
+                File.Delete(partial);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                // Held by a backup still running, gone already, or not ours to delete: left alone.
+            }
+        }
+    }
+
     /// <summary>Writes a backup (<paramref name="write"/>) into <c>&lt;file&gt;.partial-&lt;random&gt;</c>, fsyncs it,
     /// and only then renames it to <paramref name="backupFile"/> and fsyncs the folder: a backup that fails deletes its
-    /// partial file, and one whose process is killed leaves that partial file, never a file under the backup's name
-    /// that is not a whole backup, and a backup that returned keeps its name through a power cut.</summary>
+    /// partial file, and one whose process is killed leaves that partial file (the next backup into the same file
+    /// deletes it), never a file under the backup's name that is not a whole backup, and a backup that returned keeps
+    /// its name through a power cut.</summary>
     private static async ValueTask<BackupResult> WriteBackupFileAsync(string backupFile,
         Storage.IFileSystem fileSystem, IProgress<long>? progress, Func<Stream, ValueTask<BackupResult>> write)
     {
@@ -260,7 +296,8 @@ public sealed partial class DocumentStore
             throw new IOException($"The backup file '{path}' already exists.");
         }
 
-        string partial = $"{path}.partial-{Guid.NewGuid().ToString("N")[..8]}";
+        DeleteAbandonedPartialFiles(path);
+        string partial = $"{path}{PartialBackupInfix}{Guid.NewGuid().ToString("N")[..8]}";
         var file = new FileStream(partial, FileMode.CreateNew, FileAccess.Write, FileShare.None, bufferSize: 0,
             FileOptions.Asynchronous);
         try

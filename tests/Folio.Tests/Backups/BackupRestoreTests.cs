@@ -1152,4 +1152,35 @@ public sealed class BackupRestoreTests
             () => store.BackupAsync(Path.Combine(backups, "cancelled.folio"), cancelled.Token).AsTask());
         Assert.Equal(["app.folio"], Directory.GetFileSystemEntries(backups).Select(Path.GetFileName));
     }
+
+    [Fact]
+    public async Task A_backup_into_a_file_deletes_what_killed_backups_into_it_left_and_keeps_running_ones()
+    {
+        using var dir = new TempDirectory();
+        string backups = Path.Combine(dir.Path, "backups");
+        Directory.CreateDirectory(backups);
+        string target = Path.Combine(backups, "nightly.folio");
+        string abandoned = target + ".partial-0badf00d"; // a killed backup's: nothing holds it
+        string running = target + ".partial-00c0ffee"; // held open as a running backup holds its own
+        string other = Path.Combine(backups, "weekly.folio.partial-0badf00d"); // another target's
+        foreach (string file in new[] { abandoned, running, other })
+        {
+            await File.WriteAllBytesAsync(file, new byte[4096]);
+        }
+
+        await using DocumentStore store = DocumentStore.Open(Path.Combine(dir.Path, "store"), SmallOptions());
+        await store.PutAsync("Doc", "d", "{}"u8.ToArray());
+        using (new FileStream(running, FileMode.Open, FileAccess.Write, FileShare.None))
+        {
+            await store.BackupAsync(target);
+        }
+
+        Assert.Equal(["nightly.folio", "nightly.folio.partial-00c0ffee", "weekly.folio.partial-0badf00d"],
+            Directory.GetFileSystemEntries(backups).Select(Path.GetFileName).Order(StringComparer.Ordinal));
+        // Once its backup is gone, the next backup into that name (here from the files) deletes it too.
+        File.Delete(target);
+        await DocumentStore.BackupFilesAsync(Path.Combine(dir.Path, "store"), target);
+        Assert.False(File.Exists(running));
+        Assert.True(File.Exists(target));
+    }
 }
