@@ -9,7 +9,8 @@ namespace Folio.Backups;
 /// a backup. A backup of a store another process holds copies its pinned checkpoint's chunks before the entries after
 /// it, and the writer may purge those entries meanwhile (after its next checkpoints), so they are taken first, while
 /// the journal holds them, and kept on disk rather than in memory (they are as large as the journal since the
-/// checkpoint). One backup owns it; disposing it deletes the file.
+/// checkpoint). One backup owns it. The file has no name once created on Unix (unlinked, used through its handle)
+/// and goes when its handle closes on Windows, so even a killed backup leaves none behind.
 /// <para>
 /// Layout of each spooled entry (little-endian): sequence (i64), its record's first sequence (i64), the record's
 /// timestamp (i64), length n (i32), then n bytes.
@@ -53,6 +54,13 @@ internal sealed class SpooledEntrySource : IBackupEntrySource, IDisposable
             FileOptions.DeleteOnClose);
         try
         {
+            if (!OperatingSystem.IsWindows())
+            {
+                // Unlinked at once, read and written through the handle: a killed process leaves nothing behind (on
+                // Windows the system deletes it when the handle closes, however the process ends).
+                File.Delete(path);
+            }
+
             long last = fromSequence - 1;
             using (var follower = new JournalFollower(journalFolder, fromSequence))
             {
