@@ -68,8 +68,19 @@ internal sealed class JournalFollower : IDisposable
         var entries = new List<JournalEntryCopy>();
         for (int attempt = 0; attempt < 4; attempt++)
         {
-            (long firstRetained, long purgedTimestamp) =
-                WriteAheadJournal.ReadPurgeWatermark(PhysicalFileSystem.Instance, journalDirectory);
+            long firstRetained;
+            long purgedTimestamp;
+            try
+            {
+                (firstRetained, purgedTimestamp) =
+                    WriteAheadJournal.ReadPurgeWatermark(PhysicalFileSystem.Instance, journalDirectory);
+            }
+            catch (JournalCorruptedException)
+            {
+                // A damaged watermark tells nothing (the store's next open writes it again); the segments may.
+                (firstRetained, purgedTimestamp) = (0, 0);
+            }
+
             if (sequence < firstRetained)
             {
                 timestampTicks = sequence == firstRetained - 1 ? purgedTimestamp : 0;
@@ -91,6 +102,10 @@ internal sealed class JournalFollower : IDisposable
             catch (JournalPositionPurgedException)
             {
                 // Purged between the watermark's read and the segment's: the new watermark may name it.
+            }
+            catch (JournalCorruptedException)
+            {
+                return false; // the entry's record is damaged: its time is unknown (a backup after it copies none)
             }
         }
 

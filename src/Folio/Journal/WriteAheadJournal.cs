@@ -285,13 +285,20 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
             }
 
             using JournalReader reader = OpenReader(sequence);
-            if (!reader.TryRead(out JournalEntry entry) || entry.Sequence != sequence)
+            try
             {
-                return false;
-            }
+                if (!reader.TryRead(out JournalEntry entry) || entry.Sequence != sequence)
+                {
+                    return false;
+                }
 
-            timestampTicks = entry.TimestampTicks;
-            return true;
+                timestampTicks = entry.TimestampTicks;
+                return true;
+            }
+            catch (JournalCorruptedException)
+            {
+                return false; // the entry's record is damaged: its time is unknown (a backup after it copies none)
+            }
         }
     }
 
