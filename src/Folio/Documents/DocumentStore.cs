@@ -284,7 +284,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             ThrowIfDisposed();
             if (batch.Count == 0)
             {
-                ThrowHelper.ThrowArgument(nameof(batch), "A batch holds at least one command.");
+                ThrowHelper.ThrowArgument(nameof(batch), batch.Expectations.IsEmpty
+                    ? "A batch holds at least one put or delete."
+                    : "A batch holds at least one put or delete: expectations alone write nothing to commit.");
             }
 
             foreach (BatchCommand command in batch.Commands)

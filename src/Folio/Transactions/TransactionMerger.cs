@@ -188,10 +188,10 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
     private void ThrowSaveTooLarge(int commands, int length) =>
         throw new DocumentTooLargeException(
-            $"The save's {commands} changes take {length} bytes, but one save is written atomically as one journal " +
-                $"record, which holds at most {_maxRecordPayload} bytes (DocumentStoreOptions.SegmentSize less its " +
-                $"headers). Nothing was written. Save the documents over several SaveChangesAsync calls, or raise " +
-                $"SegmentSize.",
+            $"The commit's {commands} changes take {length} bytes, but one commit is written atomically as one " +
+                $"journal record, which holds at most {_maxRecordPayload} bytes (DocumentStoreOptions.SegmentSize " +
+                $"less its headers). Nothing was written. Split the changes over several commits (SaveChangesAsync " +
+                $"or WriteAsync calls), or raise SegmentSize.",
             length,
             _maxRecordPayload);
 

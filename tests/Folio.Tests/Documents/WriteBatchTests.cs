@@ -54,6 +54,9 @@ public sealed class WriteBatchTests
         await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
         await Assert.ThrowsAsync<ArgumentNullException>(() => store.WriteAsync(null!).AsTask());
         await Assert.ThrowsAsync<ArgumentException>(() => store.WriteAsync(new CommitBatch()).AsTask());
+        ArgumentException expectOnly = await Assert.ThrowsAsync<ArgumentException>(
+            () => store.WriteAsync(new CommitBatch().Expect("C", "x", 0)).AsTask());
+        Assert.Contains("expectations alone write nothing", expectOnly.Message, StringComparison.Ordinal);
         await Assert.ThrowsAsync<ArgumentException>(() => store.WriteAsync(new CommitBatch()
             .Put("C", "ok", "{}"u8.ToArray()).Put("C", "bad\uD800", "{}"u8.ToArray())).AsTask());
         await Assert.ThrowsAsync<ArgumentException>(() => store.WriteAsync(new CommitBatch()
@@ -64,6 +67,16 @@ public sealed class WriteBatchTests
             .Put("C", "ok", "{}"u8.ToArray()).Expect("C", "\uDC00", 0)).AsTask());
         await Assert.ThrowsAsync<DocumentTooLargeException>(() => store.WriteAsync(new CommitBatch()
             .Put("C", "big", Encoding.UTF8.GetBytes($"\"{new string('x', 70 * 1024)}\""))).AsTask());
+        byte[] large = Encoding.UTF8.GetBytes($"\"{new string('x', 60 * 1024)}\""); // each fits; 20 do not
+        var tooMuch = new CommitBatch();
+        for (int i = 0; i < 20; i++)
+        {
+            tooMuch.Put("C", $"large{i}", large);
+        }
+
+        DocumentTooLargeException together = await Assert.ThrowsAsync<DocumentTooLargeException>(
+            () => store.WriteAsync(tooMuch).AsTask());
+        Assert.Contains("Split the changes over several commits", together.Message, StringComparison.Ordinal);
         Assert.Equal(0, store.LastCommittedSequence);
         Assert.Equal(1,
             (await store.WriteAsync(
