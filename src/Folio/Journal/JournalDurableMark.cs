@@ -79,7 +79,9 @@ internal readonly record struct JournalDurableMark(long Sequence, long SegmentFi
             || BinaryPrimitives.ReadUInt32LittleEndian(bytes) != Magic
             || BinaryPrimitives.ReadUInt32LittleEndian(bytes[32..]) != Crc32C.Compute(bytes[..32]))
         {
-            ThrowHelper.ThrowJournalCorrupted(path, 0, "the journal's durable mark is damaged");
+            ThrowHelper.ThrowJournalCorrupted(path, 0, "the journal's durable mark is damaged. It only names the " +
+                "newest segment and the last durable commit, so that a lost segment file is caught: if no segment " +
+                "file is missing, delete it and the store opens from its segments alone");
         }
 
         if (BinaryPrimitives.ReadUInt32LittleEndian(bytes[4..]) != Version)

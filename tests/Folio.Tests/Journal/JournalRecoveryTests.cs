@@ -12,6 +12,25 @@ public sealed class JournalRecoveryTests
     private const long SegmentSize = 8192;
 
     [Fact]
+    public void A_damaged_durable_mark_is_refused_with_the_way_out_and_without_it_every_entry_is_there()
+    {
+        using var dir = new TempDirectory();
+        WriteRecords(dir.Path, records: 12, out long entries, out _);
+        string mark = Path.Combine(dir.Path, JournalDurableMark.FileName);
+        byte[] bytes = File.ReadAllBytes(mark);
+        bytes[10] ^= 0x40;
+        File.WriteAllBytes(mark, bytes);
+        var error = Assert.Throws<JournalCorruptedException>(
+            () => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
+        Assert.Contains("durable mark is damaged", error.Message, StringComparison.Ordinal);
+        Assert.Contains("if no segment file is missing, delete it", error.Message, StringComparison.Ordinal);
+
+        File.Delete(mark);
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize));
+        Assert.Equal(entries, journal.CommittedSequence);
+    }
+
+    [Fact]
     public void Cutting_the_newest_segment_at_every_offset_of_its_last_record_drops_only_that_record()
     {
         using var source = new TempDirectory();
