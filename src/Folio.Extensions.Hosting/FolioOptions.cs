@@ -79,6 +79,10 @@ public sealed class FolioOptions
     /// </summary>
     public long MaxChangeFeedLag { get; set; } = s_storeDefaults.MaxChangeFeedLag;
 
+    /// <summary>The most bytes an online backup sends per second. Default 256 MiB; 0 for no limit, else at least
+    /// 1 MiB; see <see cref="DocumentStoreOptions.BackupBytesPerSecond"/>.</summary>
+    public long BackupBytesPerSecond { get; set; } = s_storeDefaults.BackupBytesPerSecond;
+
     /// <summary>The health check reports <c>Degraded</c> when the average fsync duration exceeds this. Default
     /// 100 ms; positive.</summary>
     public TimeSpan DegradedSyncLatency { get; set; } = TimeSpan.FromMilliseconds(100);
@@ -111,6 +115,7 @@ public sealed class FolioOptions
             CheckpointInterval = CheckpointInterval,
             CheckpointBackpressureThreshold = CheckpointBackpressureThreshold,
             MaxChangeFeedLag = MaxChangeFeedLag,
+            BackupBytesPerSecond = BackupBytesPerSecond,
             LoggerFactory = loggerFactory,
             MeterFactory = meterFactory,
         };

@@ -58,7 +58,8 @@ public sealed class FolioHostingTests : IDisposable
             s => s.AddFolio(
                 BuildConfiguration(
                 new() { ["Folio:Path"] = path, ["Folio:Durability"] = "Buffered", ["Folio:MaxDocumentSize"] = "4096",
-                ["Folio:SegmentSize"] = "1048576", ["Folio:MaxChangeFeedLag"] = "0" }).GetSection("Folio")));
+                ["Folio:SegmentSize"] = "1048576", ["Folio:MaxChangeFeedLag"] = "0",
+                ["Folio:BackupBytesPerSecond"] = "0" }).GetSection("Folio")));
         await host.StartAsync();
 
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
@@ -71,6 +72,7 @@ public sealed class FolioHostingTests : IDisposable
         Assert.Equal(4096, options.MaxDocumentSize);
         Assert.Equal(0, options.MaxChangeFeedLag);
         Assert.Equal(0, store.Options.MaxChangeFeedLag);
+        Assert.Equal(0, store.Options.BackupBytesPerSecond);
         await Assert.ThrowsAsync<DocumentTooLargeException>(async ()
             => await store.PutAsync("c", "big", Encoding.UTF8.GetBytes("\"" + new string('x', 5000) + "\"")));
         await host.StopAsync();
@@ -83,6 +85,7 @@ public sealed class FolioHostingTests : IDisposable
     [InlineData("DegradedSyncLatency=00:00:00", "DegradedSyncLatency")]
     [InlineData("SlowSyncThreshold=-00:00:01", "SlowSyncThreshold")]
     [InlineData("MaxChangeFeedLag=-1", "MaxChangeFeedLag")]
+    [InlineData("BackupBytesPerSecond=1000", "BackupBytesPerSecond")]
     public async Task Invalid_settings_stop_the_host_at_start_with_a_message_naming_them(string? setting,
         string expected)
     {
