@@ -255,7 +255,7 @@ public sealed class InputValidationTests
 
             var error = await Assert.ThrowsAsync<DocumentTooLargeException>(() => session.SaveChangesAsync());
             Assert.IsAssignableFrom<FolioException>(error);
-            Assert.Contains("one save is written atomically as one journal record", error.Message,
+            Assert.Contains("one commit is written atomically as one journal record", error.Message,
                 StringComparison.Ordinal);
             Assert.Contains("SaveChangesAsync", error.Message, StringComparison.Ordinal);
             Assert.True(error.Size > error.Limit);
