@@ -148,7 +148,7 @@ public sealed class DocumentStoreOptions
     /// file into the page cache far faster than the disk takes it, and every commit's fsync then waits behind that
     /// writeback (docs/measurements.md, "Fourth round"); at this pace the disk keeps room for the commits. A slower
     /// destination slows a backup further, as always. Read when each backup starts, so it may be changed while the
-    /// store is open (0 before a backup taken while nothing else runs). Default
+    /// store is open (to 0, say, for a backup taken while nothing else runs). Default
     /// <see cref="DefaultBackupBytesPerSecond"/>; 0 for no limit, else at least 1 MiB. A backup from a store's files
     /// (<c>BackupFilesAsync</c>, beside another process whose options it cannot see) is not paced.
     /// </summary>
