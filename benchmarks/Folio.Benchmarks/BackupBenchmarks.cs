@@ -15,7 +15,8 @@ namespace Folio.Benchmarks;
 /// is <c>DocumentStore.RestoreAsync(file, folder)</c> (which also opens the restored store and scrubs it);
 /// <c>Verify</c> is <c>store.VerifyAsync()</c>. <c>Commits</c> and <c>CommitsDuringBackup</c>: 16 writers each
 /// commit <see cref="CommitsPerWriter"/> durable puts, alone or while backups run one after another. Backups run at
-/// the store's default pace; <c>BackupUnpaced</c> and <c>CommitsDuringUnpacedBackup</c> without one. Both copies
+/// the store's default pace (<c>BackupFiles</c> too, the default of <see cref="BackupFilesOptions"/>);
+/// <c>BackupUnpaced</c> and <c>CommitsDuringUnpacedBackup</c> without one. Both copies
 /// read a store the page cache holds (the machine's memory holds it whole), so they compare what each does with
 /// the bytes, not the disk's reads. <c>RawReadCold</c>, <c>RestoreCold</c> and <c>VerifyCold</c> are the same with
 /// the backup file and the store's files dropped from the page cache before each iteration: the disk's reads.

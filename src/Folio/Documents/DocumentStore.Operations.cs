@@ -107,7 +107,7 @@ public sealed partial class DocumentStore
     /// <exception cref="IOException">The destination stopped reading, or a store file could not be read.</exception>
     public static ValueTask<BackupResult> BackupFilesAsync(string folder, Stream destination,
         CancellationToken cancellationToken = default) =>
-        BackupFilesToStreamAsync(folder, destination, null, cancellationToken);
+        BackupFilesToStreamAsync(folder, destination, new BackupFilesOptions(), cancellationToken);
 
     /// <summary>Writes an incremental backup of the store in <paramref name="folder"/> from its files (see
     /// <see cref="BackupFilesAsync(string, Stream, CancellationToken)"/>): the journal's complete, durable commits from
@@ -124,7 +124,29 @@ public sealed partial class DocumentStore
         CancellationToken cancellationToken = default)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
-        return BackupFilesToStreamAsync(folder, destination, fromSequence, cancellationToken);
+        return BackupFilesToStreamAsync(folder, destination, new BackupFilesOptions { FromSequence = fromSequence },
+            cancellationToken);
+    }
+
+    /// <summary>Writes a backup of the store in <paramref name="folder"/> from its files (see
+    /// <see cref="BackupFilesAsync(string, Stream, CancellationToken)"/>), full or incremental and at the pace
+    /// <paramref name="options"/> give.</summary>
+    /// <param name="folder">The store's folder.</param>
+    /// <param name="destination">A writable stream.</param>
+    /// <param name="options">Incremental or not, pace, progress (bytes written so far).</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="JournalPositionPurgedException">The journal no longer holds
+    /// <see cref="BackupFilesOptions.FromSequence"/>: take a full backup.</exception>
+    public static ValueTask<BackupResult> BackupFilesAsync(string folder, Stream destination,
+        BackupFilesOptions options, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        options.Validate();
+        ArgumentNullException.ThrowIfNull(destination);
+        return BackupFilesToStreamAsync(folder,
+            options.Progress is null ? destination : new Backups.ProgressStream(destination, options.Progress),
+            options, cancellationToken);
     }
 
     /// <summary>
@@ -146,8 +168,7 @@ public sealed partial class DocumentStore
         IProgress<long>? progress = null, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrEmpty(folder);
-        return WriteBackupFileAsync(backupFile, Storage.PhysicalFileSystem.Instance, progress,
-            stream => BackupFilesToStreamAsync(folder, stream, null, cancellationToken));
+        return BackupFilesAsync(folder, backupFile, new BackupFilesOptions { Progress = progress }, cancellationToken);
     }
 
     /// <summary>Writes an incremental backup of the store in <paramref name="folder"/> from its files into a new file
@@ -166,20 +187,40 @@ public sealed partial class DocumentStore
     {
         ArgumentException.ThrowIfNullOrEmpty(folder);
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
-        return WriteBackupFileAsync(backupFile, Storage.PhysicalFileSystem.Instance, progress,
-            stream => BackupFilesToStreamAsync(folder, stream, fromSequence, cancellationToken));
+        return BackupFilesAsync(folder, backupFile,
+            new BackupFilesOptions { FromSequence = fromSequence, Progress = progress }, cancellationToken);
+    }
+
+    /// <summary>Writes a backup of the store in <paramref name="folder"/> from its files into a new file (see
+    /// <see cref="BackupFilesAsync(string, string, IProgress{long}, CancellationToken)"/>), full or incremental and at
+    /// the pace <paramref name="options"/> give. What <c>folio backup</c> uses.</summary>
+    /// <param name="folder">The store's folder.</param>
+    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="options">Incremental or not, pace, progress (bytes written so far).</param>
+    /// <param name="cancellationToken">Cancels the backup.</param>
+    /// <returns>What the backup holds.</returns>
+    /// <exception cref="JournalPositionPurgedException">The journal no longer holds
+    /// <see cref="BackupFilesOptions.FromSequence"/>: take a full backup.</exception>
+    public static ValueTask<BackupResult> BackupFilesAsync(string folder, string backupFile,
+        BackupFilesOptions options, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        ArgumentNullException.ThrowIfNull(options);
+        options.Validate();
+        return WriteBackupFileAsync(backupFile, Storage.PhysicalFileSystem.Instance, options.Progress,
+            stream => BackupFilesToStreamAsync(folder, stream, options, cancellationToken));
     }
 
     private static async ValueTask<BackupResult> BackupFilesToStreamAsync(string folder, Stream destination,
-        long? fromSequence, CancellationToken cancellationToken)
+        BackupFilesOptions options, CancellationToken cancellationToken)
     {
         ArgumentException.ThrowIfNullOrEmpty(folder);
         ArgumentNullException.ThrowIfNull(destination);
         PipeWriter writer = PipeWriter.Create(destination, new StreamPipeWriterOptions(leaveOpen: true));
         try
         {
-            BackupResult result = await BackupWriter.WriteFromFilesAsync(folder, writer, fromSequence,
-                bytesPerSecond: 0, TimeProvider.System, cancellationToken).ConfigureAwait(false);
+            BackupResult result = await BackupWriter.WriteFromFilesAsync(folder, writer, options.FromSequence,
+                options.BytesPerSecond, TimeProvider.System, cancellationToken).ConfigureAwait(false);
             await writer.CompleteAsync().ConfigureAwait(false);
             return result;
         }

@@ -150,7 +150,8 @@ public sealed class DocumentStoreOptions
     /// destination slows a backup further, as always. Read when each backup starts, so it may be changed while the
     /// store is open (to 0, say, for a backup taken while nothing else runs). Default
     /// <see cref="DefaultBackupBytesPerSecond"/>; 0 for no limit, else at least 1 MiB. A backup from a store's files
-    /// (<c>BackupFilesAsync</c>, beside another process whose options it cannot see) is not paced.
+    /// (<c>BackupFilesAsync</c>, beside another process whose options it cannot see) takes its pace from
+    /// <see cref="BackupFilesOptions.BytesPerSecond"/>, with the same default.
     /// </summary>
     public long BackupBytesPerSecond { get; set; } = DefaultBackupBytesPerSecond;
 

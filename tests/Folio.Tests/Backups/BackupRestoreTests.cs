@@ -759,6 +759,24 @@ public sealed class BackupRestoreTests
 
         Assert.Throws<ArgumentOutOfRangeException>(() => Options(512 * 1024).Validate());
         Assert.Throws<ArgumentOutOfRangeException>(() => Options(-1).Validate());
+
+        // From the files, at the pace of its options.
+        foreach (long bytesPerSecond in new[] { Pace, 0 })
+        {
+            var watch = System.Diagnostics.Stopwatch.StartNew();
+            BackupResult backup = await DocumentStore.BackupFilesAsync(folder, Stream.Null,
+                new BackupFilesOptions { BytesPerSecond = bytesPerSecond });
+            double seconds = watch.Elapsed.TotalSeconds;
+            double atPace = (double)backup.Bytes / Pace;
+            Assert.True(bytesPerSecond > 0 ? seconds >= atPace - 0.15 : seconds < atPace / 2,
+                $"{backup.Bytes} bytes from the files in {seconds:F3} s at {bytesPerSecond} bytes/s");
+        }
+
+        await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() => DocumentStore.BackupFilesAsync(folder,
+            Stream.Null, new BackupFilesOptions { BytesPerSecond = 1000 }).AsTask());
+        await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() => DocumentStore.BackupFilesAsync(folder,
+            Path.Combine(dir.Path, "never.folio"), new BackupFilesOptions { FromSequence = 0 }).AsTask());
+        Assert.False(File.Exists(Path.Combine(dir.Path, "never.folio")));
     }
 
     [Fact]
