@@ -205,7 +205,13 @@ public sealed class FolioToolTests
             await opened.PutAsync("orders", "late", "{\"total\":1}"u8.ToArray()); // sequence 21
         }
 
-        (exit, _, error) = await FolioToolProcess.RunAsync("backup", store, increment, "--from", "21");
+        (exit, _, error) = await FolioToolProcess.RunAsync("backup", store, increment, "--from", "21",
+            "--max-rate", "-1");
+        Assert.Equal(1, exit);
+        Assert.Contains("--max-rate must be 0 (no limit) or a number of MiB per second", error,
+            StringComparison.Ordinal);
+        (exit, _, error) = await FolioToolProcess.RunAsync("backup", store, increment, "--from", "21",
+            "--max-rate", "0");
         Assert.True(exit == 0, error);
         string restored = Path.Combine(dir.Path, "restored");
         (exit, string output, error) = await FolioToolProcess.RunAsync("restore", full, restored, "--increment",
