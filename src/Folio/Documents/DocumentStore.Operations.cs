@@ -76,7 +76,7 @@ public sealed partial class DocumentStore
     /// <summary>Writes an incremental backup into a new file (fsynced, and renamed from a partial name once whole, as
     /// <see cref="BackupAsync(string, CancellationToken)"/>); see
     /// <see cref="BackupAsync(PipeWriter, long, CancellationToken)"/>.</summary>
-    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="backupFile">The file to create; it must not exist (a missing folder is created).</param>
     /// <param name="fromSequence">The first commit to include.</param>
     /// <param name="cancellationToken">Cancels the backup.</param>
     /// <returns>What the backup holds.</returns>
@@ -158,7 +158,7 @@ public sealed partial class DocumentStore
     /// uses.
     /// </summary>
     /// <param name="folder">The store's folder.</param>
-    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="backupFile">The file to create; it must not exist (a missing folder is created).</param>
     /// <param name="progress">Receives the bytes written so far; null: none.</param>
     /// <param name="cancellationToken">Cancels the backup.</param>
     /// <returns>What the backup holds.</returns>
@@ -175,7 +175,7 @@ public sealed partial class DocumentStore
     /// (see <see cref="BackupFilesAsync(string, string, IProgress{long}, CancellationToken)"/>): the journal's
     /// complete, durable commits from <paramref name="fromSequence"/> on.</summary>
     /// <param name="folder">The store's folder.</param>
-    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="backupFile">The file to create; it must not exist (a missing folder is created).</param>
     /// <param name="fromSequence">The first commit to include (the previous backup's last + 1).</param>
     /// <param name="progress">Receives the bytes written so far; null: none.</param>
     /// <param name="cancellationToken">Cancels the backup.</param>
@@ -195,7 +195,7 @@ public sealed partial class DocumentStore
     /// <see cref="BackupFilesAsync(string, string, IProgress{long}, CancellationToken)"/>), full or incremental and at
     /// the pace <paramref name="options"/> give. What <c>folio backup</c> uses.</summary>
     /// <param name="folder">The store's folder.</param>
-    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="backupFile">The file to create; it must not exist (a missing folder is created).</param>
     /// <param name="options">Incremental or not, pace, progress (bytes written so far).</param>
     /// <param name="cancellationToken">Cancels the backup.</param>
     /// <returns>What the backup holds.</returns>
@@ -275,7 +275,7 @@ public sealed partial class DocumentStore
     /// <summary>Writes a backup into a new file, made durable (fsync) before the call returns. The file is written as
     /// <c>&lt;backupFile&gt;.partial-&lt;random&gt;</c> and renamed once whole, so a failed backup leaves no file and
     /// a killed one only that partial file. See <see cref="BackupAsync(PipeWriter, CancellationToken)"/>.</summary>
-    /// <param name="backupFile">The file to create; it must not exist.</param>
+    /// <param name="backupFile">The file to create; it must not exist (a missing folder is created).</param>
     /// <param name="cancellationToken">Cancels the backup.</param>
     /// <returns>What the backup holds.</returns>
     /// <exception cref="IOException">The file exists, or writing it failed (a full disk, for one).</exception>
@@ -322,11 +322,11 @@ public sealed partial class DocumentStore
         }
     }
 
-    /// <summary>Writes a backup (<paramref name="write"/>) into <c>&lt;file&gt;.partial-&lt;random&gt;</c>, fsyncs it,
-    /// and only then renames it to <paramref name="backupFile"/> and fsyncs the folder: a backup that fails deletes its
-    /// partial file, and one whose process is killed leaves that partial file (the next backup into the same file
-    /// deletes it), never a file under the backup's name that is not a whole backup, and a backup that returned keeps
-    /// its name through a power cut.</summary>
+    /// <summary>Writes a backup (<paramref name="write"/>) into <c>&lt;file&gt;.partial-&lt;random&gt;</c> (its folder
+    /// created when missing), fsyncs it, and only then renames it to <paramref name="backupFile"/> and fsyncs the
+    /// folder: a backup that fails deletes its partial file, and one whose process is killed leaves that partial file
+    /// (the next backup into the same file deletes it), never a file under the backup's name that is not a whole
+    /// backup, and a backup that returned keeps its name through a power cut.</summary>
     private static async ValueTask<BackupResult> WriteBackupFileAsync(string backupFile,
         Storage.IFileSystem fileSystem, IProgress<long>? progress, Func<Stream, ValueTask<BackupResult>> write)
     {
@@ -335,6 +335,17 @@ public sealed partial class DocumentStore
         if (File.Exists(path))
         {
             throw new IOException($"The backup file '{path}' already exists.");
+        }
+
+        string folder = System.IO.Path.GetDirectoryName(path)!;
+        if (!Directory.Exists(folder))
+        {
+            // A new folder for the backups, as a restore makes its target's: its entry made durable with the file's.
+            fileSystem.CreateDirectory(folder);
+            if (System.IO.Path.GetDirectoryName(folder) is { } parent)
+            {
+                fileSystem.SyncDirectory(parent);
+            }
         }
 
         DeleteAbandonedPartialFiles(path);

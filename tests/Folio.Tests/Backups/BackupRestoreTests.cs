@@ -1195,6 +1195,11 @@ public sealed class BackupRestoreTests
 
         Assert.Equal(["nightly.folio", "nightly.folio.partial-00c0ffee", "weekly.folio.partial-0badf00d"],
             Directory.GetFileSystemEntries(backups).Select(Path.GetFileName).Order(StringComparer.Ordinal));
+        // A backup into a folder that does not exist yet makes it.
+        string deeper = Path.Combine(backups, "2026", "11", "29.folio");
+        await store.BackupAsync(deeper);
+        Assert.True(File.Exists(deeper));
+
         // Once its backup is gone, the next backup into that name (here from the files) deletes it too.
         File.Delete(target);
         await DocumentStore.BackupFilesAsync(Path.Combine(dir.Path, "store"), target);
