@@ -55,14 +55,18 @@ internal sealed class ProgressDisplay : IProgress<long>
         }
     }
 
+    private static string Remaining(TimeSpan left) => left.ToString(left >= TimeSpan.FromHours(1) ? @"h\:mm\:ss"
+        : @"m\:ss", CultureInfo.InvariantCulture);
+
     private void Draw(bool final)
     {
         double fraction = final || _total == 0 ? 1 : Math.Clamp((double)_done / _total, 0, 1); // nothing: all done
         double seconds = Math.Max(_elapsed.Elapsed.TotalSeconds, 0.001);
         double rate = _done / seconds;
-        string left = rate > 0 && !final
-            ? TimeSpan.FromSeconds((_total - _done) / rate).ToString(@"m\:ss", CultureInfo.InvariantCulture)
-            : "0:00";
+        // A rate from the first bytes (a header) predicts nothing: no estimate before a second or 1% of the work.
+        string left = final ? "0:00"
+            : rate <= 0 || (seconds < 1 && fraction < 0.01) ? "-:--"
+            : Remaining(TimeSpan.FromSeconds(Math.Min((_total - _done) / rate, TimeSpan.MaxValue.TotalSeconds / 2)));
         string figures = _unit is null
             ? string.Create(CultureInfo.InvariantCulture,
                 $"{fraction,4:P0} {_done / 1048576.0:F1} of {_total / 1048576.0:F1} MiB, {rate / 1048576.0:F1} MiB/s")
