@@ -28,10 +28,6 @@ public sealed class BackupFilesOptions
                 "FromSequence must be at least 1 (the previous backup's last commit + 1).");
         }
 
-        if (BytesPerSecond is < 0 or > 0 and < 1024 * 1024)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(BytesPerSecond), BytesPerSecond,
-                "BytesPerSecond must be 0 (no limit) or at least 1 MiB.");
-        }
+        DocumentStoreOptions.ValidateBackupPace(nameof(BytesPerSecond), BytesPerSecond);
     }
 }

@@ -179,8 +179,7 @@ internal sealed class BackupWriter : IDisposable
         DataFileHeader header = checkpoint.Header.GetValueOrDefault();
         return new BackupFormat.Begin(BackupFormat.FullKind, DataFileHeader.FormatVersion, checkpoint.Generation,
             header.ChunkId, header.ChunkOffset, header.ChunkLength, checkpoint.Sequence, checkpoint.Sequence + 1,
-            lastEntry, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks, segmentSize,
-            checkpoint.Sequence > 0 ? checkpointTimestamp : 0);
+            lastEntry, chunks.Count, chunkBytes, clock.GetUtcNow().UtcTicks, segmentSize, checkpointTimestamp);
     }
 
     /// <summary>The Begin frame of an incremental backup: no chunks, the entries

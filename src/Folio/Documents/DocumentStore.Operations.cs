@@ -165,11 +165,8 @@ public sealed partial class DocumentStore
     /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
     /// <exception cref="IOException">The file exists, or writing it failed (a full disk, for one).</exception>
     public static ValueTask<BackupResult> BackupFilesAsync(string folder, string backupFile,
-        IProgress<long>? progress = null, CancellationToken cancellationToken = default)
-    {
-        ArgumentException.ThrowIfNullOrEmpty(folder);
-        return BackupFilesAsync(folder, backupFile, new BackupFilesOptions { Progress = progress }, cancellationToken);
-    }
+        IProgress<long>? progress = null, CancellationToken cancellationToken = default) =>
+        BackupFilesAsync(folder, backupFile, new BackupFilesOptions { Progress = progress }, cancellationToken);
 
     /// <summary>Writes an incremental backup of the store in <paramref name="folder"/> from its files into a new file
     /// (see <see cref="BackupFilesAsync(string, string, IProgress{long}, CancellationToken)"/>): the journal's
@@ -185,7 +182,6 @@ public sealed partial class DocumentStore
     public static ValueTask<BackupResult> BackupFilesAsync(string folder, string backupFile, long fromSequence,
         IProgress<long>? progress = null, CancellationToken cancellationToken = default)
     {
-        ArgumentException.ThrowIfNullOrEmpty(folder);
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
         return BackupFilesAsync(folder, backupFile,
             new BackupFilesOptions { FromSequence = fromSequence, Progress = progress }, cancellationToken);
@@ -296,14 +292,8 @@ public sealed partial class DocumentStore
     /// mode on Windows), so a partial file that can be opened the same way belongs to no running backup, in this
     /// process or another.
     /// </summary>
-    private static void DeleteAbandonedPartialFiles(string path)
+    private static void DeleteAbandonedPartialFiles(string folder, string path)
     {
-        string folder = System.IO.Path.GetDirectoryName(path)!;
-        if (!Directory.Exists(folder))
-        {
-            return;
-        }
-
         foreach (string partial in Directory.EnumerateFiles(folder,
             System.IO.Path.GetFileName(path) + PartialBackupInfix + "*"))
         {
@@ -348,7 +338,7 @@ public sealed partial class DocumentStore
             }
         }
 
-        DeleteAbandonedPartialFiles(path);
+        DeleteAbandonedPartialFiles(folder, path);
         string partial = $"{path}{PartialBackupInfix}{Guid.NewGuid().ToString("N")[..8]}";
         var file = new FileStream(partial, FileMode.CreateNew, FileAccess.Write, FileShare.None, bufferSize: 0,
             FileOptions.Asynchronous);

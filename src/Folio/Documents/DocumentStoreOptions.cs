@@ -228,6 +228,17 @@ public sealed class DocumentStoreOptions
     /// <summary>Metrics on <c>Meter("Folio")</c>; null creates a private meter.</summary>
     public IMeterFactory? MeterFactory { get; set; }
 
+    /// <summary>A backup's pace (this type's <see cref="BackupBytesPerSecond"/>, or a backup from files'): 0 for no
+    /// limit, else at least 1 MiB a second.</summary>
+    internal static void ValidateBackupPace(string name, long bytesPerSecond)
+    {
+        if (bytesPerSecond is < 0 or > 0 and < 1024 * 1024)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(name, bytesPerSecond,
+                $"{name} must be 0 (no limit) or at least 1 MiB.");
+        }
+    }
+
     /// <summary>
     /// Checks every setting as <see cref="DocumentStore.Open"/> does (a host can check its configuration before it
     /// opens the store).
@@ -309,11 +320,7 @@ public sealed class DocumentStoreOptions
                 "CompactionBytesPerSecond must be at least 64 KiB.");
         }
 
-        if (BackupBytesPerSecond is < 0 or > 0 and < 1024 * 1024)
-        {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(BackupBytesPerSecond), BackupBytesPerSecond,
-                "BackupBytesPerSecond must be 0 (no limit) or at least 1 MiB.");
-        }
+        ValidateBackupPace(nameof(BackupBytesPerSecond), BackupBytesPerSecond);
 
         if (MaxChangeFeedLag < 0)
         {
