@@ -19,6 +19,8 @@ public static class CollectionsWorkload
         {
             Durability = DurabilityMode.Buffered,
             SegmentSize = 1 << 20,
+            MinFillPiece = 16 * 1024,
+            MaxFillPiece = 128 * 1024,
             MaxDocumentSize = 64 * 1024,
         };
         long afterOpen;

@@ -21,6 +21,8 @@ public static class DiskFullWorkload
         var options = new DocumentStoreOptions
         {
             SegmentSize = 1 << 20,
+            MinFillPiece = 16 * 1024,
+            MaxFillPiece = 128 * 1024,
             MaxDocumentSize = 64 * 1024,
             MaxGroupBytes = 512 * 1024,
             CheckpointThreshold = 2 << 20,

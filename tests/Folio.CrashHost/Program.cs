@@ -54,7 +54,10 @@ if (args.Length > 3 && args[3] == "store")
     return await RunStoreAsync(folder, tag, writers, args.Length > 4 && args[4] == "checkpoints");
 }
 
-using var journal = WriteAheadJournal.Open(folder, new JournalOptions { SegmentSize = 256 * 1024 });
+using var journal = WriteAheadJournal.Open(folder, new JournalOptions
+{
+    SegmentSize = 256 * 1024, MinFillPiece = 8 * 1024, MaxFillPiece = 32 * 1024,
+});
 int groupsInFlight = args.Length > 3 ? int.Parse(args[3], System.Globalization.CultureInfo.InvariantCulture) : 1;
 using var merger = new TransactionMerger(journal, new VersionTable(),
     new TransactionMergerOptions { MaxGroupsInFlight = groupsInFlight });

@@ -35,6 +35,8 @@ public static class StoreCrashWorkload
     public static DocumentStoreOptions Options() => new()
     {
         SegmentSize = 1 << 20,
+        MinFillPiece = 16 * 1024,
+        MaxFillPiece = 128 * 1024,
         MaxDocumentSize = 64 * 1024,
         MaxGroupBytes = 512 * 1024,
         TestCacheBytes = 4 * 16 * 1024,

@@ -4,15 +4,19 @@ namespace Folio.Storage;
 /// A small disk for the tests that fill one, without a file system of that size: the real file system, where a
 /// write that would make the files under <see cref="Root"/> (the store's and any other, such as a filler the test
 /// deletes to free space) take more than <see cref="Capacity"/> bytes fails with ENOSPC as .NET reports it on Linux
-/// (an <see cref="IOException"/> whose HResult is errno 28), and writes nothing. A write within a file's length needs
-/// no space, as an overwrite of written blocks on ext4 or xfs. Space freed by deleting or truncating a file is free
-/// again at once. The lengths are summed from the folder at every write that extends a file, under one lock, so the
-/// threads of one process see one disk; compiled into the tests and the crash host, not into the product.
+/// (an <see cref="IOException"/> whose HResult is errno 28), and writes nothing. A write within a file's written
+/// blocks needs no space, as an overwrite on ext4 or xfs. A file lengthened with <see cref="IStorageFile.SetLength"/>
+/// is sparse: its hole takes no space until written (a write into it needs space as one past the end does), and it
+/// counts what was written below the hole. Space freed by deleting or truncating a file is free again at once. The
+/// sizes are summed from the folder at every write that needs space, under one lock, so the threads of one process
+/// see one disk; compiled into the tests and the crash host, not into the product.
 /// </summary>
 internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IFileSystem
 {
     private readonly PhysicalFileSystem _inner = PhysicalFileSystem.Instance;
     private readonly Lock _extending = new();
+    // sparse file path -> bytes written from its start (the rest of its length is a hole); under _extending
+    private readonly Dictionary<string, long> _written = new(StringComparer.Ordinal);
     private int _refused;
 
     /// <summary>The folder whose files count against <see cref="Capacity"/>, its subfolders included.</summary>
@@ -28,10 +32,27 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
 
     public IStorageFile OpenFileForReading(string path) => _inner.OpenFileForReading(path);
 
-    public void DeleteFile(string path) => _inner.DeleteFile(path);
+    public void DeleteFile(string path)
+    {
+        lock (_extending)
+        {
+            _inner.DeleteFile(path);
+            _written.Remove(Path.GetFullPath(path));
+        }
+    }
 
     public void MoveFile(string sourcePath, string destinationPath, bool overwrite)
-        => _inner.MoveFile(sourcePath, destinationPath, overwrite);
+    {
+        lock (_extending)
+        {
+            _inner.MoveFile(sourcePath, destinationPath, overwrite);
+            _written.Remove(Path.GetFullPath(destinationPath));
+            if (_written.Remove(Path.GetFullPath(sourcePath), out long written))
+            {
+                _written[Path.GetFullPath(destinationPath)] = written;
+            }
+        }
+    }
 
     public bool FileExists(string path) => _inner.FileExists(path);
 
@@ -51,7 +72,10 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
         {
             try
             {
-                used += file.Length;
+                lock (_extending)
+                {
+                    used += _written.TryGetValue(file.FullName, out long written) ? written : file.Length;
+                }
             }
             catch (FileNotFoundException)
             {
@@ -64,6 +88,8 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
 
     private sealed class LimitedFile(CapacityLimitedFileSystem owner, IStorageFile inner) : IStorageFile
     {
+        private readonly string _key = System.IO.Path.GetFullPath(inner.Path);
+
         public string Path => inner.Path;
 
         public long Length => inner.Length;
@@ -73,23 +99,36 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
         public void Write(ReadOnlySpan<byte> source, long offset)
         {
             long end = offset + source.Length;
-            if (end <= inner.Length)
-            {
-                inner.Write(source, offset);
-                return;
-            }
-
             lock (owner._extending)
             {
-                long growth = end - inner.Length;
-                if (owner.Used() + growth > owner.Capacity)
+                bool sparse = owner._written.TryGetValue(_key, out long written);
+                long allocated = sparse ? written : inner.Length;
+                if (end > allocated)
                 {
-                    Interlocked.Increment(ref owner._refused);
-                    throw new IOException($"No space left on device : '{Path}' (a disk of {owner.Capacity} bytes)",
-                        28);
+                    long growth = end - allocated;
+                    if (owner.Used() + growth > owner.Capacity)
+                    {
+                        Interlocked.Increment(ref owner._refused);
+                        throw new IOException(
+                            $"No space left on device : '{Path}' (a disk of {owner.Capacity} bytes)", 28);
+                    }
                 }
 
                 inner.Write(source, offset);
+                if (sparse)
+                {
+                    owner._written[_key] = Math.Max(written, end);
+                }
+            }
+        }
+
+        public void SetLength(long length)
+        {
+            lock (owner._extending)
+            {
+                long written = owner._written.TryGetValue(_key, out long known) ? known : inner.Length;
+                inner.SetLength(length);
+                owner._written[_key] = Math.Min(written, length);
             }
         }
 
@@ -97,7 +136,17 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
 
         public void AdviseWillNeed(long offset, long length) => inner.AdviseWillNeed(offset, length);
 
-        public void Truncate(long length) => inner.Truncate(length);
+        public void Truncate(long length)
+        {
+            lock (owner._extending)
+            {
+                inner.Truncate(length);
+                if (owner._written.TryGetValue(_key, out long written))
+                {
+                    owner._written[_key] = Math.Min(written, length);
+                }
+            }
+        }
 
         public StorageMapping MapReadOnly(long length) => inner.MapReadOnly(length);
 

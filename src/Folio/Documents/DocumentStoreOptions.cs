@@ -351,8 +351,21 @@ public sealed class DocumentStoreOptions
         ? CheckpointBackpressureThreshold
         : CheckpointThreshold > long.MaxValue / 4 ? long.MaxValue : CheckpointThreshold * 4;
 
-    internal JournalOptions ToJournalOptions()
-        => new() { SegmentSize = SegmentSize, LoggerFactory = LoggerFactory, FileSystem = FileSystem };
+    /// <summary>The journal's zero-fill pieces (see <see cref="JournalOptions.MinFillPiece"/>); tests make them
+    /// small.</summary>
+    internal long MinFillPiece { get; set; } = Journal.WriteAheadJournal.DefaultMinFillPiece;
+
+    /// <summary>See <see cref="JournalOptions.MaxFillPiece"/>.</summary>
+    internal long MaxFillPiece { get; set; } = Journal.WriteAheadJournal.DefaultMaxFillPiece;
+
+    internal JournalOptions ToJournalOptions() => new()
+    {
+        SegmentSize = SegmentSize,
+        LoggerFactory = LoggerFactory,
+        FileSystem = FileSystem,
+        MinFillPiece = MinFillPiece,
+        MaxFillPiece = MaxFillPiece,
+    };
 
     internal TransactionMergerOptions ToMergerOptions() => new()
     {

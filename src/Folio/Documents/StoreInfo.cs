@@ -8,7 +8,9 @@ namespace Folio;
 /// checkpoints that superseded them (new chunks reuse it; compaction moves the last chunks into it and truncates the
 /// file).</param>
 /// <param name="JournalVersion">The journal's format version this Folio writes (docs/formats/journal.md).</param>
-/// <param name="JournalBytes">The journal segments' size on disk in bytes (segments are preallocated).</param>
+/// <param name="JournalBytes">The journal segment files' length in bytes (each has its segment's full size from its
+/// creation; the part the journal has not filled yet is a hole that takes no disk space where the file system keeps
+/// sparse files, as Linux's do).</param>
 /// <param name="JournalFirstSequence">The oldest commit the journal still holds (earlier ones were purged after a
 /// checkpoint covered them).</param>
 /// <param name="CheckpointGeneration">The newest checkpoint's number (0: none yet).</param>

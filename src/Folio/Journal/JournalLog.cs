@@ -63,4 +63,9 @@ internal static partial class JournalLog
         "lost: the watermark is written again")]
     public static partial void WatermarkRestored(ILogger logger, string directory, long firstSequence, string problem,
         long coveredThrough);
+
+    [LoggerMessage(EventId = 1013, Level = LogLevel.Debug,
+        Message = "Zero-filling journal segment '{File}' ahead of its writer failed; the writer fills what it needs " +
+        "itself")]
+    public static partial void FillAheadFailed(ILogger logger, string file, Exception exception);
 }

@@ -41,6 +41,13 @@ public sealed class JournalOptions
     /// unknown.</summary>
     internal long NewJournalPreviousTimestamp { get; set; }
 
+    /// <summary>The smallest piece of a segment zero-filled at once, and a new segment's first: 1 MiB. Tests with
+    /// small segments make it smaller, so their segments are filled piece by piece as large ones are.</summary>
+    internal long MinFillPiece { get; set; } = WriteAheadJournal.DefaultMinFillPiece;
+
+    /// <summary>The largest piece zero-filled at once, unless one record needs more: 8 MiB.</summary>
+    internal long MaxFillPiece { get; set; } = WriteAheadJournal.DefaultMaxFillPiece;
+
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
     internal IFileSystem FileSystem { get; set; } = PhysicalFileSystem.Instance;
 

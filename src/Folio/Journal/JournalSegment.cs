@@ -13,6 +13,15 @@ namespace Folio.Journal;
 /// reference count and the reader-owned <see cref="Index"/>.
 /// </para>
 /// <para>
+/// Zero-fill. A segment file is created at its full length as a hole (no blocks), and the active segment is
+/// zero-filled and fdatasynced ahead of the writer in pieces, so a record is always written into blocks a completed
+/// sync allocated: the commit's fdatasync then flushes data pages only, never block allocations. The fill runs under
+/// the journal's fill lock, by the appender (when a record would pass <see cref="FilledLength"/>) or by the
+/// journal's background fill; it writes only at and past <see cref="FilledLength"/> and raises it (release) once its
+/// sync returned, and the writer writes only below it, so the two never touch the same bytes.
+/// <see cref="StopFilling"/> (under the fill lock, at rotation and disposal) ends the fills of a segment.
+/// </para>
+/// <para>
 /// Files. Only the active segment keeps its file open (for writes and fdatasync); a sealed segment's file is closed
 /// once it is synced and no sync can still be using it, and readers use only the mapping, which holds no descriptor.
 /// </para>
@@ -72,6 +81,8 @@ internal sealed class JournalSegment
     private long _committedLength;
     private long _sealedLength = -1;
     private long _firstTimestamp = long.MaxValue;
+    private long _filledLength;
+    private bool _fillStopped;
 
     /// <summary>The most syncs of one segment in flight at once (each on its own handle).</summary>
     public const int MaxSyncSlots = 8;
@@ -100,6 +111,21 @@ internal sealed class JournalSegment
 
     /// <summary>The file size: records may use bytes up to here.</summary>
     public long Capacity { get; }
+
+    /// <summary>How far the file is zero-filled and synced from its start: records are written only below it. Raised
+    /// under the journal's fill lock (release); read by the writer (acquire).</summary>
+    public long FilledLength
+    {
+        get => Volatile.Read(ref _filledLength);
+        set => Volatile.Write(ref _filledLength, value);
+    }
+
+    /// <summary>Under the journal's fill lock: whether the segment takes no more fills (sealed, or the journal is
+    /// closing).</summary>
+    public bool FillStopped => _fillStopped;
+
+    /// <summary>Under the journal's fill lock: no fill of this segment starts after this returns.</summary>
+    public void StopFilling() => _fillStopped = true;
 
     /// <summary>Writer-owned: the end of the last record written (durable or not).</summary>
     public long WrittenLength { get; set; }

@@ -109,10 +109,15 @@ public sealed partial class WriteAheadJournal
                     Rotate();
                 }
 
+                JournalSegment segment = _active;
+                if (segment.WrittenLength + record.Length > segment.FilledLength)
+                {
+                    FillForAppend(segment, segment.WrittenLength + record.Length);
+                }
+
                 long first = _nextSequence;
                 long timestamp = Math.Max(_timeProvider.GetUtcNow().UtcTicks, _lastTimestamp);
                 timestampTicks = timestamp;
-                JournalSegment segment = _active;
 
                 // The record names how much of its segment is durable: after a power loss, damage below that is never
                 // mistaken for a torn tail. Bytes after it may be torn while this record survives (an overlapped sync,
@@ -132,6 +137,11 @@ public sealed partial class WriteAheadJournal
                 Volatile.Write(ref _appendedRecords, _appendedRecords + 1);
                 Volatile.Write(ref _appendedBytes, _appendedBytes + record.Length);
                 end = new JournalPosition(segment, segment.WrittenLength, segment.LastSequence);
+                if (NeedsFillAhead(segment))
+                {
+                    StartFillAhead(segment);
+                }
+
                 return first;
             }
             catch (Exception e) when (e is not StoreFaultedException and not StoreFullException)
@@ -156,6 +166,7 @@ public sealed partial class WriteAheadJournal
         JournalSegment old = _active;
         System.Diagnostics.Debug.Assert(old.LastSequence >= old.FirstSequence,
             "an empty active segment has the configured size, so every record that passed the size check fits it");
+        StopFilling(old);
         SyncSegmentLocked(old);
         old.Seal();
         // durable now, but published only by the owner of publication (see the protocol)
@@ -300,6 +311,7 @@ public sealed partial class WriteAheadJournal
                 DeleteSegmentFile, OpenSyncHandle)
             {
                 LastSequence = firstSequence - 1,
+                FilledLength = FirstFill(_segmentSize),
             };
         }
         catch
@@ -312,45 +324,37 @@ public sealed partial class WriteAheadJournal
         return segment;
     }
 
-    /// <summary>Zero-fills and syncs the next segment's file off the commit path, on a thread of its own: the committer
+    /// <summary>Creates the next segment's file at full length (a hole), zero-fills and syncs its first piece, off the
+    /// commit path, on a thread of its own: the committer
     /// waits for it at the next rotation, and committers run on the thread pool, so a preparation queued to the pool
     /// behind busy writers would hold the committer, and every pool work item behind it, until the pool added a
     /// thread.</summary>
     private Task<string> PrepareSegmentAsync()
     {
         string path = Path.Combine(Directory, PreparedSegmentFileName);
-        SegmentPreparer preparer = new(_fileSystem, path, _segmentSize);
+        SegmentPreparer preparer = new(_fileSystem, path, _segmentSize, FirstFill(_segmentSize));
         return Task.Factory.StartNew(preparer.Run, CancellationToken.None, TaskCreationOptions.LongRunning,
             TaskScheduler.Default);
     }
 
-    private readonly struct SegmentPreparer(Storage.IFileSystem fileSystem, string path, long size)
+    private readonly struct SegmentPreparer(Storage.IFileSystem fileSystem, string path, long size, long firstFill)
     {
-        /// <summary>Creates the file and zero-fills it; on failure deletes what it wrote, so a full disk gets its
-        /// space back, and throws.</summary>
+        /// <summary>Creates the file at its full length and zero-fills its first piece (firstFill bytes); on
+        /// failure deletes what it wrote, so a full disk gets its space back, and throws.</summary>
         public string Run()
         {
             fileSystem.DeleteFile(path);
-            byte[] zeros = ArrayPool<byte>.Shared.Rent((int)Math.Min(size, 1 << 20));
             try
             {
                 using Storage.IStorageFile file = fileSystem.OpenFile(path, FileMode.CreateNew);
-                Array.Clear(zeros);
-                for (long offset = 0; offset < size; offset += zeros.Length)
-                {
-                    file.Write(zeros.AsSpan(0, (int)Math.Min(zeros.Length, size - offset)), offset);
-                }
-
+                file.SetLength(size);
+                WriteZeros(file, 0, firstFill);
                 file.Sync();
             }
             catch
             {
                 TryDelete();
                 throw;
-            }
-            finally
-            {
-                ArrayPool<byte>.Shared.Return(zeros);
             }
 
             return path;

@@ -219,8 +219,10 @@ public sealed partial class WriteAheadJournal
             // What a killed process wrote may still be only in the page cache: make it durable before anything is
             // published or appended after it, so that every recovered record counts as synced (the next append is not
             // overlapped, and damage to a recovered record is never mistaken for a torn tail later).
+            long filled = FillAfterRecovery(_active);
             _active.File.Sync();
             _active.MarkSynced(_active.WrittenLength);
+            _active.FilledLength = filled;
         }
         catch
         {

@@ -35,9 +35,11 @@ namespace Folio.Journal;
 /// that version with the one they cached and re-read the set only when it moved. Lock order: sync, write, segments.
 /// </para>
 /// <para>
-/// Durability. Segments are zero-filled when created (ahead of time, in the background) so an fdatasync on the
-/// commit path flushes data pages only; a segment is fdatasynced before its successor receives a record, so after a
-/// crash only the newest segment can have a torn tail. On ext4, pwrite + fdatasync into a zero-filled file beats an
+/// Durability. Segments are created at full length as holes and zero-filled ahead of the writer (in the background,
+/// a growing piece at a time; see <see cref="JournalSegment"/>), so an fdatasync on the commit path flushes data pages
+/// only, while a store's journal takes on disk about what it holds rather than whole segments; a segment is
+/// fdatasynced before its successor receives a record, so after a crash only the newest segment can have a torn
+/// tail. On ext4, pwrite + fdatasync into a zero-filled file beats an
 /// O_DSYNC (write-through) handle with page-aligned writes, appends to a growing file, and fallocate'd files
 /// (docs/measurements.md, "Durability technique").
 /// </para>
@@ -48,6 +50,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly ILogger _logger;
     private readonly TimeProvider _timeProvider;
     private readonly long _segmentSize;
+    private readonly long _minFillPiece;
+    private readonly long _maxFillPiece;
     private readonly long _newJournalFirstSequence;
     private readonly long _newJournalPreviousTimestamp;
     private readonly IDisposable _directoryLock;
@@ -91,6 +95,10 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private Exception? _fault;
     private long _appendedRecords;
     private long _appendedBytes;
+    private Task? _backgroundFill; // the active segment's fill ahead of the writer, if one was started
+
+    // Held by whoever zero-fills the active segment (see JournalSegment); taken after _writeLock, never before it.
+    private readonly Lock _fillLock = new();
 
     private WriteAheadJournal(string directory, JournalOptions options, IDisposable directoryLock)
     {
@@ -99,6 +107,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         _logger = options.LoggerFactory?.CreateLogger<WriteAheadJournal>() ?? NullLogger<WriteAheadJournal>.Instance;
         _timeProvider = options.TimeProvider;
         _segmentSize = options.SegmentSize;
+        _minFillPiece = Math.Max(256, options.MinFillPiece);
+        _maxFillPiece = Math.Max(_minFillPiece, options.MaxFillPiece);
         _newJournalFirstSequence = options.NewJournalFirstSequence;
         _newJournalPreviousTimestamp = options.NewJournalPreviousTimestamp;
         _directoryLock = directoryLock;
@@ -350,6 +360,11 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
                 catch (AggregateException)
                 {
                     // A failed preparation left at most a temporary file; recovery deletes it.
+                }
+
+                if (_active is not null) // null when the open failed
+                {
+                    StopFilling(_active); // waits for a fill in progress, so no fill writes to a file closed below
                 }
 
                 lock (_segmentsLock)

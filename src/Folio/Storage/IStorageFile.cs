@@ -37,6 +37,11 @@ internal interface IStorageFile : IDisposable
     {
     }
 
+    /// <summary>Sets the file's length: a longer file ends in a hole that reads as zeros (where the file system keeps
+    /// sparse files, no blocks are allocated until written), a shorter one is cut. Durable with the next
+    /// <see cref="Sync"/>.</summary>
+    void SetLength(long length);
+
     /// <summary>Maps the first <paramref name="length"/> bytes of the file read-only.</summary>
     StorageMapping MapReadOnly(long length);
 }

@@ -49,6 +49,8 @@ internal sealed class PhysicalStorageFile : IStorageFile
 
     public void Truncate(long length) => _stream.SetLength(length);
 
+    public void SetLength(long length) => _stream.SetLength(length);
+
     public StorageMapping MapReadOnly(long length) => new(_stream, length);
 
     public void Dispose() => _stream.Dispose();

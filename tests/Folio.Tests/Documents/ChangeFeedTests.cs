@@ -223,7 +223,9 @@ public sealed class ChangeFeedTests
         using var dir = new TempDirectory();
         var files = new FaultInjectingFileSystem
         {
-            Matches = static path => Path.GetFileName(path) == "next-segment.tmp", // the journal cannot grow
+            // the journal cannot grow
+            Matches = static path => Path.GetFileName(path) == "next-segment.tmp"
+                || path.EndsWith(".journal", StringComparison.Ordinal),
         };
         DocumentStoreOptions options = FeedOptions();
         options.FileSystem = files;

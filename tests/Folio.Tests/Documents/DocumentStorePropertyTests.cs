@@ -28,7 +28,7 @@ public sealed class DocumentStorePropertyTests
         var files = new FaultInjectingFileSystem
         {
             Matches = static path => Path.GetFileName(path) is "next-segment.tmp" or "journal.state.tmp"
-                or DocumentStore.DataFileName,
+                or DocumentStore.DataFileName || path.EndsWith(".journal", StringComparison.Ordinal),
         };
         var disk = new DiskState(files);
         var store = DocumentStore.Open(dir.Path, Options(files));

@@ -16,8 +16,10 @@ public sealed class StoreDiskFullTests
         using var dir = new TempDirectory();
         var files = new FaultInjectingFileSystem
         {
-            // The journal's next segment and the data file: neither can grow while the disk is full.
-            Matches = static path => Path.GetFileName(path) is "next-segment.tmp" or DocumentStore.DataFileName,
+            // The journal's segments (their holes are filled as they are written) and next segment, and the data
+            // file: none can take new blocks while the disk is full.
+            Matches = static path => Path.GetFileName(path) is "next-segment.tmp" or DocumentStore.DataFileName
+                || path.EndsWith(".journal", StringComparison.Ordinal),
         };
         DocumentStoreOptions options = TestStoreOptions.TinySegments();
         options.FileSystem = files;

@@ -52,10 +52,14 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     private int _skip;
     private volatile bool _noSpace;
+    // sparse file path -> bytes written from its start (the rest of its length is a hole)
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<string, long> _written =
+        new(StringComparer.Ordinal);
 
-    /// <summary>While true, every matching write that extends its file fails with ENOSPC (errno 28, as .NET reports it
-    /// on Unix): a disk that stays full until space is freed. A write within the file's length succeeds, as an
-    /// overwrite of written blocks needs no new ones on ext4 or xfs.</summary>
+    /// <summary>While true, every matching write that needs new blocks fails with ENOSPC (errno 28, as .NET reports it
+    /// on Unix): a disk that stays full until space is freed. A write within the blocks a file has written succeeds,
+    /// as an overwrite needs no new ones on ext4 or xfs; a write past them, at the end or into the hole of a file
+    /// lengthened with <see cref="IStorageFile.SetLength"/>, needs new ones.</summary>
     public bool NoSpace
     {
         get => _noSpace;
@@ -92,12 +96,23 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
         return new FaultingFile(this, _inner.OpenFile(path, mode));
     }
 
-    public void DeleteFile(string path) => _inner.DeleteFile(path);
+    public void DeleteFile(string path)
+    {
+        _inner.DeleteFile(path);
+        _written.TryRemove(Path.GetFullPath(path), out _);
+    }
 
     public bool FileExists(string path) => _inner.FileExists(path);
 
     public void MoveFile(string sourcePath, string destinationPath, bool overwrite)
-        => _inner.MoveFile(sourcePath, destinationPath, overwrite);
+    {
+        _inner.MoveFile(sourcePath, destinationPath, overwrite);
+        _written.TryRemove(Path.GetFullPath(destinationPath), out _);
+        if (_written.TryRemove(Path.GetFullPath(sourcePath), out long written))
+        {
+            _written[Path.GetFullPath(destinationPath)] = written;
+        }
+    }
 
     public string[] GetFiles(string directory, string searchPattern) => _inner.GetFiles(directory, searchPattern);
 
@@ -109,6 +124,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     private sealed class FaultingFile(FaultInjectingFileSystem owner, IStorageFile inner) : IStorageFile
     {
+        private readonly string _key = System.IO.Path.GetFullPath(inner.Path);
+
         public string Path => inner.Path;
 
         public long Length => inner.Length;
@@ -122,7 +139,8 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             if (owner.Matches(Path))
             {
                 Interlocked.Increment(ref owner.Writes);
-                if (owner.NoSpace && offset + source.Length > inner.Length)
+                long allocated = owner._written.TryGetValue(_key, out long written) ? written : inner.Length;
+                if (owner.NoSpace && offset + source.Length > allocated)
                 {
                     throw new IOException("No space left on device (injected).", 28);
                 }
@@ -145,6 +163,17 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             }
 
             inner.Write(source, offset);
+            if (owner._written.TryGetValue(_key, out long before) && offset + source.Length > before)
+            {
+                owner._written[_key] = offset + source.Length;
+            }
+        }
+
+        public void SetLength(long length)
+        {
+            long written = owner._written.TryGetValue(_key, out long known) ? known : inner.Length;
+            inner.SetLength(length);
+            owner._written[_key] = Math.Min(written, length);
         }
 
         public void Sync()

@@ -28,6 +28,8 @@ internal static class JournalTestExtensions
     {
         SegmentSize = segmentSize,
         TimeProvider = time ?? TimeProvider.System,
+        MinFillPiece = segmentSize / 4, // filled piece by piece, as a segment of the default size is
+        MaxFillPiece = segmentSize / 2,
     };
 
     /// <summary>Entry bytes for (seed, sequence), the same in every run: not seeded through

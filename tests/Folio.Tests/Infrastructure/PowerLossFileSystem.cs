@@ -425,6 +425,27 @@ internal sealed class PowerLossFileSystem : IFileSystem
             }
         }
 
+        /// <summary>A longer length is modelled as a write of zeros from the file's end (what a hole reads as), a
+        /// shorter one is not supported: nothing here cuts a file that is modelled.</summary>
+        public void SetLength(long length)
+        {
+            lock (owner._lock)
+            {
+                owner.ThrowIfCut();
+                long current = _real.Length;
+                if (length < current)
+                {
+                    throw new NotSupportedException("The power-loss file system does not model cutting a file.");
+                }
+
+                if (length > current)
+                {
+                    inode.Write(current, new byte[length - current]);
+                    _real.SetLength(length);
+                }
+            }
+        }
+
         public StorageMapping MapReadOnly(long length) => _real.MapReadOnly(length);
 
         public void Dispose() => _real.Dispose();

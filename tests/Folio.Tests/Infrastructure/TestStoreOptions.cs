@@ -9,10 +9,18 @@ internal static class TestStoreOptions
     /// (a held fsync took over 10 s to reach on a CI runner). Small segments also rotate within a test.
     /// </summary>
     public static DocumentStoreOptions SmallSegments()
-        => new() { SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024 };
+        => new()
+        {
+            SegmentSize = 1 << 20, MaxDocumentSize = 64 * 1024, MaxGroupBytes = 512 * 1024,
+            MinFillPiece = 16 * 1024, MaxFillPiece = 128 * 1024,
+        };
 
     /// <summary>64 KiB segments (documents up to 8 KiB, groups up to 16 KiB): a few thousand small writes rotate
     /// through many segments, for tests whose subject is rotation, purging or damage to a segment.</summary>
     public static DocumentStoreOptions TinySegments()
-        => new() { SegmentSize = 64 * 1024, MaxDocumentSize = 8 * 1024, MaxGroupBytes = 16 * 1024 };
+        => new()
+        {
+            SegmentSize = 64 * 1024, MaxDocumentSize = 8 * 1024, MaxGroupBytes = 16 * 1024,
+            MinFillPiece = 4 * 1024, MaxFillPiece = 16 * 1024,
+        };
 }

@@ -25,7 +25,8 @@ public sealed class JournalPropertyTests
         var files = new FaultInjectingFileSystem();
         string[] fullFor = []; // the files that cannot grow while the disk is full
         DateTimeOffset lastFailedTry = DateTimeOffset.MinValue;
-        files.Matches = path => Array.IndexOf(fullFor, Path.GetFileName(path)) >= 0;
+        files.Matches = path => Array.IndexOf(fullFor, Path.GetFileName(path)) >= 0
+            || (path.EndsWith(".journal", StringComparison.Ordinal) && Array.IndexOf(fullFor, "*.journal") >= 0);
         options.FileSystem = files;
         var model = new List<(long Sequence, long Ticks, byte[] Data)>();
         int pending = 0;
@@ -131,15 +132,16 @@ public sealed class JournalPropertyTests
                         }
 
                     case 12:
-                        // The disk fills (for the next segment, the mark naming it, the purge watermark, or all of
-                        // them) or empties again.
+                        // The disk fills (for the next segment, the mark naming it, the purge watermark, the holes
+                        // of the segments, or all of them) or empties again.
                         files.NoSpace = !files.NoSpace;
-                        fullFor = (argument % 4) switch
+                        fullFor = (argument % 5) switch
                         {
                             0 => ["next-segment.tmp"],
                             1 => ["journal.state.tmp"],
                             2 => ["journal.purged.tmp"],
-                            _ => ["next-segment.tmp", "journal.state.tmp", "journal.purged.tmp"],
+                            3 => ["*.journal"],
+                            _ => ["next-segment.tmp", "journal.state.tmp", "journal.purged.tmp", "*.journal"],
                         };
                         break;
                     default:

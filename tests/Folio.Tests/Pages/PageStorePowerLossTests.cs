@@ -128,6 +128,12 @@ public sealed class PageStorePowerLossTests
                 file.Sync();
             }
 
+            public void SetLength(long length)
+            {
+                owner.Tick();
+                file.SetLength(length);
+            }
+
             public StorageMapping MapReadOnly(long length) => file.MapReadOnly(length);
 
             public void Dispose() => file.Dispose();
