@@ -20,7 +20,10 @@ public sealed class FolioOptions
     /// <summary>The configuration section <c>AddFolio(IConfiguration)</c> is usually given: <c>Folio</c>.</summary>
     public const string SectionName = "Folio";
 
-    /// <summary>The store's folder, absolute or relative to the process's current directory. Required.</summary>
+    /// <summary>The store's folder, absolute or relative to the host's content root
+    /// (<c>IHostEnvironment.ContentRootPath</c>: the application's folder under systemd or as a Windows service, the
+    /// current directory under <c>dotnet run</c>), or to the current directory where no host environment is
+    /// registered. Required.</summary>
     public string? Path { get; set; }
 
     /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>

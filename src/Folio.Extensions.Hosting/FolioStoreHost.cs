@@ -21,6 +21,7 @@ namespace Folio.Extensions.Hosting;
 internal sealed partial class FolioStoreHost : IHostedService, IAsyncDisposable, IDisposable
 {
     private readonly IOptions<FolioOptions> _options;
+    private readonly IHostEnvironment? _environment;
     private readonly ILoggerFactory? _loggerFactory;
     private readonly IMeterFactory? _meterFactory;
     private readonly ILogger _logger;
@@ -29,9 +30,10 @@ internal sealed partial class FolioStoreHost : IHostedService, IAsyncDisposable,
     private volatile bool _stopped;
 
     public FolioStoreHost(IOptions<FolioOptions> options, ILoggerFactory? loggerFactory = null,
-        IMeterFactory? meterFactory = null)
+        IMeterFactory? meterFactory = null, IHostEnvironment? environment = null)
     {
         _options = options;
+        _environment = environment;
         _loggerFactory = loggerFactory;
         _meterFactory = meterFactory;
         _logger = loggerFactory?.CreateLogger<FolioStoreHost>()
@@ -89,12 +91,20 @@ internal sealed partial class FolioStoreHost : IHostedService, IAsyncDisposable,
             }
 
             FolioOptions options = _options.Value;
-            DocumentStore store = DocumentStore.Open(options.Path!,
+            DocumentStore store = DocumentStore.Open(FullPath(options.Path!),
                 options.ToStoreOptions(_loggerFactory, _meterFactory));
             _store = store;
             return store;
         }
     }
+
+    /// <summary>A relative path is the host's content root's (a service started by systemd or the Windows service
+    /// manager runs in / or System32, where its content root is the application's folder), else the current
+    /// directory's.</summary>
+    private string FullPath(string path) =>
+        System.IO.Path.IsPathRooted(path) || _environment?.ContentRootPath is not { Length: > 0 } root
+            ? path
+            : System.IO.Path.Combine(root, path);
 
     [LoggerMessage(EventId = 4001, Level = LogLevel.Information,
         Message = "Host is stopping: closing Folio store '{Path}' (finishing pending commits, syncing the journal)")]

@@ -38,8 +38,8 @@ public sealed class FolioHostingTests : IDisposable
     }
 
     /// <summary>
-    /// <paramref name="path"/> with 1 MiB segments (documents up to 64 KiB): every open zero-fills two segments, 128
-    /// MiB at the default size (see <see cref="TestStoreOptions.SmallSegments"/>).
+    /// <paramref name="path"/> with 1 MiB segments (documents up to 64 KiB; see
+    /// <see cref="TestStoreOptions.SmallSegments"/>).
     /// </summary>
     private static void SmallStore(FolioOptions options, string path)
     {
@@ -48,6 +48,25 @@ public sealed class FolioHostingTests : IDisposable
         options.SegmentSize = small.SegmentSize;
         options.MaxDocumentSize = small.MaxDocumentSize;
         options.MaxGroupBytes = small.MaxGroupBytes;
+    }
+
+    [Fact]
+    public async Task A_relative_path_is_under_the_hosts_content_root_not_the_current_directory()
+    {
+        string contentRoot = Path.Combine(_directory.Path, "app");
+        Directory.CreateDirectory(contentRoot);
+        HostApplicationBuilder builder = Host.CreateApplicationBuilder(
+            new HostApplicationBuilderSettings { DisableDefaults = true, ContentRootPath = contentRoot });
+        builder.Logging.ClearProviders();
+        builder.Services.AddFolio(o => SmallStore(o, Path.Combine("data", "folio")));
+        using IHost host = builder.Build();
+        await host.StartAsync();
+
+        DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
+        Assert.Equal(Path.Combine(contentRoot, "data", "folio"), store.Path);
+        Assert.True(Directory.Exists(Path.Combine(contentRoot, "data", "folio", "journal")));
+        Assert.False(Directory.Exists(Path.Combine(Environment.CurrentDirectory, "data", "folio")));
+        await host.StopAsync();
     }
 
     [Fact]
