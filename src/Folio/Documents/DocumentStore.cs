@@ -70,6 +70,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 
     internal PageStore Pages => _pages;
 
+    /// <summary>Whether the checkpoint loop and the sync timer rest because the store is idle (tests).</summary>
+    internal (bool CheckpointLoop, bool SyncTimer) Resting => (_checkpointer.IsResting, _merger.IsSyncTimerResting);
+
     /// <summary>Whether new commits wait for a checkpoint (tests and diagnostics).</summary>
     internal bool IsCheckpointBehind => _checkpointer.IsBehind;
 

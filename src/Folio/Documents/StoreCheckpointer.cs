@@ -42,6 +42,14 @@ namespace Folio.Documents;
 /// (<see cref="WaitUntilCaughtUpAsync"/>) reads the signal, then the flag (both acquire): a flag it sees set belongs
 /// to that signal or a later one, so the clearing's completion of that signal wakes it; it re-checks after waking.
 /// </para>
+/// <para>
+/// Resting. The loop wakes every tick (at most 100 ms) to see whether a checkpoint, a compaction pass or heads
+/// maintenance is due. After a second of wakes with none of those and no new commit, it rests: it waits a longer tick
+/// (a second, or less when <see cref="DocumentStoreOptions.CheckpointInterval"/> or the compaction pass interval are
+/// short), so an idle store costs a few wakes a second. The first commit after (<see cref="NoteCommit"/>) swaps
+/// <see cref="_resting"/> back and sets <see cref="_wake"/>; a commit that reads it just before the loop sets it
+/// is seen at the end of the rest, which delays nothing but the loop's own time-based checks by at most that tick.
+/// </para>
 /// </summary>
 internal sealed class StoreCheckpointer : IAsyncDisposable
 {
@@ -72,6 +80,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private int _stopped;
     private readonly ConcurrentQueue<OperatorRequest> _requests = new();
     private readonly AutoResetEvent _wake = new(false);
+    private int _resting; // 1 while the loop waits its resting tick (see the protocol)
 
     /// <summary>Starts the checkpoint thread; <paramref name="isFaulted"/> says whether the store's journal failed
     /// (writers waiting for a checkpoint are then let go, to fail fast as every commit of a faulted store
@@ -265,11 +274,24 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         TimeSpan tick = _options.CheckpointInterval == Timeout.InfiniteTimeSpan
             ? TimeSpan.FromMilliseconds(100)
             : TimeSpan.FromMilliseconds(Math.Clamp(_options.CheckpointInterval.TotalMilliseconds / 4, 10, 100));
+        TimeSpan restingTick = RestingTick(tick);
         WaitHandle[] wakers = [_stop.Token.WaitHandle, _wake];
+        TimeSpan wait = tick;
+        long quietSince = Environment.TickCount64;
+        long seenSequence = -1;
         try
         {
-            while (WaitHandle.WaitAny(wakers, tick) != 0)
+            int woken;
+            while ((woken = WaitHandle.WaitAny(wakers, wait)) != 0)
             {
+                Volatile.Write(ref _resting, 0);
+                wait = tick;
+                if (woken == 1)
+                {
+                    // A commit or a request woke the loop: what it brings may not be visible yet.
+                    quietSince = Environment.TickCount64;
+                }
+
                 RunRequests();
                 if (IsBehind)
                 {
@@ -280,8 +302,22 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 bool compact = IsCompactionDue();
                 if (!due && !compact && !_index.HasHeadsMaintenance)
                 {
+                    long visible = _index.VisibleSequence;
+                    if (visible != seenSequence || !_requests.IsEmpty)
+                    {
+                        seenSequence = visible;
+                        quietSince = Environment.TickCount64;
+                    }
+                    else if (restingTick > tick && Environment.TickCount64 - quietSince >= 1000)
+                    {
+                        Volatile.Write(ref _resting, 1);
+                        wait = restingTick;
+                    }
+
                     continue;
                 }
+
+                quietSince = Environment.TickCount64;
 
                 _stop.Token.ThrowIfCancellationRequested(); // a close began: no checkpoint starts now
                 try
@@ -332,6 +368,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// </summary>
     public void NoteCommit()
     {
+        if (Volatile.Read(ref _resting) != 0)
+        {
+            WakeFromRest();
+        }
+
         if ((Interlocked.Increment(ref _commitsSinceCheck) & 31) == 0 && _backpressureLock.TryEnter())
         {
             try
@@ -344,6 +385,44 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             }
         }
     }
+
+    /// <summary>The loop's tick while it rests: a second, but no longer than a quarter of the checkpoint interval or
+    /// a compaction pass interval, and never shorter than its <paramref name="tick"/>.</summary>
+    private TimeSpan RestingTick(TimeSpan tick)
+    {
+        TimeSpan rest = TimeSpan.FromSeconds(1);
+        if (_options.CheckpointInterval != Timeout.InfiniteTimeSpan && _options.CheckpointInterval / 4 < rest)
+        {
+            rest = _options.CheckpointInterval / 4;
+        }
+
+        if (_options.CompactionFillRate > 0 && _options.CompactionPassInterval < rest)
+        {
+            rest = _options.CompactionPassInterval;
+        }
+
+        return rest > tick ? rest : tick;
+    }
+
+    /// <summary>A commit, while the loop rests: wakes it (once, whichever commit swaps the flag).</summary>
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private void WakeFromRest()
+    {
+        if (Interlocked.Exchange(ref _resting, 0) != 0)
+        {
+            try
+            {
+                _wake.Set();
+            }
+            catch (ObjectDisposedException)
+            {
+                // closed meanwhile
+            }
+        }
+    }
+
+    /// <summary>Whether the loop rests (tests and diagnostics).</summary>
+    internal bool IsResting => Volatile.Read(ref _resting) != 0;
 
     /// <summary>A checkpoint that purges, then the backpressure state for what it left (on the checkpoint
     /// thread).</summary>

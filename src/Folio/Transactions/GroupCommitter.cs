@@ -69,6 +69,10 @@ internal sealed class GroupCommitter
     /// it.</summary>
     public long BufferedAcknowledged => Volatile.Read(ref _bufferedAcknowledged);
 
+    /// <summary>The buffered-mode timer, woken after a buffered group is acknowledged; set once, before any
+    /// commit.</summary>
+    public BufferedSync? BufferedTimer { get; set; }
+
     /// <summary>
     /// Under the role: takes one group off the queue, validates it and writes it to the journal, and starts its sync.
     /// Returns the group, which the caller finishes (<see cref="CommitPipeline.Finish"/>) after giving up the role, or
@@ -340,8 +344,9 @@ internal sealed class GroupCommitter
         }
         else
         {
-            // Acknowledged before its fsync: the buffered-mode timer syncs it within the interval.
+            // Acknowledged before its fsync: the buffered-mode timer syncs it within the interval (woken if it rests).
             Volatile.Write(ref _bufferedAcknowledged, first + count - 1);
+            BufferedTimer?.Wake();
         }
 
         Volatile.Write(ref _lastGroupBatches, _group.Count);

@@ -76,7 +76,11 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         _committer = new GroupCommitter(journal, state, options, _metrics, _pending, _pipeline, _fault, _syncs,
             _maxRecordPayload);
         _bufferedSync = new BufferedSync(journal, _committer, _pipeline, _fault, _syncs, options.BufferedSyncInterval);
+        _committer.BufferedTimer = _bufferedSync;
     }
+
+    /// <summary>Whether the buffered-mode timer rests because nothing buffered came for a while (tests).</summary>
+    internal bool IsSyncTimerResting => _bufferedSync.IsResting;
 
     /// <summary>Whether a journal failure faulted the merger.</summary>
     public bool IsFaulted => _fault.IsFaulted;

@@ -123,6 +123,44 @@ public sealed class StoreCheckpointTests
     }
 
     [Fact]
+    public async Task An_idle_stores_checkpoint_loop_rests_and_its_next_commits_checkpoint_at_once()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointThreshold = 64 * 1024;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        byte[] body = Encoding.UTF8.GetBytes("{\"text\":\"" + new string('r', 2000) + "\"}");
+        for (int round = 0; round < 3; round++)
+        {
+            await WaitUntilAsync(() => store.Resting.CheckpointLoop && store.Resting.SyncTimer);
+
+            // The first commit wakes the loop (before it is submitted); writes past the threshold are checkpointed
+            // as soon as the loop sees them, not after its resting tick.
+            long generation = store.Pages.LastCheckpoint.Generation;
+            await store.PutAsync("Doc", $"first-{round}", body);
+            Assert.False(store.Resting.CheckpointLoop);
+            for (int i = 0; i < 40; i++)
+            {
+                await store.PutAsync("Doc", $"r{round}-{i}", body);
+            }
+
+            await WaitUntilAsync(() => store.Pages.LastCheckpoint.Generation > generation);
+        }
+
+        Assert.Equal(3 * 41, store.GetInfo().Collections.Single(c => c.Name == "Doc").Documents);
+
+        static async Task WaitUntilAsync(Func<bool> condition)
+        {
+            var deadline = DateTime.UtcNow.AddSeconds(30);
+            while (!condition())
+            {
+                Assert.True(DateTime.UtcNow < deadline, "the condition did not hold within 30 s");
+                await Task.Delay(10);
+            }
+        }
+    }
+
+    [Fact]
     public async Task A_session_reads_its_snapshot_across_checkpoints_and_queries_merge_every_layer()
     {
         using var dir = new TempDirectory();

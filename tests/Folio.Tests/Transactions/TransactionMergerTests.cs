@@ -437,6 +437,47 @@ public sealed class TransactionMergerTests
     }
 
     [Fact]
+    public async Task An_idle_sync_timer_rests_and_a_buffered_commit_wakes_it_to_sync_within_the_interval()
+    {
+        using var fixture = new MergerFixture(o =>
+        {
+            o.Durability = DurabilityMode.Buffered;
+            o.BufferedSyncInterval = TimeSpan.FromMilliseconds(20);
+        });
+        for (int round = 0; round < 3; round++)
+        {
+            // Nothing buffered for a second's worth of ticks: the timer rests.
+            await WaitUntilAsync(() => fixture.Merger.IsSyncTimerResting);
+
+            // A buffered commit wakes it before the commit is acknowledged, and the sync follows within the interval
+            // (not the resting second; the bound here is loose for a loaded machine, the wake is what is checked).
+            long started = Environment.TickCount64;
+            CommitResult buffered = await fixture.Merger.CommitAsync(
+                new CommitBatch().Put("c", $"b{round}", Json("{}")));
+            Assert.False(fixture.Merger.IsSyncTimerResting);
+            await WaitUntilAsync(() => fixture.Journal.CommittedSequence >= buffered.Sequence);
+            Assert.InRange(Environment.TickCount64 - started, 0, 5_000);
+        }
+
+        // Durable commits alone leave it resting: it has nothing of theirs to sync.
+        await WaitUntilAsync(() => fixture.Merger.IsSyncTimerResting);
+        var durable = new CommitBatch { Durability = DurabilityMode.Durable }.Put("c", "d", Json("{}"));
+        CommitResult result = await fixture.Merger.CommitAsync(durable);
+        Assert.Equal(result.Sequence, fixture.Journal.CommittedSequence);
+        Assert.True(fixture.Merger.IsSyncTimerResting);
+
+        static async Task WaitUntilAsync(Func<bool> condition)
+        {
+            var deadline = DateTime.UtcNow.AddSeconds(30);
+            while (!condition())
+            {
+                Assert.True(DateTime.UtcNow < deadline, "the condition did not hold within 30 s");
+                await Task.Delay(10);
+            }
+        }
+    }
+
+    [Fact]
     public async Task In_a_durable_store_the_sync_timer_never_syncs_and_fsync_durations_are_the_committers_own()
     {
         using var fixture = new MergerFixture(o =>
