@@ -274,6 +274,11 @@ public sealed partial class WriteAheadJournal
     private StoreFullException NewStoreFull(IOException cause, string? what = null)
     {
         Volatile.Write(ref _diskFull, cause);
+        return StoreFull(cause, what);
+    }
+
+    private StoreFullException StoreFull(IOException cause, string? what = null)
+    {
         return new($"The disk is full: journal '{Directory}' could not " +
             (what ?? $"create its next segment file ({_segmentSize} bytes)") + ", so this commit was not written. " +
             "The store stays open and readable; commits succeed again once space is freed.", cause);

@@ -23,7 +23,9 @@ namespace Folio.Journal;
 /// <see cref="DefaultMaxFillPiece"/> unless tests set others), so an idle store's journal holds about a megabyte
 /// per segment on disk, and a busy one fills in a few large writes per segment. A full disk is met by the writer's
 /// own fill: the commit fails alone with <see cref="StoreFullException"/>, nothing was written, and a later commit
-/// fills again. A background fill that fails leaves the work to the writer, which reports what the disk says.
+/// fills again; the store reports the disk full (<see cref="_fillDiskFull"/>, under the fill lock) until a fill,
+/// the writer's or the background one, succeeds. A background fill that fails leaves the work to the writer, which
+/// reports what the disk says.
 /// </para>
 /// </summary>
 public sealed partial class WriteAheadJournal
@@ -56,25 +58,24 @@ public sealed partial class WriteAheadJournal
     [MethodImpl(MethodImplOptions.NoInlining)]
     private void FillForAppend(JournalSegment segment, long needed)
     {
-        try
+        lock (_fillLock)
         {
-            lock (_fillLock)
+            long filled = segment.FilledLength;
+            if (filled >= needed)
             {
-                long filled = segment.FilledLength;
-                if (filled < needed)
-                {
-                    Fill(segment, Math.Min(segment.Capacity, Math.Max(needed, filled + Piece(filled))));
-                }
+                return; // a background fill got there first
             }
-        }
-        catch (IOException e) when (DiskFullError.Matches(e))
-        {
-            throw NewStoreFull(e, $"zero-fill the space for this commit in segment '{Path.GetFileName(segment.Path)}'");
-        }
 
-        if (Volatile.Read(ref _diskFull) is not null && !_rotationMarkPending && _preparationFailure is null)
-        {
-            Volatile.Write(ref _diskFull, null); // the disk had room for this commit's space
+            try
+            {
+                Fill(segment, Math.Min(segment.Capacity, Math.Max(needed, filled + Piece(filled))));
+            }
+            catch (IOException e) when (DiskFullError.Matches(e))
+            {
+                Volatile.Write(ref _fillDiskFull, e);
+                throw StoreFull(e,
+                    $"zero-fill the space for this commit in segment '{Path.GetFileName(segment.Path)}'");
+            }
         }
     }
 
@@ -120,7 +121,7 @@ public sealed partial class WriteAheadJournal
     /// Under the fill lock: writes zeros from the segment's filled length to <paramref name="target"/>, fdatasyncs,
     /// then publishes the new filled length.
     /// </summary>
-    private static void Fill(JournalSegment segment, long target)
+    private void Fill(JournalSegment segment, long target)
     {
         long from = segment.FilledLength;
         if (target <= from)
@@ -131,6 +132,7 @@ public sealed partial class WriteAheadJournal
         WriteZeros(segment.File, from, target);
         segment.File.Sync();
         segment.FilledLength = target;
+        Volatile.Write(ref _fillDiskFull, null); // the disk had room for it
     }
 
     /// <summary>Under the write lock (rotation, disposal): ends the fills of <paramref name="segment"/>, waiting for

@@ -80,6 +80,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _purgedTimestamp; // under _segmentsLock: the record time of entry FirstSequence - 1 (0: unknown)
     private TaskCompletionSource _commitSignal = NewSignal();
     private IOException? _diskFull; // written under _writeLock (Volatile), read by diagnostics
+    private IOException? _fillDiskFull; // the last zero-fill's "no space" until one succeeds: under _fillLock
     private int _disposed;
 
     // Writer-owned (under _writeLock).
@@ -181,7 +182,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
 
     /// <summary>The error of the last rotation that found the disk full, until a rotation completes: appends that
     /// need a new segment meanwhile fail with <see cref="StoreFullException"/>. Null otherwise.</summary>
-    internal IOException? DiskFull => Volatile.Read(ref _diskFull);
+    internal IOException? DiskFull => Volatile.Read(ref _diskFull) ?? Volatile.Read(ref _fillDiskFull);
 
     /// <summary>
     /// The newest sequence number a completed sync (or a rotation's seal) made durable. It may be ahead of

@@ -75,6 +75,70 @@ public sealed class JournalFaultTests
     }
 
     [Fact]
+    public void A_full_disk_met_by_a_zero_fill_fails_that_append_alone_and_is_reported_until_a_fill_succeeds()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => path.EndsWith(".journal", StringComparison.Ordinal) };
+        var options = new JournalOptions
+        {
+            SegmentSize = 256 * 1024, MinFillPiece = 8 * 1024, MaxFillPiece = 8 * 1024, FileSystem = files,
+        };
+        var acknowledged = new List<byte[]>();
+        using (var journal = WriteAheadJournal.Open(dir.Path, options))
+        {
+            // The segment's holes cannot be filled: the records that fit in what is filled are written, the first that
+            // does not fails alone.
+            files.NoSpace = true;
+            StoreFullException? full = null;
+            for (int i = 0; i < 100 && full is null; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(1, acknowledged.Count + 1, 3000);
+                try
+                {
+                    journal.Append(entry);
+                    journal.Sync();
+                    acknowledged.Add(entry);
+                }
+                catch (StoreFullException e)
+                {
+                    full = e;
+                }
+            }
+
+            Assert.NotNull(full);
+            Assert.Contains("zero-fill the space for this commit", full.Message, StringComparison.Ordinal);
+            Assert.Same(full.InnerException, journal.DiskFull);
+            Assert.InRange(acknowledged.Count, 1, 3);
+            Assert.Equal(acknowledged.Count, journal.CommittedSequence);
+
+            // Still full: the next try fails the same way, and the journal is not faulted.
+            Assert.Throws<StoreFullException>(() => journal.Append(JournalTestExtensions.Payload(1, 99, 3000)));
+            Assert.NotNull(journal.DiskFull);
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+
+            // Space is freed: the next append fills, the disk is no longer reported full, and appends go on through
+            // fills and rotations.
+            files.NoSpace = false;
+            for (int i = 0; i < 200; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(2, acknowledged.Count + 1, 3000);
+                journal.Append(entry);
+                journal.Sync();
+                acknowledged.Add(entry);
+                Assert.Null(journal.DiskFull);
+            }
+
+            Assert.True(journal.SegmentCount > 1);
+        }
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, options))
+        {
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+        }
+    }
+
+    [Fact]
     public void A_full_disk_at_rotation_fails_the_append_alone_and_appends_resume_once_space_is_freed()
     {
         using var dir = new TempDirectory();
