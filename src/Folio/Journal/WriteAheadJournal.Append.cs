@@ -269,6 +269,10 @@ public sealed partial class WriteAheadJournal
 
         _rotationMarkPending = false;
         Volatile.Write(ref _diskFull, null); // the rotation is complete: the disk had room for all of it
+        lock (_fillLock)
+        {
+            Volatile.Write(ref _fillDiskFull, null); // and for the new segment's first piece
+        }
     }
 
     private StoreFullException NewStoreFull(IOException cause, string? what = null)
