@@ -162,6 +162,7 @@ public sealed partial class WriteAheadJournal
     /// </summary>
     private void Rotate()
     {
+        EnsureFolderIsOurs("start a new segment");
         string prepared = TakePreparedSegment();
         JournalSegment old = _active;
         System.Diagnostics.Debug.Assert(old.LastSequence >= old.FirstSequence,

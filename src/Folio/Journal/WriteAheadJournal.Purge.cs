@@ -28,6 +28,8 @@ public sealed partial class WriteAheadJournal
     /// </summary>
     /// <param name="beforeSequence">Entries below this number may be removed.</param>
     /// <returns>The number of segments removed.</returns>
+    /// <exception cref="StoreFaultedException">The journal's folder was deleted or moved while it was open (it then
+    /// deletes nothing by path).</exception>
     public int Purge(long beforeSequence)
         => Purge(static (segment, next, limit) => next.FirstSequence <= limit, beforeSequence);
 
@@ -89,6 +91,7 @@ public sealed partial class WriteAheadJournal
 
     private int Purge(Func<JournalSegment, JournalSegment, long, bool> removable, long limit)
     {
+        EnsureFolderIsOurs("purge segments"); // before the segments lock: faulting takes the write lock
         lock (_segmentsLock)
         {
             ThrowIfDisposed();

@@ -492,12 +492,33 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     }
 
     /// <summary>Under the write lock: what is durable now.</summary>
+    /// <summary>
+    /// Before a write or delete by path (a new segment, a mark, the purge watermark, a purge): throws, and faults the
+    /// journal, when its folder was deleted or moved while it is open (see <see cref="FolderLock"/>), so it never
+    /// touches the files of a store another process may have created at the same path since.
+    /// </summary>
+    private void EnsureFolderIsOurs(string what)
+    {
+        if (FolderLock.IsStillAt(_directoryLock, Path.Combine(Directory, JournalFormat.LockFileName)))
+        {
+            return;
+        }
+
+        var error = new IOException($"The folder of journal '{Directory}' was deleted or moved while the journal was " +
+            $"open (its lock file is no longer at its path), so it did not {what}: writes by path could touch the " +
+            "files of another store made there since. The journal accepts no more writes; what it acknowledged is in " +
+            "the files it had open, which are gone with the folder.");
+        Fault(error);
+        throw new StoreFaultedException(error.Message, error);
+    }
+
     private JournalDurableMark CaptureMarkLocked()
         => new(Volatile.Read(ref _durableSequence), _active.FirstSequence, _active.SyncedLength);
 
     /// <summary>Writes <paramref name="mark"/> unless the mark on disk says as much; throws on I/O failure.</summary>
     private void WriteMark(in JournalDurableMark mark)
     {
+        EnsureFolderIsOurs("write its durable mark"); // before the mark lock: faulting takes the write lock
         lock (_markLock)
         {
             if (mark.IsAhead(_lastMark))
@@ -514,7 +535,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         {
             WriteMark(mark);
         }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException or StoreFaultedException)
         {
             JournalLog.MarkFailed(_logger, Directory, e);
         }

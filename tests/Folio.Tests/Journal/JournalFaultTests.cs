@@ -75,6 +75,67 @@ public sealed class JournalFaultTests
     }
 
     [Fact]
+    public void A_journal_whose_folder_was_deleted_while_open_leaves_the_new_journal_made_there_alone()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return; // elsewhere the open lock file cannot be deleted, or the check has nothing to ask
+        }
+
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "journal");
+        using var old = WriteAheadJournal.Open(path, JournalTestExtensions.Tiny(4096));
+        for (int i = 1; i <= 5; i++)
+        {
+            old.Append(JournalTestExtensions.Payload(1, i, 100));
+        }
+
+        old.Sync();
+
+        // The folder is deleted under the open journal, and another journal is made at the same path.
+        Directory.Delete(path, recursive: true);
+        var written = new List<byte[]>();
+        using (var fresh = WriteAheadJournal.Open(path, JournalTestExtensions.Tiny(4096)))
+        {
+            for (int i = 1; i <= 200; i++)
+            {
+                written.Add(JournalTestExtensions.Payload(2, i, 100));
+                fresh.Append(written[^1]);
+            }
+
+            fresh.Sync();
+            Assert.True(fresh.SegmentCount > 3);
+            var files = Directory.GetFiles(path).Where(f => !f.EndsWith(".lock", StringComparison.Ordinal))
+                .ToDictionary(f => f, File.ReadAllBytes);
+
+            // The old journal refuses what it would do by path (a new segment, a purge, its marks) and faults; its
+            // close neither throws nor writes.
+            StoreFaultedException refused = Assert.Throws<StoreFaultedException>(() =>
+            {
+                for (int i = 0; i < 100; i++)
+                {
+                    old.Append(new byte[500]);
+                }
+            });
+            Assert.Contains("was deleted or moved while the journal was open", refused.Message,
+                StringComparison.Ordinal);
+            Assert.Throws<StoreFaultedException>(() => old.Purge(long.MaxValue));
+            old.Dispose();
+            Assert.Equal(files.Keys.Order(), Directory.GetFiles(path)
+                .Where(f => !f.EndsWith(".lock", StringComparison.Ordinal)).Order());
+            foreach ((string file, byte[] bytes) in files)
+            {
+                Assert.Equal(bytes, File.ReadAllBytes(file));
+            }
+        }
+
+        using (var reopened = WriteAheadJournal.Open(path, JournalTestExtensions.Tiny(4096)))
+        {
+            Assert.Equal(written, reopened.ReadAll(1).Select(e => e.Data));
+        }
+    }
+
+    [Fact]
     public void A_full_disk_met_by_a_zero_fill_fails_that_append_alone_and_is_reported_until_a_fill_succeeds()
     {
         using var dir = new TempDirectory();
