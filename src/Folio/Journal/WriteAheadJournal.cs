@@ -55,6 +55,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private readonly long _newJournalFirstSequence;
     private readonly long _newJournalPreviousTimestamp;
     private readonly IDisposable _directoryLock;
+    private readonly string? _lockName; // the lock file's name when it was taken (see FolderLock)
     private readonly Lock _writeLock = new();
     private readonly Lock _syncLock = new();
     private readonly Lock _segmentsLock = new();
@@ -113,6 +114,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         _newJournalFirstSequence = options.NewJournalFirstSequence;
         _newJournalPreviousTimestamp = options.NewJournalPreviousTimestamp;
         _directoryLock = directoryLock;
+        _lockName = FolderLock.NameOf(directoryLock);
         _segmentSet = new SegmentSet([], 0);
         _active = null!;
     }
@@ -499,7 +501,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// </summary>
     private void EnsureFolderIsOurs(string what)
     {
-        if (FolderLock.IsStillAt(_directoryLock, Path.Combine(Directory, JournalFormat.LockFileName)))
+        if (FolderLock.IsStillAt(_directoryLock, _lockName))
         {
             return;
         }

@@ -136,6 +136,36 @@ public sealed class JournalFaultTests
     }
 
     [Fact]
+    public void A_journal_opened_through_a_symbolic_link_is_not_taken_for_one_whose_folder_moved()
+    {
+        if (!OperatingSystem.IsLinux())
+        {
+            return;
+        }
+
+        using var dir = new TempDirectory();
+        string real = Path.Combine(dir.Path, "real");
+        Directory.CreateDirectory(real);
+        string link = Path.Combine(dir.Path, "link");
+        Directory.CreateSymbolicLink(link, real);
+        using (var journal = WriteAheadJournal.Open(Path.Combine(link, "journal"), JournalTestExtensions.Tiny(4096)))
+        {
+            for (int i = 1; i <= 200; i++)
+            {
+                journal.Append(JournalTestExtensions.Payload(3, i, 100));
+                journal.Sync();
+            }
+
+            Assert.True(journal.SegmentCount > 3);
+            Assert.True(journal.Purge(100) > 0);
+            Assert.Equal(200, journal.CommittedSequence);
+        }
+
+        using var reopened = WriteAheadJournal.Open(Path.Combine(real, "journal"), JournalTestExtensions.Tiny(4096));
+        Assert.Equal(200, reopened.CommittedSequence);
+    }
+
+    [Fact]
     public void A_full_disk_met_by_a_zero_fill_fails_that_append_alone_and_is_reported_until_a_fill_succeeds()
     {
         using var dir = new TempDirectory();
