@@ -428,12 +428,7 @@ public sealed partial class WriteAheadJournal
     /// <summary>Zeroes a torn tail so the next append starts on clean bytes, and makes that durable.</summary>
     private static void TruncateTail(JournalSegment segment, long offset, long length)
     {
-        byte[] zeros = new byte[(int)Math.Min(length, 1 << 20)];
-        for (long done = 0; done < length; done += zeros.Length)
-        {
-            segment.File.Write(zeros.AsSpan(0, (int)Math.Min(zeros.Length, length - done)), offset + done);
-        }
-
+        WriteZeros(segment.File, offset, offset + length);
         segment.File.Sync();
     }
 }

@@ -493,7 +493,6 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         TryWriteMark(mark);
     }
 
-    /// <summary>Under the write lock: what is durable now.</summary>
     /// <summary>
     /// Before a write or delete by path (a new segment, a mark, the purge watermark, a purge): throws, and faults the
     /// journal, when its folder was deleted or moved while it is open (see <see cref="FolderLock"/>), so it never
@@ -514,6 +513,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         throw new StoreFaultedException(error.Message, error);
     }
 
+    /// <summary>Under the write lock: what is durable now.</summary>
     private JournalDurableMark CaptureMarkLocked()
         => new(Volatile.Read(ref _durableSequence), _active.FirstSequence, _active.SyncedLength);
 
