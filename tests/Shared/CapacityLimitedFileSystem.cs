@@ -15,8 +15,7 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
 {
     private readonly PhysicalFileSystem _inner = PhysicalFileSystem.Instance;
     private readonly Lock _extending = new();
-    // sparse file path -> bytes written from its start (the rest of its length is a hole); under _extending
-    private readonly Dictionary<string, long> _written = new(StringComparer.Ordinal);
+    private readonly SparseFiles _sparse = new();
     private int _refused;
 
     /// <summary>The folder whose files count against <see cref="Capacity"/>, its subfolders included.</summary>
@@ -37,7 +36,7 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
         lock (_extending)
         {
             _inner.DeleteFile(path);
-            _written.Remove(Path.GetFullPath(path));
+            _sparse.Deleted(path);
         }
     }
 
@@ -46,11 +45,7 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
         lock (_extending)
         {
             _inner.MoveFile(sourcePath, destinationPath, overwrite);
-            _written.Remove(Path.GetFullPath(destinationPath));
-            if (_written.Remove(Path.GetFullPath(sourcePath), out long written))
-            {
-                _written[Path.GetFullPath(destinationPath)] = written;
-            }
+            _sparse.Moved(sourcePath, destinationPath);
         }
     }
 
@@ -72,10 +67,7 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
         {
             try
             {
-                lock (_extending)
-                {
-                    used += _written.TryGetValue(file.FullName, out long written) ? written : file.Length;
-                }
+                used += _sparse.Allocated(file.FullName, file.Length);
             }
             catch (FileNotFoundException)
             {
@@ -88,8 +80,6 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
 
     private sealed class LimitedFile(CapacityLimitedFileSystem owner, IStorageFile inner) : IStorageFile
     {
-        private readonly string _key = System.IO.Path.GetFullPath(inner.Path);
-
         public string Path => inner.Path;
 
         public long Length => inner.Length;
@@ -101,8 +91,7 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
             long end = offset + source.Length;
             lock (owner._extending)
             {
-                bool sparse = owner._written.TryGetValue(_key, out long written);
-                long allocated = sparse ? written : inner.Length;
+                long allocated = owner._sparse.Allocated(Path, inner.Length);
                 if (end > allocated)
                 {
                     long growth = end - allocated;
@@ -115,10 +104,7 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
                 }
 
                 inner.Write(source, offset);
-                if (sparse)
-                {
-                    owner._written[_key] = Math.Max(written, end);
-                }
+                owner._sparse.Wrote(Path, end);
             }
         }
 
@@ -126,9 +112,9 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
         {
             lock (owner._extending)
             {
-                long written = owner._written.TryGetValue(_key, out long known) ? known : inner.Length;
+                long before = inner.Length;
                 inner.SetLength(length);
-                owner._written[_key] = Math.Min(written, length);
+                owner._sparse.LengthSet(Path, before, length);
             }
         }
 
@@ -141,10 +127,7 @@ internal sealed class CapacityLimitedFileSystem(string root, long capacity) : IF
             lock (owner._extending)
             {
                 inner.Truncate(length);
-                if (owner._written.TryGetValue(_key, out long written))
-                {
-                    owner._written[_key] = Math.Min(written, length);
-                }
+                owner._sparse.Truncated(Path, length);
             }
         }
 

@@ -52,9 +52,7 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     private int _skip;
     private volatile bool _noSpace;
-    // sparse file path -> bytes written from its start (the rest of its length is a hole)
-    private readonly System.Collections.Concurrent.ConcurrentDictionary<string, long> _written =
-        new(StringComparer.Ordinal);
+    private readonly SparseFiles _sparse = new();
 
     /// <summary>While true, every matching write that needs new blocks fails with ENOSPC (errno 28, as .NET reports it
     /// on Unix): a disk that stays full until space is freed. A write within the blocks a file has written succeeds,
@@ -99,7 +97,7 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     public void DeleteFile(string path)
     {
         _inner.DeleteFile(path);
-        _written.TryRemove(Path.GetFullPath(path), out _);
+        _sparse.Deleted(path);
     }
 
     public bool FileExists(string path) => _inner.FileExists(path);
@@ -107,11 +105,7 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     public void MoveFile(string sourcePath, string destinationPath, bool overwrite)
     {
         _inner.MoveFile(sourcePath, destinationPath, overwrite);
-        _written.TryRemove(Path.GetFullPath(destinationPath), out _);
-        if (_written.TryRemove(Path.GetFullPath(sourcePath), out long written))
-        {
-            _written[Path.GetFullPath(destinationPath)] = written;
-        }
+        _sparse.Moved(sourcePath, destinationPath);
     }
 
     public string[] GetFiles(string directory, string searchPattern) => _inner.GetFiles(directory, searchPattern);
@@ -124,8 +118,6 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     private sealed class FaultingFile(FaultInjectingFileSystem owner, IStorageFile inner) : IStorageFile
     {
-        private readonly string _key = System.IO.Path.GetFullPath(inner.Path);
-
         public string Path => inner.Path;
 
         public long Length => inner.Length;
@@ -139,8 +131,7 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             if (owner.Matches(Path))
             {
                 Interlocked.Increment(ref owner.Writes);
-                long allocated = owner._written.TryGetValue(_key, out long written) ? written : inner.Length;
-                if (owner.NoSpace && offset + source.Length > allocated)
+                if (owner.NoSpace && offset + source.Length > owner._sparse.Allocated(Path, inner.Length))
                 {
                     throw new IOException("No space left on device (injected).", 28);
                 }
@@ -163,17 +154,14 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             }
 
             inner.Write(source, offset);
-            if (owner._written.TryGetValue(_key, out long before) && offset + source.Length > before)
-            {
-                owner._written[_key] = offset + source.Length;
-            }
+            owner._sparse.Wrote(Path, offset + source.Length);
         }
 
         public void SetLength(long length)
         {
-            long written = owner._written.TryGetValue(_key, out long known) ? known : inner.Length;
+            long before = inner.Length;
             inner.SetLength(length);
-            owner._written[_key] = Math.Min(written, length);
+            owner._sparse.LengthSet(Path, before, length);
         }
 
         public void Sync()
