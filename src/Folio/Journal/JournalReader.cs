@@ -195,7 +195,15 @@ public sealed partial class JournalReader : IDisposable
                 return true;
             }
 
-            await signal.WaitAsync(cancellationToken).ConfigureAwait(false);
+            _journal.EnterSignalWait();
+            try
+            {
+                await signal.WaitAsync(cancellationToken).ConfigureAwait(false);
+            }
+            finally
+            {
+                _journal.ExitSignalWait();
+            }
         }
     }
 

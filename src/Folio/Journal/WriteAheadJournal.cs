@@ -80,6 +80,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _durableSequence;
     private long _purgedTimestamp; // under _segmentsLock: the record time of entry FirstSequence - 1 (0: unknown)
     private TaskCompletionSource _commitSignal = NewSignal();
+    private int _signalWaiters; // tailing readers awaiting _commitSignal (Interlocked)
     private IOException? _diskFull; // written under _writeLock (Volatile), read by diagnostics
     private IOException? _fillDiskFull; // the last zero-fill's "no space" until one succeeds: under _fillLock
     private int _disposed;
@@ -251,6 +252,12 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// <see cref="CommittedSequence"/>.</summary>
     internal Task CommitSignal => Volatile.Read(ref _commitSignal).Task;
 
+    /// <summary>A tailing reader is about to await <see cref="CommitSignal"/>; it calls
+    /// <see cref="ExitSignalWait"/> when the wait ends.</summary>
+    internal void EnterSignalWait() => Interlocked.Increment(ref _signalWaiters);
+
+    internal void ExitSignalWait() => Interlocked.Decrement(ref _signalWaiters);
+
     /// <summary>Opens a reader positioned at <paramref name="fromSequence"/>.</summary>
     /// <param name="fromSequence">The first sequence number to read; at least <see cref="FirstSequence"/>. A number
     /// past the end is allowed: the reader waits until that entry is committed.</param>
@@ -384,7 +391,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
             }
         }
 
-        Interlocked.Exchange(ref _commitSignal, NewSignal()).TrySetResult();
+        WakeTailers();
     }
 
     /// <inheritdoc/>
@@ -453,7 +460,27 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         segment.PublishCommittedLength(committedLength);
         if (AtomicMaximum.TryRaise(ref _committedSequence, committedSequence))
         {
-            Interlocked.Exchange(ref _commitSignal, NewSignal()).TrySetResult();
+            WakeTailers();
+        }
+    }
+
+    /// <summary>
+    /// Replaces the commit signal and completes the old one. The publishing thread is usually a caller's own (the
+    /// first waiter commits) and goes back to that caller's code next, which may block; a continuation the signal
+    /// queued to that thread's local queue would wait for it while other pool threads found work elsewhere. So when
+    /// a reader waits (the count is read after the exchange's full fence; a reader that enters after it was read is
+    /// still woken, through the local queue), the signal is completed from the pool's global queue.
+    /// </summary>
+    private void WakeTailers()
+    {
+        TaskCompletionSource signal = Interlocked.Exchange(ref _commitSignal, NewSignal());
+        if (Volatile.Read(ref _signalWaiters) == 0)
+        {
+            signal.TrySetResult();
+        }
+        else
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(static signal => signal.TrySetResult(), signal, preferLocal: false);
         }
     }
 

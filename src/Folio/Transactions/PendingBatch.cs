@@ -10,8 +10,19 @@ namespace Folio.Transactions;
 /// will complete with the group's outcome, whatever the caller's token does) or Cancelled (the caller's token fired
 /// first; the committer skips it). <see cref="_answered"/> moves once, by CAS, from 0 to 1: the one thread that wins
 /// it (<see cref="PendingQueue.TryAnswer"/>, <see cref="PendingQueue.TryFail"/>) releases the batch and then sets the
-/// result or the exception. Continuations run asynchronously (on the pool), never on the answering thread, which may
-/// hold the committer role or the pipeline's lock. The value task may be awaited once, as any value task.
+/// result or the exception. The value task may be awaited once, as any value task.
+/// </para>
+/// <para>
+/// Continuations. Never on the answering thread, which may hold the committer role or the pipeline's lock, and never
+/// in its local queue either: that thread is usually another caller's (the first waiter commits) and goes back to
+/// that caller's code next, which may block, and a pool thread steals from another's local queue only when it finds
+/// no other work, so under load a continuation left there waited as long as the block. <see cref="OnCompleted"/>
+/// keeps the caller's continuation in <see cref="_continuation"/> and registers <see cref="QueueContinuation"/> with
+/// the core, which runs it inline at the answer (inside the caller's execution context when that flows) to queue the
+/// continuation to the pool's global queue. The fields are written before the core's registration CAS publishes
+/// the callback and read by the callback the core invokes after it sees it: the core's own publication of its
+/// continuation state. A caller with a scheduling context (a UI thread's, a custom scheduler) is resumed through it
+/// by the core, which always posts.
 /// </para>
 /// </summary>
 internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskSource<long>
@@ -20,14 +31,18 @@ internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskS
     private const int Taken = 1;
     private const int Cancelled = 2;
 
+    private static readonly Action<object?> s_queueContinuation = QueueContinuation;
+
     private ManualResetValueTaskSourceCore<CommitResult> _core;
+    private Action<object?>? _continuation;
+    private object? _continuationState;
+    private bool _flowContext;
     private int _state;
     private int _answered;
     private readonly ReadOnlyMemory<byte> _encoded;
 
     public PendingBatch(CommitBatch batch, ReadOnlyMemory<byte> encoded, bool durable)
     {
-        _core.RunContinuationsAsynchronously = true;
         Batch = batch;
         _encoded = encoded;
         Durable = durable;
@@ -81,7 +96,7 @@ internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskS
 
     void IValueTaskSource<CommitResult>.OnCompleted(Action<object?> continuation, object? state, short token,
         ValueTaskSourceOnCompletedFlags flags) =>
-        _core.OnCompleted(continuation, state, token, flags);
+        OnCompleted(continuation, state, token, flags);
 
     long IValueTaskSource<long>.GetResult(short token) => _core.GetResult(token).Sequence;
 
@@ -89,5 +104,42 @@ internal sealed class PendingBatch : IValueTaskSource<CommitResult>, IValueTaskS
 
     void IValueTaskSource<long>.OnCompleted(Action<object?> continuation, object? state, short token,
         ValueTaskSourceOnCompletedFlags flags) =>
-        _core.OnCompleted(continuation, state, token, flags);
+        OnCompleted(continuation, state, token, flags);
+
+    private void OnCompleted(Action<object?> continuation, object? state, short token,
+        ValueTaskSourceOnCompletedFlags flags)
+    {
+        if ((flags & ValueTaskSourceOnCompletedFlags.UseSchedulingContext) != 0 && HasSchedulingContext())
+        {
+            // The caller's context (a UI thread's, a custom scheduler) runs the continuation: the core posts to it.
+            _core.OnCompleted(continuation, state, token, flags);
+            return;
+        }
+
+        _continuation = continuation;
+        _continuationState = state;
+        _flowContext = (flags & ValueTaskSourceOnCompletedFlags.FlowExecutionContext) != 0;
+        _core.OnCompleted(s_queueContinuation, this, token, flags);
+    }
+
+    private static bool HasSchedulingContext() =>
+        (SynchronizationContext.Current is { } context && context.GetType() != typeof(SynchronizationContext))
+        || TaskScheduler.Current != TaskScheduler.Default;
+
+    /// <summary>Runs on the answering thread (inside the caller's execution context when it flows): queues the
+    /// caller's continuation to the pool's global queue, never the answering thread's local queue.</summary>
+    private static void QueueContinuation(object? state)
+    {
+        var batch = (PendingBatch)state!;
+        Action<object?> continuation = batch._continuation!;
+        object? continuationState = batch._continuationState;
+        if (batch._flowContext)
+        {
+            ThreadPool.QueueUserWorkItem(continuation, continuationState, preferLocal: false);
+        }
+        else
+        {
+            ThreadPool.UnsafeQueueUserWorkItem(continuation, continuationState, preferLocal: false);
+        }
+    }
 }

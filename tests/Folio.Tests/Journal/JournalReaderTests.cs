@@ -139,6 +139,29 @@ public sealed class JournalReaderTests
         Assert.Throws<ObjectDisposedException>(() => reader.TryRead(out _));
     }
 
+    /// <summary>
+    /// The thread that publishes a commit is usually a caller's (the first waiter commits) and goes back to that
+    /// caller's code, which may block: a tailing reader's wake-up must not wait in that thread's local queue.
+    /// </summary>
+    [Fact]
+    public async Task A_tailing_reader_wakes_when_the_thread_that_published_the_commit_blocks_right_after()
+    {
+        using var dir = new TempDirectory();
+        using var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(2048));
+        using var reader = journal.OpenReader(1);
+        ValueTask<bool> waiting = reader.WaitToReadAsync();
+        Assert.False(waiting.IsCompleted);
+
+        Assert.True(await LocalQueueTrap.RunAsync(() =>
+        {
+            journal.Append("one"u8);
+            journal.Sync();
+        }, () => waiting.IsCompleted), "the reader's wake-up waited in the blocked publisher's local queue");
+        Assert.True(await waiting);
+        Assert.True(reader.TryRead(out JournalEntry entry));
+        Assert.Equal(1, entry.Sequence);
+    }
+
     [Fact]
     public void Reader_survives_many_rotations_while_writer_appends()
     {
