@@ -23,8 +23,16 @@ internal static class FolioToolProcess
         Task<string> error = child.StandardError.ReadToEndAsync();
         if (input is not null)
         {
-            await child.StandardInput.WriteAsync(input);
-            child.StandardInput.Close();
+            try
+            {
+                await child.StandardInput.WriteAsync(input);
+                child.StandardInput.Close();
+            }
+            catch (IOException)
+            {
+                // The tool stopped reading and exited before the input ended (an import stops at its first bad
+                // line): the rest of the input, more than the pipe holds, has nowhere to go.
+            }
         }
 
         await child.WaitForExitAsync().WaitAsync(TimeSpan.FromMinutes(2));
