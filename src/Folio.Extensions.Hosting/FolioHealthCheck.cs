@@ -6,7 +6,8 @@ namespace Folio.Extensions.Hosting;
 /// <summary>
 /// Reports the store's health: <c>Unhealthy</c> when it is faulted (a journal write or fsync failed, or a group in the
 /// journal could not be applied to the in-memory state: commits fail until it is reopened) or when the disk is full
-/// (commits fail with <see cref="StoreFullException"/> until space is freed, then it is healthy again),
+/// (commits fail with <see cref="StoreFullException"/> until space is freed, then it is healthy again) or the journal
+/// cannot create its next segment for another cause (<see cref="StoreDiagnostics.SegmentUnavailable"/>),
 /// <c>Degraded</c> when the last checkpoint attempt failed (<see cref="StoreDiagnostics.CheckpointFailure"/>) or the
 /// average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else <c>Healthy</c>. The data
 /// carries the last committed sequence and the fsync figures. Reading them is lock-free; the check never touches the
@@ -52,6 +53,8 @@ internal sealed class FolioHealthCheck : IHealthCheck
             { IsFaulted: true } => ("The Folio store is faulted; commits fail until it is reopened: ",
                 diagnostics.Fault),
             { IsDiskFull: true } => ("The disk is full: commits fail until space is freed: ", diagnostics.DiskFull),
+            { SegmentUnavailable: { } unavailable } => (
+                "The journal cannot create its next segment; commits fail until it can: ", unavailable),
             _ => (null, null),
         };
         if (failure is not null)

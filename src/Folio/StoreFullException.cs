@@ -5,9 +5,9 @@ namespace Folio;
 /// no other commit is affected. Unlike <see cref="StoreFaultedException"/> the store stays open: reads, snapshots and
 /// the change feed keep working, and commits succeed again once space is freed (the journal tries to create the
 /// segment again at most once a second while it fails). A checkpoint, when it can write, lets the journal drop
-/// segments it no longer needs.
+/// segments it no longer needs. One of the causes of <see cref="StoreUnavailableException"/>.
 /// </summary>
-public sealed class StoreFullException : FolioException
+public sealed class StoreFullException : StoreUnavailableException
 {
     /// <summary>Creates an exception with a default message.</summary>
     public StoreFullException()

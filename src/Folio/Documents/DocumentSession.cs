@@ -282,8 +282,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// <see cref="DocumentStoreOptions.MaxDocumentSize"/>, or the documents together are over what one save holds
     /// (<see cref="DocumentStoreOptions.SegmentSize"/> less about 1 KiB): nothing was written, and the session still
     /// tracks its changes.</exception>
-    /// <exception cref="StoreFullException">The disk has no room for the journal's next segment: nothing was written,
-    /// the session still tracks its changes, and the store stays open (save again once space is freed).</exception>
+    /// <exception cref="StoreUnavailableException">The journal could not create its next segment
+    /// (<see cref="StoreFullException"/>: the disk is full): nothing was written, the session still tracks its
+    /// changes, and the store stays open (save again once the cause is gone).</exception>
     public async Task SaveChangesAsync(CancellationToken cancellationToken = default)
     {
         Enter();

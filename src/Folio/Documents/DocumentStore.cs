@@ -229,8 +229,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="cancellationToken">Cancels while the write waits for its group.</param>
     /// <returns>The new version of the document.</returns>
     /// <exception cref="ConcurrencyException">The document is not at <paramref name="expectedVersion"/>.</exception>
-    /// <exception cref="StoreFullException">The disk has no room for the journal's next segment; nothing was written
-    /// and the store stays open (retry once space is freed).</exception>
+    /// <exception cref="StoreUnavailableException">The journal could not create its next segment
+    /// (<see cref="StoreFullException"/>: the disk is full); nothing was written and the store stays open (retry
+    /// once the cause is gone).</exception>
     /// <exception cref="DocumentTooLargeException">The JSON is over the size limit.</exception>
     /// <exception cref="ArgumentException">Bad collection, id or JSON.</exception>
     public ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json,
@@ -275,8 +276,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <exception cref="ArgumentException">An empty batch, or a bad collection, id or JSON (as for
     /// <see cref="PutAsync"/>).</exception>
     /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
-    /// <exception cref="StoreFullException">The disk has no room for the journal's next segment; nothing was written
-    /// and the store stays open (retry once space is freed).</exception>
+    /// <exception cref="StoreUnavailableException">The journal could not create its next segment
+    /// (<see cref="StoreFullException"/>: the disk is full); nothing was written and the store stays open (retry
+    /// once the cause is gone).</exception>
     public ValueTask<CommitResult> WriteAsync(CommitBatch batch, CancellationToken cancellationToken = default)
     {
         // Not an async method, like PutAsync: the merger's pending batch is what the caller awaits, and every
@@ -368,8 +370,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// version.</param>
     /// <param name="cancellationToken">Cancels while the delete waits for its group.</param>
     /// <returns>The sequence number of the commit.</returns>
-    /// <exception cref="StoreFullException">The disk has no room for the journal's next segment; nothing was written
-    /// and the store stays open (retry once space is freed).</exception>
+    /// <exception cref="StoreUnavailableException">The journal could not create its next segment
+    /// (<see cref="StoreFullException"/>: the disk is full); nothing was written and the store stays open (retry
+    /// once the cause is gone).</exception>
     public ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null,
         CancellationToken cancellationToken = default)
     {
@@ -428,6 +431,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         _merger.AverageSyncDuration)
     {
         DiskFull = _journal.DiskFull,
+        SegmentUnavailable = _journal.SegmentUnavailable,
         CheckpointFailure = _checkpointer.LastFailure,
     };
 

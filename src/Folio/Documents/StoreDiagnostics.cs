@@ -28,6 +28,12 @@ public readonly record struct StoreDiagnostics(
     /// <summary>Whether <see cref="DiskFull"/> is set: commits fail for want of space until some is freed.</summary>
     public bool IsDiskFull => DiskFull is not null;
 
+    /// <summary>The error from the journal's last try to create its next segment file when it failed for a cause other
+    /// than a full disk (too many open files, no thread to be had, a folder that refuses new files), or null (also
+    /// once a later try succeeded): while set, commits that need the next segment fail with
+    /// <see cref="StoreUnavailableException"/>; the store is not faulted.</summary>
+    public Exception? SegmentUnavailable { get; init; }
+
     /// <summary>The error of the last checkpoint attempt when it failed (a full disk, a page that fails its checksum,
     /// an I/O error), or null (also once a later attempt succeeded). While set, the journal is not purged, the store's
     /// disk use grows with its commits, and once the journal after the last checkpoint passes

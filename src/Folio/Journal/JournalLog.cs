@@ -68,4 +68,9 @@ internal static partial class JournalLog
         Message = "Zero-filling journal segment '{File}' ahead of its writer failed; the writer fills what it needs " +
         "itself")]
     public static partial void FillAheadFailed(ILogger logger, string file, Exception exception);
+
+    [LoggerMessage(EventId = 1014, Level = LogLevel.Error,
+        Message = "Journal '{Directory}' could not create its next segment file: commits that need a new segment " +
+        "fail until it can (tried again at most once a second)")]
+    public static partial void SegmentNotCreated(ILogger logger, string directory, Exception exception);
 }

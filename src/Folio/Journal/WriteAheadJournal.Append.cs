@@ -144,7 +144,7 @@ public sealed partial class WriteAheadJournal
 
                 return first;
             }
-            catch (Exception e) when (e is not StoreFaultedException and not StoreFullException)
+            catch (Exception e) when (e is not FolioException) // faulted, or failed alone (a full disk, say)
             {
                 Fault(e);
                 throw new StoreFaultedException(
@@ -157,8 +157,9 @@ public sealed partial class WriteAheadJournal
     /// <summary>
     /// Seals the active segment (fdatasync, so a torn tail can only ever be in the newest segment) and starts the
     /// next one from the file prepared in the background. Runs under the write lock. The prepared file is taken
-    /// first: when the disk has no room for it, nothing has changed yet, so the append fails alone
-    /// (<see cref="StoreFullException"/>) and the journal stays usable.
+    /// first: when it cannot be had (no room on the disk, no descriptor or thread to prepare it), nothing has changed
+    /// yet, so the append fails alone (<see cref="StoreUnavailableException"/>) and the
+    /// journal stays usable.
     /// </summary>
     private void Rotate()
     {
@@ -200,11 +201,13 @@ public sealed partial class WriteAheadJournal
 
     /// <summary>
     /// The zero-filled file for the next segment (the write lock's owner, at a rotation): the one prepared in the
-    /// background, else one prepared now. A full disk is not a fault, since the active segment is untouched: the
-    /// preparation's partial file is gone (its space freed), and this throws <see cref="StoreFullException"/>. A
-    /// background preparation that failed that way is tried once more here, as space may have been freed since; after
-    /// a failed try, rotations within <see cref="PreparationRetryInterval"/> fail at once instead of zero-filling
-    /// whatever space is left again for every commit.
+    /// background, else one prepared now, on this thread. A failure to prepare it is not a fault, since the active
+    /// segment is untouched: the preparation's partial file is gone (a full disk gets its space back), and the
+    /// append fails alone, with <see cref="StoreFullException"/> for a full disk and
+    /// <see cref="StoreUnavailableException"/> for any other cause (too many open files, a folder made read-only, no
+    /// thread to be had). A background preparation that failed is tried once more here, as the cause may be gone;
+    /// after a failed try, rotations within <see cref="PreparationRetryInterval"/> fail at once instead of
+    /// zero-filling whatever space is left again for every commit.
     /// </summary>
     private string TakePreparedSegment()
     {
@@ -216,39 +219,64 @@ public sealed partial class WriteAheadJournal
             {
                 return prepared.GetAwaiter().GetResult();
             }
-            catch (IOException e) when (DiskFullError.Matches(e))
+            catch (Exception e) when (IsPreparationFailure(e))
             {
-                // Prepared a while ago: the disk may have room now, so try again below.
+                // Prepared a while ago: the cause may be gone now, so try again below.
             }
         }
         else if (_preparationFailure is { } failure
             && _timeProvider.GetElapsedTime(_preparationFailedAt) < PreparationRetryInterval)
         {
-            throw NewStoreFull(failure);
+            throw PreparationFailed(failure);
         }
 
         try
         {
-            string path = PrepareSegmentAsync().GetAwaiter().GetResult();
+            string path = NewSegmentPreparer().Run();
             if (_preparationFailure is not null)
             {
                 _preparationFailure = null;
+                Volatile.Write(ref _segmentUnavailable, null);
                 JournalLog.SpaceAvailableAgain(_logger, Directory);
             }
 
             return path;
         }
-        catch (IOException e) when (DiskFullError.Matches(e))
+        catch (Exception e) when (IsPreparationFailure(e))
         {
             if (_preparationFailure is null)
             {
-                JournalLog.NoSpaceForSegment(_logger, Directory, _segmentSize, e);
+                if (e is IOException io && DiskFullError.Matches(io))
+                {
+                    JournalLog.NoSpaceForSegment(_logger, Directory, _segmentSize, e);
+                }
+                else
+                {
+                    JournalLog.SegmentNotCreated(_logger, Directory, e);
+                }
             }
 
             _preparationFailure = e;
             _preparationFailedAt = _timeProvider.GetTimestamp();
-            throw NewStoreFull(e);
+            Volatile.Write(ref _segmentUnavailable, e is IOException full && DiskFullError.Matches(full) ? null : e);
+            throw PreparationFailed(e);
         }
+    }
+
+    private static bool IsPreparationFailure(Exception e) =>
+        e is IOException or UnauthorizedAccessException or TaskSchedulerException;
+
+    private StoreUnavailableException PreparationFailed(Exception cause)
+    {
+        if (cause is IOException io && DiskFullError.Matches(io))
+        {
+            return NewStoreFull(io);
+        }
+
+        return new StoreUnavailableException(
+            $"Journal '{Directory}' could not create its next segment file ({cause.Message}), " +
+            "so this commit was not written. The store stays open and readable; commits succeed again once the " +
+            "cause is gone.", cause);
     }
 
     /// <summary>
@@ -292,9 +320,9 @@ public sealed partial class WriteAheadJournal
     /// <summary>The next segment's file for an open (no rotation to fail alone: any failure fails the open).</summary>
     private string WaitForPreparedSegment()
     {
-        Task<string> prepared = _preparedSegment ?? PrepareSegmentAsync();
+        Task<string>? prepared = _preparedSegment;
         _preparedSegment = null;
-        return prepared.GetAwaiter().GetResult();
+        return prepared is null ? NewSegmentPreparer().Run() : prepared.GetAwaiter().GetResult();
     }
 
     /// <summary>
@@ -330,7 +358,7 @@ public sealed partial class WriteAheadJournal
             throw;
         }
 
-        _preparedSegment = PrepareSegmentAsync();
+        _preparedSegment = StartPreparingSegment();
         return segment;
     }
 
@@ -339,13 +367,24 @@ public sealed partial class WriteAheadJournal
     /// waits for it at the next rotation, and committers run on the thread pool, so a preparation queued to the pool
     /// behind busy writers would hold the committer, and every pool work item behind it, until the pool added a
     /// thread.</summary>
-    private Task<string> PrepareSegmentAsync()
+    /// <remarks>Null when no thread could be started (a process out of threads or descriptors): the next rotation
+    /// then prepares the file itself.</remarks>
+    private Task<string>? StartPreparingSegment()
     {
-        string path = Path.Combine(Directory, PreparedSegmentFileName);
-        SegmentPreparer preparer = new(_fileSystem, path, _segmentSize, FirstFill(_segmentSize));
-        return Task.Factory.StartNew(preparer.Run, CancellationToken.None, TaskCreationOptions.LongRunning,
-            TaskScheduler.Default);
+        SegmentPreparer preparer = NewSegmentPreparer();
+        try
+        {
+            return Task.Factory.StartNew(preparer.Run, CancellationToken.None, TaskCreationOptions.LongRunning,
+                TaskScheduler.Default);
+        }
+        catch (TaskSchedulerException)
+        {
+            return null;
+        }
     }
+
+    private SegmentPreparer NewSegmentPreparer() =>
+        new(_fileSystem, Path.Combine(Directory, PreparedSegmentFileName), _segmentSize, FirstFill(_segmentSize));
 
     private readonly struct SegmentPreparer(Storage.IFileSystem fileSystem, string path, long size, long firstFill)
     {

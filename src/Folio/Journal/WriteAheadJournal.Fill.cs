@@ -89,9 +89,17 @@ public sealed partial class WriteAheadJournal
         }
 
         // A thread of its own, like the segment's preparation: queued behind busy committers on the pool, it would
-        // come too late to spare the writer a fill of its own.
-        _backgroundFill = Task.Factory.StartNew(() => FillAhead(segment), CancellationToken.None,
-            TaskCreationOptions.LongRunning, TaskScheduler.Default);
+        // come too late to spare the writer a fill of its own. The record is written by now, so a thread that cannot
+        // be started (a process out of threads or descriptors) leaves the fill to the writer instead of failing it.
+        try
+        {
+            _backgroundFill = Task.Factory.StartNew(() => FillAhead(segment), CancellationToken.None,
+                TaskCreationOptions.LongRunning, TaskScheduler.Default);
+        }
+        catch (TaskSchedulerException e)
+        {
+            JournalLog.FillAheadFailed(_logger, segment.Path, e);
+        }
     }
 
     /// <summary>The background fill: one piece past the filled length, unless the segment was sealed or the journal

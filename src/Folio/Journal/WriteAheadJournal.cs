@@ -90,7 +90,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _nextSequence;
     private long _lastTimestamp;
     private Task<string>? _preparedSegment;
-    private IOException? _preparationFailure; // the last preparation's "no space", until one succeeds
+    private Exception? _preparationFailure; // the last preparation's failure, until one succeeds
+    private Exception? _segmentUnavailable; // the same when not a full disk (Volatile: read by diagnostics)
     private long _preparationFailedAt; // _timeProvider's timestamp of that failure
     private bool _rotationMarkPending; // a rotation's mark is not written yet (a full disk): written before a record
     private readonly List<JournalSegment> _sealedWithOpenFiles = [];
@@ -186,6 +187,12 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// <summary>The error of the last rotation that found the disk full, until a rotation completes: appends that
     /// need a new segment meanwhile fail with <see cref="StoreFullException"/>. Null otherwise.</summary>
     internal IOException? DiskFull => Volatile.Read(ref _diskFull) ?? Volatile.Read(ref _fillDiskFull);
+
+    /// <summary>The error of the last rotation that could not create its next segment for a cause other than a full
+    /// disk (no file descriptor or thread to spare, a folder that refuses new files), until a preparation succeeds:
+    /// appends that need a new segment meanwhile fail with <see cref="StoreUnavailableException"/>. Null
+    /// otherwise.</summary>
+    internal Exception? SegmentUnavailable => Volatile.Read(ref _segmentUnavailable);
 
     /// <summary>
     /// The newest sequence number a completed sync (or a rotation's seal) made durable. It may be ahead of

@@ -269,8 +269,9 @@ internal sealed class GroupCommitter
     /// <summary>
     /// Writes the accepted batches as one journal record and starts its sync (a durable group), then adds the group
     /// to the pipeline, in commit order. A failed write faults the merger and answers the group here, except a full
-    /// disk (<see cref="StoreFullException"/>: nothing was written), which fails the group alone; a sync that cannot
-    /// even start is recorded on the group, which then fails in its turn.
+    /// disk or a next segment that cannot be created (<see cref="StoreUnavailableException"/>: nothing was written),
+    /// which fails the group alone; a sync that cannot even start is recorded on the group, which then fails in its
+    /// turn.
     /// </summary>
     private InFlightGroup? WriteGroup()
     {
@@ -296,10 +297,12 @@ internal sealed class GroupCommitter
         {
             first = _journal.Append(_entries.AsSpan(0, count), out timestamp, out end);
         }
-        catch (StoreFullException e)
+        catch (StoreUnavailableException e)
         {
             // Nothing was written and the journal is not faulted: the group fails alone, the next one tries again.
-            _pending.FailUnanswered(_accepted, _ => new StoreFullException(e.Message, e.InnerException));
+            _pending.FailUnanswered(_accepted, _ => e is StoreFullException
+                ? new StoreFullException(e.Message, e.InnerException)
+                : new StoreUnavailableException(e.Message, e.InnerException));
             return null;
         }
         catch (Exception e)

@@ -97,6 +97,85 @@ public sealed class StoreDiskFullTests
         }
     }
 
+    /// <summary>
+    /// The process runs out of file descriptors (its own sockets leaked, say) while the store runs: the commits that
+    /// need the journal's next segment fail alone with <see cref="StoreUnavailableException"/>, the diagnostics say
+    /// why, the store is not faulted, and once files can be created again commits succeed without a reopen.
+    /// </summary>
+    [Fact]
+    public async Task A_next_segment_that_cannot_be_created_fails_commits_alone_until_it_can_without_a_reopen()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => Path.GetFileName(path) == "next-segment.tmp" };
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.FileSystem = files;
+        var acknowledged = new Dictionary<string, long>();
+        var refused = new HashSet<string>();
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            files.CreateFailure = new IOException("Too many open files", 24);
+            StoreUnavailableException? unavailable = null;
+            for (int i = 0; i < 2000 && unavailable is null; i++)
+            {
+                string id = $"before-{i}";
+                try
+                {
+                    acknowledged[id] = await store.PutAsync("Doc", id, Json(i));
+                }
+                catch (StoreUnavailableException e)
+                {
+                    unavailable = e;
+                    refused.Add(id);
+                }
+            }
+
+            Assert.NotNull(unavailable);
+            Assert.IsNotType<StoreFullException>(unavailable);
+            Assert.Contains("Too many open files", unavailable.Message, StringComparison.Ordinal);
+            StoreDiagnostics diagnostics = store.GetDiagnostics();
+            Assert.False(diagnostics.IsFaulted);
+            Assert.False(diagnostics.IsDiskFull);
+            Assert.Same(files.CreateFailure, diagnostics.SegmentUnavailable);
+
+            using DocumentSession session = store.OpenSession();
+            session.Store(new Note { Text = new string('z', 1000) }, "session-doc");
+            await Assert.ThrowsAsync<StoreUnavailableException>(() => session.SaveChangesAsync());
+            AssertHolds(store, acknowledged, refused);
+
+            files.CreateFailure = null;
+            DateTime deadline = DateTime.UtcNow + TestDeadline.Hang;
+            while (true)
+            {
+                try
+                {
+                    acknowledged["after-0"] = await store.PutAsync("Doc", "after-0", Json(0));
+                    break;
+                }
+                catch (StoreUnavailableException) when (DateTime.UtcNow < deadline)
+                {
+                    await Task.Delay(50); // the journal tries again at most once a second
+                }
+            }
+
+            await session.SaveChangesAsync();
+            for (int i = 1; i < 100; i++)
+            {
+                acknowledged[$"after-{i}"] = await store.PutAsync("Doc", $"after-{i}", Json(i));
+            }
+
+            Assert.Null(store.GetDiagnostics().SegmentUnavailable);
+            Assert.False(store.IsFaulted);
+            AssertHolds(store, acknowledged, refused);
+        }
+
+        await using (var reopened = DocumentStore.Open(dir.Path, TestStoreOptions.TinySegments()))
+        {
+            AssertHolds(reopened, acknowledged, refused);
+            Assert.NotNull(reopened.Get(nameof(Note), "session-doc"));
+        }
+    }
+
     private static async Task<long> PutOnceSpaceIsBackAsync(DocumentStore store, string id)
     {
         DateTime deadline = DateTime.UtcNow + TestDeadline.Hang;

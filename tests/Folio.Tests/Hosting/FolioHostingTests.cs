@@ -249,8 +249,11 @@ public sealed class FolioHostingTests : IDisposable
         await host.StopAsync();
     }
 
-    [Fact]
-    public async Task Health_check_is_unhealthy_while_the_disk_is_full_and_healthy_again_once_space_is_freed()
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public async Task Health_check_is_unhealthy_while_no_next_segment_can_be_created_and_healthy_again_once_one_can(
+        bool diskFull)
     {
         var files = new FaultInjectingFileSystem { Matches = static path
             => Path.GetFileName(path) == "next-segment.tmp" };
@@ -264,32 +267,38 @@ public sealed class FolioHostingTests : IDisposable
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
         byte[] json = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 2000)}\"}}");
 
-        files.NoSpace = true;
-        StoreFullException? full = null;
-        for (int i = 0; i < 200 && full is null; i++)
+        // A full disk, or a process out of file descriptors.
+        files.NoSpace = diskFull;
+        files.CreateFailure = diskFull ? null : new IOException("Too many open files", 24);
+        StoreUnavailableException? unavailable = null;
+        for (int i = 0; i < 200 && unavailable is null; i++)
         {
-            full = await Record.ExceptionAsync(async () => await store.PutAsync("c", $"d{i}", json))
-                as StoreFullException;
+            unavailable = await Record.ExceptionAsync(async () => await store.PutAsync("c", $"d{i}", json))
+                as StoreUnavailableException;
         }
 
-        Assert.NotNull(full);
-        Assert.True(store.GetDiagnostics().IsDiskFull);
+        Assert.NotNull(unavailable);
+        Assert.Equal(diskFull, unavailable is StoreFullException);
+        Assert.Equal(diskFull, store.GetDiagnostics().IsDiskFull);
         Assert.False(store.GetDiagnostics().IsFaulted);
         HealthReport report = await health.CheckHealthAsync();
         Assert.Equal(HealthStatus.Unhealthy, report.Status);
-        Assert.Contains("disk is full", report.Entries["folio"].Description, StringComparison.Ordinal);
+        Assert.Contains(diskFull ? "disk is full" : "cannot create its next segment",
+            report.Entries["folio"].Description, StringComparison.Ordinal);
         Assert.IsType<IOException>(report.Entries["folio"].Exception);
 
         files.NoSpace = false;
+        files.CreateFailure = null;
         DateTime deadline = DateTime.UtcNow + TestDeadline.Hang;
-        while (await Record.ExceptionAsync(async () => await store.PutAsync("c", "after", json)) is StoreFullException
-            && DateTime.UtcNow < deadline)
+        while (await Record.ExceptionAsync(async () => await store.PutAsync("c", "after", json))
+            is StoreUnavailableException && DateTime.UtcNow < deadline)
         {
             await Task.Delay(50);
         }
 
         Assert.NotNull(store.Get("c", "after"));
         Assert.False(store.GetDiagnostics().IsDiskFull);
+        Assert.Null(store.GetDiagnostics().SegmentUnavailable);
         report = await health.CheckHealthAsync();
         Assert.Equal(HealthStatus.Healthy, report.Status);
         await host.StopAsync();

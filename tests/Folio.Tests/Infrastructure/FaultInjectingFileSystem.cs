@@ -74,6 +74,16 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     public FileFault Armed => (FileFault)Volatile.Read(ref _fault);
 
+    private volatile IOException? _openFailure;
+
+    /// <summary>While set, every open of a matching file that would create it throws this (a process out of file
+    /// descriptors, a folder that refuses new files); opens of existing files are unaffected.</summary>
+    public IOException? CreateFailure
+    {
+        get => _openFailure;
+        set => _openFailure = value;
+    }
+
     internal bool TryTake(FileFault fault)
     {
         if (Volatile.Read(ref _fault) != (int)fault || Interlocked.Decrement(ref _skip) >= 0)
@@ -89,6 +99,10 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
         if (Matches(path))
         {
             Interlocked.Increment(ref Opens);
+            if (_openFailure is { } failure && mode is FileMode.CreateNew or FileMode.Create or FileMode.OpenOrCreate)
+            {
+                throw failure;
+            }
         }
 
         return new FaultingFile(this, _inner.OpenFile(path, mode));

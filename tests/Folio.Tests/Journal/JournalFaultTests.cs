@@ -304,6 +304,83 @@ public sealed class JournalFaultTests
         }
     }
 
+    /// <summary>
+    /// Too many open files (a process whose sockets leaked, say) when the next segment must be created: nothing of the
+    /// active segment has changed, so the append fails alone with <see cref="StoreUnavailableException"/> (not a full
+    /// disk, not a fault), tries again at most once a second, and appends go on, without a reopen, once files can be
+    /// created again.
+    /// </summary>
+    [Fact]
+    public void A_next_segment_that_cannot_be_created_fails_the_append_alone_and_appends_resume_once_it_can()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem { Matches = static path
+            => Path.GetFileName(path) == "next-segment.tmp" };
+        var clock = new ManualTimeProvider(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero));
+        JournalOptions options = JournalTestExtensions.Tiny(1024, clock);
+        options.FileSystem = files;
+        var acknowledged = new List<byte[]>();
+        var tooMany = new IOException("Too many open files", 24);
+        using (var journal = WriteAheadJournal.Open(dir.Path, options))
+        {
+            files.CreateFailure = tooMany;
+            StoreUnavailableException? unavailable = null;
+            for (int i = 0; i < 20 && unavailable is null; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(1, i, 300);
+                Exception? error = Record.Exception(() => journal.Append(entry));
+                if (error is null)
+                {
+                    journal.Sync();
+                    acknowledged.Add(entry);
+                }
+                else
+                {
+                    unavailable = error as StoreUnavailableException
+                        ?? throw new Xunit.Sdk.XunitException(error.ToString());
+                }
+            }
+
+            Assert.NotNull(unavailable);
+            Assert.IsNotType<StoreFullException>(unavailable);
+            Assert.Same(tooMany, unavailable.InnerException);
+            Assert.Contains("could not create its next segment file (Too many open files)", unavailable.Message,
+                StringComparison.Ordinal);
+            Assert.Same(tooMany, journal.SegmentUnavailable);
+            Assert.Null(journal.DiskFull);
+
+            // Not faulted: a sync works and what was acknowledged reads back.
+            journal.Sync();
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+
+            // Within the retry interval an append that needs the segment fails at once, without trying.
+            int opens = files.Opens;
+            Assert.Throws<StoreUnavailableException>(() => journal.Append(JournalTestExtensions.Payload(2, 0, 300)));
+            Assert.Equal(opens, files.Opens);
+
+            // Files can be created again: the first try after the interval rotates, and appends go on.
+            files.CreateFailure = null;
+            clock.Advance(WriteAheadJournal.PreparationRetryInterval);
+            for (int i = 0; i < 6; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(3, i, 300);
+                journal.Append(entry);
+                journal.Sync();
+                acknowledged.Add(entry);
+            }
+
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+            Assert.Null(journal.SegmentUnavailable);
+        }
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            var all = journal.ReadAll(1);
+            Assert.Equal(acknowledged, all.Select(e => e.Data));
+            Assert.Equal(Enumerable.Range(1, acknowledged.Count).Select(i => (long)i), all.Select(e => e.Sequence));
+        }
+    }
+
     [Fact]
     public void A_full_disk_when_a_rotation_names_its_new_segment_keeps_records_out_of_it_until_the_mark_is_written()
     {
