@@ -156,10 +156,12 @@ public sealed partial class WriteAheadJournal
 
     /// <summary>
     /// Seals the active segment (fdatasync, so a torn tail can only ever be in the newest segment) and starts the
-    /// next one from the file prepared in the background. Runs under the write lock. The prepared file is taken
-    /// first: when it cannot be had (no room on the disk, no descriptor or thread to prepare it), nothing has changed
-    /// yet, so the append fails alone (<see cref="StoreUnavailableException"/>) and the
-    /// journal stays usable.
+    /// next one from the file prepared in the background. Runs under the write lock. Everything that can fail for
+    /// want of a resource comes before the seal: the prepared file is taken (no room on the disk, no descriptor or
+    /// thread to prepare it), the active segment synced, and the new segment's file named and opened
+    /// (<see cref="CreateSegmentForRotation"/>); when one of these cannot be done, nothing the journal goes on from
+    /// has changed, so the append fails alone (<see cref="StoreUnavailableException"/>) and the journal stays
+    /// usable. A failed sync of the active segment is a fault, as any failed sync.
     /// </summary>
     private void Rotate()
     {
@@ -168,13 +170,15 @@ public sealed partial class WriteAheadJournal
         JournalSegment old = _active;
         System.Diagnostics.Debug.Assert(old.LastSequence >= old.FirstSequence,
             "an empty active segment has the configured size, so every record that passed the size check fits it");
-        StopFilling(old);
+        // The active segment is synced before the new one's file takes its name, so a crash at any point after
+        // finds every record before the new segment's first sequence durable: no gap between the two.
         SyncSegmentLocked(old);
+        JournalSegment next = CreateSegmentForRotation(_nextSequence, prepared);
+        StopFilling(old);
         old.Seal();
         // durable now, but published only by the owner of publication (see the protocol)
         AdvanceDurable(_nextSequence - 1);
 
-        JournalSegment next = CreateSegment(_nextSequence, prepared);
         lock (_segmentsLock)
         {
             JournalSegment[] current = _segmentSet.Segments;
@@ -326,11 +330,53 @@ public sealed partial class WriteAheadJournal
     }
 
     /// <summary>
+    /// A rotation's <see cref="CreateSegment(long, string, bool)"/>, before the active segment is sealed. Its
+    /// failures (opening the prepared file, writing and syncing its header, the rename, the folder's fsync, the reopen
+    /// by the new name; a process out of descriptors fails the opens and the fsync) change nothing the journal goes on
+    /// from: the file, once renamed, is renamed back to the prepared file's name and the folder synced, the active
+    /// segment stays active, and the append fails alone with <see cref="StoreUnavailableException"/>. Only a failure
+    /// to rename it back durably would leave a segment file the journal does not write to beside records appended
+    /// after it: that faults the journal.
+    /// </summary>
+    private JournalSegment CreateSegmentForRotation(long firstSequence, string temporaryPath)
+    {
+        bool renamed = false;
+        try
+        {
+            return CreateSegment(firstSequence, temporaryPath, replace: false, ref renamed);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            if (renamed)
+            {
+                // Back, durably (the rename itself may not be): a failure here faults the append.
+                string path = Path.Combine(Directory, JournalFormat.SegmentFileName(firstSequence));
+                _fileSystem.MoveFile(path, temporaryPath, overwrite: true);
+                _fileSystem.SyncDirectory(Directory);
+            }
+
+            _preparationFailure = e;
+            _preparationFailedAt = _timeProvider.GetTimestamp();
+            Volatile.Write(ref _segmentUnavailable, e is IOException full && DiskFullError.Matches(full) ? null : e);
+            JournalLog.SegmentNotCreated(_logger, Directory, e);
+            throw PreparationFailed(e);
+        }
+    }
+
+    /// <summary>
     /// Turns the prepared zero-filled file <paramref name="temporaryPath"/> into segment
     /// <paramref name="firstSequence"/>: header, fdatasync, rename (over an empty segment of another size when
     /// <paramref name="replace"/>), fsync of the folder. Then starts preparing the following one.
     /// </summary>
     private JournalSegment CreateSegment(long firstSequence, string temporaryPath, bool replace = false)
+    {
+        bool renamed = false;
+        return CreateSegment(firstSequence, temporaryPath, replace, ref renamed);
+    }
+
+    /// <summary>The same, setting <paramref name="renamed"/> once the file has its segment's name (a caller that
+    /// catches a later step's failure knows to rename it back).</summary>
+    private JournalSegment CreateSegment(long firstSequence, string temporaryPath, bool replace, ref bool renamed)
     {
         string path = Path.Combine(Directory, JournalFormat.SegmentFileName(firstSequence));
         var file = _fileSystem.OpenFile(temporaryPath, FileMode.Open);
@@ -343,6 +389,7 @@ public sealed partial class WriteAheadJournal
             file.Sync();
             file.Dispose();
             _fileSystem.MoveFile(temporaryPath, path, overwrite: replace);
+            renamed = true;
             _fileSystem.SyncDirectory(Directory);
             file = _fileSystem.OpenFile(path, FileMode.Open);
             segment = new JournalSegment(file, firstSequence, _segmentSize, JournalFormat.SegmentHeaderSize,

@@ -84,6 +84,16 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
         set => _openFailure = value;
     }
 
+    private volatile IOException? _openExistingFailure;
+
+    /// <summary>While set, every open of an existing matching file (<see cref="FileMode.Open"/>) throws this (a
+    /// process out of file descriptors).</summary>
+    public IOException? OpenExistingFailure
+    {
+        get => _openExistingFailure;
+        set => _openExistingFailure = value;
+    }
+
     internal bool TryTake(FileFault fault)
     {
         if (Volatile.Read(ref _fault) != (int)fault || Interlocked.Decrement(ref _skip) >= 0)
@@ -102,6 +112,11 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             if (_openFailure is { } failure && mode is FileMode.CreateNew or FileMode.Create or FileMode.OpenOrCreate)
             {
                 throw failure;
+            }
+
+            if (_openExistingFailure is { } existing && mode is FileMode.Open)
+            {
+                throw existing;
             }
         }
 

@@ -57,21 +57,38 @@ public sealed class JournalFaultTests
         }
     }
 
-    [Fact]
-    public void A_failure_while_rotating_faults_the_journal_without_losing_committed_entries()
+    /// <summary>
+    /// At a rotation, a failed sync of the active segment faults the journal, as any failed sync; a failed write of
+    /// the next segment's header into its prepared file, before the active segment is sealed, fails the append
+    /// alone. Either way nothing committed is lost.
+    /// </summary>
+    [Theory]
+    [InlineData(".journal", FileFault.SyncFails, true)]
+    [InlineData(".tmp", FileFault.WriteFails, false)]
+    public void A_failure_while_rotating_loses_no_committed_entry_and_faults_only_for_the_active_segment(
+        string failingFile, FileFault fault, bool faults)
     {
         using var dir = new TempDirectory();
-        var files = new FaultInjectingFileSystem { Matches = static path
-            => path.EndsWith(".tmp", StringComparison.Ordinal) };
+        var files = new FaultInjectingFileSystem
+        {
+            Matches = path => path.EndsWith(failingFile, StringComparison.Ordinal),
+        };
         var options = JournalTestExtensions.Tiny(1024);
         options.FileSystem = files;
         using var journal = WriteAheadJournal.Open(dir.Path, options);
         journal.Append(new byte[500]);
         journal.Sync();
-        files.Arm(FileFault.WriteFails);
-        Assert.Throws<StoreFaultedException>(() => journal.Append(new byte[700]));
+        files.Arm(fault);
+        Exception error = Assert.ThrowsAny<FolioException>(() => journal.Append(new byte[700]));
+        Assert.IsType(faults ? typeof(StoreFaultedException) : typeof(StoreUnavailableException), error);
         Assert.Equal(1, journal.CommittedSequence);
         Assert.Single(journal.ReadAll(1));
+        if (!faults)
+        {
+            journal.Append(new byte[100]); // fits the active segment, which was not sealed
+            journal.Sync();
+            Assert.Equal(2, journal.ReadAll(1).Count);
+        }
     }
 
     [Fact]
@@ -370,6 +387,77 @@ public sealed class JournalFaultTests
             }
 
             Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+            Assert.Null(journal.SegmentUnavailable);
+        }
+
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            var all = journal.ReadAll(1);
+            Assert.Equal(acknowledged, all.Select(e => e.Data));
+            Assert.Equal(Enumerable.Range(1, acknowledged.Count).Select(i => (long)i), all.Select(e => e.Sequence));
+        }
+    }
+
+    /// <summary>
+    /// The next segment was prepared before the process ran out of descriptors, and the rotation cannot open it: by
+    /// its prepared name (before the rename) or by its segment name (after it, when the file must be renamed back).
+    /// Either way the active segment was not sealed, the append fails alone, no segment file is left that the journal
+    /// does not write to, and appends go on once files can be opened again.
+    /// </summary>
+    [Theory]
+    [InlineData("next-segment.tmp")]
+    [InlineData(".journal")]
+    public void A_prepared_segment_that_cannot_be_opened_at_rotation_fails_the_append_alone(string failingFile)
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem
+        {
+            Matches = path => path.EndsWith(failingFile, StringComparison.Ordinal),
+        };
+        var clock = new ManualTimeProvider(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero));
+        JournalOptions options = JournalTestExtensions.Tiny(1024, clock);
+        options.FileSystem = files;
+        var acknowledged = new List<byte[]>();
+        string journalFolder = dir.Path;
+        using (var journal = WriteAheadJournal.Open(dir.Path, options))
+        {
+            string[] segmentsBefore = Directory.GetFiles(journalFolder, "*.journal");
+            files.OpenExistingFailure = new IOException("Too many open files", 24);
+            StoreUnavailableException? unavailable = null;
+            for (int i = 0; i < 20 && unavailable is null; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(1, i, 300);
+                Exception? error = Record.Exception(() => journal.Append(entry));
+                if (error is null)
+                {
+                    journal.Sync();
+                    acknowledged.Add(entry);
+                }
+                else
+                {
+                    unavailable = error as StoreUnavailableException
+                        ?? throw new Xunit.Sdk.XunitException(error.ToString());
+                }
+            }
+
+            Assert.NotNull(unavailable);
+            Assert.Equal(segmentsBefore, Directory.GetFiles(journalFolder, "*.journal"));
+            Assert.True(File.Exists(Path.Combine(journalFolder, "next-segment.tmp")));
+            Assert.Same(files.OpenExistingFailure, journal.SegmentUnavailable);
+            journal.Sync();
+            Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
+
+            files.OpenExistingFailure = null;
+            clock.Advance(WriteAheadJournal.PreparationRetryInterval);
+            for (int i = 0; i < 6; i++)
+            {
+                byte[] entry = JournalTestExtensions.Payload(2, i, 300);
+                journal.Append(entry);
+                journal.Sync();
+                acknowledged.Add(entry);
+            }
+
+            Assert.True(Directory.GetFiles(journalFolder, "*.journal").Length > segmentsBefore.Length);
             Assert.Null(journal.SegmentUnavailable);
         }
 
