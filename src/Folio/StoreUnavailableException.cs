@@ -6,7 +6,9 @@ namespace Folio;
 /// the change feed keep working). Commits succeed again once the cause is gone, without a reopen. The causes: the
 /// journal could not create its next segment file because the disk is full (<see cref="StoreFullException"/>), the
 /// process has no file descriptor or thread to spare, or the folder no longer lets it create files. The journal tries
-/// to create the file again at most once a second while it fails. Catch this type to retry a commit later.
+/// to create the file again at most once a second while it fails. Catch this type to retry a commit later. An open
+/// throws it too when the process cannot create the store's checkpoint thread (out of threads, memory or file
+/// descriptors); the folder is left to a later open.
 /// </summary>
 public class StoreUnavailableException : FolioException
 {

@@ -39,8 +39,18 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         _pages = pages;
         _merger = new TransactionMerger(journal, index, options.ToMergerOptions());
         pages.Cache.Prefetcher?.YieldToCommits(() => _merger.IsCommitterActive || _merger.GroupsInFlight > 0);
-        _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger, () => _merger.IsFaulted,
-            replayedBytes);
+        try
+        {
+            _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger, () => _merger.IsFaulted,
+                replayedBytes);
+        }
+        catch (OutOfMemoryException e)
+        {
+            _merger.Dispose(); // its timer; the caller closes the journal and the data file
+            throw new StoreUnavailableException($"Cannot open the store '{path}': its checkpoint thread could not " +
+                "be started (the process may be out of threads, memory or file descriptors).", e);
+        }
+
         Changes = new DocumentChanges(this);
     }
 
@@ -95,6 +105,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// missing.</exception>
     /// <exception cref="IOException">The path is a file, or the store's files cannot be created or read (for example,
     /// the disk is full); the message names the store's folder and the inner exception is the cause.</exception>
+    /// <exception cref="StoreUnavailableException">The process cannot create the store's checkpoint thread (out of
+    /// threads, memory or file descriptors); nothing is left open.</exception>
     public static DocumentStore Open(string path, DocumentStoreOptions? options = null)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(path);

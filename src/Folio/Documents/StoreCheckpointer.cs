@@ -103,7 +103,15 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             () => BytesSinceCheckpoint,
             () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate, () => journal.HeldBytes,
             () => journal.LapsedHolds);
-        new Thread(RunLoop) { IsBackground = true, Name = "Folio checkpoints" }.Start();
+        try
+        {
+            DedicatedThread.Start(RunLoop, "Folio checkpoints");
+        }
+        catch (OutOfMemoryException)
+        {
+            _metrics.Dispose();
+            throw;
+        }
     }
 
     /// <summary>The sequence the newest checkpoint covers.</summary>

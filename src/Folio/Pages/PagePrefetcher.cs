@@ -106,11 +106,16 @@ internal sealed class PagePrefetcher : IDisposable
 
             _queue.Enqueue(pages);
             Interlocked.Increment(ref _requests);
-            if (_thread is null)
+            if (_thread is null && !TryStartWorker())
             {
-                StartWorker();
+                // No thread to be had: prefetch is only a speed-up, so the queue is dropped and the next request
+                // tries again.
+                while (_queue.TryDequeue(out PagePosition[]? unread))
+                {
+                    dropped += unread.Length;
+                }
             }
-            else
+            else if (_thread is not null)
             {
                 Monitor.Pulse(_gate);
             }
@@ -168,15 +173,19 @@ internal sealed class PagePrefetcher : IDisposable
         }
     }
 
-    private void StartWorker()
+    /// <summary>Under the gate: starts the worker; false when the process cannot create a thread.</summary>
+    private bool TryStartWorker()
     {
-        _thread = new Thread(Run)
+        try
         {
-            IsBackground = true,
-            Name = "Folio prefetch",
-            Priority = ThreadPriority.Lowest, // honoured on Windows; on Linux the worker lowers its own nice value
-        };
-        _thread.Start();
+            // The priority is honoured on Windows; on Linux the worker lowers its own nice value.
+            _thread = DedicatedThread.Start(Run, "Folio prefetch", ThreadPriority.Lowest);
+            return true;
+        }
+        catch (OutOfMemoryException)
+        {
+            return false;
+        }
     }
 
     private void Run()

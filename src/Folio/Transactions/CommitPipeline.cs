@@ -174,9 +174,8 @@ internal sealed class CommitPipeline : IDisposable
     {
         if (group.NeedsSync && group.Failure is null)
         {
-            if (ShouldApplyDuringSync(group))
+            if (ShouldApplyDuringSync(group) && (_syncThread ?? TryCreateSyncThread()) is { } sync)
             {
-                SyncThread sync = _syncThread ?? CreateSyncThread();
                 sync.Start(group.SyncPoint);
                 ApplyDuringSync(group);
                 if (sync.Wait(out group.SyncElapsed) is { } failure)
@@ -231,11 +230,21 @@ internal sealed class CommitPipeline : IDisposable
 
     /// <summary>The first group applied during its sync starts the thread (stores that never see 4 concurrent
     /// writers never do); published with a release store for <see cref="Dispose"/>, which may run on another
-    /// thread.</summary>
+    /// thread. Null when the process cannot create a thread: the group then syncs on this thread, as a smaller one
+    /// does, and a later group tries again.</summary>
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
-    private SyncThread CreateSyncThread()
+    private SyncThread? TryCreateSyncThread()
     {
-        var thread = new SyncThread(_journal);
+        SyncThread thread;
+        try
+        {
+            thread = new SyncThread(_journal);
+        }
+        catch (OutOfMemoryException)
+        {
+            return null;
+        }
+
         Volatile.Write(ref _syncThread, thread);
         return thread;
     }

@@ -31,8 +31,7 @@ internal sealed class SyncThread : IDisposable
     public SyncThread(WriteAheadJournal journal)
     {
         _journal = journal;
-        _thread = new Thread(Run) { IsBackground = true, Name = "Folio group sync" };
-        _thread.Start();
+        _thread = DedicatedThread.Start(Run, "Folio group sync");
     }
 
     /// <summary>Hands <paramref name="point"/>'s fdatasync to the thread (committer only; the previous one was waited
