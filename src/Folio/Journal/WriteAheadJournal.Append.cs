@@ -239,8 +239,7 @@ public sealed partial class WriteAheadJournal
             string path = NewSegmentPreparer().Run();
             if (_preparationFailure is not null)
             {
-                _preparationFailure = null;
-                Volatile.Write(ref _segmentUnavailable, null);
+                Volatile.Write(ref _preparationFailure, null);
                 JournalLog.SpaceAvailableAgain(_logger, Directory);
             }
 
@@ -248,33 +247,39 @@ public sealed partial class WriteAheadJournal
         }
         catch (Exception e) when (IsPreparationFailure(e))
         {
-            if (_preparationFailure is null)
-            {
-                if (e is IOException io && DiskFullError.Matches(io))
-                {
-                    JournalLog.NoSpaceForSegment(_logger, Directory, _segmentSize, e);
-                }
-                else
-                {
-                    JournalLog.SegmentNotCreated(_logger, Directory, e);
-                }
-            }
-
-            _preparationFailure = e;
-            _preparationFailedAt = _timeProvider.GetTimestamp();
-            Volatile.Write(ref _segmentUnavailable, e is IOException full && DiskFullError.Matches(full) ? null : e);
-            throw PreparationFailed(e);
+            throw RecordPreparationFailure(e);
         }
     }
 
     private static bool IsPreparationFailure(Exception e) =>
         e is IOException or UnauthorizedAccessException or TaskSchedulerException;
 
+    /// <summary>Under the write lock: a rotation could not make its next segment. Logs the first failure of a run,
+    /// keeps it for the retry interval and the diagnostics, and returns what the append throws.</summary>
+    private StoreUnavailableException RecordPreparationFailure(Exception e)
+    {
+        if (_preparationFailure is null)
+        {
+            if (DiskFullError.Matches(e))
+            {
+                JournalLog.NoSpaceForSegment(_logger, Directory, _segmentSize, e);
+            }
+            else
+            {
+                JournalLog.SegmentNotCreated(_logger, Directory, e);
+            }
+        }
+
+        Volatile.Write(ref _preparationFailure, e);
+        _preparationFailedAt = _timeProvider.GetTimestamp();
+        return PreparationFailed(e);
+    }
+
     private StoreUnavailableException PreparationFailed(Exception cause)
     {
-        if (cause is IOException io && DiskFullError.Matches(io))
+        if (DiskFullError.Matches(cause))
         {
-            return NewStoreFull(io);
+            return NewStoreFull((IOException)cause);
         }
 
         return new StoreUnavailableException(
@@ -355,11 +360,7 @@ public sealed partial class WriteAheadJournal
                 _fileSystem.SyncDirectory(Directory);
             }
 
-            _preparationFailure = e;
-            _preparationFailedAt = _timeProvider.GetTimestamp();
-            Volatile.Write(ref _segmentUnavailable, e is IOException full && DiskFullError.Matches(full) ? null : e);
-            JournalLog.SegmentNotCreated(_logger, Directory, e);
-            throw PreparationFailed(e);
+            throw RecordPreparationFailure(e);
         }
     }
 

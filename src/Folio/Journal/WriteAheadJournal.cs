@@ -90,8 +90,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private long _nextSequence;
     private long _lastTimestamp;
     private Task<string>? _preparedSegment;
-    private Exception? _preparationFailure; // the last preparation's failure, until one succeeds
-    private Exception? _segmentUnavailable; // the same when not a full disk (Volatile: read by diagnostics)
+    private Exception? _preparationFailure; // the last preparation's failure, until one succeeds (Volatile writes)
     private long _preparationFailedAt; // _timeProvider's timestamp of that failure
     private bool _rotationMarkPending; // a rotation's mark is not written yet (a full disk): written before a record
     private readonly List<JournalSegment> _sealedWithOpenFiles = [];
@@ -192,7 +191,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// disk (no file descriptor or thread to spare, a folder that refuses new files), until a preparation succeeds:
     /// appends that need a new segment meanwhile fail with <see cref="StoreUnavailableException"/>. Null
     /// otherwise.</summary>
-    internal Exception? SegmentUnavailable => Volatile.Read(ref _segmentUnavailable);
+    internal Exception? SegmentUnavailable =>
+        Volatile.Read(ref _preparationFailure) is { } failure && !DiskFullError.Matches(failure) ? failure : null;
 
     /// <summary>
     /// The newest sequence number a completed sync (or a rotation's seal) made durable. It may be ahead of

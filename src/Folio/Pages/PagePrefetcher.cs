@@ -14,8 +14,9 @@ internal delegate int PrefetchReader(PagePosition[] pages, Func<bool> shouldStop
 /// <para>
 /// Protocol. Cursors (any thread) call <see cref="Request"/>: it enqueues under <see cref="_gate"/> and returns at
 /// once; when the queue holds <see cref="QueueCapacity"/> requests the oldest is dropped (the cursor that made it has
-/// most likely read past it), and its pages count as dropped. The worker, started by the first request, takes
-/// requests under the gate and reads with no lock held. Before each page read it asks <see cref="ShouldYield"/>:
+/// most likely read past it), and its pages count as dropped. The worker, started by the first request (when the
+/// process cannot create it, the queue is dropped and a later request tries again), takes requests under the gate and
+/// reads with no lock held. Before each page read it asks <see cref="ShouldYield"/>:
 /// while a checkpoint is writing its chunk (<see cref="WritePriority"/>, set by the checkpoint's thread around its
 /// writes and fsyncs, a volatile flag), or while commits are in the journal's write path
 /// (<see cref="YieldToCommits"/>), the rest of the request is dropped, so a started prefetch aborts and the disk
@@ -106,7 +107,11 @@ internal sealed class PagePrefetcher : IDisposable
 
             _queue.Enqueue(pages);
             Interlocked.Increment(ref _requests);
-            if (_thread is null && !TryStartWorker())
+            if (_thread is not null || TryStartWorker())
+            {
+                Monitor.Pulse(_gate);
+            }
+            else
             {
                 // No thread to be had: prefetch is only a speed-up, so the queue is dropped and the next request
                 // tries again.
@@ -114,10 +119,6 @@ internal sealed class PagePrefetcher : IDisposable
                 {
                     dropped += unread.Length;
                 }
-            }
-            else if (_thread is not null)
-            {
-                Monitor.Pulse(_gate);
             }
         }
 
