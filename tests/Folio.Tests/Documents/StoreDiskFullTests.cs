@@ -34,22 +34,8 @@ public sealed class StoreDiskFullTests
             }
 
             files.NoSpace = true;
-            StoreFullException? full = null;
-            for (int i = 0; i < 2000 && full is null; i++)
-            {
-                string id = $"filling-{i}";
-                try
-                {
-                    acknowledged[id] = await store.PutAsync("Doc", id, Json(i));
-                }
-                catch (StoreFullException e)
-                {
-                    full = e;
-                    refused.Add(id);
-                }
-            }
-
-            Assert.NotNull(full);
+            StoreFullException full =
+                await PutUntilRefusedAsync<StoreFullException>(store, "filling", acknowledged, refused);
             Assert.IsType<IOException>(full.InnerException);
             Assert.Contains("disk is full", full.Message, StringComparison.Ordinal);
             Assert.False(store.IsFaulted);
@@ -76,7 +62,7 @@ public sealed class StoreDiskFullTests
             // Space is freed: within the journal's retry interval commits are accepted again, and the session, which
             // still tracks its change, saves it.
             files.NoSpace = false;
-            long version = await PutOnceSpaceIsBackAsync(store, "after-0");
+            long version = await PutOnceAcceptedAgainAsync<StoreFullException>(store, "after-0");
             acknowledged["after-0"] = version;
             await session.SaveChangesAsync();
             Assert.NotNull(store.Get(nameof(Note), "session-doc"));
@@ -115,22 +101,8 @@ public sealed class StoreDiskFullTests
         await using (var store = DocumentStore.Open(dir.Path, options))
         {
             files.CreateFailure = new IOException("Too many open files", 24);
-            StoreUnavailableException? unavailable = null;
-            for (int i = 0; i < 2000 && unavailable is null; i++)
-            {
-                string id = $"before-{i}";
-                try
-                {
-                    acknowledged[id] = await store.PutAsync("Doc", id, Json(i));
-                }
-                catch (StoreUnavailableException e)
-                {
-                    unavailable = e;
-                    refused.Add(id);
-                }
-            }
-
-            Assert.NotNull(unavailable);
+            StoreUnavailableException unavailable =
+                await PutUntilRefusedAsync<StoreUnavailableException>(store, "before", acknowledged, refused);
             Assert.IsNotType<StoreFullException>(unavailable);
             Assert.Contains("Too many open files", unavailable.Message, StringComparison.Ordinal);
             StoreDiagnostics diagnostics = store.GetDiagnostics();
@@ -144,19 +116,7 @@ public sealed class StoreDiskFullTests
             AssertHolds(store, acknowledged, refused);
 
             files.CreateFailure = null;
-            DateTime deadline = DateTime.UtcNow + TestDeadline.Hang;
-            while (true)
-            {
-                try
-                {
-                    acknowledged["after-0"] = await store.PutAsync("Doc", "after-0", Json(0));
-                    break;
-                }
-                catch (StoreUnavailableException) when (DateTime.UtcNow < deadline)
-                {
-                    await Task.Delay(50); // the journal tries again at most once a second
-                }
-            }
+            acknowledged["after-0"] = await PutOnceAcceptedAgainAsync<StoreUnavailableException>(store, "after-0");
 
             await session.SaveChangesAsync();
             for (int i = 1; i < 100; i++)
@@ -176,7 +136,35 @@ public sealed class StoreDiskFullTests
         }
     }
 
-    private static async Task<long> PutOnceSpaceIsBackAsync(DocumentStore store, string id)
+    /// <summary>Puts documents "<paramref name="prefix"/>-0", "-1", ... (each acknowledged one recorded) until one is
+    /// refused with <typeparamref name="TRefusal"/> (within 2,000; any other exception fails the test), records it as
+    /// refused and returns the refusal.</summary>
+    private static async Task<TRefusal> PutUntilRefusedAsync<TRefusal>(DocumentStore store, string prefix,
+        Dictionary<string, long> acknowledged, HashSet<string> refused)
+        where TRefusal : Exception
+    {
+        for (int i = 0; i < 2000; i++)
+        {
+            string id = $"{prefix}-{i}";
+            try
+            {
+                acknowledged[id] = await store.PutAsync("Doc", id, Json(i));
+            }
+            catch (TRefusal e)
+            {
+                refused.Add(id);
+                return e;
+            }
+        }
+
+        throw new Xunit.Sdk.XunitException($"no put was refused with {typeof(TRefusal).Name} in 2,000");
+    }
+
+    /// <summary>Puts <paramref name="id"/> until the store takes it, retrying while it is refused with
+    /// <typeparamref name="TRefusal"/> (the journal tries again at most once a second), up to
+    /// <see cref="TestDeadline.Hang"/>.</summary>
+    private static async Task<long> PutOnceAcceptedAgainAsync<TRefusal>(DocumentStore store, string id)
+        where TRefusal : Exception
     {
         DateTime deadline = DateTime.UtcNow + TestDeadline.Hang;
         while (true)
@@ -185,7 +173,7 @@ public sealed class StoreDiskFullTests
             {
                 return await store.PutAsync("Doc", id, Json(0));
             }
-            catch (StoreFullException) when (DateTime.UtcNow < deadline)
+            catch (TRefusal) when (DateTime.UtcNow < deadline)
             {
                 await Task.Delay(50);
             }

@@ -261,23 +261,7 @@ public sealed class JournalFaultTests
             // Two 300-byte entries fill a segment; the next one's file was prepared before the disk filled or is
             // still being prepared, so a rotation or two may succeed first.
             files.NoSpace = true;
-            StoreFullException? full = null;
-            for (int i = 0; i < 20 && full is null; i++)
-            {
-                byte[] entry = JournalTestExtensions.Payload(1, i, 300);
-                Exception? error = Record.Exception(() => journal.Append(entry));
-                if (error is null)
-                {
-                    journal.Sync();
-                    acknowledged.Add(entry);
-                }
-                else
-                {
-                    full = error as StoreFullException ?? throw new Xunit.Sdk.XunitException(error.ToString());
-                }
-            }
-
-            Assert.NotNull(full);
+            StoreFullException full = AppendUntilRefused<StoreFullException>(journal, acknowledged);
             Assert.IsType<IOException>(full.InnerException);
             Assert.Contains("disk is full", full.Message, StringComparison.Ordinal);
             Assert.False(File.Exists(Path.Combine(dir.Path, "next-segment.tmp"))); // its space is given back
@@ -313,12 +297,7 @@ public sealed class JournalFaultTests
             Assert.Null(journal.DiskFull);
         }
 
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
-        {
-            var all = journal.ReadAll(1);
-            Assert.Equal(acknowledged, all.Select(e => e.Data));
-            Assert.Equal(Enumerable.Range(1, acknowledged.Count).Select(i => (long)i), all.Select(e => e.Sequence));
-        }
+        AssertReopensWithExactly(dir.Path, acknowledged);
     }
 
     /// <summary>
@@ -341,24 +320,8 @@ public sealed class JournalFaultTests
         using (var journal = WriteAheadJournal.Open(dir.Path, options))
         {
             files.CreateFailure = tooMany;
-            StoreUnavailableException? unavailable = null;
-            for (int i = 0; i < 20 && unavailable is null; i++)
-            {
-                byte[] entry = JournalTestExtensions.Payload(1, i, 300);
-                Exception? error = Record.Exception(() => journal.Append(entry));
-                if (error is null)
-                {
-                    journal.Sync();
-                    acknowledged.Add(entry);
-                }
-                else
-                {
-                    unavailable = error as StoreUnavailableException
-                        ?? throw new Xunit.Sdk.XunitException(error.ToString());
-                }
-            }
-
-            Assert.NotNull(unavailable);
+            StoreUnavailableException unavailable =
+                AppendUntilRefused<StoreUnavailableException>(journal, acknowledged);
             Assert.IsNotType<StoreFullException>(unavailable);
             Assert.Same(tooMany, unavailable.InnerException);
             Assert.Contains("could not create its next segment file (Too many open files)", unavailable.Message,
@@ -390,12 +353,7 @@ public sealed class JournalFaultTests
             Assert.Null(journal.SegmentUnavailable);
         }
 
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
-        {
-            var all = journal.ReadAll(1);
-            Assert.Equal(acknowledged, all.Select(e => e.Data));
-            Assert.Equal(Enumerable.Range(1, acknowledged.Count).Select(i => (long)i), all.Select(e => e.Sequence));
-        }
+        AssertReopensWithExactly(dir.Path, acknowledged);
     }
 
     /// <summary>
@@ -423,24 +381,8 @@ public sealed class JournalFaultTests
         {
             string[] segmentsBefore = Directory.GetFiles(journalFolder, "*.journal");
             files.OpenExistingFailure = new IOException("Too many open files", 24);
-            StoreUnavailableException? unavailable = null;
-            for (int i = 0; i < 20 && unavailable is null; i++)
-            {
-                byte[] entry = JournalTestExtensions.Payload(1, i, 300);
-                Exception? error = Record.Exception(() => journal.Append(entry));
-                if (error is null)
-                {
-                    journal.Sync();
-                    acknowledged.Add(entry);
-                }
-                else
-                {
-                    unavailable = error as StoreUnavailableException
-                        ?? throw new Xunit.Sdk.XunitException(error.ToString());
-                }
-            }
-
-            Assert.NotNull(unavailable);
+            StoreUnavailableException unavailable =
+                AppendUntilRefused<StoreUnavailableException>(journal, acknowledged);
             Assert.Equal(segmentsBefore, Directory.GetFiles(journalFolder, "*.journal"));
             Assert.True(File.Exists(Path.Combine(journalFolder, "next-segment.tmp")));
             Assert.Same(files.OpenExistingFailure, journal.SegmentUnavailable);
@@ -461,12 +403,7 @@ public sealed class JournalFaultTests
             Assert.Null(journal.SegmentUnavailable);
         }
 
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
-        {
-            var all = journal.ReadAll(1);
-            Assert.Equal(acknowledged, all.Select(e => e.Data));
-            Assert.Equal(Enumerable.Range(1, acknowledged.Count).Select(i => (long)i), all.Select(e => e.Sequence));
-        }
+        AssertReopensWithExactly(dir.Path, acknowledged);
     }
 
     [Fact]
@@ -515,5 +452,36 @@ public sealed class JournalFaultTests
         {
             Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
         }
+    }
+
+    /// <summary>Appends 300-byte entries, each synced and added to <paramref name="acknowledged"/>, until one is
+    /// refused (within 20); returns the refusal, which must be a <typeparamref name="TRefusal"/>.</summary>
+    private static TRefusal AppendUntilRefused<TRefusal>(WriteAheadJournal journal, List<byte[]> acknowledged)
+        where TRefusal : Exception
+    {
+        for (int i = 0; i < 20; i++)
+        {
+            byte[] entry = JournalTestExtensions.Payload(1, i, 300);
+            Exception? error = Record.Exception(() => journal.Append(entry));
+            if (error is not null)
+            {
+                return error as TRefusal ?? throw new Xunit.Sdk.XunitException(error.ToString());
+            }
+
+            journal.Sync();
+            acknowledged.Add(entry);
+        }
+
+        throw new Xunit.Sdk.XunitException("no append was refused in 20 tries");
+    }
+
+    /// <summary>Reopens the journal in <paramref name="folder"/>: it holds exactly <paramref name="acknowledged"/>,
+    /// numbered from 1 without a gap.</summary>
+    private static void AssertReopensWithExactly(string folder, List<byte[]> acknowledged)
+    {
+        using var journal = WriteAheadJournal.Open(folder, JournalTestExtensions.Tiny(1024));
+        var all = journal.ReadAll(1);
+        Assert.Equal(acknowledged, all.Select(e => e.Data));
+        Assert.Equal(Enumerable.Range(1, acknowledged.Count).Select(i => (long)i), all.Select(e => e.Sequence));
     }
 }
