@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.CommandLine;
+using System.Diagnostics.CodeAnalysis;
 using System.Globalization;
 using System.IO.Pipelines;
 using System.Text.Unicode;
@@ -8,25 +9,53 @@ namespace Folio.Tool;
 
 /// <summary><c>folio import &lt;store&gt; &lt;file&gt;</c>: puts every document of an NDJSON file (the export's
 /// lines; <c>-</c> reads standard input), 1,000 a commit, into a store it creates if the folder holds none.
-/// Documents get new versions. A bad line stops the import; the commits before it stay.</summary>
+/// Documents get new versions. A bad line stops the import; the commits before it stay. A line is read whole before
+/// it is parsed, so a line longer than the largest document allowed plus <see cref="LineEnvelopeBytes"/> stops the
+/// import as soon as that much of it is buffered (a file with no line breaks never fills memory), and the search for
+/// a line's end never reads a byte twice.</summary>
 internal static class ImportCommand
 {
     private const int DocumentsPerCommit = 1_000;
+
+    /// <summary>What a line holds besides its document: the collection and the id (at most 2,048 UTF-8 bytes each,
+    /// up to six bytes per byte when escaped), the other members of an export line and white space.</summary>
+    private const int LineEnvelopeBytes = 64 << 10;
+
+    /// <summary>The largest <see cref="DocumentStoreOptions.MaxDocumentSize"/> a store accepts: 256 MiB.</summary>
+    private const int LargestDocumentSize = 256 << 20;
 
     public static Command Create()
     {
         Argument<string> store = ToolStore.StoreArgument();
         var file = new Argument<string>("file") { Description = "An NDJSON file ('-' for standard input)." };
-        var command = new Command("import", "Put every document of an NDJSON file into a store.") { store, file };
+        var maxSize = new Option<int>("--max-document-size")
+        {
+            Description = "The largest document to accept, in bytes (the store's MaxDocumentSize for this import; "
+                + "raise it for an export of a store that allows larger documents).",
+            DefaultValueFactory = _ => DocumentStoreOptions.DefaultMaxDocumentSize,
+        };
+        var command = new Command("import", "Put every document of an NDJSON file into a store.")
+        {
+            store, file, maxSize,
+        };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
             string name = parse.GetValue(file)!;
+            int maxDocumentSize = parse.GetValue(maxSize);
+            if (maxDocumentSize is <= 0 or > LargestDocumentSize)
+            {
+                throw new ToolException(string.Create(CultureInfo.InvariantCulture,
+                    $"--max-document-size must be between 1 and {LargestDocumentSize} bytes, "
+                    + $"not {maxDocumentSize}."));
+            }
+
             if (name != "-" && !File.Exists(name))
             {
                 throw new ToolException($"no file at '{Path.GetFullPath(name)}'");
             }
 
-            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!, create: true);
+            await using DocumentStore opened = ToolStore.Open(parse.GetValue(store)!, create: true, maxDocumentSize);
+            long maxLine = (long)maxDocumentSize + LineEnvelopeBytes;
             Stream input = name == "-" ? Console.OpenStandardInput()
                 : new FileStream(name, FileMode.Open, FileAccess.Read, FileShare.Read, 1 << 16,
                     FileOptions.SequentialScan);
@@ -35,6 +64,7 @@ internal static class ImportCommand
             long imported = 0;
             long lineNumber = 0;
             long committedThrough = 0; // the last line of the last batch committed
+            long searched = 0; // bytes of the buffered partial line already searched for its end
             var batch = new CommitBatch();
             PipeReader lines = PipeReader.Create(input, new StreamPipeReaderOptions(bufferSize: 1 << 16));
             try
@@ -43,12 +73,24 @@ internal static class ImportCommand
                 {
                     ReadResult read = await lines.ReadAsync(cancellationToken).ConfigureAwait(false);
                     ReadOnlySequence<byte> buffer = read.Buffer;
-                    while (TryTakeLine(ref buffer, read.IsCompleted, out ReadOnlySequence<byte> line))
+                    while (TryTakeLine(ref buffer, read.IsCompleted, ref searched, out ReadOnlySequence<byte> line))
                     {
                         lineNumber++;
+                        if (line.Length > maxLine)
+                        {
+                            ThrowLineTooLong(lineNumber, maxLine, maxDocumentSize);
+                        }
+
                         if (ReadLine(line, lineNumber) is not { } document)
                         {
                             continue;
+                        }
+
+                        if (document.Document.Length > maxDocumentSize)
+                        {
+                            throw new ToolException(string.Create(CultureInfo.InvariantCulture,
+                                $"line {lineNumber}: the document is {document.Document.Length} bytes, more than "
+                                + $"--max-document-size ({maxDocumentSize})"));
                         }
 
                         try
@@ -68,6 +110,11 @@ internal static class ImportCommand
                             batch = new CommitBatch();
                             display?.Report(input.Position);
                         }
+                    }
+
+                    if (buffer.Length > maxLine)
+                    {
+                        ThrowLineTooLong(lineNumber + 1, maxLine, maxDocumentSize); // its end not even in sight
                     }
 
                     lines.AdvanceTo(buffer.Start, buffer.End);
@@ -107,20 +154,29 @@ internal static class ImportCommand
         : string.Create(CultureInfo.InvariantCulture,
             $"the {imported} documents of lines 1 to {committedThrough} were imported, none after");
 
+    [DoesNotReturn]
+    private static void ThrowLineTooLong(long lineNumber, long maxLine, int maxDocumentSize) =>
+        throw new ToolException(string.Create(CultureInfo.InvariantCulture,
+            $"line {lineNumber} is longer than {maxLine} bytes, more than a line with a document of at most "
+            + $"--max-document-size ({maxDocumentSize}) bytes can be"));
+
     /// <summary>Takes the next line (without its line break) off <paramref name="buffer"/>; at the end of the input,
-    /// what is left is the last line.</summary>
-    private static bool TryTakeLine(ref ReadOnlySequence<byte> buffer, bool isCompleted,
+    /// what is left is the last line. <paramref name="searched"/>: how much of a partial line earlier calls searched
+    /// (its end is after those bytes), kept up to date so that no byte is searched twice.</summary>
+    private static bool TryTakeLine(ref ReadOnlySequence<byte> buffer, bool isCompleted, ref long searched,
         out ReadOnlySequence<byte> line)
     {
-        if (buffer.PositionOf((byte)'\n') is { } end)
+        if (buffer.Slice(searched).PositionOf((byte)'\n') is { } end)
         {
             line = buffer.Slice(0, end);
             buffer = buffer.Slice(buffer.GetPosition(1, end));
+            searched = 0;
             return true;
         }
 
         if (!isCompleted || buffer.IsEmpty)
         {
+            searched = buffer.Length;
             line = default; // a partial line stays in the buffer until its end arrives
             return false;
         }

@@ -19,14 +19,22 @@ internal static class ToolStore
     public static Argument<string> StoreArgument() => new("store") { Description = "The store's folder." };
 
     /// <summary>Opens the store in <paramref name="folder"/> (a small cache: the tool reads most pages once); unless
-    /// <paramref name="create"/>, the store must exist.</summary>
-    public static DocumentStore Open(string folder, bool create = false)
+    /// <paramref name="create"/>, the store must exist. <paramref name="maxDocumentSize"/>: the largest document a
+    /// write may put (the store's default unless a command takes it as an option).</summary>
+    public static DocumentStore Open(string folder, bool create = false,
+        int maxDocumentSize = DocumentStoreOptions.DefaultMaxDocumentSize)
     {
         string path = create ? Path.GetFullPath(folder) : RequireStore(folder);
 
         try
         {
-            return DocumentStore.Open(path, new DocumentStoreOptions { CacheSize = 64L << 20 });
+            return DocumentStore.Open(path, new DocumentStoreOptions
+            {
+                CacheSize = 64L << 20,
+                MaxDocumentSize = maxDocumentSize,
+                // A segment holds any document in one record: room for the largest and the default's headroom.
+                SegmentSize = Math.Max(DocumentStoreOptions.DefaultSegmentSize, 2L * maxDocumentSize),
+            });
         }
         catch (StoreLockedException)
         {

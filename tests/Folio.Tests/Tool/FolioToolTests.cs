@@ -271,6 +271,49 @@ public sealed class FolioToolTests
     }
 
     [Fact]
+    public async Task Import_stops_at_a_line_longer_than_any_document_allowed_and_takes_a_larger_limit_when_told()
+    {
+        using var dir = new TempDirectory();
+        string target = Path.Combine(dir.Path, "imported");
+
+        // 64 MiB with no line break: refused once the limit's worth is buffered, not read whole into memory.
+        string endless = Path.Combine(dir.Path, "endless.ndjson");
+        await using (FileStream stream = File.Create(endless))
+        {
+            stream.Write("{\"collection\":\"c\",\"id\":\"a\",\"document\":\""u8);
+            stream.SetLength(64L << 20);
+        }
+
+        (int exit, _, string error) = await FolioToolProcess.RunAsync("import", target, endless,
+            "--max-document-size", "1000");
+        Assert.Equal(1, exit);
+        Assert.StartsWith("folio: line 1 is longer than 66536 bytes, more than a line with a document of at most "
+            + "--max-document-size (1000) bytes can be; nothing was imported", error.Trim(), StringComparison.Ordinal);
+
+        // A document over the limit in a line within it: its line and size.
+        string big = "{\"x\":\"" + new string('y', 1_994) + "\"}";
+        string lines = "{\"collection\":\"c\",\"id\":\"small\",\"document\":{}}\n"
+            + $"{{\"collection\":\"c\",\"id\":\"big\",\"document\":{big}}}\n";
+        (exit, _, error) = await FolioToolProcess.RunWithInputAsync(lines, "import", target, "-",
+            "--max-document-size", "1000");
+        Assert.Equal(1, exit);
+        Assert.StartsWith("folio: line 2: the document is 2002 bytes, more than --max-document-size (1000); "
+            + "nothing was imported", error.Trim(), StringComparison.Ordinal);
+
+        // Told a larger limit, the same lines import; a limit the store cannot take is refused as an option.
+        (exit, string output, error) = await FolioToolProcess.RunWithInputAsync(lines, "import", target, "-",
+            "--max-document-size", "4096");
+        Assert.True(exit == 0, error);
+        Assert.Contains("imported 2 documents", output, StringComparison.Ordinal);
+        (exit, _, error) = await FolioToolProcess.RunAsync("import", target, endless, "--max-document-size", "0");
+        Assert.Equal(1, exit);
+        Assert.Equal("folio: --max-document-size must be between 1 and 268435456 bytes, not 0.", error.Trim());
+
+        await using DocumentStore imported = DocumentStore.Open(target, TestStoreOptions.SmallSegments());
+        Assert.Equal(big, Encoding.UTF8.GetString(imported.Get("c", "big")!.Value.Json.Span));
+    }
+
+    [Fact]
     public async Task Export_and_import_carry_every_document_byte_for_byte_but_line_breaks_between_tokens()
     {
         using var dir = new TempDirectory();
