@@ -70,7 +70,7 @@ internal readonly record struct JournalDurableMark(long Sequence, long SegmentFi
 
         Span<byte> bytes = stackalloc byte[Size];
         int read;
-        using (IStorageFile file = fileSystem.OpenFile(path, FileMode.Open))
+        using (IStorageFile file = fileSystem.OpenFileForReading(path))
         {
             read = file.Length == Size ? file.Read(bytes, 0) : 0;
         }

@@ -214,7 +214,7 @@ public sealed partial class WriteAheadJournal
             return (0, 0);
         }
 
-        using Storage.IStorageFile file = fileSystem.OpenFile(path, FileMode.Open);
+        using Storage.IStorageFile file = fileSystem.OpenFileForReading(path);
         Span<byte> bytes = stackalloc byte[PurgeWatermarkSize + 1];
         int length = file.Read(bytes, 0);
         int checksummed = length - 4;

@@ -94,6 +94,17 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
         set => _openExistingFailure = value;
     }
 
+    private volatile IOException? _writableOpenFailure;
+
+    /// <summary>While set, every open of a matching file through <see cref="OpenFile"/>, which opens for writing,
+    /// throws this (a read-only file system or a snapshot mounted read-only); <see cref="OpenFileForReading"/> is
+    /// unaffected.</summary>
+    public IOException? WritableOpenFailure
+    {
+        get => _writableOpenFailure;
+        set => _writableOpenFailure = value;
+    }
+
     internal bool TryTake(FileFault fault)
     {
         if (Volatile.Read(ref _fault) != (int)fault || Interlocked.Decrement(ref _skip) >= 0)
@@ -118,9 +129,28 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             {
                 throw existing;
             }
+
+            if (_writableOpenFailure is { } readOnly)
+            {
+                throw readOnly;
+            }
         }
 
         return new FaultingFile(this, _inner.OpenFile(path, mode));
+    }
+
+    public IStorageFile OpenFileForReading(string path)
+    {
+        if (Matches(path))
+        {
+            Interlocked.Increment(ref Opens);
+            if (_openExistingFailure is { } existing)
+            {
+                throw existing;
+            }
+        }
+
+        return new FaultingFile(this, _inner.OpenFileForReading(path));
     }
 
     public void DeleteFile(string path)

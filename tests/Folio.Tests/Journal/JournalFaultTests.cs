@@ -454,6 +454,36 @@ public sealed class JournalFaultTests
         }
     }
 
+    [Fact]
+    public void The_purge_watermark_and_the_durable_mark_are_read_from_a_folder_that_refuses_writes()
+    {
+        // What the readers of a store's files (a backup, an export, a feed) read of the journal's own files: on a
+        // read-only mount or snapshot an open for writing fails, so they open for reading.
+        using var dir = new TempDirectory();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1024)))
+        {
+            for (int i = 0; i < 10; i++)
+            {
+                journal.Append(JournalTestExtensions.Payload(1, i, 300));
+                journal.Sync();
+            }
+
+            Assert.True(journal.Purge(5) > 0);
+        }
+
+        var readOnly = new FaultInjectingFileSystem
+        {
+            Matches = static _ => true,
+            WritableOpenFailure = new IOException("Read-only file system"),
+        };
+        (long firstRetained, long purgedTimestamp) = WriteAheadJournal.ReadPurgeWatermark(readOnly, dir.Path);
+        Assert.InRange(firstRetained, 2, 5);
+        Assert.NotEqual(0, purgedTimestamp);
+        Assert.True(JournalDurableMark.TryRead(readOnly, dir.Path, out JournalDurableMark mark));
+        Assert.True(mark.SegmentFirstSequence >= firstRetained);
+        Assert.Equal(2, readOnly.Opens);
+    }
+
     /// <summary>Appends 300-byte entries, each synced and added to <paramref name="acknowledged"/>, until one is
     /// refused (within 20); returns the refusal, which must be a <typeparamref name="TRefusal"/>.</summary>
     private static TRefusal AppendUntilRefused<TRefusal>(WriteAheadJournal journal, List<byte[]> acknowledged)
