@@ -113,6 +113,7 @@ public sealed partial class DocumentSession
         Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
         where T : class
     {
+        cancellationToken.ThrowIfCancellationRequested(); // also when nothing matches
         int skipped = 0;
         int taken = 0;
         foreach ((string id, DocumentVersion version) in matches)

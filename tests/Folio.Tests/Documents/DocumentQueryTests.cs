@@ -44,6 +44,25 @@ public sealed class DocumentQueryTests
     }
 
     [Fact]
+    public async Task A_query_given_a_cancelled_token_throws_even_when_nothing_matches()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await Seed(dir);
+        await using var session = store.OpenSession();
+        var cancelled = new CancellationToken(true);
+        foreach (IAsyncEnumerable<User> query in new[]
+        {
+            session.QueryByPrefixAsync<User>("nobody/", cancellationToken: cancelled),
+            session.QueryByRangeAsync<User>("x", "y", cancellationToken: cancelled),
+            session.QueryAsync<User>(static _ => false, cancellationToken: cancelled),
+            session.QueryByPrefixAsync<User>("users/", cancellationToken: cancelled),
+        })
+        {
+            await Assert.ThrowsAnyAsync<OperationCanceledException>(() => Ids(query));
+        }
+    }
+
+    [Fact]
     public async Task Queries_read_the_sessions_snapshot_while_writers_commit()
     {
         using var dir = new TempDirectory();
