@@ -12,7 +12,10 @@ namespace Folio;
 /// Ownership: each call is one operation, registered in <see cref="_operations"/> under <see cref="_operationsLock"/>
 /// (with the check that the store is open, so a close sees every operation that started). A close cancels them
 /// (<see cref="_closing"/>) and waits for each to end before it releases the pins and holds they keep on the data file
-/// and the journal, and before it closes the files they read.
+/// and the journal, and before it closes the files they read. An operation runs the caller's code (a backup's
+/// destination, a scrub's progress) inside its own flow, marked by <see cref="_inOperation"/> (an async local, so
+/// only code the operation calls or starts sees it); a close from there cannot wait for the operation, so it does
+/// not: it is completed by the operation's end (see <see cref="Dispose"/>).
 /// </para>
 /// </summary>
 public sealed partial class DocumentStore
@@ -20,6 +23,10 @@ public sealed partial class DocumentStore
     private readonly Lock _operationsLock = new();
     private readonly HashSet<Task> _operations = [];
     private readonly CancellationTokenSource _closing = new();
+    private readonly AsyncLocal<bool> _inOperation = new();
+
+    /// <summary>Whether the caller runs inside one of this store's operations (its callbacks included).</summary>
+    private bool InOwnOperation => _inOperation.Value;
 
     /// <summary>How a restore reads a stream: reads of up to 256 KiB (a backup frame); the stream is left
     /// open.</summary>
@@ -602,6 +609,7 @@ public sealed partial class DocumentStore
         try
         {
             using var linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, _closing.Token);
+            _inOperation.Value = true; // this async method's own flow: restored for the caller when it returns
             return await operation(linked.Token).ConfigureAwait(false);
         }
         catch (OperationCanceledException e) when (_closing.IsCancellationRequested

@@ -448,14 +448,23 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     };
 
     /// <summary>
-    /// Closes the store: commits already submitted are finished (written and fsynced) and acknowledged, the journal is
-    /// synced and the folder's lock released. Idempotent; later calls on the store throw
-    /// <see cref="ObjectDisposedException"/>.
+    /// Closes the store: backups and scrubs in flight are cancelled and waited for, commits already submitted are
+    /// finished (written and fsynced) and acknowledged, the journal is synced and the folder's lock released.
+    /// Idempotent; later calls on the store throw <see cref="ObjectDisposedException"/>. Called from inside one of
+    /// the store's own backups or scrubs (a backup's destination stream, a scrub's progress callback), which cannot
+    /// end while the call waits for it, it cancels them and returns at once, and the close completes as soon as they
+    /// have ended (<see cref="DisposeAsync"/> from elsewhere awaits that).
     /// </summary>
     public void Dispose()
     {
         if (Interlocked.Exchange(ref _disposed, 1) == 0)
         {
+            if (InOwnOperation)
+            {
+                CloseAfterOwnOperation();
+                return;
+            }
+
             try
             {
                 StopOperationsAsync().GetAwaiter().GetResult(); // backups and scrubs hold pins on the files
@@ -472,19 +481,45 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     }
 
     /// <summary>
-    /// Closes the store without blocking a thread: awaits the commits already submitted (finished, fsynced and
-    /// acknowledged) and the background sync timer, then syncs the journal and releases the folder's lock. Idempotent:
-    /// a second call awaits the first. Later calls on the store throw <see cref="ObjectDisposedException"/>.
+    /// Closes the store without blocking a thread: cancels the backups and scrubs in flight and awaits them, awaits the
+    /// commits already submitted (finished, fsynced and acknowledged) and the background sync timer, then syncs the
+    /// journal and releases the folder's lock. Idempotent: a second call awaits the first. Later calls on the store
+    /// throw <see cref="ObjectDisposedException"/>. Called from inside one of the store's own backups or scrubs, it
+    /// cancels them and completes at once, as <see cref="Dispose"/> does (awaiting the close there would wait for
+    /// the caller itself).
     /// </summary>
-    /// <returns>A task that completes when the store is closed.</returns>
-    public async ValueTask DisposeAsync()
+    /// <returns>A task that completes when the store is closed (at once when called from inside one of its own
+    /// backups or scrubs).</returns>
+    public ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
         {
-            await _disposeCompleted.Task.ConfigureAwait(false);
-            return;
+            return InOwnOperation ? ValueTask.CompletedTask : new ValueTask(_disposeCompleted.Task);
         }
 
+        if (InOwnOperation)
+        {
+            CloseAfterOwnOperation();
+            return ValueTask.CompletedTask;
+        }
+
+        return new ValueTask(CloseAsync());
+    }
+
+    /// <summary>A close asked for from inside one of the store's own operations: it runs once they have ended, and
+    /// nobody awaits it, so a failure is logged.</summary>
+    private void CloseAfterOwnOperation() =>
+        CloseAsync().ContinueWith(static (close, state) =>
+            {
+                var store = (DocumentStore)state!;
+                StoreLog.DeferredCloseFailed(store.Logger, close.Exception!.GetBaseException(), store.Path);
+            }, this, CancellationToken.None, TaskContinuationOptions.OnlyOnFaulted,
+            TaskScheduler.Default);
+
+    /// <summary>The close, once the store is marked disposed: waits for the operations in flight (cancelled), the
+    /// commits and the checkpointer, then closes the files.</summary>
+    private async Task CloseAsync()
+    {
         try
         {
             await StopOperationsAsync().ConfigureAwait(false); // backups and scrubs hold pins on the files

@@ -33,4 +33,9 @@ internal static partial class StoreLog
         Message = "Could not read the change-feed readers' pins in '{Folder}': this checkpoint's purge keeps no " +
         "journal for readers in other processes")]
     public static partial void FeedPinsUnreadable(ILogger logger, Exception exception, string folder);
+
+    [LoggerMessage(EventId = 3007, Level = LogLevel.Error,
+        Message = "Closing the document store '{Path}' failed after the backup or scrub that asked for the close " +
+        "ended")]
+    public static partial void DeferredCloseFailed(ILogger logger, Exception exception, string path);
 }

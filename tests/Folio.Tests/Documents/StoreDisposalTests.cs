@@ -165,4 +165,106 @@ public sealed class StoreDisposalTests
 
         static string JsonOf(int n) => $"{{\"n\":{n},\"pad\":\"{new string('p', 200)}\"}}";
     }
+
+    /// <summary>A close asked for from inside the store's own scrub (its progress callback) or backup (its destination
+    /// stream) cannot wait for that operation, which cannot end while the callback waits: it cancels the operation,
+    /// returns, and completes once the operation has ended (the folder's lock released, a close from elsewhere
+    /// awaiting it).</summary>
+    [Theory]
+    [InlineData("scrub, Dispose")]
+    [InlineData("scrub, Dispose from a task it waits for")]
+    [InlineData("backup, Dispose")]
+    [InlineData("backup, DisposeAsync awaited")]
+    public async Task A_store_closed_from_inside_its_own_backup_or_scrub_closes_once_that_operation_ends(string how)
+    {
+        using var dir = new TempDirectory();
+        DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        var batch = new CommitBatch();
+        for (int i = 0; i < 2_000; i++)
+        {
+            batch.Put("c", $"d{i:D5}",
+                System.Text.Encoding.UTF8.GetBytes($"{{\"n\":{i},\"p\":\"{new string('x', 300)}\"}}"));
+        }
+
+        await store.WriteAsync(batch);
+        await store.CheckpointAsync();
+        await store.PutAsync("c", "late", "{}"u8.ToArray()); // journal after the checkpoint, for the backup to copy
+
+        int closes = 0;
+        void Close()
+        {
+            if (Interlocked.Increment(ref closes) == 1)
+            {
+                if (how.EndsWith("waits for", StringComparison.Ordinal))
+                {
+                    Task.Run(store.Dispose).Wait(); // the task flows from the callback: still inside the scrub
+                }
+                else
+                {
+                    store.Dispose();
+                }
+
+                Assert.Throws<ObjectDisposedException>(() => store.Get("c", "d00001")); // closed for callers at once
+            }
+        }
+
+        Task operation = how.StartsWith("scrub", StringComparison.Ordinal)
+            ? store.VerifyAsync(new SynchronousProgress<VerifyProgress>(_ => Close())).AsTask()
+            : store.BackupAsync(new CallbackStream(async () =>
+            {
+                if (how.EndsWith("awaited", StringComparison.Ordinal))
+                {
+                    await store.DisposeAsync(); // would await the backup awaiting this write
+                }
+                else
+                {
+                    Close();
+                }
+            })).AsTask();
+        await Assert.ThrowsAsync<ObjectDisposedException>(() => operation.WaitAsync(TestDeadline.Hang));
+        await store.DisposeAsync().AsTask().WaitAsync(TestDeadline.Hang); // from outside: awaits the deferred close
+
+        await using DocumentStore reopened = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        Assert.Equal(2_001, reopened.Scan("c").Count());
+    }
+
+    /// <summary>A write-only stream that runs a callback before each asynchronous write.</summary>
+    private sealed class CallbackStream(Func<Task> beforeWrite) : Stream
+    {
+        private long _length;
+
+        public override bool CanRead => false;
+
+        public override bool CanSeek => false;
+
+        public override bool CanWrite => true;
+
+        public override long Length => _length;
+
+        public override long Position
+        {
+            get => _length;
+            set => throw new NotSupportedException();
+        }
+
+        public override void Flush()
+        {
+        }
+
+        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException();
+
+        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
+
+        public override void SetLength(long value) => throw new NotSupportedException();
+
+        public override void Write(byte[] buffer, int offset, int count) =>
+            WriteAsync(buffer.AsMemory(offset, count)).AsTask().GetAwaiter().GetResult();
+
+        public override async ValueTask WriteAsync(ReadOnlyMemory<byte> buffer,
+            CancellationToken cancellationToken = default)
+        {
+            await beforeWrite();
+            _length += buffer.Length;
+        }
+    }
 }
