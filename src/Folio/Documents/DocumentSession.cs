@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Globalization;
 using System.Reflection;
 using System.Runtime.InteropServices;
 using System.Text.Json;
@@ -59,7 +60,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// Tracks <paramref name="entity"/> for storing at the next <see cref="SaveChangesAsync"/>. Its id is its string
     /// <c>Id</c> property; when that is empty an id is generated (<c>{collection}/{19-digit time}</c>, above every id
     /// generated before, in this process or, going by the store's commit times, an earlier one) and set, and the save
-    /// requires that no document has it (else <see cref="ConcurrencyException"/>; it never overwrites one).
+    /// requires that no document has it (else <see cref="ConcurrencyException"/>; it never overwrites one). An
+    /// <c>Id</c> property of type <see cref="int"/>, <see cref="long"/>, <see cref="uint"/>, <see cref="ulong"/>,
+    /// <see cref="short"/>, <see cref="ushort"/> or <see cref="Guid"/> names the document by its invariant text
+    /// (<c>42</c>; a GUID with hyphens, lower case), so <c>LoadAsync&lt;T&gt;("42")</c> finds it; when it holds the
+    /// default (0, <see cref="Guid.Empty"/>) an id is generated as for an empty string, which the property cannot
+    /// hold: <see cref="GetId"/> tells it.
     /// </summary>
     /// <param name="entity">The entity; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of its
     /// type.</param>
@@ -103,7 +109,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
             if (id is null)
             {
-                string? fromProperty = idProperty?.GetValue(entity) as string;
+                string? fromProperty = IdText(idProperty?.GetValue(entity));
                 if (string.IsNullOrEmpty(fromProperty))
                 {
                     id = DocumentIds.Generate(collection);
@@ -116,7 +122,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             }
 
             DocumentIds.Validate(id);
-            if (idProperty is { CanWrite: true })
+            if (idProperty is { CanWrite: true } && idProperty.PropertyType == typeof(string))
             {
                 idProperty.SetValue(entity, id);
             }
@@ -472,7 +478,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         static IdAccessor()
         {
             if (IdProperty(typeof(T)) is { CanWrite: true, CanRead: true } property && property.GetMethod!.IsPublic
-                && property.SetMethod!.IsPublic && !typeof(T).IsValueType)
+                && property.SetMethod!.IsPublic && !typeof(T).IsValueType && property.PropertyType == typeof(string))
             {
                 s_get = property.GetMethod.CreateDelegate<Func<T, string?>>();
                 s_set = property.SetMethod.CreateDelegate<Action<T, string>>();
@@ -492,11 +498,33 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>The type's public <c>Id</c> property when it is a string or one of the numbers and the
+    /// <see cref="Guid"/> that name a document by their text (<see cref="IdText"/>); else null.</summary>
     private static PropertyInfo? IdProperty(Type type) => s_idProperties.GetOrAdd(type, static t =>
     {
         PropertyInfo? property = t.GetProperty("Id", BindingFlags.Public | BindingFlags.Instance);
-        return property?.PropertyType == typeof(string) ? property : null;
+        return property?.PropertyType is { } idType && (idType == typeof(string) || idType == typeof(int)
+            || idType == typeof(long) || idType == typeof(uint) || idType == typeof(ulong) || idType == typeof(short)
+            || idType == typeof(ushort) || idType == typeof(Guid))
+            && property.GetIndexParameters().Length == 0
+            ? property
+            : null;
     });
+
+    /// <summary>The id an <c>Id</c> property's value names: the string itself; a number's invariant digits; a
+    /// <see cref="Guid"/> with hyphens; null for null and for a number's or a GUID's default (no id given).</summary>
+    private static string? IdText(object? value) => value switch
+    {
+        string text => text,
+        int number => number == 0 ? null : number.ToString(CultureInfo.InvariantCulture),
+        long number => number == 0 ? null : number.ToString(CultureInfo.InvariantCulture),
+        uint number => number == 0 ? null : number.ToString(CultureInfo.InvariantCulture),
+        ulong number => number == 0 ? null : number.ToString(CultureInfo.InvariantCulture),
+        short number => number == 0 ? null : number.ToString(CultureInfo.InvariantCulture),
+        ushort number => number == 0 ? null : number.ToString(CultureInfo.InvariantCulture),
+        Guid guid => guid == Guid.Empty ? null : guid.ToString("D"),
+        _ => null,
+    };
 
     private void Enter()
     {

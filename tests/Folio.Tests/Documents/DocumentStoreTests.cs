@@ -16,8 +16,63 @@ public sealed class User
 /// <summary>An entity without an <c>Id</c> property.</summary>
 public sealed record Note(string Text);
 
+/// <summary>An entity whose <c>Id</c> is a number.</summary>
+public sealed class Invoice
+{
+    public int Id { get; set; }
+
+    public decimal Total { get; set; }
+}
+
+/// <summary>An entity whose <c>Id</c> is a GUID.</summary>
+public sealed class Shipment
+{
+    public Guid Id { get; set; }
+
+    public string Carrier { get; set; } = string.Empty;
+}
+
 public sealed class DocumentStoreTests
 {
+    [Fact]
+    public async Task A_number_or_GUID_Id_names_the_document_by_its_text_and_a_default_one_gets_a_generated_id()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        var shipmentId = Guid.NewGuid();
+        var unnumbered = new Invoice { Total = 1m };
+        string generated;
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.Store(new Invoice { Id = 42, Total = 9.5m });
+            session.Store(new Invoice { Id = -7, Total = 2m });
+            session.Store(new Shipment { Id = shipmentId, Carrier = "post" });
+            session.Store(unnumbered);
+            await session.SaveChangesAsync();
+            generated = session.GetId(unnumbered);
+            Assert.StartsWith("Invoice/", generated, StringComparison.Ordinal);
+            Assert.Equal(0, unnumbered.Id); // a number cannot hold the generated id
+        }
+
+        await using (DocumentSession session = store.OpenSession())
+        {
+            Assert.Equal(9.5m, (await session.LoadAsync<Invoice>("42"))!.Total);
+            Assert.Equal(2m, (await session.LoadAsync<Invoice>("-7"))!.Total);
+            Assert.Equal("post", (await session.LoadAsync<Shipment>(shipmentId.ToString()))!.Carrier);
+            Assert.Equal(1m, (await session.LoadAsync<Invoice>(generated))!.Total);
+
+            // The same Id stored again is the same document, not a second one.
+            Invoice again = new() { Id = 42, Total = 10m };
+            session.Delete<Invoice>("42");
+            session.Store(again);
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Equal(["-7", "42", generated], store.Scan("Invoice").Select(d => d.Id).Order(StringComparer.Ordinal));
+        Assert.Contains("\"Total\":10", Encoding.UTF8.GetString(store.Get("Invoice", "42")!.Value.Json.Span),
+            StringComparison.Ordinal);
+    }
+
     [Fact]
     public async Task GetId_tells_the_id_of_every_tracked_entity_even_one_generated_for_a_type_without_an_Id()
     {
