@@ -97,7 +97,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// replays it into memory.
     /// </summary>
     /// <param name="path">The store's folder; the journal lives in its <c>journal</c> subfolder.</param>
-    /// <param name="options">Settings; null means the defaults.</param>
+    /// <param name="options">Settings; null means the defaults. The store keeps a copy: later changes to the object do
+    /// not reach it.</param>
     /// <returns>The open store.</returns>
     /// <exception cref="StoreLockedException">The folder is open elsewhere (the message names the store's
     /// folder).</exception>
@@ -110,8 +111,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     public static DocumentStore Open(string path, DocumentStoreOptions? options = null)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(path);
-        options ??= new DocumentStoreOptions();
-        options.Validate();
+        options = (options ?? new DocumentStoreOptions()).ForOpen(); // validated; the caller's object stays theirs
         path = System.IO.Path.GetFullPath(path);
         ILogger logger = options.LoggerFactory?.CreateLogger<DocumentStore>() ?? NullLogger<DocumentStore>.Instance;
         long started = Stopwatch.GetTimestamp();
@@ -213,7 +213,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 
     /// <summary>Opens the store off the caller's thread; see <see cref="Open"/>.</summary>
     /// <param name="path">The store's folder.</param>
-    /// <param name="options">Settings; null means the defaults.</param>
+    /// <param name="options">Settings; null means the defaults. The store keeps a copy: later changes to the object do
+    /// not reach it.</param>
     /// <param name="cancellationToken">Cancels before the open starts.</param>
     /// <returns>The open store.</returns>
     public static async ValueTask<DocumentStore> OpenAsync(string path, DocumentStoreOptions? options = null,

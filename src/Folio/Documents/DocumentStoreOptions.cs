@@ -6,7 +6,9 @@ using Microsoft.Extensions.Logging;
 
 namespace Folio;
 
-/// <summary>Settings of a <see cref="DocumentStore"/>, validated when it opens.</summary>
+/// <summary>Settings of a <see cref="DocumentStore"/>, validated when it opens. The store keeps a copy of them: changes
+/// made after the open apply to stores opened afterwards, not to the open one. Its <see cref="JsonSerializerOptions"/>
+/// become read-only at the open.</summary>
 public sealed class DocumentStoreOptions
 {
     /// <summary>The largest document allowed: 16 MiB of UTF-8 JSON.</summary>
@@ -341,6 +343,25 @@ public sealed class DocumentStoreOptions
 
         ArgumentNullException.ThrowIfNull(JsonSerializerOptions, nameof(JsonSerializerOptions));
         ArgumentNullException.ThrowIfNull(CollectionName, nameof(CollectionName));
+    }
+
+    /// <summary>
+    /// The settings a store opens with: a copy of these, validated, so that changing this object afterwards (or
+    /// sharing it with another store) does not reach an open store, whose checks ran on the values it keeps. The
+    /// <see cref="JsonSerializerOptions"/> stay shared (one metadata cache for every store that uses them) and are
+    /// made read-only, as System.Text.Json makes them at their first use anyway.
+    /// </summary>
+    /// <exception cref="ArgumentOutOfRangeException">A setting is out of range.</exception>
+    internal DocumentStoreOptions ForOpen()
+    {
+        var copy = (DocumentStoreOptions)MemberwiseClone();
+        copy.Validate();
+        if (!copy.JsonSerializerOptions.IsReadOnly)
+        {
+            copy.JsonSerializerOptions.MakeReadOnly(populateMissingResolver: true);
+        }
+
+        return copy;
     }
 
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
