@@ -278,8 +278,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// none if an expectation (<see cref="CommitBatch.Expect"/>) does not hold. The batch's
     /// <see cref="CommitBatch.Durability"/>, when set, overrides <see cref="DocumentStoreOptions.Durability"/>.
     /// </summary>
-    /// <param name="batch">The commands; at least one. Not changed, and must not be changed until the call
-    /// completes.</param>
+    /// <param name="batch">The commands; at least one. Not changed; the call takes its own copy of the batch and of
+    /// its documents' bytes before it returns, so the batch and that memory may be reused at once.</param>
     /// <param name="cancellationToken">Cancels while the batch waits for its commit group.</param>
     /// <returns>The commit: its sequence number (the new version of every document it put) and timestamp.</returns>
     /// <exception cref="ConcurrencyException">An expectation failed; nothing was written.</exception>
@@ -300,6 +300,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         {
             ArgumentNullException.ThrowIfNull(batch);
             ThrowIfDisposed();
+            batch = batch.Snapshot(); // validated and committed as it is now, whatever the caller does with it next
             if (batch.Count == 0)
             {
                 ThrowHelper.ThrowArgument(nameof(batch), batch.Expectations.IsEmpty
@@ -323,7 +324,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                 DocumentIds.Validate(key.Id);
             }
 
-            return CommitAsync(batch, cancellationToken);
+            _checkpointer.NoteCommit();
+            return _checkpointer.IsBehind ? CommitWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
+                : _merger.CommitAsync(batch, cancellationToken); // the merger copies the values before it returns
         }
         catch (Exception e)
         {

@@ -5,8 +5,10 @@ namespace Folio;
 
 /// <summary>
 /// An ordered list of commands (put, delete) committed atomically by <see cref="DocumentStore.WriteAsync"/>, with
-/// optional preconditions on document versions. Build it on one thread, then submit it once; a submitted batch must
-/// not be changed.
+/// optional preconditions on document versions. Build it on one thread, then submit it.
+/// <see cref="DocumentStore.WriteAsync"/> takes its own copy of the commands, preconditions, durability and documents'
+/// bytes before it returns, so the batch and the memory its puts refer to may be changed or reused as soon as the
+/// call returns, while the commit is still in flight.
 /// </summary>
 public sealed class CommitBatch
 {
@@ -43,7 +45,8 @@ public sealed class CommitBatch
     /// <paramref name="collection"/>.</summary>
     /// <param name="collection">The collection; not empty.</param>
     /// <param name="id">The document id; not empty.</param>
-    /// <param name="json">The document's UTF-8 JSON. The memory must not change until the commit completes.</param>
+    /// <param name="json">The document's UTF-8 JSON; <see cref="DocumentStore.WriteAsync"/> copies it before it
+    /// returns.</param>
     /// <returns>This batch.</returns>
     public CommitBatch Put(string collection, string id, ReadOnlyMemory<byte> json)
     {
@@ -75,6 +78,22 @@ public sealed class CommitBatch
         ArgumentOutOfRangeException.ThrowIfNegative(version);
         (_expectations ??= []).Add((Key(collection, id), version));
         return this;
+    }
+
+    /// <summary>The store's own copy of this batch, for <see cref="DocumentStore.WriteAsync"/>: the commands and the
+    /// preconditions as they are now (the values still the caller's memory, which the merger copies before the call
+    /// returns, or <see cref="CopyValues"/> when the commit must wait), so that a caller changing or reusing the batch
+    /// while its commit is in flight changes nothing the commit reads.</summary>
+    internal CommitBatch Snapshot()
+    {
+        var copy = new CommitBatch(_commands.Count) { Durability = Durability };
+        copy._commands.AddRange(_commands);
+        if (_expectations is { Count: > 0 } expectations)
+        {
+            copy._expectations = [.. expectations];
+        }
+
+        return copy;
     }
 
     /// <summary>Replaces every put's value with a copy of its own (a raw write that must wait before the merger

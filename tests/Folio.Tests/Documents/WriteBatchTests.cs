@@ -7,6 +7,55 @@ namespace Folio.Tests.Documents;
 /// commit.</summary>
 public sealed class WriteBatchTests
 {
+    /// <summary>A caller that goes on with its batch while the commit is in flight (a new put, a changed precondition
+    /// or durability, its buffers filled with new bytes) changes nothing the commit reads: before the store took its
+    /// own copy, the commit's apply read the grown command list and faulted the store for every caller.</summary>
+    [Fact]
+    public async Task A_batch_and_its_buffers_changed_while_the_commit_is_in_flight_change_nothing_it_commits()
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.FileSystem = files;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int round = 0; round < 20; round++)
+        {
+            // Another commit holds its fsync, so this batch waits in the queue for the next group.
+            var gate = new ManualResetEventSlim();
+            files.SyncWaiting.Reset();
+            files.SyncGateHoldsOne = true;
+            files.SyncGate = gate;
+            Task<long> holder = Task.Run(() => store.PutAsync("c", $"holder{round}", "{}"u8.ToArray()).AsTask());
+            Assert.True(files.SyncWaiting.Wait(TestDeadline.Hang), "the other commit reached its fsync");
+
+            byte[] buffer = Encoding.UTF8.GetBytes($"{{\"round\":{round}}}");
+            var batch = new CommitBatch().Put("c", $"a{round}", buffer).Put("c", $"b{round}", buffer);
+            ValueTask<CommitResult> commit = store.WriteAsync(batch);
+            Assert.False(commit.IsCompleted);
+            batch.Put("c", $"late{round}", "{}"u8.ToArray()).Delete("c", $"a{round}").Expect("c", $"b{round}", 99);
+            batch.Durability = DurabilityMode.Buffered;
+            Array.Fill(buffer, (byte)'!'); // not JSON any more
+            gate.Set();
+            await holder.WaitAsync(TestDeadline.Hang);
+            CommitResult result = await commit.AsTask().WaitAsync(TestDeadline.Hang);
+
+            foreach (string id in new[] { $"a{round}", $"b{round}" })
+            {
+                StoredDocument document = store.Get("c", id)!.Value;
+                Assert.Equal($"{{\"round\":{round}}}", Encoding.UTF8.GetString(document.Json.Span));
+                Assert.Equal(result.Sequence, document.Version);
+            }
+
+            Assert.Null(store.Get("c", $"late{round}"));
+        }
+
+        Assert.False(store.IsFaulted);
+        var reused = new CommitBatch().Put("c", "reused", "{}"u8.ToArray());
+        await store.WriteAsync(reused);
+        await store.WriteAsync(reused.Put("c", "reused-too", "{}"u8.ToArray())); // reused once returned
+        Assert.NotNull(store.Get("c", "reused-too"));
+    }
+
     [Fact]
     public async Task A_batch_commits_every_put_and_delete_as_one_commit_or_nothing_when_an_expectation_fails()
     {
