@@ -39,17 +39,17 @@ internal sealed class BufferPoolMetrics : IDisposable
         meter.CreateObservableGauge("folio.cache.bytes", cachedBytes, "By", "Bytes of pages held in the cache.");
     }
 
-    public void Hit() => _hits.Add(1);
+    public void Hit() => GuardedInstruments.Add(_hits, 1);
 
-    public void Miss() => _misses.Add(1);
+    public void Miss() => GuardedInstruments.Add(_misses, 1);
 
-    public void Evicted() => _evictions.Add(1);
+    public void Evicted() => GuardedInstruments.Add(_evictions, 1);
 
-    public void PrefetchIssued() => _prefetchIssued.Add(1);
+    public void PrefetchIssued() => GuardedInstruments.Add(_prefetchIssued, 1);
 
-    public void PrefetchUsed() => _prefetchUsed.Add(1);
+    public void PrefetchUsed() => GuardedInstruments.Add(_prefetchUsed, 1);
 
-    public void PrefetchDropped(int pages) => _prefetchDropped.Add(pages);
+    public void PrefetchDropped(int pages) => GuardedInstruments.Add(_prefetchDropped, pages);
 
     public void Dispose() => _folioMeter.Dispose();
 }

@@ -54,19 +54,19 @@ internal sealed class CheckpointMetrics : IDisposable
 
     public void Checkpointed(TimeSpan duration, CheckpointStatistics statistics)
     {
-        _duration.Record(duration.TotalMilliseconds);
+        GuardedInstruments.Record(_duration, duration.TotalMilliseconds);
         CheckpointPhases phases = statistics.Phases;
-        _phaseDuration.Record(phases.Apply.TotalMilliseconds, s_apply);
-        _phaseDuration.Record(phases.Serialize.TotalMilliseconds, s_serialize);
-        _phaseDuration.Record(phases.Write.TotalMilliseconds, s_write);
-        _phaseDuration.Record(phases.Publish.TotalMilliseconds, s_publish);
-        _bytes.Add(statistics.Bytes);
-        _pages.Add(statistics.Pages);
+        GuardedInstruments.Record(_phaseDuration, phases.Apply.TotalMilliseconds, s_apply);
+        GuardedInstruments.Record(_phaseDuration, phases.Serialize.TotalMilliseconds, s_serialize);
+        GuardedInstruments.Record(_phaseDuration, phases.Write.TotalMilliseconds, s_write);
+        GuardedInstruments.Record(_phaseDuration, phases.Publish.TotalMilliseconds, s_publish);
+        GuardedInstruments.Add(_bytes, statistics.Bytes);
+        GuardedInstruments.Add(_pages, statistics.Pages);
     }
 
-    public void Failed() => _failures.Add(1);
+    public void Failed() => GuardedInstruments.Add(_failures, 1);
 
-    public void BackpressureStarted() => _backpressure.Add(1);
+    public void BackpressureStarted() => GuardedInstruments.Add(_backpressure, 1);
 
     public void Dispose() => _folioMeter.Dispose();
 }

@@ -8,7 +8,6 @@ using Folio.Journal;
 using Folio.Pages;
 using Folio.Transactions;
 using Microsoft.Extensions.Logging;
-using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Folio;
 
@@ -113,7 +112,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         ArgumentException.ThrowIfNullOrWhiteSpace(path);
         options = (options ?? new DocumentStoreOptions()).ForOpen(); // validated; the caller's object stays theirs
         path = System.IO.Path.GetFullPath(path);
-        ILogger logger = options.LoggerFactory?.CreateLogger<DocumentStore>() ?? NullLogger<DocumentStore>.Instance;
+        ILogger logger = Diagnostics.GuardedLogger.Create<DocumentStore>(options.LoggerFactory);
         long started = Stopwatch.GetTimestamp();
         PageStore? pages = null;
         ExceptionDispatchInfo? pagesFailed = null;

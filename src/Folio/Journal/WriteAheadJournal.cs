@@ -1,6 +1,5 @@
 using Folio.Storage;
 using Microsoft.Extensions.Logging;
-using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Folio.Journal;
 
@@ -107,7 +106,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     {
         Directory = directory;
         _fileSystem = options.FileSystem;
-        _logger = options.LoggerFactory?.CreateLogger<WriteAheadJournal>() ?? NullLogger<WriteAheadJournal>.Instance;
+        _logger = Diagnostics.GuardedLogger.Create<WriteAheadJournal>(options.LoggerFactory);
         _timeProvider = options.TimeProvider;
         _segmentSize = options.SegmentSize;
         _minFillPiece = Math.Max(256, options.MinFillPiece);

@@ -347,15 +347,16 @@ internal sealed class CommitPipeline : IDisposable
                 _pending.TryAnswer(group.Batches[i], new CommitResult(group.First + i, group.TimestampTicks));
             }
 
-            _metrics.Commits.Add(count);
-            _metrics.Groups.Add(1);
-            _metrics.BatchesPerGroup.Record(count);
-            _metrics.CommandsPerGroup.Record(group.Commands);
+            GuardedInstruments.Add(_metrics.Commits, count);
+            GuardedInstruments.Add(_metrics.Groups, 1);
+            GuardedInstruments.Record(_metrics.BatchesPerGroup, count);
+            GuardedInstruments.Record(_metrics.CommandsPerGroup, group.Commands);
         }
         catch (Exception e)
         {
-            // A metrics listener or logger that throws: the committer did not expect it, so fault rather than go on
-            // with an observer in an unknown state; waiters not yet answered learn their commit may be in the journal.
+            // A failure the committer did not expect (its loggers and instruments keep their listeners' failures to
+            // themselves): fault rather than go on in an unknown state; waiters not yet answered learn their commit
+            // may be in the journal.
             _fault.Set(e);
             _pending.FailUnanswered(group.Batches, _ => new StoreFaultedException(
                 "An unexpected failure in the committer faulted the store; this commit may or may not be in the " +

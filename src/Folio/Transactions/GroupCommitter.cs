@@ -237,7 +237,7 @@ internal sealed class GroupCommitter
             catch (Exception e)
             {
                 // Counted before the caller is answered, so a caller that reads the counter after its failure sees it.
-                _metrics.FailedCommits.Add(1);
+                GuardedInstruments.Add(_metrics.FailedCommits, 1);
                 _pending.TryFail(pending, e);
                 continue;
             }

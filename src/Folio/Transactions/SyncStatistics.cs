@@ -34,7 +34,7 @@ internal sealed class SyncStatistics(FolioMetrics metrics)
     /// <summary>Records one fsync's duration.</summary>
     public void Record(TimeSpan elapsed)
     {
-        metrics.SyncDuration.Record(elapsed.TotalMilliseconds);
+        GuardedInstruments.Record(metrics.SyncDuration, elapsed.TotalMilliseconds);
         long ticks = elapsed.Ticks;
         Volatile.Write(ref _lastTicks, ticks);
         Interlocked.Add(ref _totalTicks, ticks);

@@ -1,7 +1,6 @@
 using Folio.Diagnostics;
 using Folio.Journal;
 using Microsoft.Extensions.Logging;
-using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Folio.Transactions;
 
@@ -64,8 +63,7 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         options.Validate();
         _journal = journal;
         _options = options;
-        ILogger logger = options.LoggerFactory?.CreateLogger<TransactionMerger>()
-            ?? NullLogger<TransactionMerger>.Instance;
+        ILogger logger = GuardedLogger.Create<TransactionMerger>(options.LoggerFactory);
         PendingQueue? pending = null;
         _metrics = new FolioMetrics(options.MeterFactory, () => pending?.Depth ?? 0);
         _pending = pending = new PendingQueue(options.MaxPendingBytes, _metrics);
@@ -226,7 +224,7 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
                     if (batch.TryCancel()
                         && merger._pending.TryFail(batch, new TaskCanceledException(null, null, token)))
                     {
-                        merger._metrics.FailedCommits.Add(1);
+                        GuardedInstruments.Add(merger._metrics.FailedCommits, 1);
                     }
                 },
                 (this, pending));
