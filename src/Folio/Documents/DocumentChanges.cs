@@ -39,24 +39,35 @@ public sealed class DocumentChanges
     /// <param name="fromSequence">The first commit to report; 1 or more. A subscriber resumes from the last sequence it
     /// fully handled plus one.</param>
     /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
-    /// <returns>The changes, in commit order, each once.</returns>
+    /// <returns>The changes, in commit order, each once; each enumeration starts again at
+    /// <paramref name="fromSequence"/>.</returns>
     /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once), or the stream fell
     /// more than <see cref="DocumentStoreOptions.MaxChangeFeedLag"/> behind and reached a purged commit (thrown by the
     /// enumeration).</exception>
     public IAsyncEnumerable<DocumentChange> ReadAsync(long fromSequence, CancellationToken cancellationToken = default)
     {
         _store.ThrowIfDisposed();
-        (JournalReader reader, JournalRetention? retention) = OpenReader(fromSequence);
-        return Stream(reader, retention, cancellationToken);
+        return new RepeatableStream<(JournalReader, JournalRetention?)>(OpenReader(fromSequence),
+            () => OpenReader(fromSequence), static (opened, token) => Stream(opened.Item1, opened.Item2, token),
+            cancellationToken);
     }
 
     /// <summary>Streams changes committed at or after <paramref name="from"/>, then tails; see
     /// <see cref="ReadAsync(long, CancellationToken)"/>.</summary>
     /// <param name="from">The time to start at.</param>
     /// <param name="cancellationToken">Stops the stream.</param>
-    /// <returns>The changes, in commit order.</returns>
+    /// <returns>The changes, in commit order; each enumeration starts again at <paramref name="from"/>.</returns>
     public IAsyncEnumerable<DocumentChange> ReadAsync(DateTimeOffset from,
         CancellationToken cancellationToken = default)
+    {
+        _store.ThrowIfDisposed();
+        return new RepeatableStream<(JournalReader, JournalRetention?)>(OpenReader(from), () => OpenReader(from),
+            static (opened, token) => Stream(opened.Item1, opened.Item2, token), cancellationToken);
+    }
+
+    /// <summary>A reader at the first commit at or after <paramref name="from"/> and, unless the options turn it off,
+    /// a hold on the journal from there.</summary>
+    private (JournalReader Reader, JournalRetention? Retention) OpenReader(DateTimeOffset from)
     {
         _store.ThrowIfDisposed();
         WriteAheadJournal journal = _store.Journal;
@@ -66,7 +77,7 @@ public sealed class DocumentChanges
         {
             JournalReader reader = journal.OpenReader(from);
             retention?.Advance(reader.NextSequence);
-            return Stream(reader, retention, cancellationToken);
+            return (reader, retention);
         }
         catch
         {
@@ -83,7 +94,8 @@ public sealed class DocumentChanges
     /// <param name="fromSequence">The first commit to report; 1 or more.</param>
     /// <param name="toSequence">The last commit to report; below <paramref name="fromSequence"/> for none.</param>
     /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
-    /// <returns>The changes, in commit order, each once.</returns>
+    /// <returns>The changes, in commit order, each once; each enumeration starts again at
+    /// <paramref name="fromSequence"/>.</returns>
     /// <exception cref="JournalPositionPurgedException">The position was purged (thrown at once), or the stream fell
     /// more than <see cref="DocumentStoreOptions.MaxChangeFeedLag"/> behind and reached a purged commit (thrown by the
     /// enumeration).</exception>
@@ -91,14 +103,16 @@ public sealed class DocumentChanges
         CancellationToken cancellationToken = default)
     {
         _store.ThrowIfDisposed();
-        (JournalReader reader, JournalRetention? retention) = OpenReader(fromSequence);
-        return Stream(reader, retention, cancellationToken, toSequence);
+        return new RepeatableStream<(JournalReader, JournalRetention?)>(OpenReader(fromSequence),
+            () => OpenReader(fromSequence), (opened, token) => Stream(opened.Item1, opened.Item2, token, toSequence),
+            cancellationToken);
     }
 
     /// <summary>A reader at <paramref name="fromSequence"/> and, unless the options turn it off, a hold on the
     /// journal from there that the stream advances as it reads.</summary>
     private (JournalReader Reader, JournalRetention? Retention) OpenReader(long fromSequence)
     {
+        _store.ThrowIfDisposed();
         WriteAheadJournal journal = _store.Journal;
         JournalReader reader = journal.OpenReader(fromSequence);
         long maxLag = _store.Options.MaxChangeFeedLag;
@@ -139,7 +153,8 @@ public sealed class DocumentChanges
     /// <param name="follow">False: end at the last complete commit in the files. True: then wait for new ones,
     /// looking every 50 ms, until <paramref name="cancellationToken"/> fires.</param>
     /// <param name="cancellationToken">Stops the stream (with <see cref="OperationCanceledException"/>).</param>
-    /// <returns>The changes, in commit order, each once.</returns>
+    /// <returns>The changes, in commit order, each once; each enumeration starts again at
+    /// <paramref name="fromSequence"/>.</returns>
     /// <exception cref="DirectoryNotFoundException">The folder holds no store (thrown at once).</exception>
     /// <exception cref="ArgumentOutOfRangeException"><paramref name="fromSequence"/> is below 1 (thrown at
     /// once).</exception>
@@ -154,7 +169,9 @@ public sealed class DocumentChanges
         ArgumentException.ThrowIfNullOrEmpty(folder);
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
         (string storeFolder, string journal) = Documents.StoreFileInfoReader.StoreFolders(folder);
-        return StreamFiles(new JournalFollower(journal, fromSequence), storeFolder, follow, cancellationToken);
+        return new RepeatableStream<JournalFollower>(new JournalFollower(journal, fromSequence),
+            () => new JournalFollower(journal, fromSequence),
+            (follower, token) => StreamFiles(follower, storeFolder, follow, token), cancellationToken);
     }
 
     private static async IAsyncEnumerable<DocumentChange> StreamFiles(JournalFollower follower, string storeFolder,
@@ -201,6 +218,27 @@ public sealed class DocumentChanges
                     yield return change;
                 }
             }
+        }
+    }
+
+    /// <summary>
+    /// What the feed's reads return: enumerable as often as the caller likes, each time from the same start. The first
+    /// enumeration takes the source the call opened (so a purged position or a missing store threw at the call);
+    /// every other one, later or alongside, opens its own as it starts (and throws then if the start has been purged
+    /// since).
+    /// </summary>
+    private sealed class RepeatableStream<TSource>(
+        TSource first,
+        Func<TSource> open,
+        Func<TSource, CancellationToken, IAsyncEnumerable<DocumentChange>> stream,
+        CancellationToken cancellationToken) : IAsyncEnumerable<DocumentChange>
+    {
+        private int _firstTaken;
+
+        public IAsyncEnumerator<DocumentChange> GetAsyncEnumerator(CancellationToken enumeratorToken = default)
+        {
+            TSource source = Interlocked.Exchange(ref _firstTaken, 1) == 0 ? first : open();
+            return stream(source, cancellationToken).GetAsyncEnumerator(enumeratorToken);
         }
     }
 

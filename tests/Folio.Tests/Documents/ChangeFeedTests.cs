@@ -8,6 +8,54 @@ public sealed class ChangeFeedTests
     /// <summary>A document of about 200 bytes.</summary>
     private static readonly byte[] s_padded = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 200)}\"}}");
 
+    /// <summary>A stream the feed returns reads from its start every time it is enumerated, alone or beside another
+    /// enumeration of it (as LINQ over it, a retry, or two consumers do); before, only the first enumeration read
+    /// anything and every other one silently ended empty.</summary>
+    [Fact]
+    public async Task A_change_feed_stream_enumerated_again_or_twice_at_once_reads_from_its_start_each_time()
+    {
+        using var dir = new TempDirectory();
+        string folder = Path.Combine(dir.Path, "store");
+        await using DocumentStore store = DocumentStore.Open(folder, TestStoreOptions.SmallSegments());
+        for (int i = 0; i < 30; i++)
+        {
+            await store.PutAsync("c", $"d{i}", "{}"u8.ToArray());
+        }
+
+        using var stop = new CancellationTokenSource(TestDeadline.Hang);
+        var streams = new (string Name, IAsyncEnumerable<DocumentChange> Stream)[]
+        {
+            ("bounded", store.Changes.ReadAsync(11, 30)),
+            ("tailing, taken 20", store.Changes.ReadAsync(11, stop.Token)),
+            ("by time, taken 20", store.Changes.ReadAsync(DateTimeOffset.MinValue, stop.Token)),
+            ("files", DocumentChanges.ReadFilesAsync(folder, 11, follow: false)),
+        };
+        foreach ((string name, IAsyncEnumerable<DocumentChange> stream) in streams)
+        {
+            long first = name.StartsWith("by time", StringComparison.Ordinal) ? 1 : 11;
+            long[] expected = [.. Enumerable.Range((int)first, 20).Select(n => (long)n)];
+            Assert.Equal(expected, await Sequences(stream));
+            Assert.Equal(expected, await Sequences(stream)); // again, from the start
+            long[][] together = await Task.WhenAll(Sequences(stream), Sequences(stream));
+            Assert.All(together, sequences => Assert.Equal(expected, sequences));
+        }
+
+        static async Task<long[]> Sequences(IAsyncEnumerable<DocumentChange> stream)
+        {
+            var sequences = new List<long>();
+            await foreach (DocumentChange change in stream)
+            {
+                sequences.Add(change.Sequence);
+                if (sequences.Count == 20)
+                {
+                    break;
+                }
+            }
+
+            return [.. sequences];
+        }
+    }
+
     [Fact]
     public async Task A_subscriber_sees_every_change_once_in_order_across_rotations_and_reopen_and_resumes()
     {
