@@ -10,8 +10,9 @@ namespace Folio.Tests.Documents;
 /// (<see cref="MemoryWorkload"/>, so other tests' allocations do not blur it), while a store is written and read far
 /// past its cache: reading it grows the resident set by at most the cache and a fixed allowance for the readers' own
 /// copies; and writing it does not grow the live managed heap with the data written (after the writes it is no larger
-/// than halfway through, give or take a fixed allowance: the versions since the last checkpoint vary with where the
-/// checkpoints fall). FOLIO_MEMORY_MB sets how much is written (default 192 MB; 1024 for the 1 GB).
+/// than halfway through, give or take a fixed allowance; both measured right after a checkpoint of everything written
+/// so far, since the versions kept between checkpoints vary with how far behind the background checkpoints run on a
+/// busy machine). FOLIO_MEMORY_MB sets how much is written (default 192 MB; 1024 for the 1 GB).
 /// </summary>
 public sealed class StoreMemoryTests
 {
