@@ -9,9 +9,9 @@ namespace Folio.CrashHost;
 /// writes <c>megabytes</c> of ~1 KiB documents through a store whose page cache is <c>cacheMiB</c>, checkpointing
 /// every 8 MiB of journal, then reads every document back in a scattered order and once more as one range. It samples
 /// the resident set every 1,000 operations and the live managed heap (after a checkpoint of everything written so far
-/// and a full collection) halfway through the writes and after them, and prints <c>RSS &lt;after open&gt; &lt;peak while writing&gt; &lt;live heap halfway&gt;
-/// &lt;live heap after the writes&gt; &lt;resident before the reads&gt; &lt;peak while reading&gt; &lt;documents
-/// read&gt;</c> (bytes).
+/// and a full collection) halfway through the writes and after them, and prints <c>RSS &lt;after open&gt; &lt;peak
+/// while writing&gt; &lt;live heap halfway&gt; &lt;live heap after the writes&gt; &lt;resident before the reads&gt;
+/// &lt;peak while reading&gt; &lt;documents read&gt;</c> (bytes).
 /// </summary>
 public static class MemoryWorkload
 {
