@@ -23,10 +23,11 @@ public sealed partial class DocumentStore
     private readonly Lock _operationsLock = new();
     private readonly HashSet<Task> _operations = [];
     private readonly CancellationTokenSource _closing = new();
-    private readonly AsyncLocal<bool> _inOperation = new();
+    private readonly AsyncLocal<Task?> _inOperation = new(); // the operation's completion, unfinished while it runs
 
-    /// <summary>Whether the caller runs inside one of this store's operations (its callbacks included).</summary>
-    private bool InOwnOperation => _inOperation.Value;
+    /// <summary>Whether the caller runs inside one of this store's operations that has not ended yet (its callbacks
+    /// included; not work they started that outlives the operation).</summary>
+    private bool InOwnOperation => _inOperation.Value is { IsCompleted: false };
 
     /// <summary>How a restore reads a stream: reads of up to 256 KiB (a backup frame); the stream is left
     /// open.</summary>
@@ -609,7 +610,7 @@ public sealed partial class DocumentStore
         try
         {
             using var linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, _closing.Token);
-            _inOperation.Value = true; // this async method's own flow: restored for the caller when it returns
+            _inOperation.Value = done.Task; // this async method's own flow: restored for the caller when it returns
             return await operation(linked.Token).ConfigureAwait(false);
         }
         catch (OperationCanceledException e) when (_closing.IsCancellationRequested

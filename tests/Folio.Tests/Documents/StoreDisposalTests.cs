@@ -228,6 +228,32 @@ public sealed class StoreDisposalTests
         Assert.Equal(2_001, reopened.Scan("c").Count());
     }
 
+    /// <summary>Work a scrub's callback starts (its async flow inherited) that closes the store after the scrub ended
+    /// is an ordinary close: it awaits the close, so the folder can be opened again at once.</summary>
+    [Fact]
+    public async Task A_close_from_work_a_scrub_started_but_that_outlives_it_awaits_the_close()
+    {
+        using var dir = new TempDirectory();
+        DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        for (int i = 0; i < 500; i++)
+        {
+            await store.PutAsync("c", $"d{i}", "{\"n\":1}"u8.ToArray());
+        }
+
+        var scrubEnded = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        Task? closing = null;
+        await store.VerifyAsync(new SynchronousProgress<VerifyProgress>(_ => closing ??= Task.Run(async () =>
+        {
+            await scrubEnded.Task;
+            await store.PutAsync("c", "last", "{}"u8.ToArray()); // the close has a checkpoint to write
+            await store.DisposeAsync();
+            using DocumentStore reopened = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+            Assert.NotNull(reopened.Get("c", "last"));
+        })));
+        scrubEnded.SetResult();
+        await closing!.WaitAsync(TestDeadline.Hang);
+    }
+
     /// <summary>A write-only stream that runs a callback before each asynchronous write.</summary>
     private sealed class CallbackStream(Func<Task> beforeWrite) : Stream
     {
