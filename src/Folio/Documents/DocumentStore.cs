@@ -323,9 +323,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                 DocumentIds.Validate(key.Id);
             }
 
-            _checkpointer.NoteCommit();
-            return _checkpointer.IsBehind ? CommitWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
-                : _merger.CommitAsync(batch, cancellationToken); // the merger copies the values before it returns
+            return CommitAsync(batch, cancellationToken);
         }
         catch (Exception e)
         {
@@ -360,13 +358,15 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     }
 
     /// <summary>Commits <paramref name="batch"/> (validated) once checkpoints keep up with the writers; the sessions'
-    /// and <see cref="WriteAsync"/>'s way in.</summary>
+    /// and <see cref="WriteAsync"/>'s way in. As <see cref="CommitSequenceAsync"/>, the merger copies the values
+    /// before this returns, or, when the commit must wait, this copies them first, so a caller's memory may be reused
+    /// at once either way.</summary>
     internal ValueTask<CommitResult> CommitAsync(CommitBatch batch, CancellationToken cancellationToken)
     {
         // Not an async method: with checkpoints keeping up, the caller awaits the merger's pending batch itself, and
         // a save allocates no state machine here.
         _checkpointer.NoteCommit();
-        return _checkpointer.IsBehind ? CommitWhenCaughtUpAsync(batch, cancellationToken)
+        return _checkpointer.IsBehind ? CommitWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
             : _merger.CommitAsync(batch, cancellationToken);
     }
 
