@@ -171,7 +171,7 @@ public sealed class BackupRestoreTests
             // A destination slower than the checkpoints: several of them run while the chunks are copied.
             var bytes = new MemoryStream();
             long before = store.Pages.Current.Generation;
-            BackupResult result = await DocumentStore.BackupFilesAsync(source, new SlowStream(bytes));
+            BackupResult result = await DocumentStore.BackupFilesAsync(source, SlowStream(bytes));
             backups.Add((bytes, result, store.Pages.Current.Generation - before));
         }
 
@@ -948,46 +948,18 @@ public sealed class BackupRestoreTests
 
     /// <summary>A destination that pauses for a millisecond after every 8 KiB written (a slow disk or
     /// network).</summary>
-    private sealed class SlowStream(Stream inner) : Stream
+    private static AfterWriteStream SlowStream(Stream inner)
     {
-        private long _sincePause;
-
-        public override bool CanRead => false;
-
-        public override bool CanSeek => false;
-
-        public override bool CanWrite => true;
-
-        public override long Length => inner.Length;
-
-        public override long Position
+        long sincePause = 0;
+        return new AfterWriteStream(inner, async (written, cancellationToken) =>
         {
-            get => inner.Position;
-            set => throw new NotSupportedException();
-        }
-
-        public override void Flush() => inner.Flush();
-
-        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException();
-
-        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
-
-        public override void SetLength(long value) => throw new NotSupportedException();
-
-        public override void Write(byte[] buffer, int offset, int count) =>
-            WriteAsync(buffer.AsMemory(offset, count)).AsTask().GetAwaiter().GetResult();
-
-        public override async ValueTask WriteAsync(ReadOnlyMemory<byte> buffer,
-            CancellationToken cancellationToken = default)
-        {
-            await inner.WriteAsync(buffer, cancellationToken);
-            _sincePause += buffer.Length;
-            if (_sincePause >= 8 * 1024)
+            sincePause += written;
+            if (sincePause >= 8 * 1024)
             {
-                _sincePause = 0;
+                sincePause = 0;
                 await Task.Delay(1, cancellationToken);
             }
-        }
+        });
     }
 
     /// <summary>Every acknowledged commit by sequence; the state at a sequence is the commits up to it.</summary>

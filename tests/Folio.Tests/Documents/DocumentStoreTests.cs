@@ -445,11 +445,7 @@ public sealed class DocumentStoreTests
         session.Store(new User { Name = "x" }, "u/1");
 
         // Hold the commit inside its fsync, so the first SaveChanges is still in flight when the second call comes.
-        var gate = new ManualResetEventSlim();
-        files.SyncWaiting.Reset();
-        files.SyncGate = gate;
-        Task first = Task.Run(() => session.SaveChangesAsync());
-        Assert.True(files.SyncWaiting.Wait(TestDeadline.Hang));
+        (ManualResetEventSlim gate, Task first) = files.HoldNextSync(() => Task.Run(() => session.SaveChangesAsync()));
         await Assert.ThrowsAsync<InvalidOperationException>(() => session.SaveChangesAsync());
         await Assert.ThrowsAsync<InvalidOperationException>(() => session.LoadAsync<User>("u/1").AsTask());
         files.SyncGate = null;

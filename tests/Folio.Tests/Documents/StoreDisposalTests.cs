@@ -16,12 +16,8 @@ public sealed class StoreDisposalTests
         var store = DocumentStore.Open(dir.Path, options);
 
         // Hold the commit's fsync: the commit is in flight while the store is disposed.
-        var gate = new ManualResetEventSlim();
-        Task<long>? put = null;
-        files.SyncWaiting.Reset();
-        files.SyncGate = gate;
-        put = Task.Run(() => store.PutAsync("C", "k", "{}"u8.ToArray()).AsTask());
-        Assert.True(files.SyncWaiting.Wait(TestDeadline.Hang), "the commit reached its fsync");
+        (ManualResetEventSlim gate, Task<long> put) =
+            files.HoldNextSync(() => Task.Run(() => store.PutAsync("C", "k", "{}"u8.ToArray()).AsTask()));
 
         Task first = store.DisposeAsync().AsTask();
         Task second = store.DisposeAsync().AsTask();
@@ -210,7 +206,7 @@ public sealed class StoreDisposalTests
 
         Task operation = how.StartsWith("scrub", StringComparison.Ordinal)
             ? store.VerifyAsync(new SynchronousProgress<VerifyProgress>(_ => Close())).AsTask()
-            : store.BackupAsync(new CallbackStream(async () =>
+            : store.BackupAsync(new AfterWriteStream(Stream.Null, async (_, _) =>
             {
                 if (how.EndsWith("awaited", StringComparison.Ordinal))
                 {
@@ -252,45 +248,5 @@ public sealed class StoreDisposalTests
         })));
         scrubEnded.SetResult();
         await closing!.WaitAsync(TestDeadline.Hang);
-    }
-
-    /// <summary>A write-only stream that runs a callback before each asynchronous write.</summary>
-    private sealed class CallbackStream(Func<Task> beforeWrite) : Stream
-    {
-        private long _length;
-
-        public override bool CanRead => false;
-
-        public override bool CanSeek => false;
-
-        public override bool CanWrite => true;
-
-        public override long Length => _length;
-
-        public override long Position
-        {
-            get => _length;
-            set => throw new NotSupportedException();
-        }
-
-        public override void Flush()
-        {
-        }
-
-        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException();
-
-        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
-
-        public override void SetLength(long value) => throw new NotSupportedException();
-
-        public override void Write(byte[] buffer, int offset, int count) =>
-            WriteAsync(buffer.AsMemory(offset, count)).AsTask().GetAwaiter().GetResult();
-
-        public override async ValueTask WriteAsync(ReadOnlyMemory<byte> buffer,
-            CancellationToken cancellationToken = default)
-        {
-            await beforeWrite();
-            _length += buffer.Length;
-        }
     }
 }

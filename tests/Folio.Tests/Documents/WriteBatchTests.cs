@@ -21,12 +21,9 @@ public sealed class WriteBatchTests
         for (int round = 0; round < 20; round++)
         {
             // Another commit holds its fsync, so this batch waits in the queue for the next group.
-            var gate = new ManualResetEventSlim();
-            files.SyncWaiting.Reset();
             files.SyncGateHoldsOne = true;
-            files.SyncGate = gate;
-            Task<long> holder = Task.Run(() => store.PutAsync("c", $"holder{round}", "{}"u8.ToArray()).AsTask());
-            Assert.True(files.SyncWaiting.Wait(TestDeadline.Hang), "the other commit reached its fsync");
+            (ManualResetEventSlim gate, Task<long> holder) = files.HoldNextSync(()
+                => Task.Run(() => store.PutAsync("c", $"holder{round}", "{}"u8.ToArray()).AsTask()));
 
             byte[] buffer = Encoding.UTF8.GetBytes($"{{\"round\":{round}}}");
             var batch = new CommitBatch().Put("c", $"a{round}", buffer).Put("c", $"b{round}", buffer);

@@ -50,6 +50,20 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     /// <summary>Signalled when a sync starts waiting on <see cref="SyncGate"/>.</summary>
     public ManualResetEventSlim SyncWaiting { get; } = new();
 
+    /// <summary>Holds the next sync (every sync, unless <see cref="SyncGateHoldsOne"/>) until the returned gate is set:
+    /// runs <paramref name="start"/>, which must lead to a sync, and returns once a sync waits in the gate, with the
+    /// task <paramref name="start"/> returned.</summary>
+    public (ManualResetEventSlim Gate, TTask Started) HoldNextSync<TTask>(Func<TTask> start)
+        where TTask : Task
+    {
+        var gate = new ManualResetEventSlim();
+        SyncWaiting.Reset();
+        SyncGate = gate;
+        TTask started = start();
+        Assert.True(SyncWaiting.Wait(TestDeadline.Hang), "a sync reached the gate");
+        return (gate, started);
+    }
+
     private int _skip;
     private volatile bool _noSpace;
     private readonly SparseFiles _sparse = new();

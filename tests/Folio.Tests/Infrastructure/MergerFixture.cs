@@ -62,15 +62,7 @@ internal sealed class MergerFixture : IDisposable
 
     /// <summary>Holds the next fsync until the returned gate is set; returns once a committer is waiting in
     /// it.</summary>
-    public ManualResetEventSlim HoldNextSync(Func<Task> start)
-    {
-        var gate = new ManualResetEventSlim();
-        Files.SyncWaiting.Reset();
-        Files.SyncGate = gate;
-        _ = start();
-        Assert.True(Files.SyncWaiting.Wait(TestDeadline.Hang), "a committer reached the fsync");
-        return gate;
-    }
+    public ManualResetEventSlim HoldNextSync(Func<Task> start) => Files.HoldNextSync(start).Gate;
 
     /// <summary>Disposes on another thread and reports whether that finished in time (a stuck committer role would hang
     /// Dispose).</summary>

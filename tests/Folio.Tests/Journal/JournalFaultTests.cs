@@ -285,13 +285,7 @@ public sealed class JournalFaultTests
             files.NoSpace = false;
             Assert.Throws<StoreFullException>(() => journal.Append(JournalTestExtensions.Payload(2, 2, 300)));
             clock.Advance(WriteAheadJournal.PreparationRetryInterval);
-            for (int i = 0; i < 6; i++)
-            {
-                byte[] entry = JournalTestExtensions.Payload(3, i, 300);
-                journal.Append(entry);
-                journal.Sync();
-                acknowledged.Add(entry);
-            }
+            AppendAcknowledged(journal, acknowledged, writer: 3, count: 6);
 
             Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
             Assert.Null(journal.DiskFull);
@@ -341,13 +335,7 @@ public sealed class JournalFaultTests
             // Files can be created again: the first try after the interval rotates, and appends go on.
             files.CreateFailure = null;
             clock.Advance(WriteAheadJournal.PreparationRetryInterval);
-            for (int i = 0; i < 6; i++)
-            {
-                byte[] entry = JournalTestExtensions.Payload(3, i, 300);
-                journal.Append(entry);
-                journal.Sync();
-                acknowledged.Add(entry);
-            }
+            AppendAcknowledged(journal, acknowledged, writer: 3, count: 6);
 
             Assert.Equal(acknowledged, journal.ReadAll(1).Select(e => e.Data));
             Assert.Null(journal.SegmentUnavailable);
@@ -391,13 +379,7 @@ public sealed class JournalFaultTests
 
             files.OpenExistingFailure = null;
             clock.Advance(WriteAheadJournal.PreparationRetryInterval);
-            for (int i = 0; i < 6; i++)
-            {
-                byte[] entry = JournalTestExtensions.Payload(2, i, 300);
-                journal.Append(entry);
-                journal.Sync();
-                acknowledged.Add(entry);
-            }
+            AppendAcknowledged(journal, acknowledged, writer: 2, count: 6);
 
             Assert.True(Directory.GetFiles(journalFolder, "*.journal").Length > segmentsBefore.Length);
             Assert.Null(journal.SegmentUnavailable);
@@ -503,6 +485,19 @@ public sealed class JournalFaultTests
         }
 
         throw new Xunit.Sdk.XunitException("no append was refused in 20 tries");
+    }
+
+    /// <summary>Appends <paramref name="count"/> 300-byte entries of <paramref name="writer"/>, each synced and added
+    /// to <paramref name="acknowledged"/>.</summary>
+    private static void AppendAcknowledged(WriteAheadJournal journal, List<byte[]> acknowledged, int writer, int count)
+    {
+        for (int i = 0; i < count; i++)
+        {
+            byte[] entry = JournalTestExtensions.Payload(writer, i, 300);
+            journal.Append(entry);
+            journal.Sync();
+            acknowledged.Add(entry);
+        }
     }
 
     /// <summary>Reopens the journal in <paramref name="folder"/>: it holds exactly <paramref name="acknowledged"/>,
