@@ -32,7 +32,9 @@ var storeOptions = new DocumentStoreOptions
 {
     Durability = options.Buffered ? DurabilityMode.Buffered : DurabilityMode.Durable,
     JsonSerializerOptions = new JsonSerializerOptions { TypeInfoResolver = QuickstartJsonContext.Default },
-    CollectionName = static type => type == typeof(Order) ? "orders" : type.Name,
+    CollectionName = static type => type == typeof(Order)
+        ? "orders"
+        : DocumentStoreOptions.DefaultCollectionName(type),
 };
 
 var clock = Stopwatch.StartNew();

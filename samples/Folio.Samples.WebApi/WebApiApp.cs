@@ -26,7 +26,8 @@ public static class WebApiApp
             {
                 store.JsonSerializerOptions = new JsonSerializerOptions(JsonSerializerDefaults.Web) {
                     TypeInfoResolver = NotesJsonContext.Default };
-                store.CollectionName = static type => type == typeof(Note) ? NoteEndpoints.Collection : type.Name;
+                store.CollectionName = static type => type == typeof(Note) ? NoteEndpoints.Collection
+                    : DocumentStoreOptions.DefaultCollectionName(type);
                 configured?.Invoke(store);
             };
         });

@@ -1,6 +1,7 @@
 using System.Collections.Concurrent;
 using System.Globalization;
 using System.Reflection;
+using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Text.Json;
 using Folio.Documents;
@@ -469,26 +470,42 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         return _lastCollection!;
     }
 
-    /// <summary>Typed, compiled access to a type's string <c>Id</c> property (no reflection per call).</summary>
+    /// <summary>Access to a type's <c>Id</c> property for filling it in on a load: compiled delegates for a string
+    /// property (no reflection per call); reflection for the number and <see cref="Guid"/> properties.</summary>
     private static class IdAccessor<T>
     {
         private static readonly Func<T, string?>? s_get;
         private static readonly Action<T, string>? s_set;
+        private static readonly PropertyInfo? s_other;
 
         static IdAccessor()
         {
             if (IdProperty(typeof(T)) is { CanWrite: true, CanRead: true } property && property.GetMethod!.IsPublic
-                && property.SetMethod!.IsPublic && !typeof(T).IsValueType && property.PropertyType == typeof(string))
+                && property.SetMethod!.IsPublic && !typeof(T).IsValueType)
             {
-                s_get = property.GetMethod.CreateDelegate<Func<T, string?>>();
-                s_set = property.SetMethod.CreateDelegate<Action<T, string>>();
+                if (property.PropertyType == typeof(string))
+                {
+                    s_get = property.GetMethod.CreateDelegate<Func<T, string?>>();
+                    s_set = property.SetMethod.CreateDelegate<Action<T, string>>();
+                }
+                else
+                {
+                    s_other = property;
+                }
             }
         }
 
-        /// <summary>Sets the entity's Id to <paramref name="id"/> when it is empty; returns whether it did.</summary>
+        /// <summary>Sets the entity's Id to <paramref name="id"/> when it is empty (a number's or a GUID's default,
+        /// and <paramref name="id"/> is that type's text of a value, as <see cref="IdText"/> writes it); returns
+        /// whether it did.</summary>
         public static bool FillIn(T entity, string id)
         {
-            if (s_get is null || !string.IsNullOrEmpty(s_get(entity)))
+            if (s_get is null)
+            {
+                return s_other is not null && FillInValue(s_other, entity, id);
+            }
+
+            if (!string.IsNullOrEmpty(s_get(entity)))
             {
                 return false;
             }
@@ -496,6 +513,42 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             s_set!(entity, id);
             return true;
         }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        private static bool FillInValue(PropertyInfo property, T entity, string id)
+        {
+            if (IdText(property.GetValue(entity)) is not null || IdValue(property.PropertyType, id) is not { } value)
+            {
+                return false;
+            }
+
+            property.SetValue(entity, value);
+            return true;
+        }
+    }
+
+    /// <summary>The value of an <c>Id</c> property of <paramref name="type"/> that names the document
+    /// <paramref name="id"/> (the inverse of <see cref="IdText"/>); null when no value of the type does: "007", "+7",
+    /// an upper-case GUID or a number out of range name documents no such property can.</summary>
+    private static object? IdValue(Type type, string id)
+    {
+        const NumberStyles Signed = NumberStyles.AllowLeadingSign;
+        CultureInfo invariant = CultureInfo.InvariantCulture;
+        object? value = type switch
+        {
+            _ when type == typeof(int) => int.TryParse(id, Signed, invariant, out int number) ? number : null,
+            _ when type == typeof(long) => long.TryParse(id, Signed, invariant, out long number) ? number : null,
+            _ when type == typeof(short) => short.TryParse(id, Signed, invariant, out short number) ? number : null,
+            _ when type == typeof(uint) => uint.TryParse(id, NumberStyles.None, invariant, out uint number)
+                ? number : null,
+            _ when type == typeof(ulong) => ulong.TryParse(id, NumberStyles.None, invariant, out ulong number)
+                ? number : null,
+            _ when type == typeof(ushort) => ushort.TryParse(id, NumberStyles.None, invariant, out ushort number)
+                ? number : null,
+            _ when type == typeof(Guid) => Guid.TryParseExact(id, "D", out Guid guid) ? guid : null,
+            _ => null,
+        };
+        return value is not null && IdText(value) == id ? value : null;
     }
 
     /// <summary>The type's public <c>Id</c> property when it is a string or one of the numbers and the

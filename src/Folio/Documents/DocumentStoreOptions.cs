@@ -220,9 +220,65 @@ public sealed class DocumentStoreOptions
     /// <c>TypeInfoResolver</c> from a <c>JsonSerializerContext</c> for source-generated serialization.</summary>
     public JsonSerializerOptions JsonSerializerOptions { get; set; } = JsonSerializerOptions.Default;
 
-    /// <summary>The collection of an entity type. Default: the CLR type name (<c>User</c> for
-    /// <c>MyApp.User</c>).</summary>
-    public Func<Type, string> CollectionName { get; set; } = static type => type.Name;
+    /// <summary>The collection of an entity type. Default: <see cref="DefaultCollectionName"/> (<c>User</c> for
+    /// <c>MyApp.User</c>, <c>Envelope&lt;Order&gt;</c> for <c>Envelope&lt;MyApp.Order&gt;</c>).</summary>
+    public Func<Type, string> CollectionName { get; set; } = DefaultCollectionName;
+
+    private static readonly System.Collections.Concurrent.ConcurrentDictionary<Type, string> s_defaultNames = new();
+
+    /// <summary>
+    /// The default collection of an entity type: its CLR name without namespace, and for a generic type its name
+    /// without the arity suffix followed by its type arguments' names in angle brackets, so that
+    /// <c>Envelope&lt;Order&gt;</c> and <c>Envelope&lt;Invoice&gt;</c> are two collections (not one <c>Envelope`1</c>
+    /// whose documents load as either). Types of the same name in two namespaces share a collection: name them
+    /// apart with <see cref="CollectionName"/> when they must not.
+    /// </summary>
+    /// <param name="type">The entity type.</param>
+    /// <returns>The collection name, for example <c>User</c> or <c>Envelope&lt;Order&gt;</c>.</returns>
+    public static string DefaultCollectionName(Type type)
+    {
+        ArgumentNullException.ThrowIfNull(type);
+        return type.IsGenericType ? s_defaultNames.GetOrAdd(type, GenericName) : type.Name;
+    }
+
+    private static string GenericName(Type type)
+    {
+        var name = new System.Text.StringBuilder();
+        AppendName(name, type);
+        return name.ToString();
+    }
+
+    private static void AppendName(System.Text.StringBuilder name, Type type)
+    {
+        if (type.IsArray)
+        {
+            AppendName(name, type.GetElementType()!);
+            name.Append('[').Append(',', type.GetArrayRank() - 1).Append(']');
+            return;
+        }
+
+        string simple = type.Name;
+        int tick = simple.IndexOf('`', StringComparison.Ordinal);
+        name.Append(tick < 0 ? simple : simple.AsSpan(0, tick));
+        if (!type.IsGenericType)
+        {
+            return;
+        }
+
+        name.Append('<');
+        Type[] arguments = type.GetGenericArguments();
+        for (int i = 0; i < arguments.Length; i++)
+        {
+            if (i > 0)
+            {
+                name.Append(',');
+            }
+
+            AppendName(name, arguments[i]);
+        }
+
+        name.Append('>');
+    }
 
     /// <summary>Logging (open, recovery summary, slow fsync, faulted store); null for none.</summary>
     public ILoggerFactory? LoggerFactory { get; set; }

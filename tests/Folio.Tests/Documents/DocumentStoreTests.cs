@@ -25,6 +25,13 @@ public sealed class Invoice
 }
 
 /// <summary>An entity whose <c>Id</c> is a GUID.</summary>
+public sealed class Envelope<T>
+{
+    public string? Id { get; set; }
+
+    public T? Body { get; set; }
+}
+
 public sealed class Shipment
 {
     public Guid Id { get; set; }
@@ -71,6 +78,68 @@ public sealed class DocumentStoreTests
         Assert.Equal(["-7", "42", generated], store.Scan("Invoice").Select(d => d.Id).Order(StringComparer.Ordinal));
         Assert.Contains("\"Total\":10", Encoding.UTF8.GetString(store.Get("Invoice", "42")!.Value.Json.Span),
             StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_number_or_GUID_Id_missing_from_the_JSON_is_filled_in_from_the_document_id_on_a_load()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        var shipmentId = Guid.NewGuid();
+        await store.PutAsync("Invoice", "42", "{\"Total\":3}"u8.ToArray());
+        await store.PutAsync("Invoice", "007", "{\"Total\":4}"u8.ToArray());
+        await store.PutAsync("Shipment", shipmentId.ToString(), "{\"Carrier\":\"rail\"}"u8.ToArray());
+        Invoice loaded;
+        await using (DocumentSession session = store.OpenSession())
+        {
+            loaded = (await session.LoadAsync<Invoice>("42"))!;
+            Assert.Equal(42, loaded.Id);
+            Assert.Equal(shipmentId, (await session.LoadAsync<Shipment>(shipmentId.ToString()))!.Id);
+            // "007" is no int's text: an Id of 7 would name another document, so it stays unset.
+            Assert.Equal(0, (await session.LoadAsync<Invoice>("007"))!.Id);
+            Assert.Equal([42], (await session.QueryAsync<Invoice>(i => i.Total == 3).ToListAsync()).Select(i => i.Id));
+            await session.SaveChangesAsync(); // filling the Id in is no change
+        }
+
+        Assert.Equal(1, store.Get("Invoice", "42")!.Value.Version);
+
+        // The loaded entity stored in another session updates its document instead of creating one.
+        loaded.Total = 5m;
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.Store(loaded);
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Equal(["007", "42"], store.Scan("Invoice").Select(d => d.Id));
+        Assert.Contains("\"Total\":5", Encoding.UTF8.GetString(store.Get("Invoice", "42")!.Value.Json.Span),
+            StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Generic_entity_types_with_different_type_arguments_are_different_collections()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.Store(new Envelope<User> { Id = "e1", Body = new User { Name = "Ada" } });
+            session.Store(new Envelope<Invoice> { Id = "e1", Body = new Invoice { Id = 9, Total = 1m } });
+            session.Store(new Envelope<Envelope<User>[]> { Id = "e1", Body = [] });
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Equal(["Envelope<Envelope<User>[]>", "Envelope<Invoice>", "Envelope<User>"],
+            store.GetCollections().Order(StringComparer.Ordinal));
+        await using (DocumentSession session = store.OpenSession())
+        {
+            Assert.Equal("Ada", (await session.LoadAsync<Envelope<User>>("e1"))!.Body!.Name);
+            Assert.Equal(9, (await session.LoadAsync<Envelope<Invoice>>("e1"))!.Body!.Id);
+        }
+
+        Assert.Equal("User", DocumentStoreOptions.DefaultCollectionName(typeof(User)));
+        Assert.Equal("Dictionary<String,Int32[,]>",
+            DocumentStoreOptions.DefaultCollectionName(typeof(Dictionary<string, int[,]>)));
     }
 
     [Fact]
