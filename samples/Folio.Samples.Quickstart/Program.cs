@@ -98,6 +98,7 @@ Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
 // 3. Query: by id prefix with paging, by id range, count, and a predicate scan.
 await using (DocumentSession query = store.OpenSession())
 {
+    query.TrackQueryResults = false; // read only: the session need not keep what the queries return
     Console.Write("First page of 'orders/00001': ");
     await foreach (Order order in query.QueryByPrefixAsync<Order>("orders/00001", take: 5))
     {

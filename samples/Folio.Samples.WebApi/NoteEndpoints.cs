@@ -105,6 +105,7 @@ internal static class NoteEndpoints
         }
 
         var items = new List<Note>(pageSize);
+        session.TrackQueryResults = false; // a listing only reads
 
         // With both a prefix and a continuation, start at whichever comes later: ids before the prefix cannot match.
         string? from = prefix is not null && after is not null && string.CompareOrdinal(prefix, after) > 0 ? prefix

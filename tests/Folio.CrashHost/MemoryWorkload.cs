@@ -80,6 +80,7 @@ public static class MemoryWorkload
             }
 
             await using DocumentSession session = store.OpenSession();
+            session.TrackQueryResults = false; // a read-only scan: tracked results would stay until the dispose
             int next = 0;
             await foreach (Document document in session.QueryByRangeAsync<Document>(null, null).ConfigureAwait(false))
             {

@@ -7,7 +7,8 @@ public sealed partial class DocumentSession
 {
     /// <summary>
     /// Streams the documents of <typeparamref name="T"/>'s collection whose ids start with <paramref name="prefix"/>,
-    /// in ordinal id order, from the session's snapshot. Results are not tracked (load them to change them).
+    /// in ordinal id order, from the session's snapshot. Results are tracked as loads are (see
+    /// <see cref="TrackQueryResults"/>).
     /// </summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
     /// <param name="prefix">The id prefix ("" for all).</param>
@@ -22,14 +23,14 @@ public sealed partial class DocumentSession
     {
         ArgumentNullException.ThrowIfNull(prefix);
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Prefix(collection, prefix, descending, snapshot.Sequence, Expected(skip, take)),
-            snapshot, null, skip, take, cancellationToken);
+        return Page<T>(collection, _store.Index.Prefix(collection, prefix, descending, snapshot.Sequence,
+            Expected(skip, take)), snapshot, null, skip, take, cancellationToken);
     }
 
     /// <summary>
     /// Streams the documents of <typeparamref name="T"/>'s collection with ids in [<paramref name="fromInclusive"/>,
     /// <paramref name="toExclusive"/>) (null: unbounded), in ordinal id order, from the session's snapshot. Results are
-    /// not tracked (load them to change them).
+    /// tracked as loads are (see <see cref="TrackQueryResults"/>).
     /// </summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
     /// <param name="fromInclusive">The lowest id, or null.</param>
@@ -45,13 +46,14 @@ public sealed partial class DocumentSession
         where T : class
     {
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(_store.Index.Range(collection, fromInclusive, toExclusive, descending, snapshot.Sequence,
-            Expected(skip, take)), snapshot, null, skip, take, cancellationToken);
+        return Page<T>(collection, _store.Index.Range(collection, fromInclusive, toExclusive, descending,
+            snapshot.Sequence, Expected(skip, take)), snapshot, null, skip, take, cancellationToken);
     }
 
     /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches
-    /// <paramref name="predicate"/>, in id order, from the session's snapshot. Results are not tracked (load them to
-    /// change them).</summary>
+    /// <paramref name="predicate"/>, in id order, from the session's snapshot. Results are tracked as loads are (see
+    /// <see cref="TrackQueryResults"/>); the predicate sees the tracked entity of a document the session
+    /// tracks.</summary>
     /// <typeparam name="T">The entity type; names the collection.</typeparam>
     /// <param name="predicate">The filter, applied to each deserialized entity; null for all.</param>
     /// <param name="skip">Matches to skip; 0 or more.</param>
@@ -63,8 +65,8 @@ public sealed partial class DocumentSession
         where T : class
     {
         (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page(_store.Index.Range(collection, null, null, descending: false, snapshot.Sequence), snapshot,
-            predicate, skip, take, cancellationToken);
+        return Page(collection, _store.Index.Range(collection, null, null, descending: false, snapshot.Sequence),
+            snapshot, predicate, skip, take, cancellationToken);
     }
 
     /// <summary>The number of documents in <typeparamref name="T"/>'s collection at the session's snapshot. The
@@ -104,13 +106,23 @@ public sealed partial class DocumentSession
         }
     }
 
-    private SynchronousAsyncEnumerable<T> Page<T>(IEnumerable<(string Id, DocumentVersion Version)> matches,
-        IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+    private SynchronousAsyncEnumerable<T> Page<T>(string collection,
+        IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot, Func<T, bool>? predicate,
+        int skip, int take, CancellationToken cancellationToken)
         where T : class
-            => new SynchronousAsyncEnumerable<T>(Iterate(matches, snapshot, predicate, skip, take, cancellationToken));
+            => new SynchronousAsyncEnumerable<T>(Iterate(collection, matches, snapshot, predicate, skip, take,
+                TrackQueryResults, cancellationToken));
 
-    private IEnumerable<T> Iterate<T>(IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot,
-        Func<T, bool>? predicate, int skip, int take, CancellationToken cancellationToken)
+    /// <summary>
+    /// The query's results. With <paramref name="track"/>, each is looked up in the identity map first: a document
+    /// this session deleted is left out (it counts toward neither skip nor take), a tracked one comes back as its
+    /// tracked entity, and any other returned is tracked as loaded at its version, so that its changes are saved
+    /// conditionally. The map is entered only between results, never across a <c>yield</c>, so the caller's loop may
+    /// use the session.
+    /// </summary>
+    private IEnumerable<T> Iterate<T>(string collection, IEnumerable<(string Id, DocumentVersion Version)> matches,
+        IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, bool track,
+        CancellationToken cancellationToken)
         where T : class
     {
         cancellationToken.ThrowIfCancellationRequested(); // also when nothing matches
@@ -126,23 +138,77 @@ public sealed partial class DocumentSession
             cancellationToken.ThrowIfCancellationRequested();
             ObjectDisposedException.ThrowIf(_disposed, this);
             snapshot.ThrowIfExpired(); // the match was read at the snapshot: trust it only if the snapshot still holds
-            T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
-                ?? throw new JsonException($"Document '{id}' deserialized to null.");
-            IdAccessor<T>.FillIn(entity, id);
-
-            if (predicate is not null && !predicate(entity))
+            var key = new DocumentKey(collection, id);
+            Tracked? tracked = track ? FindTracked(key) : null;
+            if (tracked is { Deleted: true })
             {
                 continue;
             }
 
-            if (skipped < skip)
+            if (predicate is null && skipped < skip)
             {
                 skipped++;
                 continue;
             }
 
+            bool idFilledIn = false;
+            T entity = tracked?.Entity as T ?? Read<T>(key, version, out idFilledIn);
+            if (predicate is not null)
+            {
+                if (!predicate(entity))
+                {
+                    continue;
+                }
+
+                if (skipped < skip)
+                {
+                    skipped++;
+                    continue;
+                }
+            }
+
+            if (track && tracked is null)
+            {
+                entity = TrackQueryResult(key, version, entity, idFilledIn);
+            }
+
             taken++;
             yield return entity;
+        }
+    }
+
+    private Tracked? FindTracked(DocumentKey key)
+    {
+        Enter();
+        try
+        {
+            return _tracked.TryGet(key, out Tracked? tracked) ? tracked : null;
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    /// <summary>Tracks a query's result, unless the predicate tracked the document meanwhile (a load from it): then
+    /// the tracked entity is the result.</summary>
+    private T TrackQueryResult<T>(DocumentKey key, DocumentVersion version, T entity, bool idFilledIn)
+        where T : class
+    {
+        Enter();
+        try
+        {
+            if (_tracked.TryGet(key, out Tracked? tracked))
+            {
+                return tracked.Entity as T ?? entity;
+            }
+
+            TrackRead(key, version, entity, idFilledIn);
+            return entity;
+        }
+        finally
+        {
+            Exit();
         }
     }
 

@@ -38,6 +38,16 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     public long? SnapshotSequence => _snapshot?.Sequence;
 
     /// <summary>
+    /// Whether the entities a query returns join the session's identity map as a load's do (default true): a change
+    /// to one is saved by <see cref="SaveChangesAsync"/> with the version read, so it fails with
+    /// <see cref="ConcurrencyException"/> if another commit changed the document since; a document this session
+    /// tracks already comes back as the tracked entity, and one it deleted not at all. Set false before a query that
+    /// only reads many documents, so the session does not keep every result until it is disposed. Read when a query
+    /// starts.
+    /// </summary>
+    public bool TrackQueryResults { get; set; } = true;
+
+    /// <summary>
     /// When this session's saves are acknowledged; null (the default) for the store's
     /// <see cref="DocumentStoreOptions.Durability"/>. In a <see cref="DurabilityMode.Buffered"/> store, set
     /// <see cref="DurabilityMode.Durable"/> for saves that must be on disk when <see cref="SaveChangesAsync"/> returns:
@@ -438,20 +448,35 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             return null;
         }
 
+        T entity = Read<T>(key, version, out bool idFilledIn);
+        TrackRead(key, version, entity, idFilledIn);
+        return entity;
+    }
+
+    /// <summary>The entity <paramref name="version"/> of <paramref name="key"/> deserializes to, with its <c>Id</c>
+    /// filled in from the key when the JSON lacks it (<paramref name="idFilledIn"/>).</summary>
+    private T Read<T>(DocumentKey key, DocumentVersion version, out bool idFilledIn)
+        where T : class
+    {
         T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
             ?? throw new JsonException($"Document '{key}' deserialized to null.");
-        // The index's JSON is immutable: keep a reference to it as the loaded state, no copy.
-        ReadOnlyMemory<byte> original = version.Json;
-        if (IdAccessor<T>.FillIn(entity, id))
-        {
-            // The id is metadata, not necessarily in the JSON (raw writes): it was filled in, so compare later
-            // changes against the entity as loaded, so that filling it in alone does not count as a change.
-            original = JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions);
-        }
+        idFilledIn = IdAccessor<T>.FillIn(entity, key.Id);
+        return entity;
+    }
 
+    /// <summary>Adds an entity read from the snapshot to the identity map, as loaded at
+    /// <paramref name="version"/>.</summary>
+    private void TrackRead<T>(DocumentKey key, DocumentVersion version, T entity, bool idFilledIn)
+        where T : class
+    {
+        // The index's JSON is immutable: keep a reference to it as the loaded state, no copy. An id filled in is
+        // metadata, not necessarily in the JSON (raw writes): compare later changes against the entity as read, so
+        // that filling it in alone does not count as a change.
+        ReadOnlyMemory<byte> original = idFilledIn
+            ? JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions)
+            : version.Json;
         _tracked.Add(new Tracked(key, typeof(T)) { Entity = entity, Version = version.Sequence,
             TimestampTicks = version.TimestampTicks, Original = original, Loaded = true });
-        return entity;
     }
 
     /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly

@@ -103,6 +103,70 @@ public sealed class DocumentQueryTests
             StringComparison.Ordinal);
     }
 
+    [Fact]
+    public async Task Query_results_are_tracked_so_their_changes_are_saved_and_checked_against_the_version_read()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await Seed(dir);
+        await using (DocumentSession session = store.OpenSession())
+        {
+            User loaded = (await session.LoadAsync<User>("users/b"))!;
+            loaded.Age = 100;
+            session.Delete<User>("users/c");
+            List<User> page = await session.QueryByPrefixAsync<User>("users/", skip: 1, take: 2).ToListAsync();
+
+            // The loaded entity comes back as the session has it; the deleted document counts for neither skip nor
+            // take; the predicate sees tracked entities as changed.
+            Assert.Equal(["users/b", "users/ca"], page.Select(u => u.Id));
+            Assert.Same(loaded, page[0]);
+            Assert.Equal(["users/b"],
+                (await session.QueryAsync<User>(u => u.Age == 100).ToListAsync()).Select(u => u.Id));
+            User queried = (await session.QueryByRangeAsync<User>("users/d", null).ToListAsync()).Single();
+            Assert.Same(queried, await session.LoadAsync<User>("users/d"));
+            Assert.Same(queried, (await session.QueryAsync<User>(u => u.Id == "users/d").ToListAsync()).Single());
+            queried.Age = 40; // changed without Store: saved, as a loaded entity's change is
+            page[1].Age = 41;
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Equal([100, 41, 40], new[] { "users/b", "users/ca", "users/d" }.Select(id => Age(store, id)));
+        Assert.Null(store.Get("User", "users/c"));
+
+        // A query result changed after another commit changed its document: the save fails, as a load's would,
+        // instead of overwriting that commit.
+        await using (DocumentSession session = store.OpenSession())
+        {
+            User stale = (await session.QueryByPrefixAsync<User>("users/a").ToListAsync()).Single();
+            await using (DocumentSession other = store.OpenSession())
+            {
+                other.Store(new User { Name = "other", Age = 7 }, "users/a");
+                await other.SaveChangesAsync();
+            }
+
+            stale.Age = 8;
+            session.Store(stale);
+            await Assert.ThrowsAsync<ConcurrencyException>(() => session.SaveChangesAsync());
+        }
+
+        Assert.Equal(7, Age(store, "users/a"));
+
+        // Untracked results: each query makes new entities, and a change to one is not saved.
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.TrackQueryResults = false;
+            User first = (await session.QueryByPrefixAsync<User>("users/d").ToListAsync()).Single();
+            Assert.NotSame(first, (await session.QueryByPrefixAsync<User>("users/d").ToListAsync()).Single());
+            first.Age = 1;
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Equal(40, Age(store, "users/d"));
+    }
+
+    private static int Age(DocumentStore store, string id)
+        => System.Text.Json.JsonDocument.Parse(store.Get("User", id)!.Value.Json).RootElement.GetProperty("Age")
+            .GetInt32();
+
     private static async Task<List<string>> Ids(IAsyncEnumerable<User> users)
     {
         var ids = new List<string>();
