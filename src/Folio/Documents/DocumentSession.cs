@@ -216,6 +216,40 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Makes the next <see cref="SaveChangesAsync"/> succeed only if the document behind <paramref name="entity"/> is
+    /// still at the version this session read or last saved, whether or not the entity changed (a save otherwise
+    /// checks only the documents it writes). Sessions read a snapshot and check their writes: that is snapshot
+    /// isolation, under which two sessions that each read two documents and each change a different one both commit
+    /// (write skew). Require the documents a decision rests on unchanged, and the save fails with
+    /// <see cref="ConcurrencyException"/> instead; a save that writes nothing then checks them against the latest
+    /// commits without committing. The requirement holds until a save succeeds.
+    /// </summary>
+    /// <param name="entity">An entity this session loaded, queried or saved.</param>
+    /// <exception cref="InvalidOperationException">The session does not track <paramref name="entity"/>, or has no
+    /// version of it from the store (stored new and not saved yet, or deleted).</exception>
+    public void RequireUnchanged(object entity)
+    {
+        ArgumentNullException.ThrowIfNull(entity);
+        Enter();
+        try
+        {
+            Tracked tracked = _tracked.FindByEntity(entity) ?? throw new InvalidOperationException(
+                "The entity is not tracked by this session.");
+            if (!tracked.Loaded || tracked.Deleted || tracked.Version <= 0)
+            {
+                ThrowHelper.ThrowInvalidOperation($"This session has no version of '{tracked.Key}' from the store " +
+                    "(it was stored new and not saved yet, or deleted): there is no version to require.");
+            }
+
+            tracked.ExpectedVersion = tracked.Version;
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
     /// <summary>Marks document <paramref name="id"/> of <typeparamref name="T"/>'s collection for deletion at the next
     /// save.</summary>
     /// <typeparam name="T">The entity type that names the collection.</typeparam>
@@ -311,6 +345,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             // list; every mark is cleared before this returns, whether the commit holds or not.
             var batch = new CommitBatch(Math.Min(_tracked.Count, 8)) { Durability = _durability };
             int written = 0;
+            int checkedOnly = 0; // unchanged documents the save requires at a version, and writes nothing for
             try
             {
                 for (int i = 0; i < _tracked.Count; i++)
@@ -340,7 +375,15 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                         _store.Options.JsonSerializerOptions);
                     if (tracked.Original is { } loaded && json.AsSpan().SequenceEqual(loaded.Span))
                     {
-                        continue; // unchanged
+                        if (tracked.ExpectedVersion is long required)
+                        {
+                            // unchanged, but required at a version (RequireUnchanged, or an explicit Store)
+                            batch.Expect(key.Collection, key.Id, required);
+                            tracked.Checking = true;
+                            checkedOnly++;
+                        }
+
+                        continue;
                     }
 
                     _store.CheckDocument(key.Collection, key.Id, json, validateJson: false);
@@ -361,6 +404,11 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
                 if (written == 0)
                 {
+                    if (checkedOnly > 0)
+                    {
+                        CheckUnwritten(batch, cancellationToken);
+                    }
+
                     return;
                 }
 
@@ -369,6 +417,11 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                 for (int i = 0; i < _tracked.Count; i++)
                 {
                     Tracked tracked = _tracked[i];
+                    if (tracked.Checking)
+                    {
+                        tracked.ExpectedVersion = null; // held: required until a save succeeds
+                    }
+
                     if (!tracked.Saving)
                     {
                         continue;
@@ -386,12 +439,13 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             }
             finally
             {
-                if (written > 0)
+                if (written + checkedOnly > 0)
                 {
                     for (int i = 0; i < _tracked.Count; i++)
                     {
                         _tracked[i].Saving = false;
                         _tracked[i].SavingJson = null;
+                        _tracked[i].Checking = false;
                     }
                 }
             }
@@ -618,6 +672,36 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
     private void Exit() => Volatile.Write(ref _inUse, 0);
 
+    /// <summary>A save that writes nothing but requires documents at versions: checked against the latest commits
+    /// (a read-only transaction takes effect at that read, so there is nothing to commit); on success the
+    /// requirements are met and dropped.</summary>
+    private void CheckUnwritten(CommitBatch batch, CancellationToken cancellationToken)
+    {
+        cancellationToken.ThrowIfCancellationRequested();
+        _store.ThrowIfDisposed();
+        List<DocumentKey>? conflicts = null;
+        foreach ((DocumentKey key, long version) in batch.Expectations)
+        {
+            if (_store.Index.GetVersion(key) != version)
+            {
+                (conflicts ??= []).Add(key);
+            }
+        }
+
+        if (conflicts is not null)
+        {
+            throw new ConcurrencyException(conflicts);
+        }
+
+        for (int i = 0; i < _tracked.Count; i++)
+        {
+            if (_tracked[i].Checking)
+            {
+                _tracked[i].ExpectedVersion = null;
+            }
+        }
+    }
+
     private static long ThrowNotTracked()
         => throw new InvalidOperationException("The entity is not tracked by this session.");
 
@@ -652,5 +736,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         /// <summary>The bytes the save in progress puts; null for its delete.</summary>
         public byte[]? SavingJson { get; set; }
+
+        /// <summary>Unchanged, and required at <see cref="ExpectedVersion"/> by the save in progress (only within
+        /// <see cref="SaveChangesAsync"/>).</summary>
+        public bool Checking { get; set; }
     }
 }

@@ -394,6 +394,59 @@ public sealed class DocumentStoreTests
     }
 
     [Fact]
+    public async Task Documents_required_unchanged_fail_the_save_if_another_commit_changed_them_so_no_write_skew()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        await store.PutAsync("User", "doctor/1", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+        await store.PutAsync("User", "doctor/2", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+
+        // Each session goes off call only if the other doctor is on call, and requires that doctor unchanged.
+        await using var s1 = store.OpenSession();
+        await using var s2 = store.OpenSession();
+        User mine1 = (await s1.LoadAsync<User>("doctor/1"))!;
+        User other1 = (await s1.LoadAsync<User>("doctor/2"))!;
+        User other2 = (await s2.LoadAsync<User>("doctor/1"))!;
+        User mine2 = (await s2.LoadAsync<User>("doctor/2"))!;
+        Assert.Equal("on call", other1.Name);
+        Assert.Equal("on call", other2.Name);
+        mine1.Name = mine2.Name = "off";
+        s1.RequireUnchanged(other1);
+        s2.RequireUnchanged(other2);
+        await s1.SaveChangesAsync();
+        ConcurrencyException skew = await Assert.ThrowsAsync<ConcurrencyException>(() => s2.SaveChangesAsync());
+        Assert.Equal([new DocumentKey("User", "doctor/1")], skew.Conflicts);
+        Assert.Contains("on call", Encoding.UTF8.GetString(store.Get("User", "doctor/2")!.Value.Json.Span),
+            StringComparison.Ordinal);
+
+        // A save that writes nothing checks its requirements against the latest commits and commits nothing: it
+        // passes while the document is unchanged, and fails once another commit changed it.
+        long before = store.LastCommittedSequence;
+        await using (DocumentSession reader = store.OpenSession())
+        {
+            User read = (await reader.LoadAsync<User>("doctor/2"))!;
+            reader.RequireUnchanged(read);
+            await reader.SaveChangesAsync();
+            Assert.Equal(before, store.LastCommittedSequence);
+            reader.RequireUnchanged(read);
+            await store.PutAsync("User", "doctor/2", Encoding.UTF8.GetBytes("{\"Name\":\"away\"}"));
+            await Assert.ThrowsAsync<ConcurrencyException>(() => reader.SaveChangesAsync());
+            Assert.Throws<InvalidOperationException>(() => reader.RequireUnchanged(new User()));
+            var fresh = new User { Name = "new" };
+            reader.Store(fresh, "doctor/3");
+            Assert.Throws<InvalidOperationException>(() => reader.RequireUnchanged(fresh));
+        }
+
+        // Likewise an explicit expected version on an unchanged entity is checked, no longer skipped.
+        await using (DocumentSession explicitly = store.OpenSession())
+        {
+            User read = (await explicitly.LoadAsync<User>("doctor/1"))!;
+            explicitly.Store(read, "doctor/1", expectedVersion: 1);
+            await Assert.ThrowsAsync<ConcurrencyException>(() => explicitly.SaveChangesAsync());
+        }
+    }
+
+    [Fact]
     public async Task Deletes_are_committed_and_guarded_by_the_loaded_version()
     {
         using var dir = new TempDirectory();
