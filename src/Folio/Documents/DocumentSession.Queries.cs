@@ -22,9 +22,10 @@ public sealed partial class DocumentSession
         where T : class
     {
         ArgumentNullException.ThrowIfNull(prefix);
-        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(collection, _store.Index.Prefix(collection, prefix, descending, snapshot.Sequence,
-            Expected(skip, take)), snapshot, null, skip, take, cancellationToken);
+        string collection = BeginQuery<T>(skip, take);
+        int expected = Expected(skip, take);
+        return Page<T>(collection, sequence => _store.Index.Prefix(collection, prefix, descending, sequence, expected),
+            null, skip, take, cancellationToken);
     }
 
     /// <summary>
@@ -45,9 +46,11 @@ public sealed partial class DocumentSession
         int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
         where T : class
     {
-        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page<T>(collection, _store.Index.Range(collection, fromInclusive, toExclusive, descending,
-            snapshot.Sequence, Expected(skip, take)), snapshot, null, skip, take, cancellationToken);
+        string collection = BeginQuery<T>(skip, take);
+        int expected = Expected(skip, take);
+        VersionedIndex.CheckRange(fromInclusive, toExclusive);
+        return Page<T>(collection, sequence => _store.Index.Range(collection, fromInclusive, toExclusive, descending,
+            sequence, expected), null, skip, take, cancellationToken);
     }
 
     /// <summary>Streams every document of <typeparamref name="T"/>'s collection that matches
@@ -64,9 +67,9 @@ public sealed partial class DocumentSession
         CancellationToken cancellationToken = default)
         where T : class
     {
-        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(skip, take);
-        return Page(collection, _store.Index.Range(collection, null, null, descending: false, snapshot.Sequence),
-            snapshot, predicate, skip, take, cancellationToken);
+        string collection = BeginQuery<T>(skip, take);
+        return Page(collection, sequence => _store.Index.Range(collection, null, null, descending: false, sequence),
+            predicate, skip, take, cancellationToken);
     }
 
     /// <summary>The number of documents in <typeparamref name="T"/>'s collection at the session's snapshot. The
@@ -78,7 +81,8 @@ public sealed partial class DocumentSession
     public ValueTask<int> CountAsync<T>(CancellationToken cancellationToken = default)
     {
         cancellationToken.ThrowIfCancellationRequested();
-        (string collection, IndexSnapshot snapshot) = BeginQuery<T>(0, 0);
+        string collection = BeginQuery<T>(0, 0);
+        IndexSnapshot snapshot = _snapshot!;
         int count = _store.Index.Count(collection, snapshot.Sequence);
         snapshot.ThrowIfExpired(); // after the reads: see SnapshotRegistry
         return new ValueTask<int>(count);
@@ -89,7 +93,10 @@ public sealed partial class DocumentSession
     private static int Expected(int skip, int take) =>
         take == int.MaxValue ? int.MaxValue : (int)Math.Min((long)skip + take, int.MaxValue);
 
-    private (string Collection, IndexSnapshot Snapshot) BeginQuery<T>(int skip, int take)
+    /// <summary>Checks a query's arguments and fixes the session's snapshot if this is its first read (the query
+    /// reads at the session's snapshot when its enumeration starts: a later one if the session saved
+    /// meanwhile).</summary>
+    private string BeginQuery<T>(int skip, int take)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(skip);
         ArgumentOutOfRangeException.ThrowIfNegative(take);
@@ -98,7 +105,24 @@ public sealed partial class DocumentSession
         {
             string collection = CollectionOf(typeof(T));
             _snapshot ??= _store.Index.OpenSnapshot();
-            return (collection, _snapshot);
+            return collection;
+        }
+        finally
+        {
+            Exit();
+        }
+    }
+
+    /// <summary>The session's snapshot, opened if a save released the last one, with a reader added for an
+    /// enumeration (which ends it with <see cref="IndexSnapshot.EndRead"/>).</summary>
+    private IndexSnapshot BeginRead()
+    {
+        Enter();
+        try
+        {
+            IndexSnapshot snapshot = _snapshot ??= _store.Index.OpenSnapshot();
+            snapshot.BeginRead();
+            return snapshot;
         }
         finally
         {
@@ -107,73 +131,83 @@ public sealed partial class DocumentSession
     }
 
     private SynchronousAsyncEnumerable<T> Page<T>(string collection,
-        IEnumerable<(string Id, DocumentVersion Version)> matches, IndexSnapshot snapshot, Func<T, bool>? predicate,
-        int skip, int take, CancellationToken cancellationToken)
+        Func<long, IEnumerable<(string Id, DocumentVersion Version)>> matches, Func<T, bool>? predicate, int skip,
+        int take, CancellationToken cancellationToken)
         where T : class
-            => new SynchronousAsyncEnumerable<T>(Iterate(collection, matches, snapshot, predicate, skip, take,
+            => new SynchronousAsyncEnumerable<T>(Iterate(collection, matches, predicate, skip, take,
                 TrackQueryResults, cancellationToken));
 
     /// <summary>
-    /// The query's results. With <paramref name="track"/>, each is looked up in the identity map first: a document
-    /// this session deleted is left out (it counts toward neither skip nor take), a tracked one comes back as its
-    /// tracked entity, and any other returned is tracked as loaded at its version, so that its changes are saved
-    /// conditionally. The map is entered only between results, never across a <c>yield</c>, so the caller's loop may
-    /// use the session.
+    /// The query's results, read at the session's snapshot when the enumeration starts (it holds the snapshot open
+    /// until it ends, even if a save releases it meanwhile). With <paramref name="track"/>, each is looked up in the
+    /// identity map first: a document this session deleted is left out (it counts toward neither skip nor take), a
+    /// tracked one comes back as its tracked entity, and any other returned is tracked as loaded at its version, so
+    /// that its changes are saved conditionally. The map is entered only between results, never across a
+    /// <c>yield</c>, so the caller's loop may use the session.
     /// </summary>
-    private IEnumerable<T> Iterate<T>(string collection, IEnumerable<(string Id, DocumentVersion Version)> matches,
-        IndexSnapshot snapshot, Func<T, bool>? predicate, int skip, int take, bool track,
-        CancellationToken cancellationToken)
+    private IEnumerable<T> Iterate<T>(string collection,
+        Func<long, IEnumerable<(string Id, DocumentVersion Version)>> matches, Func<T, bool>? predicate, int skip,
+        int take, bool track, CancellationToken cancellationToken)
         where T : class
     {
         cancellationToken.ThrowIfCancellationRequested(); // also when nothing matches
-        int skipped = 0;
-        int taken = 0;
-        foreach ((string id, DocumentVersion version) in matches)
+        IndexSnapshot snapshot = BeginRead();
+        try
         {
-            if (taken == take)
+            int skipped = 0;
+            int taken = 0;
+            foreach ((string id, DocumentVersion version) in matches(snapshot.Sequence))
             {
-                yield break;
-            }
+                if (taken == take)
+                {
+                    yield break;
+                }
 
-            cancellationToken.ThrowIfCancellationRequested();
-            ObjectDisposedException.ThrowIf(_disposed, this);
-            snapshot.ThrowIfExpired(); // the match was read at the snapshot: trust it only if the snapshot still holds
-            var key = new DocumentKey(collection, id);
-            Tracked? tracked = track ? FindTracked(key) : null;
-            if (tracked is { Deleted: true })
-            {
-                continue;
-            }
-
-            if (predicate is null && skipped < skip)
-            {
-                skipped++;
-                continue;
-            }
-
-            bool idFilledIn = false;
-            T entity = tracked?.Entity as T ?? Read<T>(key, version, out idFilledIn);
-            if (predicate is not null)
-            {
-                if (!predicate(entity))
+                cancellationToken.ThrowIfCancellationRequested();
+                ObjectDisposedException.ThrowIf(_disposed, this);
+                // the match was read at the snapshot: trust it only if the snapshot still holds
+                snapshot.ThrowIfExpired();
+                var key = new DocumentKey(collection, id);
+                Tracked? tracked = track ? FindTracked(key) : null;
+                if (tracked is { Deleted: true })
                 {
                     continue;
                 }
 
-                if (skipped < skip)
+                if (predicate is null && skipped < skip)
                 {
                     skipped++;
                     continue;
                 }
-            }
 
-            if (track && tracked is null)
-            {
-                entity = TrackQueryResult(key, version, entity, idFilledIn);
-            }
+                bool idFilledIn = false;
+                T entity = tracked?.Entity as T ?? Read<T>(key, version, out idFilledIn);
+                if (predicate is not null)
+                {
+                    if (!predicate(entity))
+                    {
+                        continue;
+                    }
 
-            taken++;
-            yield return entity;
+                    if (skipped < skip)
+                    {
+                        skipped++;
+                        continue;
+                    }
+                }
+
+                if (track && tracked is null)
+                {
+                    entity = TrackQueryResult(key, version, entity, idFilledIn);
+                }
+
+                taken++;
+                yield return entity;
+            }
+        }
+        finally
+        {
+            snapshot.EndRead();
         }
     }
 

@@ -12,7 +12,8 @@ namespace Folio;
 /// <summary>
 /// A unit of work over a <see cref="DocumentStore"/>: an identity map of the documents it loaded or stored, change
 /// tracking (only changed documents are written) and optimistic concurrency (a document loaded at version V is
-/// written only if it is still at V). Every read sees one snapshot: the state at the session's first read.
+/// written only if it is still at V). Reads see one snapshot: the state at the session's first read, or at its first
+/// read after a save that wrote (so its queries and counts include what it saved).
 /// <para>
 /// A session is not bound to a thread: it works across <c>await</c> and the thread pool. It is used by one caller
 /// at a time; a second call while one is running (say, two <see cref="SaveChangesAsync"/> at once) throws
@@ -34,7 +35,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
     internal DocumentSession(DocumentStore store) => _store = store;
 
-    /// <summary>The snapshot the session reads at, or null before its first read.</summary>
+    /// <summary>The snapshot the session reads at, or null before its first read (and again after a save that wrote,
+    /// until the next read).</summary>
     public long? SnapshotSequence => _snapshot?.Sequence;
 
     /// <summary>
@@ -436,6 +438,11 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                     tracked.Loaded = true;
                     tracked.ExpectedVersion = null;
                 }
+
+                // The save ends the snapshot: the next read opens one at or after this commit, so the session's
+                // queries and counts see what it saved (its loads see it already, in the identity map).
+                _snapshot?.Release();
+                _snapshot = null;
             }
             finally
             {
@@ -462,7 +469,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         if (!_disposed)
         {
             _disposed = true;
-            _snapshot?.Dispose();
+            _snapshot?.Release(); // closed now, or by the last query enumeration in progress (which then throws)
             _tracked.Clear();
         }
     }

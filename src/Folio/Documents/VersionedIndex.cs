@@ -328,14 +328,19 @@ internal sealed class VersionedIndex : ICommitState
     public IEnumerable<(string Id, DocumentVersion Version)> Range(string collection, string? fromInclusive,
         string? toExclusive, bool descending, long snapshot, int expectedEntries = int.MaxValue)
     {
+        CheckRange(fromInclusive, toExclusive);
+        return RangeIterator(collection, fromInclusive, toExclusive, descending, snapshot, expectedEntries);
+    }
+
+    /// <summary>Throws <see cref="ArgumentException"/> for an inverted range.</summary>
+    public static void CheckRange(string? fromInclusive, string? toExclusive)
+    {
         if (fromInclusive is not null && toExclusive is not null
             && string.CompareOrdinal(fromInclusive, toExclusive) > 0)
         {
             ThrowHelper.ThrowArgument(nameof(fromInclusive),
                 $"The range is inverted: '{fromInclusive}' is after '{toExclusive}'.");
         }
-
-        return RangeIterator(collection, fromInclusive, toExclusive, descending, snapshot, expectedEntries);
     }
 
     /// <summary>The live documents of <paramref name="collection"/> at <paramref name="snapshot"/> whose ids start with
@@ -1653,5 +1658,37 @@ internal sealed class IndexSnapshot : IDisposable
     {
         _entry.Close();
         GC.SuppressFinalize(this);
+    }
+
+    // Readers (a session's query enumerations) and the owner's release, on any threads: the owner writes _released,
+    // then reads _readers; a reader decrements _readers, then reads _released. Both writes are interlocked (full
+    // fences), so of a release and a last reader's end that race, at least one sees the other's write and closes the
+    // snapshot (closing twice is harmless); none closes it while a reader that began before the release reads.
+    private int _readers;
+    private int _released;
+
+    /// <summary>An enumeration starts reading at this snapshot; it calls <see cref="EndRead"/> when it
+    /// ends.</summary>
+    public void BeginRead() => Interlocked.Increment(ref _readers);
+
+    /// <summary>An enumeration that called <see cref="BeginRead"/> ended: the snapshot closes if it was released and
+    /// this was its last reader.</summary>
+    public void EndRead()
+    {
+        if (Interlocked.Decrement(ref _readers) == 0 && Volatile.Read(ref _released) != 0)
+        {
+            Dispose();
+        }
+    }
+
+    /// <summary>The owner is done with the snapshot: it closes now, or when the last enumeration reading at it
+    /// ends.</summary>
+    public void Release()
+    {
+        Interlocked.Exchange(ref _released, 1);
+        if (Volatile.Read(ref _readers) == 0)
+        {
+            Dispose();
+        }
     }
 }

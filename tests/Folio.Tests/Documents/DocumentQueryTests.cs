@@ -163,6 +163,53 @@ public sealed class DocumentQueryTests
         Assert.Equal(40, Age(store, "users/d"));
     }
 
+    [Fact]
+    public async Task A_session_sees_its_saves_in_queries_and_counts_and_a_query_across_a_save_keeps_its_snapshot()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await Seed(dir);
+        await using (DocumentSession session = store.OpenSession())
+        {
+            Assert.Equal(6, await session.CountAsync<User>());
+            session.Store(new User { Name = "new" }, "users/e");
+            await session.SaveChangesAsync();
+            Assert.Equal(7, await session.CountAsync<User>());
+            Assert.Equal("users/e", (await Ids(session.QueryByPrefixAsync<User>("users/")))[^1]);
+            session.Delete<User>("users/a");
+            await session.SaveChangesAsync();
+            Assert.Equal(6, await session.CountAsync<User>());
+            Assert.Equal("users/b", (await Ids(session.QueryByPrefixAsync<User>("users/")))[0]);
+        }
+
+        Assert.Equal(0, store.Index.OpenSnapshots);
+        await using (DocumentSession session = store.OpenSession())
+        {
+            var seen = new List<string>();
+            await foreach (User user in session.QueryByPrefixAsync<User>("users/"))
+            {
+                seen.Add(user.Id!);
+                if (seen.Count == 1)
+                {
+                    user.Age = 99;
+                    await session.SaveChangesAsync(); // releases the snapshot this enumeration still reads at
+                    await store.PutAsync("User", "users/bb", "{\"Name\":\"later\"}"u8.ToArray());
+                    await store.DeleteAsync("User", "users/d");
+                    Assert.Equal(1, store.Index.OpenSnapshots);
+                }
+            }
+
+            // The enumeration read its snapshot to the end: no document created after it, none deleted after it
+            // missing; then the snapshot closed.
+            Assert.Equal(["users/b", "users/c", "users/ca", "users/d", "users/e"], seen);
+            Assert.Equal(0, store.Index.OpenSnapshots);
+            Assert.Equal(["users/b", "users/bb", "users/c", "users/ca", "users/e"],
+                await Ids(session.QueryByPrefixAsync<User>("users/")));
+            Assert.Equal(99, (await session.LoadAsync<User>("users/b"))!.Age);
+        }
+
+        Assert.Equal(0, store.Index.OpenSnapshots);
+    }
+
     private static int Age(DocumentStore store, string id)
         => System.Text.Json.JsonDocument.Parse(store.Get("User", id)!.Value.Json).RootElement.GetProperty("Age")
             .GetInt32();
