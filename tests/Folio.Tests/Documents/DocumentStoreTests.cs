@@ -447,6 +447,69 @@ public sealed class DocumentStoreTests
     }
 
     [Fact]
+    public async Task Concurrent_sessions_that_require_what_they_read_unchanged_keep_an_invariant_over_two_documents()
+    {
+        // Each pair of documents must keep a sum of at least 0: a session withdraws 100 from one only when the pair's
+        // sum at its snapshot is at least 100, and requires the other unchanged. Under snapshot isolation alone, two
+        // sessions withdrawing from the two documents of a pair at once would both commit.
+        const int Pairs = 20;
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path,
+            new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
+        for (int pair = 0; pair < Pairs; pair++)
+        {
+            await store.PutAsync("User", $"p{pair}/a", "{\"Age\":100}"u8.ToArray());
+            await store.PutAsync("User", $"p{pair}/b", "{\"Age\":100}"u8.ToArray());
+        }
+
+        int commits = 0;
+        int conflicts = 0;
+        await Task.WhenAll(Enumerable.Range(0, 16).Select(t => Task.Run(async () =>
+        {
+            var random = new Random(t);
+            for (int i = 0; i < 200; i++)
+            {
+                int pair = random.Next(Pairs);
+                await using DocumentSession session = store.OpenSession();
+                User a = (await session.LoadAsync<User>($"p{pair}/a"))!;
+                User b = (await session.LoadAsync<User>($"p{pair}/b"))!;
+                Assert.True(a.Age + b.Age >= 0, $"pair {pair} read below zero");
+                if (a.Age + b.Age < 100)
+                {
+                    continue;
+                }
+
+                await Task.Yield(); // let other sessions read the same pair
+                (User mine, User other) = random.Next(2) == 0 ? (a, b) : (b, a);
+                mine.Age -= 100;
+                session.RequireUnchanged(other);
+                try
+                {
+                    await session.SaveChangesAsync();
+                    Interlocked.Increment(ref commits);
+                }
+                catch (ConcurrencyException)
+                {
+                    Interlocked.Increment(ref conflicts);
+                }
+            }
+        })));
+
+        int total = 0;
+        for (int pair = 0; pair < Pairs; pair++)
+        {
+            await using DocumentSession session = store.OpenSession();
+            int sum = (await session.LoadAsync<User>($"p{pair}/a"))!.Age
+                + (await session.LoadAsync<User>($"p{pair}/b"))!.Age;
+            Assert.True(sum >= 0, $"pair {pair} ends at {sum}");
+            total += sum;
+        }
+
+        Assert.Equal((Pairs * 200) - (commits * 100), total); // every acknowledged withdrawal, and only those
+        Assert.True(conflicts > 0, "no session ever conflicted: the test raced nothing");
+    }
+
+    [Fact]
     public async Task Deletes_are_committed_and_guarded_by_the_loaded_version()
     {
         using var dir = new TempDirectory();
