@@ -6,13 +6,15 @@ using Folio.Transactions;
 namespace Folio.Tests.Documents;
 
 /// <summary>
-/// Random programs over the public API (several interleaved sessions loading, storing, changing and deleting a few
-/// ids, saving with conflicts, checkpoints, reopening the store, and a disk that fills and empties) against a
-/// dictionary model with per-session snapshots and optimistic-concurrency rules. While the disk is full a checkpoint
-/// fails with an <see cref="IOException"/> and changes nothing (sessions keep reading their snapshots, and the next
-/// checkpoint takes the same documents), and nothing faults the store. A save that needed a new journal segment then
-/// would fail with <see cref="StoreFullException"/> and change nothing; these short programs rarely fill a segment, so
-/// the journal's own property (<c>JournalPropertyTests</c>) is where refused appends are exercised.
+/// Random programs over the public API (several interleaved sessions loading, querying, storing, changing and deleting
+/// a few ids, requiring documents they read unchanged, saving with conflicts, checkpoints, reopening the store, and a
+/// disk that fills and empties) against a dictionary model with per-session snapshots (taken at the first read, and
+/// again at the first read after a save that wrote), identity maps and optimistic-concurrency rules. While the disk is
+/// full a checkpoint fails with an <see cref="IOException"/> and changes nothing (sessions keep reading their
+/// snapshots, and the next checkpoint takes the same documents), and nothing faults the store. A save that needed a
+/// new journal segment then would fail with <see cref="StoreFullException"/> and change nothing; these short programs
+/// rarely fill a segment, so the journal's own property (<c>JournalPropertyTests</c>) is where refused appends are
+/// exercised.
 /// </summary>
 public sealed class DocumentStorePropertyTests
 {
@@ -21,7 +23,7 @@ public sealed class DocumentStorePropertyTests
     private static readonly string[] s_ids =
         ["u/1", "u/2\u00e9", "u/3\u6771", "u/4\U0001F600", "u/5", "u/6", "u/7", "u/8", "u/9", "u/10", "u/11"];
 
-    [Property(MaxTest = 60, Arbitrary = [typeof(DocumentStorePropertyTests)])]
+    [Property(MaxTest = 200, Arbitrary = [typeof(DocumentStorePropertyTests)])]
     public void The_store_agrees_with_a_dictionary_model(int[] program)
     {
         using var dir = new TempDirectory();
@@ -116,6 +118,22 @@ public sealed class DocumentStorePropertyTests
                     case 14:
                         files.NoSpace = !files.NoSpace;
                         break;
+                    case 15 when s is not null && argument % 2 == 0:
+                        Query(s, model);
+                        break;
+                    case 15 when s is not null:
+                        if (s.Tracked.TryGetValue(id, out var read) && read is { Loaded: true, Deleted: false }
+                            && read.Version > 0 && read.Entity is not null)
+                        {
+                            s.Session.RequireUnchanged(read.Entity);
+                            s.Tracked[id] = read with { Required = true };
+                        }
+                        else if (read?.Entity is { } unread)
+                        {
+                            Assert.Throws<InvalidOperationException>(() => s.Session.RequireUnchanged(unread));
+                        }
+
+                        break;
                     case 11 when sessions.Count == 0 || argument % 4 == 0:
                         foreach (SessionModel open in sessions)
                         {
@@ -187,8 +205,12 @@ public sealed class DocumentStorePropertyTests
             }
         }
 
+        // Documents required unchanged and not written: checked, not written.
+        var required = s.Tracked.Where(t => t.Value.Required && !writes.Any(w => w.Id == t.Key))
+            .Select(t => (t.Key, t.Value.Version)).ToList();
         bool conflict = writes.Any(w => w.Expected is long v
-            && (model.TryGetValue(w.Id, out var current) ? current.Version : 0) != v);
+            && (model.TryGetValue(w.Id, out var current) ? current.Version : 0) != v)
+            || required.Any(r => (model.TryGetValue(r.Key, out var current) ? current.Version : 0) != r.Version);
         Exception? error = Record.Exception(() => s.Session.SaveChangesAsync().GetAwaiter().GetResult());
         if (conflict)
         {
@@ -206,10 +228,17 @@ public sealed class DocumentStorePropertyTests
         }
 
         Assert.Null(error);
+        foreach ((string id, TrackedModel t) in s.Tracked.ToList())
+        {
+            s.Tracked[id] = t with { Required = false }; // met: dropped
+        }
+
         if (writes.Count == 0)
         {
-            return;
+            return; // nothing committed: the snapshot stands
         }
+
+        s.Snapshot = null; // the save ended it: the next read takes a new one
 
         long sequence = store.LastCommittedSequence;
         foreach (var (id, t, _) in writes)
@@ -223,7 +252,7 @@ public sealed class DocumentStorePropertyTests
             else
             {
                 model[id] = (sequence, t.Entity!.Name);
-                s.Tracked[id] = t with { Version = sequence, Loaded = true };
+                s.Tracked[id] = t with { Version = sequence, Loaded = true, Required = false };
             }
         }
 
@@ -239,7 +268,32 @@ public sealed class DocumentStorePropertyTests
         }
     }
 
-    private sealed record TrackedModel(User? Entity, long Version, bool Loaded, bool Deleted);
+    /// <summary>A query of every id: the snapshot's documents in ordinal order, less those the session deleted; a
+    /// tracked entity for a tracked id, and every other result tracked from then on.</summary>
+    private static void Query(SessionModel s, Dictionary<string, (long Version, string Name)> model)
+    {
+        List<User> results = s.Session.QueryByPrefixAsync<User>("u/").ToListAsync().AsTask().GetAwaiter().GetResult();
+        s.Snapshot ??= new(model);
+        List<string> expected = s.Snapshot.Keys
+            .Where(id => !(s.Tracked.TryGetValue(id, out var t) && t.Deleted))
+            .Order(StringComparer.Ordinal).ToList();
+        Assert.Equal(expected, results.Select(u => u.Id));
+        foreach (User user in results)
+        {
+            if (s.Tracked.TryGetValue(user.Id!, out TrackedModel? tracked))
+            {
+                Assert.Same(tracked.Entity, user);
+            }
+            else
+            {
+                (long version, string name) = s.Snapshot[user.Id!];
+                Assert.Equal(name, user.Name);
+                s.Tracked[user.Id!] = new TrackedModel(user, version, Loaded: true, Deleted: false);
+            }
+        }
+    }
+
+    private sealed record TrackedModel(User? Entity, long Version, bool Loaded, bool Deleted, bool Required = false);
 
     /// <summary>Whether the store may refuse a save for want of space: while the disk is full, or within the journal's
     /// retry interval (on the system clock) after a refusal.</summary>
