@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Diagnostics.CodeAnalysis;
 using System.Globalization;
 using System.Reflection;
 using System.Runtime.CompilerServices;
@@ -117,7 +118,14 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             Tracked? tracking = _tracked.FindByEntity(entity);
             if (id is null && tracking is not null)
             {
-                id = tracking.Key.Id; // already tracked (loaded or stored): keep its id
+                // already tracked (loaded or stored): keep its id, which its Id property must still name
+                string? named = IdText(idProperty?.GetValue(entity));
+                if (named is not null && named != tracking.IdAtTrack)
+                {
+                    ThrowIdChanged(tracking.Key, tracking.IdAtTrack, named);
+                }
+
+                id = tracking.Key.Id;
             }
 
             if (id is null)
@@ -135,31 +143,35 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             }
 
             DocumentIds.Validate(id);
-            if (idProperty is { CanWrite: true } && idProperty.PropertyType == typeof(string))
-            {
-                idProperty.SetValue(entity, id);
-            }
-
             var key = new DocumentKey(collection, id);
             if (tracking is not null && tracking.Key != key)
             {
                 ThrowHelper.ThrowInvalidOperation($"This entity is already tracked as '{tracking.Key}'.");
             }
 
-            if (_tracked.TryGet(key, out Tracked? tracked))
+            _tracked.TryGet(key, out Tracked? tracked);
+            if (tracked?.Entity is not null && !ReferenceEquals(tracked.Entity, entity))
             {
-                if (tracked.Entity is not null && !ReferenceEquals(tracked.Entity, entity))
-                {
-                    ThrowHelper.ThrowInvalidOperation($"Another entity is already tracked as '{key}' in this session.");
-                }
+                ThrowHelper.ThrowInvalidOperation($"Another entity is already tracked as '{key}' in this session.");
+            }
 
+            // Only once nothing can refuse the call: a refused store leaves the entity as it was.
+            if (idProperty is { CanWrite: true } && idProperty.PropertyType == typeof(string))
+            {
+                idProperty.SetValue(entity, id);
+            }
+
+            if (tracked is not null)
+            {
                 _tracked.SetEntity(tracked, entity);
+                tracked.IdAtTrack = CurrentIdText(type, entity);
                 tracked.Deleted = false;
                 tracked.ExpectedVersion = expectedVersion ?? tracked.ExpectedVersion;
             }
             else
             {
-                _tracked.Add(new Tracked(key, type) { Entity = entity, ExpectedVersion = expectedVersion });
+                _tracked.Add(new Tracked(key, type) { Entity = entity, ExpectedVersion = expectedVersion,
+                    IdAtTrack = CurrentIdText(type, entity) });
             }
         }
         finally
@@ -388,6 +400,11 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                         continue;
                     }
 
+                    if (CurrentIdText(tracked.Type, tracked.Entity!) is var named && named != tracked.IdAtTrack)
+                    {
+                        ThrowIdChanged(key, tracked.IdAtTrack, named);
+                    }
+
                     _store.CheckDocument(key.Collection, key.Id, json, validateJson: false);
                     batch.Put(key.Collection, key.Id, json);
                     if (tracked.ExpectedVersion is long expected)
@@ -537,7 +554,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             ? JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions)
             : version.Json;
         _tracked.Add(new Tracked(key, typeof(T)) { Entity = entity, Version = version.Sequence,
-            TimestampTicks = version.TimestampTicks, Original = original, Loaded = true });
+            TimestampTicks = version.TimestampTicks, Original = original, Loaded = true,
+            IdAtTrack = IdAccessor<T>.Text(entity) });
     }
 
     /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly
@@ -563,9 +581,23 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         private static readonly Func<T, string?>? s_get;
         private static readonly Action<T, string>? s_set;
         private static readonly PropertyInfo? s_other;
+        private static readonly Func<T, string?>? s_text;
+        private static readonly PropertyInfo? s_textProperty;
 
         static IdAccessor()
         {
+            if (IdProperty(typeof(T)) is { CanRead: true } readable)
+            {
+                if (readable.PropertyType == typeof(string) && !typeof(T).IsValueType)
+                {
+                    s_text = readable.GetMethod!.CreateDelegate<Func<T, string?>>();
+                }
+                else
+                {
+                    s_textProperty = readable;
+                }
+            }
+
             if (IdProperty(typeof(T)) is { CanWrite: true, CanRead: true } property && property.GetMethod!.IsPublic
                 && property.SetMethod!.IsPublic && !typeof(T).IsValueType)
             {
@@ -580,6 +612,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                 }
             }
         }
+
+        /// <summary>The id the entity's <c>Id</c> names (<see cref="IdText"/>), as <see cref="CurrentIdText"/> reads
+        /// it, without reflection for a string property.</summary>
+        public static string? Text(T entity)
+            => s_text is not null ? s_text(entity)
+                : s_textProperty is null ? null : IdText(s_textProperty.GetValue(entity));
 
         /// <summary>Sets the entity's Id to <paramref name="id"/> when it is empty (a number's or a GUID's default,
         /// and <paramref name="id"/> is that type's text of a value, as <see cref="IdText"/> writes it); returns
@@ -709,6 +747,18 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>The id an entity's <c>Id</c> property names now (null: none, or no such property).</summary>
+    private static string? CurrentIdText(Type type, object entity)
+        => IdProperty(type) is { CanRead: true } property ? IdText(property.GetValue(entity)) : null;
+
+    [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowIdChanged(DocumentKey key, string? was, string? now)
+        => throw new InvalidOperationException(
+            $"The Id of the entity tracked as '{key}' changed from '{was}' to '{now}' since the session began "
+            + "tracking it, and a document's id cannot change: store a new entity under the new id and delete the "
+            + "old document.");
+
     private static long ThrowNotTracked()
         => throw new InvalidOperationException("The entity is not tracked by this session.");
 
@@ -726,6 +776,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         public long Version { get; set; }
 
         public ReadOnlyMemory<byte>? Original { get; set; }
+
+        /// <summary>The id the entity's <c>Id</c> property named when the session began tracking it (after it set
+        /// or filled the property in); a save refuses to write the entity if it names another since.</summary>
+        public string? IdAtTrack { get; set; }
 
         /// <summary>An explicit precondition for the next save, overriding the loaded version.</summary>
         public long? ExpectedVersion { get; set; }

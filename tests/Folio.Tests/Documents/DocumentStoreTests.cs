@@ -143,6 +143,51 @@ public sealed class DocumentStoreTests
     }
 
     [Fact]
+    public async Task A_tracked_entity_whose_Id_changed_is_refused_rather_than_written_under_its_old_id()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        await store.PutAsync("User", "users/a", "{\"Id\":\"users/a\",\"Name\":\"Ada\"}"u8.ToArray());
+        await store.PutAsync("User", "raw", "{\"Id\":\"other\",\"Name\":\"Raw\"}"u8.ToArray());
+        long before = store.LastCommittedSequence;
+        await using (DocumentSession session = store.OpenSession())
+        {
+            User ada = (await session.LoadAsync<User>("users/a"))!;
+            ada.Id = "users/z";
+            ada.Name = "Ada L.";
+            var changed = await Assert.ThrowsAsync<InvalidOperationException>(() => session.SaveChangesAsync());
+            Assert.Contains("'users/a' to 'users/z'", changed.Message, StringComparison.Ordinal);
+            Assert.Throws<InvalidOperationException>(() => session.Store(ada));
+            Assert.Equal(before, store.LastCommittedSequence);
+
+            // Put back, the change saves; a document whose JSON named another id from the start saves as it was. A
+            // store under another id is refused and leaves the Id as it was.
+            ada.Id = "users/a";
+            Assert.Throws<InvalidOperationException>(() => session.Store(ada, "users/y"));
+            Assert.Equal("users/a", ada.Id);
+            (await session.LoadAsync<User>("raw"))!.Name = "Raw 2";
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Null(store.Get("User", "users/z"));
+        Assert.Contains("Ada L.", Encoding.UTF8.GetString(store.Get("User", "users/a")!.Value.Json.Span),
+            StringComparison.Ordinal);
+        Assert.Contains("\"Id\":\"other\"", Encoding.UTF8.GetString(store.Get("User", "raw")!.Value.Json.Span),
+            StringComparison.Ordinal);
+
+        // A number Id set after the store gave the entity a generated id would be written under that id: refused.
+        await using (DocumentSession session = store.OpenSession())
+        {
+            var invoice = new Invoice { Total = 1m };
+            session.Store(invoice);
+            invoice.Id = 5;
+            await Assert.ThrowsAsync<InvalidOperationException>(() => session.SaveChangesAsync());
+        }
+
+        Assert.Empty(store.Scan("Invoice"));
+    }
+
+    [Fact]
     public async Task GetId_tells_the_id_of_every_tracked_entity_even_one_generated_for_a_type_without_an_Id()
     {
         using var dir = new TempDirectory();
