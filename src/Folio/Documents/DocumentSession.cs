@@ -513,7 +513,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         if (_tracked.TryGet(key, out Tracked? tracked))
         {
-            return tracked.Deleted ? null : (T?)tracked.Entity; // tracked keys were validated when first seen
+            // tracked keys were validated when first seen
+            return tracked.Deleted ? null : tracked.Entity as T ?? ThrowTrackedAsOther<T>(tracked);
         }
 
         // Keys in the index were validated when written: only a miss validates (an invalid id throws, not reads as
@@ -758,6 +759,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             $"The Id of the entity tracked as '{key}' changed from '{was}' to '{now}' since the session began "
             + "tracking it, and a document's id cannot change: store a new entity under the new id and delete the "
             + "old document.");
+
+    [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static T ThrowTrackedAsOther<T>(Tracked tracked) => throw new InvalidOperationException(
+        $"'{tracked.Key}' is tracked in this session as {tracked.Entity?.GetType().Name}, which is not a " +
+        $"{typeof(T).Name} (two types that share a collection name the same documents).");
 
     private static long ThrowNotTracked()
         => throw new InvalidOperationException("The entity is not tracked by this session.");

@@ -188,6 +188,21 @@ public sealed class DocumentStoreTests
     }
 
     [Fact]
+    public async Task A_load_of_a_document_the_session_tracks_as_another_type_throws_naming_both()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CollectionName = static _ => "shared";
+        await using var store = await DocumentStore.OpenAsync(dir.Path, options);
+        await using DocumentSession session = store.OpenSession();
+        session.Store(new User { Name = "Ada" }, "x");
+        var error = await Assert.ThrowsAsync<InvalidOperationException>(
+            () => session.LoadAsync<Shipment>("x").AsTask());
+        Assert.Contains("as User, which is not a Shipment", error.Message, StringComparison.Ordinal);
+        Assert.Equal("Ada", (await session.LoadAsync<User>("x"))!.Name);
+    }
+
+    [Fact]
     public async Task GetId_tells_the_id_of_every_tracked_entity_even_one_generated_for_a_type_without_an_Id()
     {
         using var dir = new TempDirectory();
