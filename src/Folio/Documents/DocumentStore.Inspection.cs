@@ -33,13 +33,7 @@ public sealed partial class DocumentStore
     {
         ThrowIfDisposed();
         DocumentIds.ValidateCollection(collection);
-        if (fromInclusive is not null && toExclusive is not null
-            && string.CompareOrdinal(fromInclusive, toExclusive) > 0)
-        {
-            ThrowHelper.ThrowArgument(nameof(fromInclusive),
-                $"The range is inverted: '{fromInclusive}' is after '{toExclusive}'.");
-        }
-
+        VersionedIndex.CheckRange(fromInclusive, toExclusive);
         return ScanIterator(collection, fromInclusive, toExclusive);
     }
 
