@@ -248,8 +248,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         Enter();
         try
         {
-            Tracked tracked = _tracked.FindByEntity(entity) ?? throw new InvalidOperationException(
-                "The entity is not tracked by this session.");
+            if (_tracked.FindByEntity(entity) is not { } tracked)
+            {
+                ThrowNotTracked();
+                return;
+            }
+
             if (!tracked.Loaded || tracked.Deleted || tracked.Version <= 0)
             {
                 ThrowHelper.ThrowInvalidOperation($"This session has no version of '{tracked.Key}' from the store " +
@@ -575,11 +579,11 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         return _lastCollection!;
     }
 
-    /// <summary>Access to a type's <c>Id</c> property for filling it in on a load: compiled delegates for a string
-    /// property (no reflection per call); reflection for the number and <see cref="Guid"/> properties.</summary>
+    /// <summary>Access to a type's <c>Id</c> property, to read the id it names and to fill it in on a load: compiled
+    /// delegates for a string property (no reflection per call); reflection for the number and <see cref="Guid"/>
+    /// properties.</summary>
     private static class IdAccessor<T>
     {
-        private static readonly Func<T, string?>? s_get;
         private static readonly Action<T, string>? s_set;
         private static readonly PropertyInfo? s_other;
         private static readonly Func<T, string?>? s_text;
@@ -604,8 +608,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             {
                 if (property.PropertyType == typeof(string))
                 {
-                    s_get = property.GetMethod.CreateDelegate<Func<T, string?>>();
-                    s_set = property.SetMethod.CreateDelegate<Action<T, string>>();
+                    s_set = property.SetMethod.CreateDelegate<Action<T, string>>(); // s_text reads it
                 }
                 else
                 {
@@ -625,12 +628,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         /// whether it did.</summary>
         public static bool FillIn(T entity, string id)
         {
-            if (s_get is null)
+            if (s_set is null)
             {
                 return s_other is not null && FillInValue(s_other, entity, id);
             }
 
-            if (!string.IsNullOrEmpty(s_get(entity)))
+            if (!string.IsNullOrEmpty(s_text!(entity)))
             {
                 return false;
             }
