@@ -46,9 +46,9 @@ public sealed partial class DocumentSession
         int skip = 0, int take = int.MaxValue, CancellationToken cancellationToken = default)
         where T : class
     {
+        VersionedIndex.CheckRange(fromInclusive, toExclusive);
         string collection = BeginQuery<T>(skip, take);
         int expected = Expected(skip, take);
-        VersionedIndex.CheckRange(fromInclusive, toExclusive);
         return Page<T>(collection, sequence => _store.Index.Range(collection, fromInclusive, toExclusive, descending,
             sequence, expected), null, skip, take, cancellationToken);
     }
