@@ -7,8 +7,9 @@ public sealed partial class DocumentSession
     /// <summary>
     /// The session's identity map: what it knows of each document, found by key and by entity. Most sessions track
     /// one or a few documents, for which a pair of dictionaries costs more to build than a search costs to run: up to
-    /// <see cref="SearchLimit"/> documents are found by searching the list in order, and past that through two
-    /// dictionaries built once. The list keeps the order documents were first tracked in, which is the order of a
+    /// <see cref="SearchLimit"/> documents are found by searching the list in order, and past that through a
+    /// dictionary by key, built once, and one by entity, built at the first search by entity (a session that only
+    /// reads never needs it). The list keeps the order documents were first tracked in, which is the order of a
     /// save's commands. Invariant: <c>FindByEntity(e) == t</c> exactly when <c>t.Entity</c> is <c>e</c>, so every
     /// change of an entity goes through <see cref="SetEntity"/>. Owned by the session's one caller at a time.
     /// </summary>
@@ -52,6 +53,22 @@ public sealed partial class DocumentSession
                 return _byEntity.GetValueOrDefault(entity);
             }
 
+            if (_all.Count > SearchLimit)
+            {
+                // Built at the first search that needs it: sessions that only read (queries of many documents)
+                // never search by entity, and need not index every entity they track.
+                _byEntity = new Dictionary<object, Tracked>(_all.Count * 2, ReferenceEqualityComparer.Instance);
+                foreach (Tracked each in _all)
+                {
+                    if (each.Entity is { } tracked)
+                    {
+                        _byEntity[tracked] = each;
+                    }
+                }
+
+                return _byEntity.GetValueOrDefault(entity);
+            }
+
             foreach (Tracked candidate in _all)
             {
                 if (ReferenceEquals(candidate.Entity, entity))
@@ -70,22 +87,17 @@ public sealed partial class DocumentSession
             if (_byKey is not null)
             {
                 _byKey.Add(tracked.Key, tracked);
-                if (tracked.Entity is { } entity)
+                if (_byEntity is not null && tracked.Entity is { } entity)
                 {
-                    _byEntity![entity] = tracked;
+                    _byEntity[entity] = tracked;
                 }
             }
             else if (_all.Count > SearchLimit)
             {
                 _byKey = new Dictionary<DocumentKey, Tracked>(_all.Count * 2);
-                _byEntity = new Dictionary<object, Tracked>(_all.Count * 2, ReferenceEqualityComparer.Instance);
                 foreach (Tracked each in _all)
                 {
                     _byKey.Add(each.Key, each);
-                    if (each.Entity is { } entity)
-                    {
-                        _byEntity[entity] = each;
-                    }
                 }
             }
         }

@@ -391,7 +391,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                     // Serialize on the caller's thread, so the committer only copies bytes.
                     byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type,
                         _store.Options.JsonSerializerOptions);
-                    if (tracked.Original is { } loaded && json.AsSpan().SequenceEqual(loaded.Span))
+                    if (tracked.Original is not null && json.AsSpan().SequenceEqual(OriginalWithId(tracked).Span))
                     {
                         if (tracked.ExpectedVersion is long required)
                         {
@@ -456,6 +456,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                     tracked.Version = json is null ? 0 : result.Sequence;
                     tracked.TimestampTicks = json is null ? 0 : result.TimestampTicks;
                     tracked.Original = json is null ? null : new ReadOnlyMemory<byte>(json);
+                    tracked.IdFilledIn = false;
                     tracked.Loaded = true;
                     tracked.ExpectedVersion = null;
                 }
@@ -553,14 +554,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         where T : class
     {
         // The index's JSON is immutable: keep a reference to it as the loaded state, no copy. An id filled in is
-        // metadata, not necessarily in the JSON (raw writes): compare later changes against the entity as read, so
-        // that filling it in alone does not count as a change.
-        ReadOnlyMemory<byte> original = idFilledIn
-            ? JsonSerializer.SerializeToUtf8Bytes(entity, _store.Options.JsonSerializerOptions)
-            : version.Json;
+        // metadata, not necessarily in the JSON (raw writes): a save compares later changes against the entity as
+        // read, serialized then (OriginalWithId), so that filling it in alone does not count as a change and a read
+        // does not pay for a serialization.
         _tracked.Add(new Tracked(key, typeof(T)) { Entity = entity, Version = version.Sequence,
-            TimestampTicks = version.TimestampTicks, Original = original, Loaded = true,
-            IdAtTrack = IdAccessor<T>.Text(entity) });
+            TimestampTicks = version.TimestampTicks, Original = version.Json, Loaded = true,
+            IdFilledIn = idFilledIn, IdAtTrack = IdAccessor<T>.Text(entity) });
     }
 
     /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly
@@ -751,6 +750,50 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// What a tracked entity serialized to as read: its loaded JSON, or for a document whose JSON lacked the id a read
+    /// filled in, that JSON read again with the id filled in and serialized (once; kept as the entry's original).
+    /// </summary>
+    private ReadOnlyMemory<byte> OriginalWithId(Tracked tracked)
+    {
+        ReadOnlyMemory<byte> original = tracked.Original!.Value;
+        if (!tracked.IdFilledIn)
+        {
+            return original;
+        }
+
+        JsonSerializerOptions options = _store.Options.JsonSerializerOptions;
+        object asRead = JsonSerializer.Deserialize(original.Span, tracked.Type, options)!;
+        FillInId(tracked.Type, asRead, tracked.Key.Id);
+        original = JsonSerializer.SerializeToUtf8Bytes(asRead, tracked.Type, options);
+        tracked.Original = original;
+        tracked.IdFilledIn = false;
+        return original;
+    }
+
+    /// <summary>Fills in an entity's empty <c>Id</c> as a read does (<see cref="IdAccessor{T}.FillIn"/>), for a type
+    /// known at run time.</summary>
+    private static void FillInId(Type type, object entity, string id)
+    {
+        if (IdProperty(type) is not { CanWrite: true, CanRead: true } property)
+        {
+            return;
+        }
+
+        object? current = property.GetValue(entity);
+        if (property.PropertyType == typeof(string))
+        {
+            if (string.IsNullOrEmpty((string?)current))
+            {
+                property.SetValue(entity, id);
+            }
+        }
+        else if (IdText(current) is null && IdValue(property.PropertyType, id) is { } value)
+        {
+            property.SetValue(entity, value);
+        }
+    }
+
     /// <summary>The id an entity's <c>Id</c> property names now (null: none, or no such property).</summary>
     private static string? CurrentIdText(Type type, object entity)
         => IdProperty(type) is { CanRead: true } property ? IdText(property.GetValue(entity)) : null;
@@ -786,6 +829,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         public long Version { get; set; }
 
         public ReadOnlyMemory<byte>? Original { get; set; }
+
+        /// <summary>The read filled in the entity's <c>Id</c>, which <see cref="Original"/> (the stored JSON) lacks:
+        /// <see cref="OriginalWithId"/> serializes the entity as read before the first comparison.</summary>
+        public bool IdFilledIn { get; set; }
 
         /// <summary>The id the entity's <c>Id</c> property named when the session began tracking it (after it set
         /// or filled the property in); a save refuses to write the entity if it names another since.</summary>

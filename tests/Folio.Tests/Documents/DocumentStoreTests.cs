@@ -103,6 +103,20 @@ public sealed class DocumentStoreTests
 
         Assert.Equal(1, store.Get("Invoice", "42")!.Value.Version);
 
+        // The same for a string Id, loaded and queried: filled in, no change until the entity changes.
+        long raw = await store.PutAsync("User", "users/raw", "{\"Name\":\"r\"}"u8.ToArray());
+        await using (DocumentSession session = store.OpenSession())
+        {
+            Assert.Equal("users/raw", (await session.QueryByPrefixAsync<User>("users/").ToListAsync()).Single().Id);
+            await session.SaveChangesAsync();
+            Assert.Equal(raw, store.Get("User", "users/raw")!.Value.Version);
+            (await session.LoadAsync<User>("users/raw"))!.Age = 3;
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Contains("\"Id\":\"users/raw\"",
+            Encoding.UTF8.GetString(store.Get("User", "users/raw")!.Value.Json.Span), StringComparison.Ordinal);
+
         // The loaded entity stored in another session updates its document instead of creating one.
         loaded.Total = 5m;
         await using (DocumentSession session = store.OpenSession())
