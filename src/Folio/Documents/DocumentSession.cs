@@ -629,7 +629,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         {
             if (s_set is null)
             {
-                return s_other is not null && FillInValue(s_other, entity, id);
+                return s_other is not null && FillInValue(s_other, entity!, id);
             }
 
             if (!string.IsNullOrEmpty(s_text!(entity)))
@@ -640,18 +640,20 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             s_set!(entity, id);
             return true;
         }
+    }
 
-        [MethodImpl(MethodImplOptions.NoInlining)]
-        private static bool FillInValue(PropertyInfo property, T entity, string id)
+    /// <summary>Fills in a number or <see cref="Guid"/> <c>Id</c> left at its default with the value that names
+    /// <paramref name="id"/>, if one does; returns whether it did.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static bool FillInValue(PropertyInfo property, object entity, string id)
+    {
+        if (IdText(property.GetValue(entity)) is not null || IdValue(property.PropertyType, id) is not { } value)
         {
-            if (IdText(property.GetValue(entity)) is not null || IdValue(property.PropertyType, id) is not { } value)
-            {
-                return false;
-            }
-
-            property.SetValue(entity, value);
-            return true;
+            return false;
         }
+
+        property.SetValue(entity, value);
+        return true;
     }
 
     /// <summary>The value of an <c>Id</c> property of <paramref name="type"/> that names the document
@@ -780,17 +782,13 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             return;
         }
 
-        object? current = property.GetValue(entity);
-        if (property.PropertyType == typeof(string))
+        if (property.PropertyType != typeof(string))
         {
-            if (string.IsNullOrEmpty((string?)current))
-            {
-                property.SetValue(entity, id);
-            }
+            FillInValue(property, entity, id);
         }
-        else if (IdText(current) is null && IdValue(property.PropertyType, id) is { } value)
+        else if (string.IsNullOrEmpty((string?)property.GetValue(entity)))
         {
-            property.SetValue(entity, value);
+            property.SetValue(entity, id);
         }
     }
 
