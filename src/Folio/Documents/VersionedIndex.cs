@@ -1624,10 +1624,20 @@ internal sealed class VersionedIndex : ICommitState
 /// reads are done. If its owner forgets to and drops it, its finalizer releases the registration, so a leaked session
 /// does not hold old versions for the life of the process (the registry references only the
 /// <see cref="SnapshotRegistry.Entry"/>, never this object, so the collector can find it unreachable).
+/// <para>
+/// An owner whose enumerations may outlive its use of the snapshot (a session's queries, across a save) counts them
+/// with <see cref="BeginRead"/> and <see cref="EndRead"/> and lets go with <see cref="Release"/> instead of
+/// <see cref="Dispose"/>. Readers and the release run on any threads: the owner writes <c>_released</c>, then reads
+/// <c>_readers</c>; a reader decrements <c>_readers</c>, then reads <c>_released</c>. Both writes are interlocked (full
+/// fences), so of a release and a last reader's end that race, at least one sees the other's write and closes the
+/// snapshot (closing twice is harmless); none closes it while a reader that began before the release reads.
+/// </para>
 /// </summary>
 internal sealed class IndexSnapshot : IDisposable
 {
     private readonly SnapshotRegistry.Entry _entry;
+    private int _readers; // enumerations between BeginRead and EndRead
+    private int _released; // 1 once the owner released the snapshot
 
     internal IndexSnapshot(SnapshotRegistry.Entry entry) => _entry = entry;
 
@@ -1659,13 +1669,6 @@ internal sealed class IndexSnapshot : IDisposable
         _entry.Close();
         GC.SuppressFinalize(this);
     }
-
-    // Readers (a session's query enumerations) and the owner's release, on any threads: the owner writes _released,
-    // then reads _readers; a reader decrements _readers, then reads _released. Both writes are interlocked (full
-    // fences), so of a release and a last reader's end that race, at least one sees the other's write and closes the
-    // snapshot (closing twice is harmless); none closes it while a reader that began before the release reads.
-    private int _readers;
-    private int _released;
 
     /// <summary>An enumeration starts reading at this snapshot; it calls <see cref="EndRead"/> when it
     /// ends.</summary>
