@@ -428,13 +428,20 @@ public sealed class DocumentStoreTests
         Assert.Equal("new2", (await fresh.LoadAsync<User>("u/2"))!.Name);
     }
 
+    /// <summary>A store with two documents, doctors on call: the data of the write-skew examples.</summary>
+    private static async Task<DocumentStore> TwoDoctorsOnCall(TempDirectory dir)
+    {
+        var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        await store.PutAsync("User", "doctor/1", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+        await store.PutAsync("User", "doctor/2", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+        return store;
+    }
+
     [Fact]
     public async Task Writers_of_the_same_loaded_document_conflict_and_writers_of_different_ones_do_not()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
-        await store.PutAsync("User", "doctor/1", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
-        await store.PutAsync("User", "doctor/2", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+        await using DocumentStore store = await TwoDoctorsOnCall(dir);
 
         // Snapshot isolation: each session read both and changed a different one; neither write conflicts (this is
         // the classic write skew, which snapshot isolation allows).
@@ -471,9 +478,7 @@ public sealed class DocumentStoreTests
     public async Task Documents_required_unchanged_fail_the_save_if_another_commit_changed_them_so_no_write_skew()
     {
         using var dir = new TempDirectory();
-        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
-        await store.PutAsync("User", "doctor/1", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
-        await store.PutAsync("User", "doctor/2", Encoding.UTF8.GetBytes("{\"Name\":\"on call\"}"));
+        await using DocumentStore store = await TwoDoctorsOnCall(dir);
 
         // Each session goes off call only if the other doctor is on call, and requires that doctor unchanged.
         await using var s1 = store.OpenSession();
