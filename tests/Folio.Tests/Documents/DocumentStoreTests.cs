@@ -529,9 +529,12 @@ public sealed class DocumentStoreTests
     public async Task Concurrent_sessions_that_require_what_they_read_unchanged_keep_an_invariant_over_two_documents()
     {
         // Each pair of documents must keep a sum of at least 0: a session withdraws 100 from one only when the pair's
-        // sum at its snapshot is at least 100, and requires the other unchanged. Under snapshot isolation alone, two
-        // sessions withdrawing from the two documents of a pair at once would both commit.
-        const int Pairs = 20;
+        // sum at its snapshot is at least 100, and requires the other unchanged; otherwise it deposits 100 into one,
+        // so pairs stay contended. Under snapshot isolation alone, two sessions withdrawing from the two documents of
+        // a pair at once would both commit. In the first round every task reads pair 0 and waits until all have read
+        // it before saving, so the race is certain rather than left to the scheduler: exactly one of them commits.
+        const int Pairs = 4;
+        const int Tasks = 16;
         using var dir = new TempDirectory();
         await using var store = DocumentStore.Open(dir.Path,
             new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
@@ -541,31 +544,51 @@ public sealed class DocumentStoreTests
             await store.PutAsync("User", $"p{pair}/b", "{\"Age\":100}"u8.ToArray());
         }
 
-        int commits = 0;
+        int withdrawals = 0;
+        int deposits = 0;
         int conflicts = 0;
-        await Task.WhenAll(Enumerable.Range(0, 16).Select(t => Task.Run(async () =>
+        int readFirstRound = 0;
+        var allReadFirstRound = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await Task.WhenAll(Enumerable.Range(0, Tasks).Select(t => Task.Run(async () =>
         {
             var random = new Random(t);
             for (int i = 0; i < 200; i++)
             {
-                int pair = random.Next(Pairs);
+                int pair = i == 0 ? 0 : random.Next(Pairs);
                 await using DocumentSession session = store.OpenSession();
                 User a = (await session.LoadAsync<User>($"p{pair}/a"))!;
                 User b = (await session.LoadAsync<User>($"p{pair}/b"))!;
                 Assert.True(a.Age + b.Age >= 0, $"pair {pair} read below zero");
-                if (a.Age + b.Age < 100)
+                if (i == 0)
                 {
-                    continue;
+                    if (Interlocked.Increment(ref readFirstRound) == Tasks)
+                    {
+                        allReadFirstRound.SetResult();
+                    }
+
+                    await allReadFirstRound.Task;
+                }
+                else
+                {
+                    await Task.Yield(); // let other sessions read the same pair
                 }
 
-                await Task.Yield(); // let other sessions read the same pair
                 (User mine, User other) = random.Next(2) == 0 ? (a, b) : (b, a);
-                mine.Age -= 100;
-                session.RequireUnchanged(other);
+                bool withdraw = a.Age + b.Age >= 100;
+                if (withdraw)
+                {
+                    mine.Age -= 100;
+                    session.RequireUnchanged(other);
+                }
+                else
+                {
+                    mine.Age += 100;
+                }
+
                 try
                 {
                     await session.SaveChangesAsync();
-                    Interlocked.Increment(ref commits);
+                    Interlocked.Increment(ref withdraw ? ref withdrawals : ref deposits);
                 }
                 catch (ConcurrencyException)
                 {
@@ -584,8 +607,10 @@ public sealed class DocumentStoreTests
             total += sum;
         }
 
-        Assert.Equal((Pairs * 200) - (commits * 100), total); // every acknowledged withdrawal, and only those
-        Assert.True(conflicts > 0, "no session ever conflicted: the test raced nothing");
+        // Every acknowledged withdrawal and deposit, and only those.
+        Assert.Equal((Pairs * 200) - (withdrawals * 100) + (deposits * 100), total);
+        Assert.True(conflicts >= Tasks - 1, $"{conflicts} conflicts: the first round alone must give {Tasks - 1}");
+        Assert.True(withdrawals > 0 && deposits > 0, $"{withdrawals} withdrawals, {deposits} deposits");
     }
 
     [Fact]
