@@ -134,6 +134,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                 if (string.IsNullOrEmpty(fromProperty))
                 {
                     id = DocumentIds.Generate(collection);
+                    if (id.Length > DocumentIds.MaxIdBytes / 3
+                        && System.Text.Encoding.UTF8.GetByteCount(id) > DocumentIds.MaxIdBytes)
+                    {
+                        ThrowGeneratedIdTooLong(collection, nameof(entity));
+                    }
+
                     expectedVersion ??= 0; // a generated id names a new document: never overwrite one
                 }
                 else
@@ -179,6 +185,15 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             Exit();
         }
     }
+
+    [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowGeneratedIdTooLong(string collection, string paramName) =>
+        ThrowHelper.ThrowArgument(paramName,
+            $"The entity has no Id, and the id generated for it (its collection name, '/' and 19 digits) would be " +
+            $"over {DocumentIds.MaxIdBytes} UTF-8 bytes: the collection name is " +
+            $"{System.Text.Encoding.UTF8.GetByteCount(collection)}. Give the entity an Id, or use a collection name " +
+            $"of at most {DocumentIds.MaxIdBytes - 20} bytes.");
 
     /// <summary>Loads a document as <typeparamref name="T"/> from the session's snapshot (or its identity
     /// map).</summary>

@@ -167,6 +167,31 @@ public sealed class InputValidationTests
     }
 
     [Fact]
+    public async Task An_entity_without_an_id_whose_collection_name_leaves_no_room_for_a_generated_id_is_refused_as_such()
+    {
+        // A collection name may be 2,048 bytes, but a generated id adds '/' and 19 digits to it.
+        using var dir = new TempDirectory();
+        string longest = new('c', DocumentIds.MaxIdBytes - 20);
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CollectionName = type => type == typeof(User) ? longest : longest + "c";
+        await using var store = DocumentStore.Open(dir.Path, options);
+        await using DocumentSession session = store.OpenSession();
+        var fits = new User { Name = "fits" };
+        session.Store(fits);
+        Assert.Equal(DocumentIds.MaxIdBytes, fits.Id!.Length);
+
+        var tooLong = new Envelope<string>();
+        var refused = Assert.Throws<ArgumentException>(() => session.Store(tooLong));
+        Assert.Equal("entity", refused.ParamName);
+        Assert.Contains("Give the entity an Id", refused.Message, StringComparison.Ordinal);
+        Assert.Null(tooLong.Id);
+        session.Store(tooLong, "given");
+        await session.SaveChangesAsync();
+        Assert.NotNull(store.Get(longest, fits.Id));
+        Assert.NotNull(store.Get(longest + "c", "given"));
+    }
+
+    [Fact]
     public async Task A_negative_expected_version_is_refused_by_its_parameter_name_and_nothing_commits()
     {
         using var dir = new TempDirectory();
