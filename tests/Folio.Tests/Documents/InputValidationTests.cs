@@ -167,7 +167,7 @@ public sealed class InputValidationTests
     }
 
     [Fact]
-    public async Task An_entity_without_an_id_whose_collection_name_leaves_no_room_for_a_generated_id_is_refused_as_such()
+    public async Task An_entity_without_an_id_whose_collection_leaves_no_room_for_a_generated_id_is_refused_as_such()
     {
         // A collection name may be 2,048 bytes, but a generated id adds '/' and 19 digits to it.
         using var dir = new TempDirectory();
