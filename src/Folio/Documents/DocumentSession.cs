@@ -553,7 +553,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     }
 
     /// <summary>The entity <paramref name="version"/> of <paramref name="key"/> deserializes to, with its <c>Id</c>
-    /// filled in from the key when the JSON lacks it (<paramref name="idFilledIn"/>).</summary>
+    /// set from the key when the JSON lacks it or names another document (<paramref name="idFilledIn"/>).</summary>
     private T Read<T>(DocumentKey key, DocumentVersion version, out bool idFilledIn)
         where T : class
     {
@@ -637,9 +637,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             => s_text is not null ? s_text(entity)
                 : s_textProperty is null ? null : IdText(s_textProperty.GetValue(entity));
 
-        /// <summary>Sets the entity's Id to <paramref name="id"/> when it is empty (a number's or a GUID's default,
-        /// and <paramref name="id"/> is that type's text of a value, as <see cref="IdText"/> writes it); returns
-        /// whether it did.</summary>
+        /// <summary>Sets the entity's Id to <paramref name="id"/>, the key it was read from, when it names another
+        /// document or none: the JSON lacked it (a raw write), or holds another (raw JSON copied from another
+        /// document); a number or GUID Id only when <paramref name="id"/> is that type's text of a value, as
+        /// <see cref="IdText"/> writes it. Returns whether it did.</summary>
         public static bool FillIn(T entity, string id)
         {
             if (s_set is null)
@@ -647,7 +648,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                 return s_other is not null && FillInValue(s_other, entity!, id);
             }
 
-            if (!string.IsNullOrEmpty(s_text!(entity)))
+            if (string.Equals(s_text!(entity), id, StringComparison.Ordinal))
             {
                 return false;
             }
@@ -657,12 +658,12 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Fills in a number or <see cref="Guid"/> <c>Id</c> left at its default with the value that names
-    /// <paramref name="id"/>, if one does; returns whether it did.</summary>
+    /// <summary>Sets a number or <see cref="Guid"/> <c>Id</c> that names another document or none (its default) to
+    /// the value that names <paramref name="id"/>, if one does; returns whether it did.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static bool FillInValue(PropertyInfo property, object entity, string id)
     {
-        if (IdText(property.GetValue(entity)) is not null || IdValue(property.PropertyType, id) is not { } value)
+        if (IdText(property.GetValue(entity)) == id || IdValue(property.PropertyType, id) is not { } value)
         {
             return false;
         }
@@ -768,8 +769,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     }
 
     /// <summary>
-    /// What a tracked entity serialized to as read: its loaded JSON, or for a document whose JSON lacked the id a read
-    /// filled in, that JSON read again with the id filled in and serialized (once; kept as the entry's original).
+    /// What a tracked entity serialized to as read: its loaded JSON, or for a document whose JSON lacked the id (or
+    /// named another) that JSON read again with the id set from the key and serialized (once; kept as the entry's
+    /// original).
     /// </summary>
     private ReadOnlyMemory<byte> OriginalWithId(Tracked tracked)
     {
@@ -788,7 +790,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         return original;
     }
 
-    /// <summary>Fills in an entity's empty <c>Id</c> as a read does (<see cref="IdAccessor{T}.FillIn"/>), for a type
+    /// <summary>Sets an entity's <c>Id</c> to the key as a read does (<see cref="IdAccessor{T}.FillIn"/>), for a type
     /// known at run time.</summary>
     private static void FillInId(Type type, object entity, string id)
     {
@@ -801,7 +803,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         {
             FillInValue(property, entity, id);
         }
-        else if (string.IsNullOrEmpty((string?)property.GetValue(entity)))
+        else if (!string.Equals((string?)property.GetValue(entity), id, StringComparison.Ordinal))
         {
             property.SetValue(entity, id);
         }
@@ -843,8 +845,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         public ReadOnlyMemory<byte>? Original { get; set; }
 
-        /// <summary>The read filled in the entity's <c>Id</c>, which <see cref="Original"/> (the stored JSON) lacks:
-        /// <see cref="OriginalWithId"/> serializes the entity as read before the first comparison.</summary>
+        /// <summary>The read set the entity's <c>Id</c> to the key, which <see cref="Original"/> (the stored JSON)
+        /// lacks or names otherwise: <see cref="OriginalWithId"/> serializes the entity as read before the first
+        /// comparison.</summary>
         public bool IdFilledIn { get; set; }
 
         /// <summary>The id the entity's <c>Id</c> property named when the session began tracking it (after it set

@@ -131,6 +131,45 @@ public sealed class DocumentStoreTests
     }
 
     [Fact]
+    public async Task An_Id_in_the_JSON_that_names_another_document_is_replaced_by_the_key_the_entity_was_read_from()
+    {
+        // Raw JSON copied from one document to another (a clone through the raw API) carries the first one's Id.
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        await store.PutAsync("User", "users/1", "{\"Id\":\"users/1\",\"Name\":\"original\"}"u8.ToArray());
+        long cloned = await store.PutAsync("User", "users/2", store.Get("User", "users/1")!.Value.Json);
+        await store.PutAsync("Invoice", "43", "{\"Id\":42,\"Total\":3}"u8.ToArray());
+        await using (DocumentSession session = store.OpenSession())
+        {
+            User clone = (await session.LoadAsync<User>("users/2"))!;
+            Assert.Equal("users/2", clone.Id);
+            Assert.Equal(["users/1", "users/2"],
+                (await session.QueryByPrefixAsync<User>("users/").ToListAsync()).Select(u => u.Id));
+            Assert.Equal(43, (await session.LoadAsync<Invoice>("43"))!.Id);
+            await session.SaveChangesAsync(); // setting the Id from the key is no change
+            Assert.Equal(cloned, store.Get("User", "users/2")!.Value.Version);
+
+            // Code that acts on the entity's Id acts on the document it read.
+            session.Delete<User>(clone.Id!);
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Null(store.Get("User", "users/2"));
+        Assert.NotNull(store.Get("User", "users/1"));
+
+        // A changed entity is saved with its own id in the JSON.
+        await store.PutAsync("User", "users/3", store.Get("User", "users/1")!.Value.Json);
+        await using (DocumentSession session = store.OpenSession())
+        {
+            (await session.LoadAsync<User>("users/3"))!.Age = 7;
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Contains("\"Id\":\"users/3\"",
+            Encoding.UTF8.GetString(store.Get("User", "users/3")!.Value.Json.Span), StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task Generic_entity_types_with_different_type_arguments_are_different_collections()
     {
         using var dir = new TempDirectory();
@@ -174,8 +213,8 @@ public sealed class DocumentStoreTests
             Assert.Throws<InvalidOperationException>(() => session.Store(ada));
             Assert.Equal(before, store.LastCommittedSequence);
 
-            // Put back, the change saves; a document whose JSON named another id from the start saves as it was. A
-            // store under another id is refused and leaves the Id as it was.
+            // Put back, the change saves; a document whose JSON named another id from the start was read with its
+            // key as its Id, and saves so. A store under another id is refused and leaves the Id as it was.
             ada.Id = "users/a";
             Assert.Throws<InvalidOperationException>(() => session.Store(ada, "users/y"));
             Assert.Equal("users/a", ada.Id);
@@ -186,7 +225,7 @@ public sealed class DocumentStoreTests
         Assert.Null(store.Get("User", "users/z"));
         Assert.Contains("Ada L.", Encoding.UTF8.GetString(store.Get("User", "users/a")!.Value.Json.Span),
             StringComparison.Ordinal);
-        Assert.Contains("\"Id\":\"other\"", Encoding.UTF8.GetString(store.Get("User", "raw")!.Value.Json.Span),
+        Assert.Contains("\"Id\":\"raw\"", Encoding.UTF8.GetString(store.Get("User", "raw")!.Value.Json.Span),
             StringComparison.Ordinal);
 
         // A number Id set after the store gave the entity a generated id would be written under that id: refused.
