@@ -180,8 +180,7 @@ public sealed partial class DocumentSession
                     continue;
                 }
 
-                bool idFilledIn = false;
-                T entity = tracked?.Entity as T ?? Read<T>(key, version, out idFilledIn);
+                T entity = tracked?.Entity as T ?? Read<T>(key, version);
                 if (predicate is not null)
                 {
                     if (!predicate(entity))
@@ -198,7 +197,7 @@ public sealed partial class DocumentSession
 
                 if (track && tracked is null)
                 {
-                    entity = TrackQueryResult(key, version, entity, idFilledIn);
+                    entity = TrackQueryResult(key, version, entity);
                 }
 
                 taken++;
@@ -226,7 +225,7 @@ public sealed partial class DocumentSession
 
     /// <summary>Tracks a query's result, unless the predicate tracked the document meanwhile (a load from it): then
     /// the tracked entity is the result.</summary>
-    private T TrackQueryResult<T>(DocumentKey key, DocumentVersion version, T entity, bool idFilledIn)
+    private T TrackQueryResult<T>(DocumentKey key, DocumentVersion version, T entity)
         where T : class
     {
         Enter();
@@ -237,7 +236,7 @@ public sealed partial class DocumentSession
                 return tracked.Entity as T ?? entity;
             }
 
-            TrackRead(key, version, entity, idFilledIn);
+            TrackRead(key, version, entity);
             return entity;
         }
         finally

@@ -406,7 +406,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                     // Serialize on the caller's thread, so the committer only copies bytes.
                     byte[] json = JsonSerializer.SerializeToUtf8Bytes(tracked.Entity, tracked.Type,
                         _store.Options.JsonSerializerOptions);
-                    if (tracked.Original is not null && json.AsSpan().SequenceEqual(OriginalWithId(tracked).Span))
+                    if (tracked.Original is not null && IsUnchanged(tracked, json))
                     {
                         if (tracked.ExpectedVersion is long required)
                         {
@@ -471,7 +471,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                     tracked.Version = json is null ? 0 : result.Sequence;
                     tracked.TimestampTicks = json is null ? 0 : result.TimestampTicks;
                     tracked.Original = json is null ? null : new ReadOnlyMemory<byte>(json);
-                    tracked.IdFilledIn = false;
+                    tracked.OriginalAsRead = true;
                     tracked.Loaded = true;
                     tracked.ExpectedVersion = null;
                 }
@@ -547,34 +547,33 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             return null;
         }
 
-        T entity = Read<T>(key, version, out bool idFilledIn);
-        TrackRead(key, version, entity, idFilledIn);
+        T entity = Read<T>(key, version);
+        TrackRead(key, version, entity);
         return entity;
     }
 
     /// <summary>The entity <paramref name="version"/> of <paramref name="key"/> deserializes to, with its <c>Id</c>
-    /// set from the key when the JSON lacks it or names another document (<paramref name="idFilledIn"/>).</summary>
-    private T Read<T>(DocumentKey key, DocumentVersion version, out bool idFilledIn)
+    /// set from the key when the JSON lacks it or names another document.</summary>
+    private T Read<T>(DocumentKey key, DocumentVersion version)
         where T : class
     {
         T entity = JsonSerializer.Deserialize<T>(version.Json.Span, _store.Options.JsonSerializerOptions)
             ?? throw new JsonException($"Document '{key}' deserialized to null.");
-        idFilledIn = IdAccessor<T>.FillIn(entity, key.Id);
+        IdAccessor<T>.FillIn(entity, key.Id);
         return entity;
     }
 
     /// <summary>Adds an entity read from the snapshot to the identity map, as loaded at
     /// <paramref name="version"/>.</summary>
-    private void TrackRead<T>(DocumentKey key, DocumentVersion version, T entity, bool idFilledIn)
+    private void TrackRead<T>(DocumentKey key, DocumentVersion version, T entity)
         where T : class
     {
-        // The index's JSON is immutable: keep a reference to it as the loaded state, no copy. An id filled in is
-        // metadata, not necessarily in the JSON (raw writes): a save compares later changes against the entity as
-        // read, serialized then (OriginalWithId), so that filling it in alone does not count as a change and a read
-        // does not pay for a serialization.
+        // The index's JSON is immutable: keep a reference to it as the loaded state, no copy. A save compares the
+        // entity's serialization with it, and only where they differ with the entity as read, serialized then
+        // (IsUnchanged): so a read pays for no serialization.
         _tracked.Add(new Tracked(key, typeof(T)) { Entity = entity, Version = version.Sequence,
             TimestampTicks = version.TimestampTicks, Original = version.Json, Loaded = true,
-            IdFilledIn = idFilledIn, IdAtTrack = IdAccessor<T>.Text(entity) });
+            IdAtTrack = IdAccessor<T>.Text(entity) });
     }
 
     /// <summary>The collection of <paramref name="type"/>, validated; the last answer is kept, as a session mostly
@@ -640,36 +639,32 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         /// <summary>Sets the entity's Id to <paramref name="id"/>, the key it was read from, when it names another
         /// document or none: the JSON lacked it (a raw write), or holds another (raw JSON copied from another
         /// document); a number or GUID Id only when <paramref name="id"/> is that type's text of a value, as
-        /// <see cref="IdText"/> writes it. Returns whether it did.</summary>
-        public static bool FillIn(T entity, string id)
+        /// <see cref="IdText"/> writes it.</summary>
+        public static void FillIn(T entity, string id)
         {
             if (s_set is null)
             {
-                return s_other is not null && FillInValue(s_other, entity!, id);
+                if (s_other is not null)
+                {
+                    FillInValue(s_other, entity!, id);
+                }
             }
-
-            if (string.Equals(s_text!(entity), id, StringComparison.Ordinal))
+            else if (!string.Equals(s_text!(entity), id, StringComparison.Ordinal))
             {
-                return false;
+                s_set(entity, id);
             }
-
-            s_set!(entity, id);
-            return true;
         }
     }
 
     /// <summary>Sets a number or <see cref="Guid"/> <c>Id</c> that names another document or none (its default) to
-    /// the value that names <paramref name="id"/>, if one does; returns whether it did.</summary>
+    /// the value that names <paramref name="id"/>, if one does.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static bool FillInValue(PropertyInfo property, object entity, string id)
+    private static void FillInValue(PropertyInfo property, object entity, string id)
     {
-        if (IdText(property.GetValue(entity)) == id || IdValue(property.PropertyType, id) is not { } value)
+        if (IdText(property.GetValue(entity)) != id && IdValue(property.PropertyType, id) is { } value)
         {
-            return false;
+            property.SetValue(entity, value);
         }
-
-        property.SetValue(entity, value);
-        return true;
     }
 
     /// <summary>The value of an <c>Id</c> property of <paramref name="type"/> that names the document
@@ -769,16 +764,25 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     }
 
     /// <summary>
-    /// What a tracked entity serialized to as read: its loaded JSON, or for a document whose JSON lacked the id (or
-    /// named another) that JSON read again with the id set from the key and serialized (once; kept as the entry's
-    /// original).
+    /// Whether <paramref name="json"/>, what a tracked entity serializes to now, is what it serialized to as read, so
+    /// that a save leaves it alone. Mostly the stored JSON is that, byte for byte (written by this class and these
+    /// options). Where it is not (written raw, by another serializer or another version of the class: other
+    /// whitespace, property order or escapes, a property the class lacks or has since gained, an id the JSON lacks or
+    /// names otherwise), the stored JSON is read again, its <c>Id</c> set from the key, and serialized, once, and
+    /// kept as the entry's original: a document the session did not change is never rewritten, and a property the
+    /// class lacks is not dropped from it.
     /// </summary>
-    private ReadOnlyMemory<byte> OriginalWithId(Tracked tracked)
+    private bool IsUnchanged(Tracked tracked, byte[] json)
     {
         ReadOnlyMemory<byte> original = tracked.Original!.Value;
-        if (!tracked.IdFilledIn)
+        if (json.AsSpan().SequenceEqual(original.Span))
         {
-            return original;
+            return true;
+        }
+
+        if (tracked.OriginalAsRead)
+        {
+            return false;
         }
 
         JsonSerializerOptions options = _store.Options.JsonSerializerOptions;
@@ -786,8 +790,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         FillInId(tracked.Type, asRead, tracked.Key.Id);
         original = JsonSerializer.SerializeToUtf8Bytes(asRead, tracked.Type, options);
         tracked.Original = original;
-        tracked.IdFilledIn = false;
-        return original;
+        tracked.OriginalAsRead = true;
+        return json.AsSpan().SequenceEqual(original.Span);
     }
 
     /// <summary>Sets an entity's <c>Id</c> to the key as a read does (<see cref="IdAccessor{T}.FillIn"/>), for a type
@@ -845,10 +849,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
         public ReadOnlyMemory<byte>? Original { get; set; }
 
-        /// <summary>The read set the entity's <c>Id</c> to the key, which <see cref="Original"/> (the stored JSON)
-        /// lacks or names otherwise: <see cref="OriginalWithId"/> serializes the entity as read before the first
-        /// comparison.</summary>
-        public bool IdFilledIn { get; set; }
+        /// <summary><see cref="Original"/> is what the entity serialized to as read or saved, not the stored JSON
+        /// (<see cref="IsUnchanged"/>).</summary>
+        public bool OriginalAsRead { get; set; }
 
         /// <summary>The id the entity's <c>Id</c> property named when the session began tracking it (after it set
         /// or filled the property in); a save refuses to write the entity if it names another since.</summary>

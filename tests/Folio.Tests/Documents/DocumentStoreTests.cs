@@ -170,6 +170,71 @@ public sealed class DocumentStoreTests
     }
 
     [Fact]
+    public async Task A_document_the_session_did_not_change_is_never_rewritten_whatever_its_stored_JSON_looks_like()
+    {
+        // Stored JSON that is not byte for byte what the class serializes to: written raw or by another version of
+        // the class. An unchanged load must not rewrite it (a new version, a dropped property, and a conflict with
+        // whoever changed it meanwhile).
+        string[] stored =
+        [
+            "{\"Name\":\"a\",\"Age\":1}", // no Id, and an Age the class has
+            "{\"Age\":1,\"Name\":\"a\",\"Id\":\"u/1\"}", // another property order
+            "{ \"Id\": \"u/2\", \"Name\": \"\\u0061\", \"Age\": 1 }", // whitespace and an escape
+            "{\"Id\":\"u/3\",\"Name\":\"a\",\"Age\":1,\"Nickname\":\"kept\"}", // a property the class lacks
+            "{\"Id\":\"u/4\",\"Name\":\"a\"}", // a property the class has gained since
+        ];
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        var versions = new long[stored.Length];
+        for (int i = 0; i < stored.Length; i++)
+        {
+            versions[i] = await store.PutAsync("User", $"u/{i}", Encoding.UTF8.GetBytes(stored[i]));
+        }
+
+        await using (DocumentSession session = store.OpenSession())
+        {
+            for (int i = 0; i < 3; i++)
+            {
+                await session.LoadAsync<User>($"u/{i}");
+            }
+
+            await foreach (User _ in session.QueryByRangeAsync<User>("u/3", null))
+            {
+            }
+
+            // Meanwhile another writer changes one of them: this session changed none, so its save has nothing to
+            // write and nothing to conflict with.
+            await store.PutAsync("User", "u/3", "{\"Id\":\"u/3\",\"Name\":\"b\",\"Nickname\":\"new\"}"u8.ToArray());
+            await session.SaveChangesAsync();
+            await session.SaveChangesAsync();
+        }
+
+        for (int i = 0; i < stored.Length; i++)
+        {
+            if (i != 3)
+            {
+                Assert.Equal(versions[i], store.Get("User", $"u/{i}")!.Value.Version);
+                Assert.Equal(stored[i], Encoding.UTF8.GetString(store.Get("User", $"u/{i}")!.Value.Json.Span));
+            }
+        }
+
+        Assert.Contains("\"Nickname\":\"new\"", Encoding.UTF8.GetString(store.Get("User", "u/3")!.Value.Json.Span),
+            StringComparison.Ordinal);
+
+        // A changed one is written as the class serializes it, and only it.
+        await using (DocumentSession session = store.OpenSession())
+        {
+            (await session.LoadAsync<User>("u/4"))!.Age = 9;
+            await session.LoadAsync<User>("u/0");
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Equal("{\"Id\":\"u/4\",\"Name\":\"a\",\"Age\":9}",
+            Encoding.UTF8.GetString(store.Get("User", "u/4")!.Value.Json.Span));
+        Assert.Equal(versions[0], store.Get("User", "u/0")!.Value.Version);
+    }
+
+    [Fact]
     public async Task Generic_entity_types_with_different_type_arguments_are_different_collections()
     {
         using var dir = new TempDirectory();
