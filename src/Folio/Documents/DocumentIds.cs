@@ -1,3 +1,4 @@
+using System.Globalization;
 using System.Text;
 
 namespace Folio;
@@ -8,8 +9,10 @@ namespace Folio;
 /// Collection names follow the same rules. Generated ids are <c>{collection}/{n:D19}</c>, where n is the UTC time in
 /// ticks, bumped so it always grows within the process and, from each store's open on, stays above the time of that
 /// store's last commit (<see cref="GenerateAbove"/>): so ids sort by creation time and a clock stepped back past an
-/// earlier run's ids (a restored virtual machine, a corrected clock) does not generate them again. A session saves a
-/// generated id only where no document exists, so even a repeated one could not overwrite.
+/// earlier run's ids (a restored virtual machine, a corrected clock) does not generate them again. An entity whose
+/// <c>Id</c> is a <see cref="long"/> or <see cref="ulong"/> gets n alone (<see cref="GenerateNumber"/>), one whose
+/// <c>Id</c> is a <see cref="Guid"/> a version 7 GUID (the session's choice): ids its property can hold. A session
+/// saves a generated id only where no document exists, so even a repeated one could not overwrite.
 /// </summary>
 internal static class DocumentIds
 {
@@ -89,7 +92,16 @@ internal static class DocumentIds
     /// last commit time, at its open).</summary>
     public static void GenerateAbove(long ticks) => AtomicMaximum.TryRaise(ref s_last, ticks);
 
+    /// <summary>A generated id for an entity of <paramref name="collection"/> whose <c>Id</c> is a string (or that
+    /// has none): <c>{collection}/{n:D19}</c>.</summary>
     public static string Generate(string collection)
+        => string.Create(CultureInfo.InvariantCulture, $"{collection}/{NextTicks():D19}");
+
+    /// <summary>A generated id for an entity whose <c>Id</c> is a <see cref="long"/> or <see cref="ulong"/>: n
+    /// alone, the text of the number the property then holds.</summary>
+    public static string GenerateNumber() => NextTicks().ToString(CultureInfo.InvariantCulture);
+
+    private static long NextTicks()
     {
         long now = DateTime.UtcNow.Ticks;
         long last = Volatile.Read(ref s_last);
@@ -99,7 +111,7 @@ internal static class DocumentIds
             long seen = Interlocked.CompareExchange(ref s_last, next, last);
             if (seen == last)
             {
-                return string.Create(System.Globalization.CultureInfo.InvariantCulture, $"{collection}/{next:D19}");
+                return next;
             }
 
             last = seen;

@@ -133,13 +133,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
                 string? fromProperty = IdText(idProperty?.GetValue(entity));
                 if (string.IsNullOrEmpty(fromProperty))
                 {
-                    id = DocumentIds.Generate(collection);
-                    if (id.Length > DocumentIds.MaxIdBytes / 3
-                        && System.Text.Encoding.UTF8.GetByteCount(id) > DocumentIds.MaxIdBytes)
-                    {
-                        ThrowGeneratedIdTooLong(collection, nameof(entity));
-                    }
-
+                    id = GenerateId(collection, idProperty, type);
                     expectedVersion ??= 0; // a generated id names a new document: never overwrite one
                 }
                 else
@@ -162,9 +156,10 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
             }
 
             // Only once nothing can refuse the call: a refused store leaves the entity as it was.
-            if (idProperty is { CanWrite: true } && idProperty.PropertyType == typeof(string))
+            if (idProperty is { CanWrite: true }
+                && (idProperty.PropertyType == typeof(string) ? id : IdValue(idProperty.PropertyType, id)) is { } value)
             {
-                idProperty.SetValue(entity, id);
+                idProperty.SetValue(entity, value);
             }
 
             if (tracked is not null)
@@ -186,10 +181,52 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// An id for a new entity whose <c>Id</c> is empty (or that has none), one its <c>Id</c> property can hold: a
+    /// number for a writable <see cref="long"/> or <see cref="ulong"/> one, a version 7 GUID (ordered by time) for a
+    /// writable <see cref="Guid"/>, else <c>{collection}/{ticks}</c>. A smaller number type cannot hold a generated id:
+    /// refused, since an entity whose <c>Id</c> does not name its document would be stored again as a new document
+    /// when a later session stores it (an entity read in one request and stored in the next).
+    /// </summary>
+    private static string GenerateId(string collection, PropertyInfo? idProperty, Type type)
+    {
+        Type? idType = idProperty is { CanWrite: true } ? idProperty.PropertyType : null;
+        if (idType == typeof(long) || idType == typeof(ulong))
+        {
+            return DocumentIds.GenerateNumber();
+        }
+
+        if (idType == typeof(Guid))
+        {
+            return Guid.CreateVersion7().ToString("D");
+        }
+
+        if (idType is not null && idType != typeof(string))
+        {
+            ThrowNumberIdNotGenerated(type, idType);
+        }
+
+        string id = DocumentIds.Generate(collection);
+        if (id.Length > DocumentIds.MaxIdBytes / 3
+            && System.Text.Encoding.UTF8.GetByteCount(id) > DocumentIds.MaxIdBytes)
+        {
+            ThrowGeneratedIdTooLong(collection);
+        }
+
+        return id;
+    }
+
     [DoesNotReturn]
     [MethodImpl(MethodImplOptions.NoInlining)]
-    private static void ThrowGeneratedIdTooLong(string collection, string paramName) =>
-        ThrowHelper.ThrowArgument(paramName,
+    private static void ThrowNumberIdNotGenerated(Type type, Type idType) =>
+        ThrowHelper.ThrowArgument("entity",
+            $"The {type.Name} has no Id (its Id of type {idType.Name} is 0), and a generated id does not fit in " +
+            $"{idType.Name}: set the Id, or make it a long, a Guid or a string, which get generated ids.");
+
+    [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowGeneratedIdTooLong(string collection) =>
+        ThrowHelper.ThrowArgument("entity",
             $"The entity has no Id, and the id generated for it (its collection name, '/' and 19 digits) would be " +
             $"over {DocumentIds.MaxIdBytes} UTF-8 bytes: the collection name is " +
             $"{System.Text.Encoding.UTF8.GetByteCount(collection)}. Give the entity an Id, or use a collection name " +

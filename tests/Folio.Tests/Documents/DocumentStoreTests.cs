@@ -24,6 +24,14 @@ public sealed class Invoice
     public decimal Total { get; set; }
 }
 
+/// <summary>An entity whose <c>Id</c> is a <see cref="long"/>.</summary>
+public sealed class Ticket
+{
+    public long Id { get; set; }
+
+    public string Subject { get; set; } = string.Empty;
+}
+
 /// <summary>An entity whose <c>Id</c> is a GUID.</summary>
 public sealed class Envelope<T>
 {
@@ -48,25 +56,49 @@ public sealed class DocumentStoreTests
         await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
         var shipmentId = Guid.NewGuid();
         var unnumbered = new Invoice { Total = 1m };
-        string generated;
+        var ticket = new Ticket { Subject = "new" };
+        var unaddressed = new Shipment { Carrier = "new" };
         await using (DocumentSession session = store.OpenSession())
         {
             session.Store(new Invoice { Id = 42, Total = 9.5m });
             session.Store(new Invoice { Id = -7, Total = 2m });
             session.Store(new Shipment { Id = shipmentId, Carrier = "post" });
-            session.Store(unnumbered);
+
+            // A generated id the Id can hold: a long gets a number, a GUID a version 7 GUID; an int cannot hold one.
+            session.Store(ticket);
+            session.Store(unaddressed);
+            var refused = Assert.Throws<ArgumentException>(() => session.Store(unnumbered));
+            Assert.Equal("entity", refused.ParamName);
+            Assert.Equal(0, unnumbered.Id);
+            session.Store(unnumbered, "7");
+            Assert.Equal(7, unnumbered.Id); // an explicit id is set on the entity, as a string Id is
             await session.SaveChangesAsync();
-            generated = session.GetId(unnumbered);
-            Assert.StartsWith("Invoice/", generated, StringComparison.Ordinal);
-            Assert.Equal(0, unnumbered.Id); // a number cannot hold the generated id
+            Assert.True(ticket.Id > 0);
+            Assert.Equal(ticket.Id.ToString(System.Globalization.CultureInfo.InvariantCulture), session.GetId(ticket));
+            Assert.Equal(7, unaddressed.Id.Version);
+            Assert.Equal(unaddressed.Id.ToString(), session.GetId(unaddressed));
         }
+
+        // Stored again from another session (an entity read in one request and stored in the next), each entity
+        // updates its document instead of becoming a second one.
+        ticket.Subject = "changed";
+        unaddressed.Carrier = "changed";
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.Store(ticket);
+            session.Store(unaddressed);
+            await session.SaveChangesAsync();
+        }
+
+        Assert.Single(store.Scan("Ticket"));
+        Assert.Equal(2, store.Scan("Shipment").Count());
 
         await using (DocumentSession session = store.OpenSession())
         {
             Assert.Equal(9.5m, (await session.LoadAsync<Invoice>("42"))!.Total);
             Assert.Equal(2m, (await session.LoadAsync<Invoice>("-7"))!.Total);
             Assert.Equal("post", (await session.LoadAsync<Shipment>(shipmentId.ToString()))!.Carrier);
-            Assert.Equal(1m, (await session.LoadAsync<Invoice>(generated))!.Total);
+            Assert.Equal(1m, (await session.LoadAsync<Invoice>("7"))!.Total);
 
             // The same Id stored again is the same document, not a second one.
             Invoice again = new() { Id = 42, Total = 10m };
@@ -75,7 +107,7 @@ public sealed class DocumentStoreTests
             await session.SaveChangesAsync();
         }
 
-        Assert.Equal(["-7", "42", generated], store.Scan("Invoice").Select(d => d.Id).Order(StringComparer.Ordinal));
+        Assert.Equal(["-7", "42", "7"], store.Scan("Invoice").Select(d => d.Id).Order(StringComparer.Ordinal));
         Assert.Contains("\"Total\":10", Encoding.UTF8.GetString(store.Get("Invoice", "42")!.Value.Json.Span),
             StringComparison.Ordinal);
     }
@@ -296,13 +328,13 @@ public sealed class DocumentStoreTests
         // A number Id set after the store gave the entity a generated id would be written under that id: refused.
         await using (DocumentSession session = store.OpenSession())
         {
-            var invoice = new Invoice { Total = 1m };
-            session.Store(invoice);
-            invoice.Id = 5;
+            var ticket = new Ticket { Subject = "generated" };
+            session.Store(ticket);
+            ticket.Id = 5;
             await Assert.ThrowsAsync<InvalidOperationException>(() => session.SaveChangesAsync());
         }
 
-        Assert.Empty(store.Scan("Invoice"));
+        Assert.Empty(store.Scan("Ticket"));
     }
 
     [Fact]
