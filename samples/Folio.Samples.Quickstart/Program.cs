@@ -168,7 +168,8 @@ using (var cts = new CancellationTokenSource(TimeSpan.FromSeconds(30)))
 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
     $"Change feed: {changes} changes ({puts} puts) from sequence {firstNewSequence} to {last} in " +
         $"{clock.ElapsedMilliseconds} ms."));
-Console.WriteLine("Done. Run again to reopen the same folder: the journal is replayed into memory.");
+Console.WriteLine("Done. Run again to reopen the same folder: it opens from its last checkpoint (written at close) "
+    + "and replays only the journal after it.");
 return found == options.Documents && changes == options.Documents + 1 ? 0 : 1;
 
 static string OrderId(int n) => "orders/" + n.ToString("D6", CultureInfo.InvariantCulture);
