@@ -10,14 +10,16 @@ namespace Folio;
 /// ticks, bumped so it always grows within the process and, from each store's open on, stays above the time of that
 /// store's last commit (<see cref="GenerateAbove"/>): so ids sort by creation time and a clock stepped back past an
 /// earlier run's ids (a restored virtual machine, a corrected clock) does not generate them again. An entity whose
-/// <c>Id</c> is a <see cref="long"/> or <see cref="ulong"/> gets n alone (<see cref="GenerateNumber"/>), one whose
-/// <c>Id</c> is a <see cref="Guid"/> a version 7 GUID (the session's choice): ids its property can hold. A session
-/// saves a generated id only where no document exists, so even a repeated one could not overwrite.
+/// <c>Id</c> is a <see cref="long"/> or <see cref="ulong"/> gets a number of microseconds since the Unix epoch, kept
+/// likewise (<see cref="GenerateNumber"/>), one whose <c>Id</c> is a <see cref="Guid"/> a version 7 GUID (the
+/// session's choice): ids its property can hold. A session saves a generated id only where no document exists, so
+/// even a repeated one could not overwrite.
 /// </summary>
 internal static class DocumentIds
 {
     public const int MaxIdBytes = 2048;
     private static long s_last;
+    private static long s_lastMicroseconds;
 
     public static void Validate(string? id, string paramName = "id")
     {
@@ -90,16 +92,41 @@ internal static class DocumentIds
 
     /// <summary>Makes every id generated from now on in this process greater than <paramref name="ticks"/> (a store's
     /// last commit time, at its open).</summary>
-    public static void GenerateAbove(long ticks) => AtomicMaximum.TryRaise(ref s_last, ticks);
+    public static void GenerateAbove(long ticks)
+    {
+        AtomicMaximum.TryRaise(ref s_last, ticks);
+        AtomicMaximum.TryRaise(ref s_lastMicroseconds, ToUnixMicroseconds(ticks));
+    }
 
     /// <summary>A generated id for an entity of <paramref name="collection"/> whose <c>Id</c> is a string (or that
     /// has none): <c>{collection}/{n:D19}</c>.</summary>
     public static string Generate(string collection)
         => string.Create(CultureInfo.InvariantCulture, $"{collection}/{NextTicks():D19}");
 
-    /// <summary>A generated id for an entity whose <c>Id</c> is a <see cref="long"/> or <see cref="ulong"/>: n
-    /// alone, the text of the number the property then holds.</summary>
-    public static string GenerateNumber() => NextTicks().ToString(CultureInfo.InvariantCulture);
+    /// <summary>
+    /// A generated id for an entity whose <c>Id</c> is a <see cref="long"/> or <see cref="ulong"/>: the text of the
+    /// number the property then holds, microseconds since the Unix epoch, bumped as <see cref="Generate"/>'s n is. Not
+    /// the ticks: those are above 2^53 (about 6.4e17), and a JSON number above 2^53 loses digits in JavaScript, so a
+    /// web client would send back another id; microseconds stay below 2^53 until the year 2255.
+    /// </summary>
+    public static string GenerateNumber()
+    {
+        long now = ToUnixMicroseconds(DateTime.UtcNow.Ticks);
+        long last = Volatile.Read(ref s_lastMicroseconds);
+        while (true)
+        {
+            long next = Math.Max(now, last + 1);
+            long seen = Interlocked.CompareExchange(ref s_lastMicroseconds, next, last);
+            if (seen == last)
+            {
+                return next.ToString(CultureInfo.InvariantCulture);
+            }
+
+            last = seen;
+        }
+    }
+
+    private static long ToUnixMicroseconds(long ticks) => (ticks - DateTime.UnixEpoch.Ticks) / 10;
 
     private static long NextTicks()
     {
