@@ -179,7 +179,9 @@ public sealed class TransactionMetricsTests
             }
 
             Assert.IsType<IOException>(fixture.Merger.Fault);
-            Assert.Contains(logs.Lines, line => line.Id.Id == 2002);
+            // The fault is published before the thread that set it logs it: wait for the line rather than race it.
+            Assert.True(SpinWait.SpinUntil(() => logs.Lines.Any(line => line.Id.Id == 2002), TestDeadline.Hang),
+                "the fault was logged");
         }
         finally
         {
@@ -206,7 +208,9 @@ public sealed class TransactionMetricsTests
             Assert.True(SpinWait.SpinUntil(() => fixture.Merger.IsFaulted, TestDeadline.Hang),
                 "the timer's failed fsync faulted the store");
             Assert.IsType<IOException>(fixture.Merger.Fault);
-            Assert.Contains(logs.Lines, line => line.Id.Id == 2002);
+            // The fault is published before the thread that set it logs it: wait for the line rather than race it.
+            Assert.True(SpinWait.SpinUntil(() => logs.Lines.Any(line => line.Id.Id == 2002), TestDeadline.Hang),
+                "the fault was logged");
         }
         finally
         {
