@@ -221,7 +221,7 @@ internal sealed class GroupCommitter
                 foreach ((DocumentKey key, long expected) in batch.Expectations)
                 {
                     long current = _groupWrites.TryGetValue(key, out long written) ? written : VersionBeforeGroup(key);
-                    if (current != expected)
+                    if (current != expected && !_conflicts.Contains(key)) // two expectations of one key: named once
                     {
                         _conflicts.Add(key);
                     }

@@ -77,6 +77,14 @@ public sealed class WriteBatchTests
             .Expect("C", "a", first)).AsTask());
         Assert.Equal([new DocumentKey("C", "a")], conflict.Conflicts);
         Assert.Null(store.Get("C", "x"));
+
+        // Two expectations of one document cannot both hold: it is named once.
+        conflict = await Assert.ThrowsAsync<ConcurrencyException>(() => store.WriteAsync(new CommitBatch()
+            .Put("C", "x", "{}"u8.ToArray())
+            .Expect("C", "a", result.Sequence)
+            .Expect("C", "a", first)).AsTask());
+        Assert.Equal([new DocumentKey("C", "a")], conflict.Conflicts);
+        Assert.Null(store.Get("C", "x"));
         Assert.Equal(result.Sequence, store.LastCommittedSequence);
 
         var changes = new List<DocumentChange>();
