@@ -6,8 +6,8 @@ namespace Folio.Samples.WebApi;
 /// <summary>
 /// CRUD and paging for notes. Every request gets its own <see cref="DocumentSession"/> from the request scope
 /// (registered by <c>AddFolio</c>). A note's version travels as its ETag; <c>If-Match</c> on PUT and DELETE makes the
-/// write conditional (409 when the note changed), and a PUT without it still conflicts with a concurrent writer of
-/// the note it loaded.
+/// write conditional (412 when the note is not at a version it names, checked again at the save), and a PUT or
+/// DELETE without it still conflicts (409) with a concurrent writer of the note it loaded.
 /// </summary>
 internal static class NoteEndpoints
 {
@@ -60,38 +60,45 @@ internal static class NoteEndpoints
             return invalid;
         }
 
-        long? expected = IfMatch(context);
+        IfMatchCondition? condition = IfMatchCondition.Parse(context);
         Note? note = await session.LoadAsync<Note>(id, context.RequestAborted);
         if (note is null)
         {
             return NotFound(id);
         }
 
+        if (condition is not null && !condition.Matches(session.GetVersion(note)))
+        {
+            return PreconditionFailed(id, session.GetVersion(note));
+        }
+
         Apply(note, input);
         note.UpdatedUtc = DateTime.UtcNow;
-        session.Store(note, id, expected);
-        await session.SaveChangesAsync(context.RequestAborted);
+        if (!await SaveAsync(session, condition, context))
+        {
+            return PreconditionFailed(id, null);
+        }
+
         SetETag(context, session.GetVersion(note));
         return TypedResults.Ok(note);
     }
 
     private static async Task<IResult> DeleteAsync(string id, DocumentSession session, HttpContext context)
     {
-        long? expected = IfMatch(context);
+        IfMatchCondition? condition = IfMatchCondition.Parse(context);
         Note? note = await session.LoadAsync<Note>(id, context.RequestAborted);
         if (note is null)
         {
             return NotFound(id);
         }
 
-        if (expected is long version && version != session.GetVersion(note))
+        if (condition is not null && !condition.Matches(session.GetVersion(note)))
         {
-            throw new ConcurrencyException($"Note '{id}' is at version {session.GetVersion(note)}, not {version}.");
+            return PreconditionFailed(id, session.GetVersion(note));
         }
 
         session.Delete<Note>(id);
-        await session.SaveChangesAsync(context.RequestAborted);
-        return TypedResults.NoContent();
+        return await SaveAsync(session, condition, context) ? TypedResults.NoContent() : PreconditionFailed(id, null);
     }
 
     private static async Task<IResult> ListAsync(DocumentSession session, HttpContext context, string? prefix,
@@ -166,22 +173,28 @@ internal static class NoteEndpoints
         context.Response.Headers.ETag = new EntityTagHeaderValue("\"" + version.ToString(CultureInfo.InvariantCulture)
             + "\"").ToString();
 
-    /// <summary>The version in an <c>If-Match</c> header (<c>"12"</c>), or null without one; 400 for anything
-    /// else.</summary>
-    private static long? IfMatch(HttpContext context)
+    /// <summary>Saves the session's change, which is conditional on the version it loaded. False when that failed and
+    /// the request carried <c>If-Match</c>: the precondition held at the load but not at the save (412); without
+    /// <c>If-Match</c> the <see cref="ConcurrencyException"/> goes to the exception handler (409).</summary>
+    private static async Task<bool> SaveAsync(DocumentSession session, IfMatchCondition? condition,
+        HttpContext context)
     {
-        string? header = context.Request.Headers.IfMatch;
-        if (string.IsNullOrEmpty(header))
+        try
         {
-            return null;
+            await session.SaveChangesAsync(context.RequestAborted);
+            return true;
         }
-
-        string value = header.Trim().Trim('"');
-        if (!long.TryParse(value, NumberStyles.None, CultureInfo.InvariantCulture, out long version) || version < 1)
+        catch (ConcurrencyException) when (condition is not null)
         {
-            throw new ArgumentException($"If-Match must be a note's ETag (a quoted version number), not '{header}'.");
+            return false;
         }
-
-        return version;
     }
+
+    private static Microsoft.AspNetCore.Http.HttpResults.ProblemHttpResult PreconditionFailed(string id,
+        long? version) =>
+        TypedResults.Problem(statusCode: StatusCodes.Status412PreconditionFailed, title: "The If-Match did not match.",
+            detail: version is long current
+                ? $"Note '{id}' is at version {current.ToString(CultureInfo.InvariantCulture)}, which the If-Match " +
+                    "does not name."
+                : $"Note '{id}' was changed by another request after this one read it.");
 }

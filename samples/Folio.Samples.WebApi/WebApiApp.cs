@@ -8,7 +8,8 @@ namespace Folio.Samples.WebApi;
 /// <summary>
 /// Builds the sample web application: Folio registered with <c>AddFolio</c> from the <c>Folio</c> configuration
 /// section, CRUD and paging endpoints for <see cref="Note"/>, a change feed over Server-Sent Events, <c>/health</c>,
-/// and errors as ProblemDetails (400 bad input, 404 unknown id, 409 conflict, 413 too large, 503 faulted store).
+/// and errors as ProblemDetails (400 bad input, 404 unknown id, 409 conflict, 412 failed If-Match, 413 too large,
+/// 503 faulted store).
 /// </summary>
 public static class WebApiApp
 {

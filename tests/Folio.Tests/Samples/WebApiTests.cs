@@ -130,7 +130,7 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
     }
 
     [Fact]
-    public async Task A_stale_If_Match_is_a_409_conflict_and_changes_nothing()
+    public async Task A_stale_If_Match_is_a_412_and_changes_nothing_and_star_weak_and_lists_follow_the_rfc()
     {
         (Note note, string etag) = await CreateAsync("v1");
         using (HttpResponseMessage first = await _client.PutAsync($"/notes/{note.Id}", Json("""{"title":"v2"}""")))
@@ -138,20 +138,41 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
             Assert.Equal(HttpStatusCode.OK, first.StatusCode);
         }
 
-        var stale = new HttpRequestMessage(HttpMethod.Put, $"/notes/{note.Id}")
-        {
-            Content = Json("""{"title":"v3"}"""),
-        };
-        stale.Headers.IfMatch.Add(new EntityTagHeaderValue(etag));
-        JsonElement problem = await ProblemAsync(await _client.SendAsync(stale), HttpStatusCode.Conflict);
-        Assert.Equal(note.Id, problem.GetProperty("conflicts")[0].GetString());
+        HttpRequestMessage Request(HttpMethod method, string ifMatch) =>
+            new(method, $"/notes/{note.Id}")
+            {
+                Content = method == HttpMethod.Put ? Json("""{"title":"v3"}""") : null,
+                Headers = { { "If-Match", ifMatch } },
+            };
 
-        var staleDelete = new HttpRequestMessage(HttpMethod.Delete, $"/notes/{note.Id}");
-        staleDelete.Headers.IfMatch.Add(new EntityTagHeaderValue(etag));
-        await ProblemAsync(await _client.SendAsync(staleDelete), HttpStatusCode.Conflict);
+        // RFC 9110: a precondition that does not hold is 412. A tag that is no version, and a weak tag (If-Match
+        // compares strongly), match nothing.
+        foreach (string stale in new[] { etag, $"W/{etag}", "\"not-a-version\"" })
+        {
+            JsonElement problem = await ProblemAsync(await _client.SendAsync(Request(HttpMethod.Put, stale)),
+                HttpStatusCode.PreconditionFailed);
+            Assert.Contains(note.Id!, problem.GetProperty("detail").GetString(), StringComparison.Ordinal);
+            await ProblemAsync(await _client.SendAsync(Request(HttpMethod.Delete, stale)),
+                HttpStatusCode.PreconditionFailed);
+        }
 
         Note current = (await _client.GetFromJsonAsync<Note>($"/notes/{note.Id}", JsonSerializerOptions.Web))!;
         Assert.Equal("v2", current.Title);
+
+        // "*" (any current version) and a list that names the current version hold.
+        string now;
+        using (HttpResponseMessage any = await _client.SendAsync(Request(HttpMethod.Put, "*")))
+        {
+            Assert.Equal(HttpStatusCode.OK, any.StatusCode);
+            now = any.Headers.ETag!.Tag;
+        }
+
+        using (HttpResponseMessage listed = await _client.SendAsync(Request(HttpMethod.Delete, $"{etag}, {now}")))
+        {
+            Assert.Equal(HttpStatusCode.NoContent, listed.StatusCode);
+        }
+
+        await ProblemAsync(await _client.SendAsync(Request(HttpMethod.Put, "*")), HttpStatusCode.NotFound);
     }
 
     [Theory]
@@ -174,7 +195,7 @@ public sealed class WebApiTests : IAsyncLifetime, IDisposable
         await ProblemAsync(await _client.GetAsync("/changes?from=0"), HttpStatusCode.BadRequest);
         (Note note, _) = await CreateAsync("t");
         var put = new HttpRequestMessage(HttpMethod.Put, $"/notes/{note.Id}") { Content = Json("""{"title":"u"}""") };
-        put.Headers.TryAddWithoutValidation("If-Match", "\"not-a-version\"");
+        put.Headers.TryAddWithoutValidation("If-Match", "not-an-entity-tag");
         await ProblemAsync(await _client.SendAsync(put), HttpStatusCode.BadRequest);
     }
 
