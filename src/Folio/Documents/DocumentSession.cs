@@ -190,7 +190,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// </summary>
     private static string GenerateId(string collection, PropertyInfo? idProperty, Type type)
     {
-        Type? idType = idProperty is { CanWrite: true } ? idProperty.PropertyType : null;
+        Type? idType = idProperty is { CanWrite: true } ? IdValueType(idProperty) : null;
         if (idType == typeof(long) || idType == typeof(ulong))
         {
             return DocumentIds.GenerateNumber();
@@ -709,6 +709,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// an upper-case GUID or a number out of range name documents no such property can.</summary>
     private static object? IdValue(Type type, string id)
     {
+        type = Nullable.GetUnderlyingType(type) ?? type; // a long? Id takes a long
         const NumberStyles Signed = NumberStyles.AllowLeadingSign;
         CultureInfo invariant = CultureInfo.InvariantCulture;
         object? value = type switch
@@ -729,17 +730,24 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     }
 
     /// <summary>The type's public <c>Id</c> property when it is a string or one of the numbers and the
-    /// <see cref="Guid"/> that name a document by their text (<see cref="IdText"/>); else null.</summary>
+    /// <see cref="Guid"/> that name a document by their text (<see cref="IdText"/>), or a nullable one of those; else
+    /// null.</summary>
     private static PropertyInfo? IdProperty(Type type) => s_idProperties.GetOrAdd(type, static t =>
     {
         PropertyInfo? property = t.GetProperty("Id", BindingFlags.Public | BindingFlags.Instance);
-        return property?.PropertyType is { } idType && (idType == typeof(string) || idType == typeof(int)
+        return property is not null && IdValueType(property) is { } idType && (idType == typeof(string)
+            || idType == typeof(int)
             || idType == typeof(long) || idType == typeof(uint) || idType == typeof(ulong) || idType == typeof(short)
             || idType == typeof(ushort) || idType == typeof(Guid))
             && property.GetIndexParameters().Length == 0
             ? property
             : null;
     });
+
+    /// <summary>The type of value an <c>Id</c> property holds: its type, or for a nullable one the underlying
+    /// type.</summary>
+    private static Type IdValueType(PropertyInfo property)
+        => Nullable.GetUnderlyingType(property.PropertyType) ?? property.PropertyType;
 
     /// <summary>The id an <c>Id</c> property's value names: the string itself; a number's invariant digits; a
     /// <see cref="Guid"/> with hyphens; null for null and for a number's or a GUID's default (no id given).</summary>

@@ -32,6 +32,22 @@ public sealed class Ticket
     public string Subject { get; set; } = string.Empty;
 }
 
+/// <summary>An entity whose <c>Id</c> is a nullable <see cref="long"/>.</summary>
+public sealed class Coupon
+{
+    public long? Id { get; set; }
+
+    public int Percent { get; set; }
+}
+
+/// <summary>An entity whose <c>Id</c> is a nullable GUID.</summary>
+public sealed class Parcel
+{
+    public Guid? Id { get; set; }
+
+    public string Label { get; set; } = string.Empty;
+}
+
 /// <summary>An entity whose <c>Id</c> is a GUID.</summary>
 public sealed class Envelope<T>
 {
@@ -110,6 +126,45 @@ public sealed class DocumentStoreTests
         Assert.Equal(["-7", "42", "7"], store.Scan("Invoice").Select(d => d.Id).Order(StringComparer.Ordinal));
         Assert.Contains("\"Total\":10", Encoding.UTF8.GetString(store.Get("Invoice", "42")!.Value.Json.Span),
             StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_nullable_number_or_GUID_Id_names_its_document_as_the_plain_one_does()
+    {
+        using var dir = new TempDirectory();
+        await using var store = await DocumentStore.OpenAsync(dir.Path, TestStoreOptions.SmallSegments());
+        var coupon = new Coupon { Percent = 10 };
+        var parcel = new Parcel { Label = "new" };
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.Store(coupon);
+            session.Store(parcel);
+            session.Store(new Coupon { Id = 42, Percent = 5 });
+            await session.SaveChangesAsync();
+            Assert.NotNull(coupon.Id);
+            Assert.Equal(coupon.Id!.Value.ToString(System.Globalization.CultureInfo.InvariantCulture),
+                session.GetId(coupon));
+            Assert.Equal(parcel.Id!.Value.ToString(), session.GetId(parcel));
+        }
+
+        // Stored again from another session: the same documents; read back, raw without an Id: filled in.
+        coupon.Percent = 20;
+        parcel.Label = "changed";
+        await store.PutAsync("Coupon", "7", "{\"Percent\":1}"u8.ToArray());
+        await using (DocumentSession session = store.OpenSession())
+        {
+            session.Store(coupon);
+            session.Store(parcel);
+            await session.SaveChangesAsync();
+            Assert.Equal(7, (await session.LoadAsync<Coupon>("7"))!.Id);
+            Assert.Equal(42, (await session.LoadAsync<Coupon>("42"))!.Id);
+        }
+
+        Assert.Equal(3, store.Scan("Coupon").Count());
+        Assert.Single(store.Scan("Parcel"));
+        Assert.Contains("\"Percent\":20",
+            Encoding.UTF8.GetString(store.Get("Coupon", coupon.Id.Value.ToString(System.Globalization.CultureInfo
+                .InvariantCulture))!.Value.Json.Span), StringComparison.Ordinal);
     }
 
     [Fact]
