@@ -341,16 +341,18 @@ internal sealed class CommitPipeline : IDisposable
                 }
             }
 
+            // Counted before the writers are answered, so a writer that reads the counters after its commit sees it
+            // (as a failed commit is counted before its writer learns of it).
+            GuardedInstruments.Add(_metrics.Commits, count);
+            GuardedInstruments.Add(_metrics.Groups, 1);
+            GuardedInstruments.Record(_metrics.BatchesPerGroup, count);
+            GuardedInstruments.Record(_metrics.CommandsPerGroup, group.Commands);
+
             // Acknowledge in commit order, only now that the group is durable (or written, for a buffered group).
             for (int i = 0; i < count; i++)
             {
                 _pending.TryAnswer(group.Batches[i], new CommitResult(group.First + i, group.TimestampTicks));
             }
-
-            GuardedInstruments.Add(_metrics.Commits, count);
-            GuardedInstruments.Add(_metrics.Groups, 1);
-            GuardedInstruments.Record(_metrics.BatchesPerGroup, count);
-            GuardedInstruments.Record(_metrics.CommandsPerGroup, group.Commands);
         }
         catch (Exception e)
         {
