@@ -26,4 +26,23 @@ internal static class AtomicMaximum
 
         return false;
     }
+
+    /// <summary>Raises <paramref name="location"/> to <paramref name="atLeast"/>, or to one above its value when it
+    /// is already there or past it, and returns the value it set: each call gets a value no other call gets, above
+    /// every earlier one.</summary>
+    public static long Advance(ref long location, long atLeast)
+    {
+        long current = Volatile.Read(ref location);
+        while (true)
+        {
+            long next = Math.Max(atLeast, current + 1);
+            long seen = Interlocked.CompareExchange(ref location, next, current);
+            if (seen == current)
+            {
+                return next;
+            }
+
+            current = seen;
+        }
+    }
 }

@@ -28,14 +28,14 @@ internal static class DocumentIds
             ThrowHelper.ThrowArgument(paramName, $"A document {What(paramName)} must not be null or empty.");
         }
 
-        // A UTF-16 char is at most 3 UTF-8 bytes: short ids need no count. Control characters are exactly
-        // U+0000-U+001F and U+007F-U+009F (char.IsControl); the range searches are vectorized.
-        if (id.Length > MaxIdBytes / 3 && Encoding.UTF8.GetByteCount(id) > MaxIdBytes)
+        if (IsTooLong(id))
         {
             ThrowHelper.ThrowArgument(paramName,
                 $"A document {What(paramName)} is limited to {MaxIdBytes} UTF-8 bytes.");
         }
 
+        // Control characters are exactly U+0000-U+001F and U+007F-U+009F (char.IsControl); the range searches are
+        // vectorized.
         int control = id.AsSpan().IndexOfAnyInRange('\u0000', '\u001f');
         if (control < 0)
         {
@@ -82,6 +82,11 @@ internal static class DocumentIds
         }
     }
 
+    /// <summary>Whether <paramref name="id"/> is over <see cref="MaxIdBytes"/> UTF-8 bytes. A UTF-16 char is at most 3
+    /// UTF-8 bytes: short ids need no count.</summary>
+    public static bool IsTooLong(string id)
+        => id.Length > MaxIdBytes / 3 && Encoding.UTF8.GetByteCount(id) > MaxIdBytes;
+
     /// <summary>What the checked string is, for messages: a collection name or an id.</summary>
     private static string What(string paramName) => paramName == "collection" ? "collection name" : "id";
 
@@ -101,7 +106,8 @@ internal static class DocumentIds
     /// <summary>A generated id for an entity of <paramref name="collection"/> whose <c>Id</c> is a string (or that
     /// has none): <c>{collection}/{n:D19}</c>.</summary>
     public static string Generate(string collection)
-        => string.Create(CultureInfo.InvariantCulture, $"{collection}/{NextTicks():D19}");
+        => string.Create(CultureInfo.InvariantCulture,
+            $"{collection}/{AtomicMaximum.Advance(ref s_last, DateTime.UtcNow.Ticks):D19}");
 
     /// <summary>
     /// A generated id for an entity whose <c>Id</c> is a <see cref="long"/> or <see cref="ulong"/>: the text of the
@@ -110,38 +116,8 @@ internal static class DocumentIds
     /// web client would send back another id; microseconds stay below 2^53 until the year 2255.
     /// </summary>
     public static string GenerateNumber()
-    {
-        long now = ToUnixMicroseconds(DateTime.UtcNow.Ticks);
-        long last = Volatile.Read(ref s_lastMicroseconds);
-        while (true)
-        {
-            long next = Math.Max(now, last + 1);
-            long seen = Interlocked.CompareExchange(ref s_lastMicroseconds, next, last);
-            if (seen == last)
-            {
-                return next.ToString(CultureInfo.InvariantCulture);
-            }
-
-            last = seen;
-        }
-    }
+        => AtomicMaximum.Advance(ref s_lastMicroseconds, ToUnixMicroseconds(DateTime.UtcNow.Ticks))
+            .ToString(CultureInfo.InvariantCulture);
 
     private static long ToUnixMicroseconds(long ticks) => (ticks - DateTime.UnixEpoch.Ticks) / 10;
-
-    private static long NextTicks()
-    {
-        long now = DateTime.UtcNow.Ticks;
-        long last = Volatile.Read(ref s_last);
-        while (true)
-        {
-            long next = Math.Max(now, last + 1);
-            long seen = Interlocked.CompareExchange(ref s_last, next, last);
-            if (seen == last)
-            {
-                return next;
-            }
-
-            last = seen;
-        }
-    }
 }

@@ -157,7 +157,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
 
             // Only once nothing can refuse the call: a refused store leaves the entity as it was.
             if (idProperty is { CanWrite: true }
-                && (idProperty.PropertyType == typeof(string) ? id : IdValue(idProperty.PropertyType, id)) is { } value)
+                && IdValue(idProperty.PropertyType, id) is { } value)
             {
                 idProperty.SetValue(entity, value);
             }
@@ -207,8 +207,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
 
         string id = DocumentIds.Generate(collection);
-        if (id.Length > DocumentIds.MaxIdBytes / 3
-            && System.Text.Encoding.UTF8.GetByteCount(id) > DocumentIds.MaxIdBytes)
+        if (DocumentIds.IsTooLong(id))
         {
             ThrowGeneratedIdTooLong(collection);
         }
@@ -693,7 +692,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Sets a number or <see cref="Guid"/> <c>Id</c> that names another document or none (its default) to
+    /// <summary>Sets an <c>Id</c> that names another document or none (null, or a number's or a GUID's default) to
     /// the value that names <paramref name="id"/>, if one does.</summary>
     [MethodImpl(MethodImplOptions.NoInlining)]
     private static void FillInValue(PropertyInfo property, object entity, string id)
@@ -705,8 +704,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     }
 
     /// <summary>The value of an <c>Id</c> property of <paramref name="type"/> that names the document
-    /// <paramref name="id"/> (the inverse of <see cref="IdText"/>); null when no value of the type does: "007", "+7",
-    /// an upper-case GUID or a number out of range name documents no such property can.</summary>
+    /// <paramref name="id"/> (the inverse of <see cref="IdText"/>): the id itself for a string; null when no value of
+    /// the type does: "007", "+7", an upper-case GUID or a number out of range name documents no such property
+    /// can.</summary>
     private static object? IdValue(Type type, string id)
     {
         type = Nullable.GetUnderlyingType(type) ?? type; // a long? Id takes a long
@@ -714,6 +714,7 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
         CultureInfo invariant = CultureInfo.InvariantCulture;
         object? value = type switch
         {
+            _ when type == typeof(string) => id,
             _ when type == typeof(int) => int.TryParse(id, Signed, invariant, out int number) ? number : null,
             _ when type == typeof(long) => long.TryParse(id, Signed, invariant, out long number) ? number : null,
             _ when type == typeof(short) => short.TryParse(id, Signed, invariant, out short number) ? number : null,
@@ -843,18 +844,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// known at run time.</summary>
     private static void FillInId(Type type, object entity, string id)
     {
-        if (IdProperty(type) is not { CanWrite: true, CanRead: true } property)
-        {
-            return;
-        }
-
-        if (property.PropertyType != typeof(string))
+        if (IdProperty(type) is { CanWrite: true, CanRead: true } property)
         {
             FillInValue(property, entity, id);
-        }
-        else if (!string.Equals((string?)property.GetValue(entity), id, StringComparison.Ordinal))
-        {
-            property.SetValue(entity, id);
         }
     }
 
