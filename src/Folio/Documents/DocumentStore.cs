@@ -231,7 +231,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>Stores raw UTF-8 JSON as document <paramref name="id"/> of <paramref name="collection"/>.</summary>
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id (at most 2 KiB UTF-8, valid UTF-16, no control characters).</param>
-    /// <param name="json">A complete JSON value in valid UTF-8 (checked: invalid JSON or UTF-8 throws
+    /// <param name="json">A complete JSON value in valid UTF-8 whose strings are Unicode text (checked: invalid JSON or
+    /// UTF-8, or a <c>\uD800</c>-style escape of half a surrogate pair alone, throws
     /// <see cref="ArgumentException"/>; objects and arrays nested at most
     /// <see cref="DocumentStoreOptions.MaxJsonDepth"/> levels), at most
     /// <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes. Copied before the call returns: the memory may be
@@ -580,7 +581,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         if (validateJson)
         {
             // Utf8JsonReader checks the JSON grammar but not the UTF-8 inside strings and property names: bytes such as
-            // FF, an overlong C0 AF or an encoded surrogate ED A0 80 would be stored, then fail every typed load.
+            // FF, an overlong C0 AF or an encoded surrogate ED A0 80 would be stored, then fail every typed load (and
+            // every query of the collection); so would an escaped lone surrogate, checked below.
             if (!System.Text.Unicode.Utf8.IsValid(json))
             {
                 ThrowInvalidUtf8(collection, id, json);
@@ -592,6 +594,13 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                     new JsonReaderOptions { MaxDepth = DocumentStoreOptions.MaxJsonDepth });
                 while (reader.Read())
                 {
+                    // An escaped surrogate without its other half is valid grammar but not text (JsonEscapes).
+                    if (reader.ValueIsEscaped
+                        && reader.TokenType is JsonTokenType.String or JsonTokenType.PropertyName
+                        && JsonEscapes.FindLoneSurrogate(reader.ValueSpan) is >= 0 and int at)
+                    {
+                        ThrowLoneSurrogate(collection, id, json, (int)reader.TokenStartIndex + 1 + at);
+                    }
                 }
 
                 if (reader.BytesConsumed != json.Length || reader.TokenType == JsonTokenType.None)
@@ -607,6 +616,15 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             }
         }
     }
+
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private static void ThrowLoneSurrogate(string collection, string id, ReadOnlySpan<byte> json, int offset)
+        => throw new ArgumentException(
+            $"Document '{collection}/{id}' is not valid JSON text: the escape " +
+            $"{System.Text.Encoding.UTF8.GetString(json.Slice(offset, 6))} at offset {offset} is half of a surrogate " +
+            "pair without its other half, which is not Unicode text (System.Text.Json cannot read it as a string). " +
+            "Write the character itself, or both halves of its pair.", nameof(json));
 
     [System.Diagnostics.CodeAnalysis.DoesNotReturn]
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]

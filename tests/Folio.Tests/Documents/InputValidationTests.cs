@@ -6,7 +6,8 @@ namespace Folio.Tests.Documents;
 /// <summary>
 /// Names and documents that cannot be stored faithfully are refused at the API with <see cref="ArgumentException"/>,
 /// and the store stays usable: ids and collection names must be valid UTF-16 (a lone surrogate would be turned into
-/// U+FFFD on disk and merge with another id), and raw JSON must be valid UTF-8.
+/// U+FFFD on disk and merge with another id), and raw JSON must be valid UTF-8 whose strings are text (no escaped
+/// lone surrogate), so that every stored document reads as a typed entity.
 /// </summary>
 public sealed class InputValidationTests
 {
@@ -241,6 +242,78 @@ public sealed class InputValidationTests
         await store.PutAsync("User", "d/1", "{\"Name\":\"caf\u00e9 \u2603 \uD83D\uDE00\"}"u8.ToArray());
         await using var session = store.OpenSession();
         Assert.Equal("caf\u00e9 \u2603 \uD83D\uDE00", (await session.LoadAsync<User>("d/1"))!.Name);
+    }
+
+    public static TheoryData<string> LoneSurrogateEscapes => new()
+    {
+        "{\"a\":\"\\ud800\"}", // a high surrogate alone
+        "{\"a\":\"\\uDC00\"}", // a low one alone, upper case
+        "{\"a\":\"x\\ud800y\"}", // a high one followed by a character
+        "{\"a\":\"\\ud800\\u0041\"}", // followed by an escape that is not a low surrogate
+        "{\"a\":\"\\udc00\\ud800\"}", // the halves in the wrong order
+        "{\"a\":\"\\ud83d\\ude00\\ud83d\"}", // a pair, then a high one alone at the end
+        "{\"a\":\"\\ud83d\\n\\ude00\"}", // halves parted by another escape
+        "{\"a\":\"\\ud83d\u00e9\"}", // a high one followed by a character written as UTF-8
+        "{\"a\\udfff\":1}", // in a property name
+        "[1,{\"b\":[\"ok\",\"\\\\\\ud800\"]}]", // after an escaped backslash, nested
+    };
+
+    [Theory]
+    [MemberData(nameof(LoneSurrogateEscapes))]
+    public async Task Raw_json_escaping_half_a_surrogate_pair_alone_is_refused_and_the_store_stays_usable(string text)
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        byte[] json = Encoding.UTF8.GetBytes(text);
+        var put = await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("Doc", "d/1", json).AsTask());
+        Assert.Contains("surrogate", put.Message, StringComparison.Ordinal);
+        Assert.Equal("json", put.ParamName);
+        var batch = new CommitBatch().Put("Doc", "d/0", "{}"u8.ToArray()).Put("Doc", "d/1", json);
+        await Assert.ThrowsAsync<ArgumentException>(() => store.WriteAsync(batch).AsTask());
+        Assert.Null(store.Get("Doc", "d/0"));
+        Assert.Null(store.Get("Doc", "d/1"));
+
+        // What was refused is what System.Text.Json cannot read as text; the store stays usable.
+        Assert.ThrowsAny<InvalidOperationException>(() => ReadEveryString(json));
+        await store.PutAsync("Doc", "d/1", "{\"a\":\"\\ud83d\\ude00 \\\\ud800 \\u00e9\"}"u8.ToArray());
+        Assert.True(ReadEveryString(store.Get("Doc", "d/1")!.Value.Json.ToArray()));
+    }
+
+    [Fact]
+    public async Task Every_document_a_raw_write_accepts_reads_as_text_so_no_document_poisons_a_query()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        await store.PutAsync("User", "u/1", "{\"Name\":\"first\"}"u8.ToArray());
+        await Assert.ThrowsAsync<ArgumentException>(
+            () => store.PutAsync("User", "u/2", "{\"Name\":\"\\ud800\"}"u8.ToArray()).AsTask());
+        await store.PutAsync("User", "u/3", "{\"Name\":\"\\uD83D\\uDE00\"}"u8.ToArray());
+
+        await using var session = store.OpenSession();
+        var names = new List<string?>();
+        await foreach (User user in session.QueryAsync<User>())
+        {
+            names.Add(user.Name);
+        }
+
+        Assert.Equal(["first", "\uD83D\uDE00"], names);
+    }
+
+    /// <summary>Reads every string and property name of <paramref name="json"/> as a .NET string, as a typed load
+    /// does; true when all read (throws otherwise).</summary>
+    private static bool ReadEveryString(byte[] json)
+    {
+        var reader = new System.Text.Json.Utf8JsonReader(json);
+        while (reader.Read())
+        {
+            if (reader.TokenType is System.Text.Json.JsonTokenType.String
+                or System.Text.Json.JsonTokenType.PropertyName)
+            {
+                _ = reader.GetString();
+            }
+        }
+
+        return true;
     }
 
     [Fact]

@@ -323,7 +323,7 @@ public sealed class FolioToolTests
         {
             [("c", "pretty")] = "{\r\n  \"a\" : 1,\n  \"b\": [1, 2]\n}",
             [("c", "text")] = "{\"t\":\"é日本 <a href='x'>&+\"}",
-            [("c", "escapes")] = "{\"e\":\"\\u00e9\\n\\\"q\\\" \\/\",\"s\":\"\\ud800\"}",
+            [("c", "escapes")] = "{\"e\":\"\\u00e9\\n\\\"q\\\" \\/\",\"s\":\"\\ud83d\\uDE00\"}",
             [("c", "number")] = "{\"n\":1.0E+2, \"m\":-0.000}",
             [("c", "deep")] = deep,
             [("c", "string")] = "\"just a string\"",
