@@ -1,4 +1,5 @@
 using System.CommandLine;
+using System.Text.Json;
 
 namespace Folio.Tool;
 
@@ -14,6 +15,10 @@ internal static class ToolStore
 
     /// <summary>Exit code of <c>verify</c> when the store has problems.</summary>
     public const int Damaged = 2;
+
+    /// <summary>Serializer options for a store the tool opens: it loads no entities, so only their depth matters,
+    /// which bounds how deeply nested a document <c>import</c> may write.</summary>
+    private static readonly JsonSerializerOptions s_rawOnly = new() { MaxDepth = DocumentStoreOptions.MaxJsonDepth };
 
     /// <summary>The <c>&lt;store&gt;</c> argument every command but <c>restore</c> takes.</summary>
     public static Argument<string> StoreArgument() => new("store") { Description = "The store's folder." };
@@ -34,6 +39,8 @@ internal static class ToolStore
                 MaxDocumentSize = maxDocumentSize,
                 // A segment holds any document in one record: room for the largest and the default's headroom.
                 SegmentSize = Math.Max(DocumentStoreOptions.DefaultSegmentSize, 2L * maxDocumentSize),
+                // The tool writes raw documents only: it accepts them as deep as any store can hold them.
+                JsonSerializerOptions = s_rawOnly,
             });
         }
         catch (StoreLockedException)

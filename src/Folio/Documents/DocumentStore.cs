@@ -233,8 +233,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="id">The id (at most 2 KiB UTF-8, valid UTF-16, no control characters).</param>
     /// <param name="json">A complete JSON value in valid UTF-8 whose strings are Unicode text (checked: invalid JSON or
     /// UTF-8, or a <c>\uD800</c>-style escape of half a surrogate pair alone, throws
-    /// <see cref="ArgumentException"/>; objects and arrays nested at most
-    /// <see cref="DocumentStoreOptions.MaxJsonDepth"/> levels), at most
+    /// <see cref="ArgumentException"/>; objects and arrays nested at most as deep as the store's
+    /// <see cref="DocumentStoreOptions.JsonSerializerOptions"/> read, 64 levels by default, see
+    /// <see cref="DocumentStoreOptions.MaxJsonDepth"/>), at most
     /// <see cref="DocumentStoreOptions.MaxDocumentSize"/> bytes. Copied before the call returns: the memory may be
     /// reused at once.</param>
     /// <param name="expectedVersion">Null: write unconditionally. Otherwise the document must be at this version (0:
@@ -590,10 +591,18 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 
             try
             {
+                int maxDepth = Options.RawJsonDepth;
                 var reader = new Utf8JsonReader(json,
-                    new JsonReaderOptions { MaxDepth = DocumentStoreOptions.MaxJsonDepth });
+                    new JsonReaderOptions { MaxDepth = DocumentStoreOptions.MaxJsonDepth + 1 });
                 while (reader.Read())
                 {
+                    // Deeper than the store's serializer reads: a typed load or query of it would fail.
+                    if (reader.CurrentDepth >= maxDepth
+                        && reader.TokenType is JsonTokenType.StartObject or JsonTokenType.StartArray)
+                    {
+                        ThrowTooDeep(collection, id, json, reader.TokenStartIndex, maxDepth);
+                    }
+
                     // An escaped surrogate without its other half is valid grammar but not text (JsonEscapes).
                     if (reader.ValueIsEscaped
                         && reader.TokenType is JsonTokenType.String or JsonTokenType.PropertyName
@@ -616,6 +625,16 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             }
         }
     }
+
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private static void ThrowTooDeep(string collection, string id, ReadOnlySpan<byte> json, long offset, int maxDepth)
+        => throw new ArgumentException(
+            $"Document '{collection}/{id}' nests objects and arrays more than {maxDepth} levels deep (at offset " +
+            $"{offset}), deeper than the store's JsonSerializerOptions read (MaxDepth; 64 when 0), so a typed load " +
+            $"or query of it would fail. Raise JsonSerializerOptions.MaxDepth (the store accepts at most " +
+            $"{DocumentStoreOptions.MaxJsonDepth}) to store it; the document is {json.Length} bytes.",
+            nameof(json));
 
     [System.Diagnostics.CodeAnalysis.DoesNotReturn]
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]

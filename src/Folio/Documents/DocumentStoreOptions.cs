@@ -15,12 +15,22 @@ public sealed class DocumentStoreOptions
     public const int DefaultMaxDocumentSize = 16 << 20;
 
     /// <summary>
-    /// The deepest nesting of objects and arrays in a raw JSON document (<see cref="DocumentStore.PutAsync"/>,
-    /// <see cref="DocumentStore.WriteAsync"/>): 1,000 levels, SQLite's JSON limit; deeper documents are refused with
-    /// <see cref="ArgumentException"/>. A typed load or save is bounded by
-    /// <see cref="JsonSerializerOptions.MaxDepth"/> instead (System.Text.Json's default: 64).
+    /// The deepest nesting of objects and arrays a raw JSON document (<see cref="DocumentStore.PutAsync"/>,
+    /// <see cref="DocumentStore.WriteAsync"/>) may ever have: 1,000 levels, SQLite's JSON limit. A store accepts as
+    /// deep as its <see cref="JsonSerializerOptions"/> read (<see cref="JsonSerializerOptions.MaxDepth"/>;
+    /// System.Text.Json's default, 64, when it is 0), up to this; deeper documents are refused with
+    /// <see cref="ArgumentException"/>, since a typed load or query of them would fail. A store written through the
+    /// raw API only can raise <see cref="JsonSerializerOptions.MaxDepth"/> to accept deeper documents.
     /// </summary>
     public const int MaxJsonDepth = 1_000;
+
+    /// <summary>System.Text.Json's nesting limit when <see cref="JsonSerializerOptions.MaxDepth"/> is 0.</summary>
+    private const int SerializerDefaultMaxDepth = 64;
+
+    /// <summary>The deepest nesting a raw document may have in a store with these options: what
+    /// <see cref="JsonSerializerOptions"/> read, at most <see cref="MaxJsonDepth"/>.</summary>
+    internal int RawJsonDepth => Math.Min(MaxJsonDepth,
+        JsonSerializerOptions.MaxDepth > 0 ? JsonSerializerOptions.MaxDepth : SerializerDefaultMaxDepth);
 
     /// <summary>When commits are acknowledged. Default <see cref="DurabilityMode.Durable"/> (after fsync).</summary>
     public DurabilityMode Durability { get; set; } = DurabilityMode.Durable;

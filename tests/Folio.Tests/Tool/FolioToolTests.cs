@@ -331,7 +331,12 @@ public sealed class FolioToolTests
             [("c+", "ü/<x>&")] = "42",
         };
         string source = Path.Combine(dir.Path, "source");
-        await using (DocumentStore store = DocumentStore.Open(source, TestStoreOptions.SmallSegments()))
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.JsonSerializerOptions = new System.Text.Json.JsonSerializerOptions
+        {
+            MaxDepth = DocumentStoreOptions.MaxJsonDepth, // the deep document: a store written raw only
+        };
+        await using (DocumentStore store = DocumentStore.Open(source, options))
         {
             foreach (((string collection, string id), string json) in documents)
             {
