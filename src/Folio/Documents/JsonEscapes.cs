@@ -31,7 +31,13 @@ internal static class JsonEscapes
                     return pendingHigh;
                 }
 
-                i++;
+                int next = escaped[i..].IndexOf((byte)'\\'); // text up to the next escape holds no surrogate
+                if (next < 0)
+                {
+                    return -1;
+                }
+
+                i += next;
                 continue;
             }
 
