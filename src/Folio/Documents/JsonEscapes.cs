@@ -16,12 +16,7 @@ internal static class JsonEscapes
     public static int FindLoneSurrogate(ReadOnlySpan<byte> escaped)
     {
         int pendingHigh = -1; // offset of a high surrogate escape waiting for its low half
-        int i = escaped.IndexOf((byte)'\\');
-        if (i < 0)
-        {
-            return -1;
-        }
-
+        int i = 0;
         while (i < escaped.Length)
         {
             if (escaped[i] != (byte)'\\')

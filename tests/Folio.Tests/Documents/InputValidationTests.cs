@@ -7,7 +7,8 @@ namespace Folio.Tests.Documents;
 /// Names and documents that cannot be stored faithfully are refused at the API with <see cref="ArgumentException"/>,
 /// and the store stays usable: ids and collection names must be valid UTF-16 (a lone surrogate would be turned into
 /// U+FFFD on disk and merge with another id), and raw JSON must be valid UTF-8 whose strings are text (no escaped
-/// lone surrogate), so that every stored document reads as a typed entity.
+/// lone surrogate), nested no deeper than the store's serializer reads, so that System.Text.Json reads every stored
+/// document.
 /// </summary>
 public sealed class InputValidationTests
 {
