@@ -405,6 +405,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// <exception cref="StoreUnavailableException">The journal could not create its next segment
     /// (<see cref="StoreFullException"/>: the disk is full): nothing was written, the session still tracks its
     /// changes, and the store stays open (save again once the cause is gone).</exception>
+    /// <exception cref="InvalidOperationException">A tracked entity's <c>Id</c> now names another document than it
+    /// was tracked under, or an entity serialized to the JSON literal <c>null</c> (a custom converter): nothing was
+    /// written, and the session still tracks its changes.</exception>
     public async Task SaveChangesAsync(CancellationToken cancellationToken = default)
     {
         Enter();

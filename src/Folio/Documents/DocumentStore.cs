@@ -231,8 +231,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>Stores raw UTF-8 JSON as document <paramref name="id"/> of <paramref name="collection"/>.</summary>
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id (at most 2 KiB UTF-8, valid UTF-16, no control characters).</param>
-    /// <param name="json">A complete JSON value in valid UTF-8 whose strings are Unicode text (checked: invalid JSON or
-    /// UTF-8, or a <c>\uD800</c>-style escape of half a surrogate pair alone, throws
+    /// <param name="json">A complete JSON value other than <c>null</c>, in valid UTF-8, whose strings are Unicode text
+    /// (checked: invalid JSON or UTF-8, the literal <c>null</c> alone (which no typed load reads as an entity), or a
+    /// <c>\uD800</c>-style escape of half a surrogate pair alone, throws
     /// <see cref="ArgumentException"/>; objects and arrays nested at most as deep as the store's
     /// <see cref="DocumentStoreOptions.JsonSerializerOptions"/> read, 64 levels by default, see
     /// <see cref="DocumentStoreOptions.MaxJsonDepth"/>), at most
@@ -571,7 +572,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         }
     }
 
-    /// <summary>Size limit and, for raw JSON, well-formedness.</summary>
+    /// <summary>Size limit, no document that is JSON <c>null</c>, and, for raw JSON, well-formedness.</summary>
     internal void CheckDocument(string collection, string id, ReadOnlySpan<byte> json, bool validateJson)
     {
         if (json.Length > Options.MaxDocumentSize)
@@ -579,7 +580,15 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             throw new DocumentTooLargeException(collection, id, json.Length, Options.MaxDocumentSize);
         }
 
-        if (validateJson)
+        if (!validateJson)
+        {
+            // A session's serializer writes JSON; a custom converter can still write an entity as null.
+            if (json.SequenceEqual("null"u8))
+            {
+                ThrowNullEntity(collection, id);
+            }
+        }
+        else
         {
             // Utf8JsonReader checks the JSON grammar but not the UTF-8 inside strings and property names: bytes such as
             // FF, an overlong C0 AF or an encoded surrogate ED A0 80 would be stored, then fail every typed load (and
@@ -617,6 +626,12 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                     throw new ArgumentException($"Document '{collection}/{id}' is not a complete JSON value.",
                         nameof(json));
                 }
+
+                // The last token at depth 0 is the whole value unless it closes an object or array.
+                if (reader.TokenType == JsonTokenType.Null && reader.CurrentDepth == 0)
+                {
+                    ThrowNullDocument(collection, id, json);
+                }
             }
             catch (JsonException e)
             {
@@ -635,6 +650,21 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             $"or query of it would fail. Raise JsonSerializerOptions.MaxDepth (the store accepts at most " +
             $"{DocumentStoreOptions.MaxJsonDepth}) to store it; the document is {json.Length} bytes.",
             nameof(json));
+
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private static void ThrowNullDocument(string collection, string id, ReadOnlySpan<byte> json)
+        => throw new ArgumentException(
+            $"Document '{collection}/{id}' ({json.Length} bytes) is the JSON literal null, which no typed load can read as an entity (it " +
+            "deserializes to no object, so the load and every query of the collection would fail). Store an object, " +
+            "an array or a scalar, or delete the document.", nameof(json));
+
+    [System.Diagnostics.CodeAnalysis.DoesNotReturn]
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private static void ThrowNullEntity(string collection, string id)
+        => throw new InvalidOperationException(
+            $"The entity of document '{collection}/{id}' serialized to the JSON literal null (a converter in the " +
+            "store's JsonSerializerOptions wrote it so), which no load could read back; nothing was written.");
 
     [System.Diagnostics.CodeAnalysis.DoesNotReturn]
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]

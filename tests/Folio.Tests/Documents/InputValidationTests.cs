@@ -329,6 +329,87 @@ public sealed class InputValidationTests
         Assert.Equal(["first", "\uD83D\uDE00"], names);
     }
 
+    public static TheoryData<string> NullDocuments => new() { "null", " null", "null\r\n", "\tnull " };
+
+    [Theory]
+    [MemberData(nameof(NullDocuments))]
+    public async Task A_raw_document_that_is_json_null_is_refused_since_no_typed_load_reads_it(string text)
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        await store.PutAsync("User", "u/1", "{\"Name\":\"first\"}"u8.ToArray());
+        byte[] json = Encoding.UTF8.GetBytes(text);
+        var put = await Assert.ThrowsAsync<ArgumentException>(() => store.PutAsync("User", "u/2", json).AsTask());
+        Assert.Contains("null", put.Message, StringComparison.Ordinal);
+        Assert.Contains("'User/u/2'", put.Message, StringComparison.Ordinal);
+        Assert.Equal("json", put.ParamName);
+        var batch = new CommitBatch().Put("User", "u/3", "{}"u8.ToArray()).Put("User", "u/2", json);
+        await Assert.ThrowsAsync<ArgumentException>(() => store.WriteAsync(batch).AsTask());
+        Assert.Null(store.Get("User", "u/2"));
+        Assert.Null(store.Get("User", "u/3"));
+
+        // What a typed load does with such a document: no entity, so a load and a query would have failed.
+        Assert.Null(System.Text.Json.JsonSerializer.Deserialize<User>(json));
+
+        // null inside a document, and the other scalars and arrays at the top, are stored byte for byte.
+        foreach (string kept in new[] { "{\"Name\":null}", "[null]", "\"null\"", "0", "true" })
+        {
+            await store.PutAsync("Other", kept, Encoding.UTF8.GetBytes(kept));
+            Assert.Equal(kept, Encoding.UTF8.GetString(store.Get("Other", kept)!.Value.Json.Span));
+        }
+
+        await using var session = store.OpenSession();
+        var names = new List<string?>();
+        await foreach (User user in session.QueryAsync<User>())
+        {
+            names.Add(user.Name);
+        }
+
+        Assert.Equal(["first"], names);
+    }
+
+    [Fact]
+    public async Task An_entity_its_converter_writes_as_json_null_is_refused_at_save_and_the_session_keeps_it()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.JsonSerializerOptions = new System.Text.Json.JsonSerializerOptions();
+        options.JsonSerializerOptions.Converters.Add(new NullWritingConverter());
+        await using var store = DocumentStore.Open(dir.Path, options);
+        await using var session = store.OpenSession();
+        var entity = new Gadget { Id = "g/1", Name = "first" };
+        session.Store(entity);
+        session.Store(new User { Name = "beside" }, "u/1");
+        var save = await Assert.ThrowsAsync<InvalidOperationException>(() => session.SaveChangesAsync());
+        Assert.Contains("'Gadget/g/1'", save.Message, StringComparison.Ordinal);
+        Assert.Contains("null", save.Message, StringComparison.Ordinal);
+        Assert.Null(store.Get("Gadget", "g/1"));
+        Assert.Null(store.Get("User", "u/1"));
+
+        // Nothing was written; with the entity gone from the session, the rest saves.
+        session.Delete<Gadget>("g/1");
+        await session.SaveChangesAsync();
+        Assert.NotNull(store.Get("User", "u/1"));
+        Assert.Null(store.Get("Gadget", "g/1"));
+    }
+
+    public sealed class Gadget
+    {
+        public string? Id { get; set; }
+
+        public string? Name { get; set; }
+    }
+
+    /// <summary>Writes every <see cref="Gadget"/> as null, as a faulty custom converter might.</summary>
+    private sealed class NullWritingConverter : System.Text.Json.Serialization.JsonConverter<Gadget>
+    {
+        public override Gadget? Read(ref System.Text.Json.Utf8JsonReader reader, Type typeToConvert,
+            System.Text.Json.JsonSerializerOptions options) => null;
+
+        public override void Write(System.Text.Json.Utf8JsonWriter writer, Gadget value,
+            System.Text.Json.JsonSerializerOptions options) => writer.WriteNullValue();
+    }
+
     /// <summary>Reads every string and property name of <paramref name="json"/> as a .NET string, as a typed load
     /// does; true when all read (throws otherwise).</summary>
     private static bool ReadEveryString(byte[] json)

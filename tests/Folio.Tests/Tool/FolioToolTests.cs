@@ -327,7 +327,7 @@ public sealed class FolioToolTests
             [("c", "number")] = "{\"n\":1.0E+2, \"m\":-0.000}",
             [("c", "deep")] = deep,
             [("c", "string")] = "\"just a string\"",
-            [("c", "null")] = "null",
+            [("c", "array")] = "[null, true]",
             [("c+", "ü/<x>&")] = "42",
         };
         string source = Path.Combine(dir.Path, "source");
