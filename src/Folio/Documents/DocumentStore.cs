@@ -655,9 +655,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
     private static void ThrowNullDocument(string collection, string id, ReadOnlySpan<byte> json)
         => throw new ArgumentException(
-            $"Document '{collection}/{id}' ({json.Length} bytes) is the JSON literal null, which no typed load can read as an entity (it " +
-            "deserializes to no object, so the load and every query of the collection would fail). Store an object, " +
-            "an array or a scalar, or delete the document.", nameof(json));
+            $"Document '{collection}/{id}' ({json.Length} bytes) is the JSON literal null, which no typed load can " +
+            "read as an entity (it deserializes to no object, so the load and every query of the collection would " +
+            "fail). Store an object, an array or a scalar, or delete the document.", nameof(json));
 
     [System.Diagnostics.CodeAnalysis.DoesNotReturn]
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
