@@ -450,7 +450,10 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
                     break;
                 }
 
-                await Task.Yield(); // a committer is between answering its last group and giving up the role
+                // A committer is between answering its last group and giving up the role: yield to the thread
+                // pool, never to the caller's SynchronizationContext (Task.Yield would post there, and a caller
+                // blocked on a sync Dispose would then wait for itself).
+                await Task.CompletedTask.ConfigureAwait(ConfigureAwaitOptions.ForceYielding);
             }
 
             CloseAfterDrain();
