@@ -381,7 +381,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         return await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 
-    /// <summary>Deletes a document (a no-op when it does not exist).</summary>
+    /// <summary>Deletes a document. A delete of a document that does not exist succeeds and still commits: it takes a
+    /// sequence number and appears in the change feed as a delete (which leaves a copy as it was); give
+    /// <paramref name="expectedVersion"/> to delete only a given version.</summary>
     /// <param name="collection">The collection.</param>
     /// <param name="id">The id.</param>
     /// <param name="expectedVersion">Null: delete unconditionally. Otherwise the document must be at this

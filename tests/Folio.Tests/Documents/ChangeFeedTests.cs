@@ -137,6 +137,35 @@ public sealed class ChangeFeedTests
         }
     }
 
+    /// <summary>A delete is a blind write, as its documentation says: of an id that does not exist it commits, takes
+    /// a sequence number and shows in the feed; with an expected version it is checked like a put.</summary>
+    [Fact]
+    public async Task A_delete_of_an_absent_document_commits_and_shows_in_the_feed_unless_it_names_a_version()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, TestStoreOptions.SmallSegments());
+        long put = await store.PutAsync("c", "x", "{}"u8.ToArray());
+        long blind = await store.DeleteAsync("c", "never");
+        Assert.Equal(put + 1, blind);
+        await Assert.ThrowsAsync<ConcurrencyException>(() => store.DeleteAsync("c", "never", 3).AsTask());
+        Assert.Equal(blind, store.LastCommittedSequence);
+        long required = await store.DeleteAsync("c", "never", 0);
+
+        var changes = new List<(long, ChangeKind, string)>();
+        await foreach (DocumentChange change in store.Changes.ReadAsync(1))
+        {
+            changes.Add((change.Sequence, change.Kind, change.Id));
+            if (change.Sequence == required)
+            {
+                break;
+            }
+        }
+
+        Assert.Equal([(put, ChangeKind.Put, "x"), (blind, ChangeKind.Delete, "never"),
+            (required, ChangeKind.Delete, "never")], changes);
+        Assert.Null(store.Get("c", "never"));
+    }
+
     [Fact]
     public async Task The_feed_tails_new_commits_and_a_cancelled_subscriber_stops()
     {
