@@ -236,7 +236,9 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// <typeparam name="T">The entity type; its collection is <see cref="DocumentStoreOptions.CollectionName"/> of
     /// it.</typeparam>
     /// <param name="id">The id.</param>
-    /// <param name="cancellationToken">Unused today (reads are in memory); kept for future page-store reads.</param>
+    /// <param name="cancellationToken">Checked before the read. The read runs on the calling thread and the task is
+    /// complete when this returns: from memory, or from the data file through the buffer pool (a page not cached is
+    /// read synchronously, not cancelled midway).</param>
     /// <returns>The entity, or null when it does not exist (or was deleted in this session).</returns>
     public ValueTask<T?> LoadAsync<T>(string id, CancellationToken cancellationToken = default)
         where T : class
@@ -256,7 +258,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// <summary>Loads several documents; the result maps each requested id to its entity or null.</summary>
     /// <typeparam name="T">The entity type.</typeparam>
     /// <param name="ids">The ids.</param>
-    /// <param name="cancellationToken">Unused today (reads are in memory).</param>
+    /// <param name="cancellationToken">Checked before each id's read; the reads run as for
+    /// <see cref="LoadAsync{T}(string, CancellationToken)"/>.</param>
     /// <returns>Every requested id with its entity, or null when it does not exist.</returns>
     public ValueTask<IReadOnlyDictionary<string,
         T?>> LoadAsync<T>(IEnumerable<string> ids, CancellationToken cancellationToken = default)
