@@ -1,6 +1,7 @@
 using Folio.Documents;
 using Folio.Journal;
 using Folio.Pages;
+using Folio.Storage;
 
 namespace Folio.Backups;
 
@@ -52,6 +53,7 @@ internal static class StoreFileVerifier
             total += chunk.Length;
         }
 
+        CheckStoreIds(journal, pages, problems);
         (long pagesChecked, long done) = pages is null ? (0, 0) : ChunkScrub.Run(pages, chunks, problems,
             chunk => StillListed(path, chunk), bytes => progress?.Report(new VerifyProgress(bytes, total)),
             cancellationToken);
@@ -84,6 +86,74 @@ internal static class StoreFileVerifier
                     problems.Add(e.Message);
                     return (null, []);
                 }
+            }
+        }
+    }
+
+    /// <summary>Adds a problem for each journal segment whose header names another store than the data file's
+    /// checkpoint, or than the oldest segment that names one (files of two stores mixed in one folder). Segments and
+    /// checkpoints written before stores had ids name none and match any; a segment whose header cannot be read is
+    /// left to the journal's own check.</summary>
+    private static void CheckStoreIds(string journal, PageStore? pages, List<string> problems)
+    {
+        Guid storeId = pages?.StoreId ?? Guid.Empty;
+        string? source = storeId == Guid.Empty ? null : pages!.Path;
+        try
+        {
+            if (JournalDurableMark.TryRead(PhysicalFileSystem.Instance, journal, out JournalDurableMark mark)
+                && mark.StoreId != Guid.Empty)
+            {
+                string markPath = Path.Combine(journal, JournalDurableMark.FileName);
+                if (storeId == Guid.Empty)
+                {
+                    (storeId, source) = (mark.StoreId, markPath);
+                }
+                else if (mark.StoreId != storeId)
+                {
+                    problems.Add($"The journal's durable mark '{markPath}' belongs to another store (store id " +
+                        $"{mark.StoreId}) than {source} (store id {storeId}): files of two stores are mixed in one " +
+                        "folder.");
+                }
+            }
+        }
+        catch (Exception e) when (e is IOException or StoreCorruptedException)
+        {
+            // a damaged or vanished mark is not a question of identity; the store's open reports the damage
+        }
+
+        byte[] header = new byte[JournalFormat.SegmentHeaderSize];
+        foreach ((long first, _) in JournalFormat.ListSegmentFiles(journal))
+        {
+            string segment = Path.Combine(journal, JournalFormat.SegmentFileName(first));
+            try
+            {
+                using var file = new FileStream(segment, FileMode.Open, FileAccess.Read,
+                    FileShare.ReadWrite | FileShare.Delete);
+                if (file.ReadAtLeast(header, header.Length, throwOnEndOfStream: false) < header.Length
+                    || JournalFormat.ValidateSegmentHeader(header, first) is not null)
+                {
+                    continue;
+                }
+            }
+            catch (IOException)
+            {
+                continue; // purged meanwhile, or unreadable: the journal's check reports what matters
+            }
+
+            Guid id = JournalFormat.ReadSegmentStoreId(header);
+            if (id == Guid.Empty)
+            {
+                continue;
+            }
+
+            if (storeId == Guid.Empty)
+            {
+                (storeId, source) = (id, segment);
+            }
+            else if (id != storeId)
+            {
+                problems.Add($"Journal segment '{segment}' belongs to another store (store id {id}) than {source} " +
+                    $"(store id {storeId}): files of two stores are mixed in one folder.");
             }
         }
     }

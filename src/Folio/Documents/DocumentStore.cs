@@ -131,7 +131,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                         cacheBytes, new BufferPoolOptions { MeterFactory = options.MeterFactory },
                         options.RangePrefetch);
                     pages.PagesPerChunk = options.PagesPerChunk;
-                    return pages.Current.Sequence;
+                    return new CheckpointOfJournal(pages.Current.Sequence, pages.StoreId, pages.Path);
                 }
                 catch (InsufficientMemoryException e)
                 {
@@ -139,12 +139,12 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                     pagesFailed = ExceptionDispatchInfo.Capture(ThrowHelper.ArgumentOutOfRange(
                         nameof(DocumentStoreOptions.CacheSize), options.CacheSize,
                         $"CacheSize is more than this process can have ({available} bytes available): {e.Message}"));
-                    return 0;
+                    return default;
                 }
                 catch (Exception e)
                 {
                     pagesFailed = ExceptionDispatchInfo.Capture(e);
-                    return 0;
+                    return default;
                 }
             });
         }
@@ -157,7 +157,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         try
         {
             pagesFailed?.Throw();
-            PageCheckpoint mounted = pages!.Pin(); // the index owns the pin from here
+            pages!.StoreId = journal.StoreId; // the data file's, or the journal's when the data file had none
+            PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
@@ -177,7 +178,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
 
     /// <summary>Opens the journal in the store's folder, turning failures into messages about the store.</summary>
     private static WriteAheadJournal OpenJournal(string path, DocumentStoreOptions options,
-        Func<long> checkpointSequence)
+        Func<CheckpointOfJournal> checkpoint)
     {
         if (File.Exists(path))
         {
@@ -187,7 +188,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         string journalPath = System.IO.Path.Combine(path, JournalFolderName);
         try
         {
-            return WriteAheadJournal.Open(journalPath, options.ToJournalOptions(), checkpointSequence);
+            return WriteAheadJournal.Open(journalPath, options.ToJournalOptions(), checkpoint);
         }
         catch (StoreLockedException e)
         {

@@ -10,7 +10,8 @@ namespace Folio.Journal;
 /// Segment file "{firstSequence:D20}.journal", preallocated and zero-filled to the segment size:
 ///   0  u64 magic "FOLIOJNL"      8 u32 format version (3)   12 u32 header size (64)
 ///  16  u64 first sequence       24 i64 created (UTC ticks)   32 u64 segment size
-///  40  20 reserved zero bytes   60 u32 CRC-32C of bytes [0, 60)
+///  40  16 store id (the store that wrote the segment; zero: written before stores had ids)
+///  56   4 reserved zero bytes   60 u32 CRC-32C of bytes [0, 60)
 ///  64  records, back to back; the first all-zero header ends the segment's data
 ///
 /// Record (a group of entries appended and made durable together), format 3:
@@ -95,8 +96,11 @@ internal static class JournalFormat
             && firstSequence > 0;
     }
 
+    /// <summary>Where a segment header holds the id of the store that wrote it.</summary>
+    public const int SegmentStoreIdOffset = 40;
+
     public static void WriteSegmentHeader(Span<byte> destination, long firstSequence, long createdTicks,
-        long segmentSize)
+        long segmentSize, Guid storeId)
     {
         destination = destination[..SegmentHeaderSize];
         destination.Clear();
@@ -106,9 +110,15 @@ internal static class JournalFormat
         BinaryPrimitives.WriteInt64LittleEndian(destination[16..], firstSequence);
         BinaryPrimitives.WriteInt64LittleEndian(destination[24..], createdTicks);
         BinaryPrimitives.WriteInt64LittleEndian(destination[32..], segmentSize);
+        storeId.TryWriteBytes(destination[SegmentStoreIdOffset..]);
         BinaryPrimitives.WriteUInt32LittleEndian(destination[SegmentHeaderCrcOffset..],
             Crc32C.Compute(destination[..SegmentHeaderCrcOffset]));
     }
+
+    /// <summary>The id of the store that wrote a segment, from its header (checked by
+    /// <see cref="ValidateSegmentHeader"/>); <see cref="Guid.Empty"/> for a segment written before stores had
+    /// ids.</summary>
+    public static Guid ReadSegmentStoreId(ReadOnlySpan<byte> header) => new(header.Slice(SegmentStoreIdOffset, 16));
 
     /// <summary>Checks a segment header; returns null when valid, else why not.</summary>
     public static string? ValidateSegmentHeader(ReadOnlySpan<byte> header, long expectedFirstSequence)

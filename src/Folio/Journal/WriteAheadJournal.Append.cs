@@ -385,7 +385,8 @@ public sealed partial class WriteAheadJournal
         try
         {
             Span<byte> header = stackalloc byte[JournalFormat.SegmentHeaderSize];
-            JournalFormat.WriteSegmentHeader(header, firstSequence, _timeProvider.GetUtcNow().UtcTicks, _segmentSize);
+            JournalFormat.WriteSegmentHeader(header, firstSequence, _timeProvider.GetUtcNow().UtcTicks, _segmentSize,
+                _storeId);
             file.Write(header, 0);
             file.Sync();
             file.Dispose();

@@ -20,8 +20,14 @@ public sealed partial class WriteAheadJournal
     /// written, so damage where one is expected is corruption, never a torn tail. This keeps an open's cost to the
     /// journal after the checkpoint, however much history the journal still holds for the change feed.
     /// </para>
+    /// <para>
+    /// Every segment and the durable mark must carry the id of one store, the one <paramref name="storeId"/> names
+    /// when the data file carries one (<paramref name="storeIdSource"/>, its file): a segment or mark of another store
+    /// (a file copied from another store's folder) is corruption, found before that segment is scanned. Files written
+    /// before stores had ids carry none and match any.
+    /// </para>
     /// </summary>
-    private void Recover(long coveredThrough)
+    private void Recover(long coveredThrough, Guid storeId, string? storeIdSource)
     {
         long started = Stopwatch.GetTimestamp();
         foreach (string leftover in _fileSystem.GetFiles(Directory, JournalFormat.TemporarySearchPattern))
@@ -55,6 +61,20 @@ public sealed partial class WriteAheadJournal
 
         bool marked = JournalDurableMark.TryRead(_fileSystem, Directory, out JournalDurableMark mark);
         string markPath = Path.Combine(Directory, JournalDurableMark.FileName);
+        if (marked && mark.StoreId != Guid.Empty)
+        {
+            if (storeId == Guid.Empty)
+            {
+                (storeId, storeIdSource) = (mark.StoreId, markPath);
+            }
+            else if (mark.StoreId != storeId)
+            {
+                ThrowHelper.ThrowJournalCorrupted(markPath, 32,
+                    $"the journal's durable mark belongs to another store (store id {mark.StoreId}) than " +
+                    $"{storeIdSource} (store id {storeId}): files of two stores are mixed in one folder; put back " +
+                    "the files of one store");
+            }
+        }
 
         // Segments wholly before the watermark survived an interrupted purge: finish it.
         while (found.Count >= 2 && found[1].First <= watermark)
@@ -86,6 +106,7 @@ public sealed partial class WriteAheadJournal
 
             // A new journal starts at 1, or where the history it continues ends (a restored store's journal starts
             // after its checkpoint): the watermark then says the entries before it are gone on purpose.
+            _storeId = storeId != Guid.Empty ? storeId : Guid.NewGuid();
             long start = Math.Max(1, _newJournalFirstSequence);
             if (start > 1)
             {
@@ -158,6 +179,7 @@ public sealed partial class WriteAheadJournal
 
                 segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize,
                     DeleteSegmentFile, OpenSyncHandle);
+                CheckStoreId(segments[i], ref storeId, ref storeIdSource);
                 long markedLength = marked && mark.SegmentFirstSequence == found[i].First ? mark.SyncedLength : 0;
                 ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, markedLength,
                     coveredThrough, ref lastTimestamp);
@@ -194,6 +216,8 @@ public sealed partial class WriteAheadJournal
             throw;
         }
 
+        // Segments written before stores had ids, and no checkpoint that names one: the store gets its id now.
+        _storeId = storeId != Guid.Empty ? storeId : Guid.NewGuid();
         try
         {
             ReplaceEmptyNewestSegmentOfAnotherSize(segments);
@@ -297,6 +321,34 @@ public sealed partial class WriteAheadJournal
             ThrowHelper.ThrowJournalCorrupted(markPath, 0,
                 $"the journal ends at sequence {lastSequence}, but entries up to {mark.Sequence} were durable: the " +
                 $"newest segment file is missing or was cut short");
+        }
+    }
+
+    /// <summary>Checks that <paramref name="segment"/> belongs to the store <paramref name="storeId"/> names (read
+    /// from <paramref name="source"/>), or, when no id is known yet and the segment has one, takes its id.</summary>
+    private static void CheckStoreId(JournalSegment segment, ref Guid storeId, ref string? source)
+    {
+        ReadOnlySpan<byte> header = segment.Span(0, JournalFormat.SegmentHeaderSize);
+        if (JournalFormat.ValidateSegmentHeader(header, segment.FirstSequence) is not null)
+        {
+            return; // the scan reports it
+        }
+
+        Guid id = JournalFormat.ReadSegmentStoreId(header);
+        if (id == Guid.Empty)
+        {
+            return;
+        }
+
+        if (storeId == Guid.Empty)
+        {
+            (storeId, source) = (id, segment.Path);
+        }
+        else if (id != storeId)
+        {
+            ThrowHelper.ThrowJournalCorrupted(segment.Path, JournalFormat.SegmentStoreIdOffset,
+                $"the segment belongs to another store (store id {id}) than {source} (store id {storeId}): files of " +
+                "two stores are mixed in one folder; put back the files of one store");
         }
     }
 

@@ -51,7 +51,7 @@ public sealed partial class WriteAheadJournal
 
             try
             {
-                records += VerifySegment(segment, progress, cancellationToken);
+                records += VerifySegment(segment, _storeId, progress, cancellationToken);
                 checkedSegments++;
             }
             catch (JournalCorruptedException e)
@@ -68,14 +68,20 @@ public sealed partial class WriteAheadJournal
         return (checkedSegments, records);
     }
 
-    private static long VerifySegment(JournalSegment segment, Action<long>? progress,
+    private static long VerifySegment(JournalSegment segment, Guid storeId, Action<long>? progress,
         CancellationToken cancellationToken)
     {
-        string? headerError = JournalFormat.ValidateSegmentHeader(
-            segment.Span(0, JournalFormat.SegmentHeaderSize), segment.FirstSequence);
+        ReadOnlySpan<byte> segmentHeader = segment.Span(0, JournalFormat.SegmentHeaderSize);
+        string? headerError = JournalFormat.ValidateSegmentHeader(segmentHeader, segment.FirstSequence);
         if (headerError is not null)
         {
             ThrowHelper.ThrowJournalCorrupted(segment.Path, 0, headerError);
+        }
+
+        if (JournalFormat.ReadSegmentStoreId(segmentHeader) is var id && id != Guid.Empty && id != storeId)
+        {
+            ThrowHelper.ThrowJournalCorrupted(segment.Path, JournalFormat.SegmentStoreIdOffset,
+                $"the segment belongs to another store (store id {id}) than this journal (store id {storeId})");
         }
 
         long end = segment.CommittedLength;

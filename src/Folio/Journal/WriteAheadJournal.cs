@@ -88,6 +88,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     private JournalSegment _active;
     private long _nextSequence;
     private long _lastTimestamp;
+    private Guid _storeId; // set by recovery, before any segment is created; read-only afterwards
     private Task<string>? _preparedSegment;
     private Exception? _preparationFailure; // the last preparation's failure, until one succeeds (Volatile writes)
     private long _preparationFailedAt; // _timeProvider's timestamp of that failure
@@ -130,15 +131,17 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
     /// <exception cref="StoreLockedException">The folder is already open, in this or another process.</exception>
     /// <exception cref="JournalCorruptedException">The journal holds damage a torn tail cannot explain.</exception>
     public static WriteAheadJournal Open(string directory, JournalOptions? options = null)
-        => Open(directory, options, coveredThrough: null);
+        => Open(directory, options, checkpoint: null);
 
     /// <summary>
     /// Opens the journal of a store whose data file holds its entries up to a checkpoint: once the folder is locked,
-    /// <paramref name="coveredThrough"/> returns that checkpoint's sequence, and recovery walks the records whose
-    /// entries all lie at or below it without checksumming them (readers check them when they read them). Null: every
-    /// record is checked.
+    /// <paramref name="checkpoint"/> returns that checkpoint's sequence, and recovery walks the records whose
+    /// entries all lie at or below it without checksumming them (readers check them when they read them), and the id
+    /// of the store the data file says it belongs to (<see cref="Guid.Empty"/>: none), which every segment must match.
+    /// Null: every record is checked.
     /// </summary>
-    internal static WriteAheadJournal Open(string directory, JournalOptions? options, Func<long>? coveredThrough)
+    internal static WriteAheadJournal Open(string directory, JournalOptions? options,
+        Func<CheckpointOfJournal>? checkpoint)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(directory);
         options ??= new JournalOptions();
@@ -161,7 +164,8 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
         var journal = new WriteAheadJournal(directory, options, directoryLock);
         try
         {
-            journal.Recover(coveredThrough?.Invoke() ?? 0);
+            CheckpointOfJournal covered = checkpoint?.Invoke() ?? default;
+            journal.Recover(covered.Sequence, covered.StoreId, covered.StoreIdSource);
             return journal;
         }
         catch
@@ -173,6 +177,10 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
 
     /// <summary>The full path of the journal folder.</summary>
     public string Directory { get; }
+
+    /// <summary>The id of the store this journal belongs to, written into every segment it creates: the one its
+    /// segments (or the data file's checkpoint) carry, or a new one for a journal that had none.</summary>
+    internal Guid StoreId => _storeId;
 
     /// <summary>What recovery found and did when the journal opened.</summary>
     public JournalRecoveryInfo Recovery { get; private set; } = null!;
@@ -548,7 +556,7 @@ public sealed partial class WriteAheadJournal : IDisposable, IAsyncDisposable
 
     /// <summary>Under the write lock: what is durable now.</summary>
     private JournalDurableMark CaptureMarkLocked()
-        => new(Volatile.Read(ref _durableSequence), _active.FirstSequence, _active.SyncedLength);
+        => new(Volatile.Read(ref _durableSequence), _active.FirstSequence, _active.SyncedLength, _storeId);
 
     /// <summary>Writes <paramref name="mark"/> unless the mark on disk says as much; throws on I/O failure.</summary>
     private void WriteMark(in JournalDurableMark mark)

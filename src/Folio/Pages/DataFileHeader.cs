@@ -12,10 +12,13 @@ namespace Folio.Pages;
 /// 16  u64 generation         24  u32 chunk id           28 u32 0
 /// 32  u64 chunk offset       40  u64 chunk length       48 u64 checkpoint sequence
 /// 56  u32 CRC-32C of bytes [0, 56)
+/// 60  16 store id (the store that wrote the checkpoint)   76 u32 CRC-32C of bytes [0, 76)
 /// </code>
+/// Bytes 60 to 80 are zero in slots written before stores had ids (the id is then <see cref="Guid.Empty"/>); a slot
+/// with an id whose second checksum fails is read as torn.
 /// </summary>
 internal readonly record struct DataFileHeader(
-    long Generation, uint ChunkId, long ChunkOffset, long ChunkLength, long CheckpointSequence)
+    long Generation, uint ChunkId, long ChunkOffset, long ChunkLength, long CheckpointSequence, Guid StoreId = default)
 {
     public const ulong Magic = 0x5347_5050_494C_4F46; // "FOLIOPGS"
     /// <summary>The version this Folio writes: 3, leaves with a fingerprint per id after their slot directory. It
@@ -33,6 +36,8 @@ internal readonly record struct DataFileHeader(
     public const long DataStart = SlotSize * SlotCount;
 
     private const int ChecksumOffset = 56;
+    private const int StoreIdOffset = 60;
+    private const int StoreIdChecksumOffset = 76;
 
     public static long SlotOffset(long generation) => (generation % SlotCount) * SlotSize;
 
@@ -48,6 +53,12 @@ internal readonly record struct DataFileHeader(
         BinaryPrimitives.WriteInt64LittleEndian(slot[40..], ChunkLength);
         BinaryPrimitives.WriteInt64LittleEndian(slot[48..], CheckpointSequence);
         BinaryPrimitives.WriteUInt32LittleEndian(slot[ChecksumOffset..], Crc32C.Compute(slot[..ChecksumOffset]));
+        if (StoreId != Guid.Empty)
+        {
+            StoreId.TryWriteBytes(slot[StoreIdOffset..]);
+            BinaryPrimitives.WriteUInt32LittleEndian(slot[StoreIdChecksumOffset..],
+                Crc32C.Compute(slot[..StoreIdChecksumOffset]));
+        }
     }
 
     /// <summary>
@@ -72,11 +83,19 @@ internal readonly record struct DataFileHeader(
                 + $"to {FormatVersion}");
         }
 
+        var storeId = new Guid(slot.Slice(StoreIdOffset, 16));
+        if (storeId != Guid.Empty && BinaryPrimitives.ReadUInt32LittleEndian(slot[StoreIdChecksumOffset..])
+            != Crc32C.Compute(slot[..StoreIdChecksumOffset]))
+        {
+            return null;
+        }
+
         return new DataFileHeader(
             BinaryPrimitives.ReadInt64LittleEndian(slot[16..]),
             BinaryPrimitives.ReadUInt32LittleEndian(slot[24..]),
             BinaryPrimitives.ReadInt64LittleEndian(slot[32..]),
             BinaryPrimitives.ReadInt64LittleEndian(slot[40..]),
-            BinaryPrimitives.ReadInt64LittleEndian(slot[48..]));
+            BinaryPrimitives.ReadInt64LittleEndian(slot[48..]),
+            storeId);
     }
 }

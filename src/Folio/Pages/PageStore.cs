@@ -105,6 +105,11 @@ internal sealed class PageStore : IDisposable
             : throw new ArgumentOutOfRangeException(nameof(value));
     }
 
+    /// <summary>The id of the store this data file belongs to, written into every checkpoint's header: the mounted
+    /// header's (<see cref="Guid.Empty"/> when it has none) until the store sets its journal's, before the first
+    /// checkpoint (the checkpoint thread starts after it, which orders the write before its reads).</summary>
+    internal Guid StoreId { get; set; }
+
     /// <summary>The data file's length in bytes.</summary>
     public long FileLength => _file.Length;
 
@@ -628,7 +633,8 @@ internal sealed class PageStore : IDisposable
             _catalogRoot = catalogRoot;
             var checkpoint = new PageCheckpoint(generation, sequence, collections)
             {
-                Header = new DataFileHeader(generation, chunkId, last.Info.FileOffset, last.Info.Length, sequence),
+                Header = new DataFileHeader(generation, chunkId, last.Info.FileOffset, last.Info.Length, sequence,
+                    StoreId),
             };
             PageCheckpoint previous = Interlocked.Exchange(ref _current, checkpoint);
             _retired.Add(previous);
@@ -846,7 +852,7 @@ internal sealed class PageStore : IDisposable
         {
             ChunkInfo last = chunks[^1].Info;
             byte[] slot = new byte[DataFileHeader.SlotSize];
-            new DataFileHeader(generation, last.Id, last.FileOffset, last.Length, sequence).Write(slot);
+            new DataFileHeader(generation, last.Id, last.FileOffset, last.Length, sequence, StoreId).Write(slot);
             _file.Write(slot, DataFileHeader.SlotOffset(generation));
             _file.Sync();
         }
@@ -1119,7 +1125,7 @@ internal sealed class PageStore : IDisposable
             Header = current,
         };
         return new PageStore(file, cache, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger,
-            pins);
+            pins) { StoreId = current.StoreId };
     }
 
     /// <summary>What a writable open knows of other processes' <see cref="ReaderPin"/>s: the chunks they pin, and

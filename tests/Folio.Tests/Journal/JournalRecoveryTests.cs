@@ -287,7 +287,8 @@ public sealed class JournalRecoveryTests
             => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize)));
         Assert.Equal(starts[1], unguarded.Offset);
 
-        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize), () => covered))
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize),
+            () => new CheckpointOfJournal(covered, Guid.Empty, null)))
         {
             Assert.Equal(entries, journal.LastAppendedSequence);
             using (JournalReader after = journal.OpenReader(covered + 1))
@@ -324,7 +325,8 @@ public sealed class JournalRecoveryTests
         File.WriteAllBytes(segment, damaged);
         File.Delete(Path.Combine(dir.Path, JournalDurableMark.FileName)); // no durable mark to say so
         var header = Assert.Throws<JournalCorruptedException>(()
-            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize), () => covered));
+            => WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(SegmentSize),
+            () => new CheckpointOfJournal(covered, Guid.Empty, null)));
         Assert.Equal(starts[3], header.Offset);
         Assert.Contains("checkpoint covers it", header.Message, StringComparison.Ordinal);
     }
