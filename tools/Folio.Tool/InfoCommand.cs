@@ -21,6 +21,8 @@ internal static class InfoCommand
             TextWriter output = Console.Out;
             CultureInfo c = CultureInfo.InvariantCulture;
             await output.WriteLineAsync(string.Create(c, $"store         {info.Path}")).ConfigureAwait(false);
+            await output.WriteLineAsync(info.StoreId == Guid.Empty ? "store id      none (files from before store ids)"
+                : string.Create(c, $"store id      {info.StoreId}")).ConfigureAwait(false);
             await output.WriteLineAsync(string.Create(c,
                 $"data file     format {info.DataFileVersion}, {Mib(info.DataFileBytes)} "
                 + $"({Mib(info.DataFileFreeBytes)} free between chunks), {info.Chunks} chunks, "

@@ -133,6 +133,7 @@ public sealed partial class DocumentStore
         {
             FeedReaders = feedReaders,
             OldestFeedReaderSequence = oldestFeedReader,
+            StoreId = _journal.StoreId,
         };
     }
 }

@@ -182,6 +182,45 @@ internal static class StoreFileInfoReader
         {
             FeedReaders = feedReaders,
             OldestFeedReaderSequence = oldestFeedReader,
+            StoreId = StoreIdOf(pages, journal, segments),
         };
+    }
+
+    /// <summary>The store's id as its files name it: the data file's checkpoint's, else the journal mark's, else the
+    /// newest segment's (<see cref="Guid.Empty"/> when none has one, or none can be read).</summary>
+    private static Guid StoreIdOf(PageStore? pages, string journal, List<(long First, long Bytes)> segments)
+    {
+        if (pages is { StoreId: var id } && id != Guid.Empty)
+        {
+            return id;
+        }
+
+        try
+        {
+            if (JournalDurableMark.TryRead(PhysicalFileSystem.Instance, journal, out JournalDurableMark mark)
+                && mark.StoreId != Guid.Empty)
+            {
+                return mark.StoreId;
+            }
+
+            if (segments.Count > 0)
+            {
+                byte[] header = new byte[JournalFormat.SegmentHeaderSize];
+                string newest = Path.Combine(journal, JournalFormat.SegmentFileName(segments[^1].First));
+                using var file = new FileStream(newest, FileMode.Open, FileAccess.Read,
+                    FileShare.ReadWrite | FileShare.Delete);
+                if (file.ReadAtLeast(header, header.Length, throwOnEndOfStream: false) == header.Length
+                    && JournalFormat.ValidateSegmentHeader(header, segments[^1].First) is null)
+                {
+                    return JournalFormat.ReadSegmentStoreId(header);
+                }
+            }
+        }
+        catch (Exception e) when (e is IOException or StoreCorruptedException)
+        {
+            // a mark or segment damaged or purged meanwhile: the id is unknown here; the open reports damage
+        }
+
+        return Guid.Empty;
     }
 }

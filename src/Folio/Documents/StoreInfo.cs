@@ -33,6 +33,11 @@ public sealed record StoreInfo(string Path, int DataFileVersion, long DataFileBy
     /// the readers' folder cannot be read.</summary>
     public int FeedReaders { get; init; }
 
+    /// <summary>The id of the store, which its journal segments, journal mark and checkpoints carry (an open refuses
+    /// a file that names another store); <see cref="Guid.Empty"/> when its files were all written before stores had
+    /// ids (it takes one at its next open).</summary>
+    public Guid StoreId { get; init; }
+
     /// <summary>The oldest commit those readers have still to read (the journal is kept from there, within
     /// <see cref="DocumentStoreOptions.MaxChangeFeedLag"/>); null when there is none.</summary>
     public long? OldestFeedReaderSequence { get; init; }

@@ -67,18 +67,21 @@ public sealed class StoreIdentityTests
         using var dir = new TempDirectory();
         string folder = Path.Combine(dir.Path, "store");
         await WriteAsync(folder, "old", 200, checkpointOnClose: true);
-        Guid id = SegmentIds(folder).Single(); // one store: every segment carries its id
+        Guid id = SegmentIds(folder).Distinct().Single(); // one store: every segment carries its id
         Assert.NotEqual(Guid.Empty, id);
-        Assert.Equal(id, HeaderIds(folder).Single());
+        Assert.Equal(id, HeaderIds(folder).Distinct().Single());
+        Assert.Equal(id, (await DocumentStore.ReadInfoAsync(folder)).StoreId);
 
         // As an earlier Folio wrote them: no id in the segments' headers or the data file's slots.
         ClearIds(folder);
         Assert.Equal([Guid.Empty], SegmentIds(folder).Distinct());
         Assert.Equal([Guid.Empty], HeaderIds(folder).Distinct());
 
+        Assert.Equal(Guid.Empty, (await DocumentStore.ReadInfoAsync(folder)).StoreId);
         await using (DocumentStore store = DocumentStore.Open(folder, TestStoreOptions.SmallSegments()))
         {
             Assert.Equal(200, store.Scan("c").Count());
+            Assert.NotEqual(Guid.Empty, store.GetInfo().StoreId);
             await store.PutAsync("c", "new", "{}"u8.ToArray());
             await store.CheckpointAsync();
         }
@@ -86,6 +89,7 @@ public sealed class StoreIdentityTests
         // The store took an id at the open: the checkpoint carries it, and so does every segment written since.
         Guid taken = HeaderIds(folder).Where(h => h != Guid.Empty).Distinct().Single();
         Assert.NotEqual(id, taken);
+        Assert.Equal(taken, (await DocumentStore.ReadInfoAsync(folder)).StoreId);
         Assert.All(SegmentIds(folder), s => Assert.True(s == Guid.Empty || s == taken));
         await using (DocumentStore reopened = DocumentStore.Open(folder, TestStoreOptions.SmallSegments()))
         {

@@ -27,6 +27,8 @@ public sealed class FolioToolTests
         StoreInfo info = await DocumentStore.ReadInfoAsync(store);
         Assert.Contains(string.Create(CultureInfo.InvariantCulture,
             $"({info.DataFileFreeBytes / 1048576.0:F1} MiB free between chunks)"), output, StringComparison.Ordinal);
+        Assert.NotEqual(Guid.Empty, info.StoreId);
+        Assert.Contains($"store id      {info.StoreId}", output, StringComparison.Ordinal);
     }
 
     [Fact]
