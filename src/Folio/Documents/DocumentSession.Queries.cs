@@ -245,8 +245,10 @@ public sealed partial class DocumentSession
         }
     }
 
-    /// <summary>An in-memory sequence exposed as <see cref="IAsyncEnumerable{T}"/> (the page store will make it truly
-    /// async).</summary>
+    /// <summary>A query's sequence exposed as <see cref="IAsyncEnumerable{T}"/>: each <c>MoveNextAsync</c> runs the
+    /// next step on the caller's thread and is complete when it returns (a page the buffer pool does not hold is read
+    /// with a synchronous positional read, as a point load's is), so enumerating costs no task or state machine per
+    /// item; the token is checked before each step.</summary>
     private sealed class SynchronousAsyncEnumerable<T>(IEnumerable<T> items) : IAsyncEnumerable<T>
     {
         public IAsyncEnumerator<T> GetAsyncEnumerator(CancellationToken cancellationToken = default)

@@ -13,7 +13,9 @@ namespace Folio;
 
 /// <summary>
 /// An embedded document store in one folder: JSON documents by collection and string id, written through group
-/// commit to a write-ahead journal and served from a multi-versioned in-memory index rebuilt from the journal on open.
+/// commit to a write-ahead journal, and served from a multi-versioned in-memory index of the documents written since
+/// the last checkpoint over that checkpoint's B+trees in the data file (read through a bounded page cache,
+/// <see cref="DocumentStoreOptions.CacheSize"/>); an open mounts the checkpoint and replays only the journal after it.
 /// Thread-safe; open one per folder and share it. Use <see cref="OpenSession"/> for typed units of work, or the raw
 /// methods for callers that already hold JSON.
 /// </summary>
