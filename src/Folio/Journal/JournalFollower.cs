@@ -23,7 +23,9 @@ namespace Folio.Journal;
 /// after the sequence that follows the segment's last record once that file exists. Damage at a place the writer has
 /// moved past (the next segment exists, or a complete record names other sequences than those that follow) is a
 /// <see cref="JournalCorruptedException"/>. A next segment that is missing while later ones exist was purged before
-/// the follower got to it: a <see cref="JournalPositionPurgedException"/>, not an endless wait.
+/// the follower got to it: a <see cref="JournalPositionPurgedException"/>, not an endless wait. Every segment that
+/// names a store id must name the one the first such segment named: a segment of another store is a
+/// <see cref="JournalCorruptedException"/> too.
 /// Only durable records are returned, so no consumer sees a change a power loss could take back: a record a later
 /// record's header covers (its synced length: what the writer's fdatasync had made durable when it wrote that
 /// record), or one the follower made durable itself (fdatasync of the segment, on Linux) when the caller allows it.
@@ -42,6 +44,8 @@ internal sealed class JournalFollower : IDisposable
     private long _durableEnd; // the current segment's bytes a record header says a writer's fdatasync covered
     private readonly List<TakenRecord> _taken = []; // records of the current segment the current call took from
     private bool _disposed;
+    private Guid _storeId; // the first store id a segment header named (empty: none yet); every later one must match
+    private string? _storeIdSource;
 
     /// <param name="journalDirectory">The journal's folder (a store's <c>journal</c> folder).</param>
     /// <param name="fromSequence">The first entry to return; 1 or more.</param>
@@ -288,6 +292,21 @@ internal sealed class JournalFollower : IDisposable
         {
             handle.Dispose();
             ThrowHelper.ThrowJournalCorrupted(path, 0, problem);
+        }
+
+        // Segments of one journal carry one store's id (or none, written before ids): a segment of another store
+        // copied into the folder is corruption, not more of this store's history.
+        Guid id = JournalFormat.ReadSegmentStoreId(header);
+        if (id != Guid.Empty && _storeId == Guid.Empty)
+        {
+            (_storeId, _storeIdSource) = (id, path);
+        }
+        else if (id != Guid.Empty && id != _storeId)
+        {
+            handle.Dispose();
+            ThrowHelper.ThrowJournalCorrupted(path, JournalFormat.SegmentStoreIdOffset,
+                $"the segment belongs to another store (store id {id}) than {_storeIdSource} (store id {_storeId}): " +
+                "files of two stores are mixed in one folder");
         }
 
         _segment?.Dispose();

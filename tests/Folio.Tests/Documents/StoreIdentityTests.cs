@@ -43,6 +43,37 @@ public sealed class StoreIdentityTests
     }
 
     [Fact]
+    public async Task A_later_segment_of_another_store_is_refused_by_the_open_and_by_readers_of_the_files()
+    {
+        using var dir = new TempDirectory();
+        string first = Path.Combine(dir.Path, "first");
+        string second = Path.Combine(dir.Path, "second");
+        await WriteAsync(first, "first", 3000, checkpointOnClose: false, padding: 600);
+        await WriteAsync(second, "other", 3000, checkpointOnClose: false, padding: 600); // same sizes
+        string[] segments = Directory.GetFiles(Path.Combine(first, "journal"), "*.journal").Order().ToArray();
+        Assert.True(segments.Length >= 2);
+        string replaced = Path.GetFileName(segments[1]);
+        string copied = Path.Combine(second, "journal", replaced);
+        Assert.True(File.Exists(copied)); // the same sizes rotate at the same sequences
+        File.Copy(copied, segments[1], overwrite: true);
+
+        var error = Assert.Throws<JournalCorruptedException>(
+            () => DocumentStore.Open(first, TestStoreOptions.SmallSegments()));
+        Assert.Contains("belongs to another store", error.Message, StringComparison.Ordinal);
+
+        // A reader of the files (the change feed of another process, export, backup) stops at that segment.
+        var read = await Assert.ThrowsAsync<JournalCorruptedException>(async () =>
+        {
+            await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(first, 1, follow: false))
+            {
+                Assert.Contains("\"first\"", Encoding.UTF8.GetString(change.Json.Span), StringComparison.Ordinal);
+            }
+        });
+        Assert.Contains(replaced, read.Message, StringComparison.Ordinal);
+        Contains("another store", await DocumentStore.VerifyFilesAsync(first));
+    }
+
+    [Fact]
     public async Task A_data_file_copied_from_another_store_is_refused_at_open_and_nothing_is_changed()
     {
         using var dir = new TempDirectory();
@@ -125,16 +156,28 @@ public sealed class StoreIdentityTests
         Assert.Contains(restoredId, HeaderIds(restored));
     }
 
-    private static async Task WriteAsync(string folder, string tag, int documents, bool checkpointOnClose)
+    private static async Task WriteAsync(string folder, string tag, int documents, bool checkpointOnClose,
+        int padding = 0)
     {
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.CheckpointOnClose = checkpointOnClose;
+        options.CheckpointThreshold = 64L << 20; // no checkpoint (and no purge) while writing
         await using DocumentStore store = DocumentStore.Open(folder, options);
+        string pad = new('p', padding);
+        var batch = new CommitBatch();
         for (int i = 0; i < documents; i++)
         {
-            await store.PutAsync("c", $"d/{i}", Encoding.UTF8.GetBytes($"{{\"store\":\"{tag}\",\"i\":{i}}}"));
+            batch.Put("c", $"d/{i}", Encoding.UTF8.GetBytes($"{{\"store\":\"{tag}\",\"i\":{i},\"p\":\"{pad}\"}}"));
+            if (batch.Count == 100 || i == documents - 1)
+            {
+                await store.WriteAsync(batch);
+                batch = new CommitBatch();
+            }
         }
     }
+
+    private static void Contains(string verifiedProblem, VerifyResult verified)
+        => Assert.Contains(verified.Problems, p => p.Contains(verifiedProblem, StringComparison.Ordinal));
 
     /// <summary>A hash of every file of the store by path, but its lock files and the temporary files a writer
     /// leaves (an open deletes those first, whatever it finds next).</summary>
