@@ -56,6 +56,10 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>.</summary>
     public TimeSpan MaxSnapshotAge { get; set; } = s_storeDefaults.MaxSnapshotAge;
 
+    /// <summary>Bytes of old versions the oldest open snapshots may keep before they expire. Default 256 MiB; see
+    /// <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/>.</summary>
+    public long MaxSnapshotRetainedBytes { get; set; } = s_storeDefaults.MaxSnapshotRetainedBytes;
+
     /// <summary>Journal bytes after the last checkpoint that start a background checkpoint. Default 64 MiB; see
     /// <see cref="DocumentStoreOptions.CheckpointThreshold"/>.</summary>
     public long CheckpointThreshold { get; set; } = s_storeDefaults.CheckpointThreshold;
@@ -112,6 +116,7 @@ public sealed class FolioOptions
             BufferedSyncInterval = BufferedSyncInterval,
             SlowSyncThreshold = SlowSyncThreshold,
             MaxSnapshotAge = MaxSnapshotAge,
+            MaxSnapshotRetainedBytes = MaxSnapshotRetainedBytes,
             CheckpointThreshold = CheckpointThreshold,
             CacheSize = CacheSize,
             RangePrefetch = RangePrefetch,

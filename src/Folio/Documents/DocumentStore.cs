@@ -161,7 +161,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             pagesFailed?.Throw();
             pages!.StoreId = journal.StoreId; // the data file's, or the journal's when the data file had none
             PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
-            var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock);
+            var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
+                options.MaxSnapshotRetainedBytes);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
             DocumentIds.GenerateAbove(journal.LastTimestampTicks);

@@ -105,6 +105,23 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public TimeSpan MaxSnapshotAge { get; set; } = DefaultMaxSnapshotAge;
 
+    /// <summary>The default <see cref="MaxSnapshotRetainedBytes"/>: 256 MiB.</summary>
+    public const long DefaultMaxSnapshotRetainedBytes = 256L << 20;
+
+    /// <summary>The least <see cref="MaxSnapshotRetainedBytes"/>: 1 MiB.</summary>
+    public const long MinSnapshotRetainedBytes = 1L << 20;
+
+    /// <summary>
+    /// How many bytes of old versions the oldest open snapshots may keep in memory, in bytes: while a session is open,
+    /// every document written over since its first read keeps the version the session could read, so a session held
+    /// open under a steady stream of overwrites would hold memory without bound until <see cref="MaxSnapshotAge"/>.
+    /// Past this many bytes of such versions (the documents' JSON plus about 100 bytes each), the commit that crossed
+    /// it expires the oldest snapshots: their sessions' later reads throw <see cref="SnapshotExpiredException"/>, and
+    /// the versions they kept are pruned by the commits that follow. Default 256 MiB; at least 1 MiB. Counted from the
+    /// last time the oldest snapshot changed, so short sessions never come near it.
+    /// </summary>
+    public long MaxSnapshotRetainedBytes { get; set; } = DefaultMaxSnapshotRetainedBytes;
+
     /// <summary>The default <see cref="CheckpointThreshold"/>: 64 MiB.</summary>
     public const long DefaultCheckpointThreshold = 64L << 20;
 
@@ -354,6 +371,12 @@ public sealed class DocumentStoreOptions
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxSnapshotAge), MaxSnapshotAge,
                 "MaxSnapshotAge must be positive, or Timeout.InfiniteTimeSpan for no limit.");
+        }
+
+        if (MaxSnapshotRetainedBytes < MinSnapshotRetainedBytes)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxSnapshotRetainedBytes), MaxSnapshotRetainedBytes,
+                $"MaxSnapshotRetainedBytes must be at least {MinSnapshotRetainedBytes} bytes (1 MiB).");
         }
 
         if (SlowSyncThreshold <= TimeSpan.Zero)

@@ -65,12 +65,18 @@ internal sealed class SnapshotRegistry
     /// <param name="maxAge">How long a snapshot may hold back pruning; <see cref="Timeout.InfiniteTimeSpan"/> for
     /// ever.</param>
     /// <param name="clock">The clock snapshot ages are read from (its monotonic timestamp).</param>
-    public SnapshotRegistry(TimeSpan maxAge, TimeProvider clock)
+    /// <param name="heldBytesLimit">The bytes of versions the oldest snapshots may keep before the committer expires
+    /// them (<see cref="ExpireHolding"/>; for the exception's message).</param>
+    public SnapshotRegistry(TimeSpan maxAge, TimeProvider clock, long heldBytesLimit = long.MaxValue)
     {
         _clock = clock;
         _maxAgeMilliseconds = maxAge == Timeout.InfiniteTimeSpan ? long.MaxValue
             : (long)Math.Ceiling(maxAge.TotalMilliseconds);
+        HeldBytesLimit = heldBytesLimit;
     }
+
+    /// <summary>See the constructor.</summary>
+    public long HeldBytesLimit { get; }
 
     private long NowMilliseconds()
     {
@@ -137,6 +143,35 @@ internal sealed class SnapshotRegistry
 
         _cachedOldest = oldest;
         return oldest;
+    }
+
+    /// <summary>
+    /// Committer: expires every open snapshot at or below <paramref name="sequence"/> because the versions it keeps
+    /// passed the store's budget (its next read throws <see cref="SnapshotExpiredException"/> saying so), and makes the
+    /// next <see cref="Oldest"/> scan, so the versions it kept are pruned from the next batch on. Returns how many it
+    /// expired. Each expiry is a compare-exchange (a full fence) before any prune uses the higher oldest, as for an age
+    /// expiry (see the protocol).
+    /// </summary>
+    public int ExpireHolding(long sequence)
+    {
+        int expired = 0;
+        int slots = Volatile.Read(ref _slotCount);
+        Entry?[][] chunks = Volatile.Read(ref _chunks);
+        for (int i = 0; i < slots; i++)
+        {
+            if (Volatile.Read(ref chunks[i / ChunkSize][i % ChunkSize]) is { IsOpen: true } entry
+                && entry.Sequence <= sequence)
+            {
+                entry.HeldTooMuch = true; // published by the compare-exchange below, read after IsExpired (acquire)
+                if (entry.TryExpire())
+                {
+                    expired++;
+                }
+            }
+        }
+
+        _batchesUntilScan = 0;
+        return expired;
     }
 
     /// <summary>
@@ -250,6 +285,13 @@ internal sealed class SnapshotRegistry
 
         /// <summary>Set once, before the entry is published in its slot.</summary>
         public int Slot { get; set; }
+
+        /// <summary>Whether the committer expired the snapshot because the versions it kept passed the budget (set
+        /// before the expiry, read after <see cref="IsExpired"/>), not for its age.</summary>
+        public bool HeldTooMuch { get; set; }
+
+        /// <summary>The budget of versions a snapshot may keep, in bytes (for the exception's message).</summary>
+        public long HeldBytesLimit => registry.HeldBytesLimit;
 
         public bool IsOpen => Volatile.Read(ref _state) == Open;
 

@@ -77,8 +77,13 @@ namespace Folio.Documents;
 /// Pruning. Before applying a batch the writer computes the oldest open snapshot (or the visible sequence when none
 /// is older); on each chain it touches, it cuts the versions older than the one visible at that snapshot, since no
 /// open or future snapshot can reach them (their records stay in the table's arrays, unreachable, until the next
-/// rebuild drops them). Versions of chains that are never written again are kept until their eviction; deleted keys
-/// stay in the sorted key list as tombstones (readers skip them) until the next open, whose replay drops them.
+/// rebuild drops them). The oldest only grows, so a chain whose head was written after the oldest took its current
+/// value is cut already: the walk to the version visible at it is skipped until the oldest moves. What the oldest
+/// keeps is bounded: the bytes of versions written over while it stays the same are counted, and past
+/// <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/> the snapshots at it are expired
+/// (<see cref="SnapshotRegistry.ExpireHolding"/>), as an old one is. Versions of chains that are never written again
+/// are kept until their eviction; deleted keys stay in the sorted key list as tombstones (readers skip them) until the
+/// next open, whose replay drops them.
 /// </para>
 /// </summary>
 internal sealed class VersionedIndex : ICommitState
@@ -92,6 +97,17 @@ internal sealed class VersionedIndex : ICommitState
     private readonly SnapshotRegistry _snapshots;
     private long _visible;
     private BulkLoad? _bulkLoad;
+
+    // The committer's (under _writeLock): the oldest snapshot its last apply computed, and the sequence of the first
+    // apply that computed that value. A chain whose head was written at or after that sequence was cut at that value
+    // then (see Pruning), so the next write of its id need not walk it again.
+    private long _pruneOldest = -1;
+    private long _pruneOldestSince;
+
+    // The committer's: the bytes of versions written over since the oldest took its value whose older version that
+    // oldest keeps (an estimate of what it holds back), and the limit past which the snapshots at it expire.
+    private long _heldBytes;
+    private readonly long _heldBytesLimit;
     private IPageReader? _pages;
 
     // The checkpoint every collection's tree layer comes from, pinned by the index until the next one replaces it
@@ -114,11 +130,15 @@ internal sealed class VersionedIndex : ICommitState
     /// (<see cref="TrimAddedIds"/>).</param>
     /// <param name="clock">The clock snapshot ages are measured with (default <see cref="TimeProvider.System"/>).
     /// </param>
+    /// <param name="heldBytesLimit">The bytes of versions written over documents since the oldest open snapshot that
+    /// the index keeps for it before it expires that snapshot (<see cref="ApplyLocked"/>): the store's
+    /// <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/>.</param>
     public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum,
-        TimeProvider? clock = null)
+        TimeProvider? clock = null, long heldBytesLimit = long.MaxValue)
     {
-        _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System);
+        _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System, heldBytesLimit);
         _addedIdsTrimMinimum = addedIdsTrimMinimum;
+        _heldBytesLimit = heldBytesLimit;
     }
 
     /// <summary>The smallest added-id list a checkpoint has trimmed (<see cref="TrimAddedIds"/>).</summary>
@@ -531,6 +551,11 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         long oldest = _snapshots.Oldest(VisibleSequence);
+        if (oldest != _pruneOldest)
+        {
+            (_pruneOldest, _pruneOldestSince) = (oldest, sequence); // it only grows (SnapshotRegistry.Oldest)
+            _heldBytes = 0;
+        }
 
         // The heads keep each command's id and value as slices of the store's copy in the journal entry, never the
         // caller's memory.
@@ -593,10 +618,21 @@ internal sealed class VersionedIndex : ICommitState
             else
             {
                 // Cut what no snapshot can reach: everything older than the version visible at the oldest snapshot.
-                wasDeleted = heads.Record(head).IsDeleted;
-                if (heads.At(head, oldest) is int visibleToOldest and not 0)
+                // A head written since the oldest took its value was cut at that value then, and every version after
+                // it is newer than the oldest: nothing more to cut, so no walk. (Without this, a snapshot held open
+                // while an id is written again and again made each write walk every version since the snapshot.)
+                ref readonly HeadRecord current = ref heads.Record(head);
+                wasDeleted = current.IsDeleted;
+                if (current.Sequence < _pruneOldestSince && heads.At(head, oldest) is int visibleToOldest and not 0)
                 {
                     heads.Prune(visibleToOldest);
+                }
+
+                if (current.Sequence > oldest)
+                {
+                    // The version written over stays for the oldest snapshot (every version above the one it sees
+                    // does): count what it holds back.
+                    _heldBytes += current.ValueLength + Unsafe.SizeOf<HeadRecord>();
                 }
             }
 
@@ -626,6 +662,14 @@ internal sealed class VersionedIndex : ICommitState
             AfterWriteApplied?.Invoke(command.Key.Id);
         }
 
+        if (_heldBytes > _heldBytesLimit)
+        {
+            // The oldest snapshots keep more versions than the store lets the in-memory layer hold: expire them (their
+            // next read throws), so the next batch prunes what they kept instead of memory growing until their age
+            // runs out. Writers go on at their pace; a snapshot is meant to be short-lived.
+            _snapshots.ExpireHolding(oldest);
+            _heldBytes = 0;
+        }
     }
 
     /// <summary>A record for an older version the index took from the replayed documents or a tree (no id: it is
@@ -1662,7 +1706,9 @@ internal sealed class IndexSnapshot : IDisposable
 
     [System.Diagnostics.CodeAnalysis.DoesNotReturn]
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
-    private void ThrowExpired() => throw new SnapshotExpiredException(Sequence, _entry.MaxAge);
+    private void ThrowExpired() => throw (_entry.HeldTooMuch
+        ? SnapshotExpiredException.HeldTooMuch(Sequence, _entry.HeldBytesLimit)
+        : new SnapshotExpiredException(Sequence, _entry.MaxAge));
 
     public void Dispose()
     {

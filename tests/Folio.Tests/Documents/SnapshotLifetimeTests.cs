@@ -212,6 +212,75 @@ public sealed class SnapshotLifetimeTests
     }
 
     [Fact]
+    public async Task A_session_held_open_under_overwrites_expires_past_its_retained_bytes_and_short_ones_never()
+    {
+        // Before: each write walked every version the held snapshot kept (writes slowed twentyfold within a minute),
+        // and with that walk skipped memory grew by gigabytes until MaxSnapshotAge (docs/measurements.md).
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.Durability = DurabilityMode.Buffered;
+        options.MaxSnapshotRetainedBytes = DocumentStoreOptions.MinSnapshotRetainedBytes;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        string pad = new('p', 1000);
+        async Task WriteRoundAsync(int round)
+        {
+            var batch = new CommitBatch();
+            for (int i = 0; i < 100; i++)
+            {
+                batch.Put("User", $"u/{i}", Encoding.UTF8.GetBytes($"{{\"Name\":\"r{round}\",\"Pad\":\"{pad}\"}}"));
+            }
+
+            await store.WriteAsync(batch);
+        }
+
+        await WriteRoundAsync(0);
+        DocumentSession held = store.OpenSession();
+        Assert.Equal("r0", (await held.LoadAsync<User>("u/0"))!.Name);
+        long heldAt = held.SnapshotSequence!.Value;
+        var key = new DocumentKey("User", "u/5");
+
+        // About 110 KB of versions a round: the held snapshot keeps them all for eight rounds.
+        for (int round = 1; round <= 8; round++)
+        {
+            await WriteRoundAsync(round);
+        }
+
+        Assert.True(store.Index.ChainLength(key) >= 9, $"chain length {store.Index.ChainLength(key)}");
+        Assert.Equal("r0", (await held.LoadAsync<User>("u/1"))!.Name); // still its snapshot
+
+        // Past 1 MiB the commit that crossed it expires the held snapshot; short sessions opened between the rounds
+        // are newer than it and are never expired.
+        for (int round = 9; round <= 30; round++)
+        {
+            await WriteRoundAsync(round);
+            await using DocumentSession brief = store.OpenSession();
+            Assert.Equal($"r{round}", (await brief.LoadAsync<User>("u/7"))!.Name);
+        }
+
+        var expired = await Assert.ThrowsAsync<SnapshotExpiredException>(() => held.LoadAsync<User>("u/2").AsTask());
+        Assert.Contains("MaxSnapshotRetainedBytes", expired.Message, StringComparison.Ordinal);
+        Assert.Equal(heldAt, expired.SnapshotSequence);
+
+        // What it kept is pruned by the writes that follow.
+        await WriteRoundAsync(31);
+        Assert.True(store.Index.ChainLength(key) <= 2, $"chain length {store.Index.ChainLength(key)}");
+        held.Dispose();
+        await using DocumentSession fresh = store.OpenSession();
+        Assert.Equal("r31", (await fresh.LoadAsync<User>("u/2"))!.Name);
+    }
+
+    [Fact]
+    public void MaxSnapshotRetainedBytes_is_at_least_one_mebibyte()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.MaxSnapshotRetainedBytes = DocumentStoreOptions.MinSnapshotRetainedBytes - 1;
+        var error = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Equal(nameof(DocumentStoreOptions.MaxSnapshotRetainedBytes), error.ParamName);
+        Assert.Equal(256L << 20, new DocumentStoreOptions().MaxSnapshotRetainedBytes);
+    }
+
+    [Fact]
     public void MaxSnapshotAge_must_be_positive_or_infinite()
     {
         using var dir = new TempDirectory();
