@@ -44,8 +44,9 @@ public sealed class SnapshotExpiredException : FolioException
     internal static SnapshotExpiredException HeldTooMuch(long snapshotSequence, long limit) =>
         new($"The session's snapshot (sequence {snapshotSequence}) expired: the documents written over since it " +
             $"opened made it keep more than {limit} bytes of old versions " +
-            "(DocumentStoreOptions.MaxSnapshotRetainedBytes), which were pruned so that memory stays bounded. Dispose " +
-            "the session and open a new one; sessions are meant to be short-lived units of work.", snapshotSequence);
+            "(DocumentStoreOptions.MaxSnapshotRetainedBytes), which were pruned so that memory stays bounded. " +
+            "Dispose the session and open a new one; sessions are meant to be short-lived units of work.",
+            snapshotSequence);
 
     private SnapshotExpiredException(string message, long snapshotSequence)
         : base(message)
