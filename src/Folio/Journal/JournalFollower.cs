@@ -322,7 +322,9 @@ internal sealed class JournalFollower : IDisposable
     /// <summary>
     /// Moves to the segment that starts after the current one's last record, if it exists (syncing the current one
     /// first when this call took records from it that no header covers). Damage left behind in the current segment,
-    /// non-zero bytes where no complete record is, is a corruption once the writer has moved on.
+    /// non-zero bytes where no complete record is, is a corruption once the writer has moved on. Also true, without
+    /// moving, when a later segment exists and the current one has a record completed since it was last read
+    /// (<see cref="ReadOnOrThrowIfPurgedPast"/>).
     /// </summary>
     private bool TryMoveToNextSegment()
     {
@@ -333,8 +335,8 @@ internal sealed class JournalFollower : IDisposable
         // the next is the current one's own: the writer has not moved on (its first record is still being written).
         if (string.Equals(nextPath, _segmentPath, StringComparison.Ordinal) || !File.Exists(nextPath))
         {
-            ThrowIfPurgedPast(next);
-            return false;
+            AfterNextSegmentMissing?.Invoke();
+            return ReadOnOrThrowIfPurgedPast(next);
         }
 
         if (!RestIsZero())
@@ -356,6 +358,34 @@ internal sealed class JournalFollower : IDisposable
         }
 
         return true;
+    }
+
+    /// <summary>Tests only: called when the segment after the current one is not there, before the follower looks for
+    /// later ones (a test has the writer finish a record and rotate there).</summary>
+    internal Action? AfterNextSegmentMissing { get; set; }
+
+    /// <summary>
+    /// The segment starting at <paramref name="next"/> is not there: the end of the data for now (false), unless a
+    /// later segment exists. Then the writer has moved on from the current segment, and may have completed records
+    /// in it since the follower found none at its end (it finished the record being written, then rotated, and the
+    /// next segment is named after those records): when the current segment has a complete record now, true, and the
+    /// caller reads it. Otherwise the writer purged the segment the follower needs (a checkpoint covered it) before
+    /// the follower got to it.
+    /// </summary>
+    private bool ReadOnOrThrowIfPurgedPast(long next)
+    {
+        if (ListSegments(next) is not { Above: > 0 })
+        {
+            return false;
+        }
+
+        if (_segment is not null && TryReadRecord(out _))
+        {
+            return true;
+        }
+
+        ThrowIfPurgedPast(next);
+        return false;
     }
 
     /// <summary>

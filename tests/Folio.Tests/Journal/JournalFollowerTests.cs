@@ -134,6 +134,48 @@ public sealed class JournalFollowerTests
             entries.Select(e => e.Sequence));
     }
 
+    /// <summary>The follower found no complete record at the end of its segment and no file named after the next
+    /// sequence; meanwhile the writer completed records in that segment and rotated, so the next file is named after
+    /// those records. That later file once read as "the segment you need was purged" (a stress run's
+    /// <see cref="JournalPositionPurgedException"/>); the follower reads on in its segment instead.</summary>
+    [Fact]
+    public void Records_completed_in_the_current_segment_before_the_writer_rotated_are_read_not_taken_for_a_purge()
+    {
+        using var dir = new TempDirectory();
+        using WriteAheadJournal journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(8192));
+        for (long i = 1; i <= 5; i++)
+        {
+            journal.Append(JournalTestExtensions.Payload(3, i, 100));
+        }
+
+        journal.Sync();
+        using var follower = new JournalFollower(dir.Path, 1);
+        var entries = new List<JournalEntryCopy>();
+        Assert.Equal(5, follower.ReadAvailable(entries, 1000));
+        Assert.Equal(1, journal.SegmentCount);
+
+        long appended = 5;
+        follower.AfterNextSegmentMissing = () =>
+        {
+            follower.AfterNextSegmentMissing = null;
+            while (journal.SegmentCount == 1)
+            {
+                journal.Append(JournalTestExtensions.Payload(3, ++appended, 100)); // fills the segment, then rotates
+            }
+
+            journal.Sync();
+        };
+
+        entries.Clear();
+        while (follower.ReadAvailable(entries, 1000) > 0)
+        {
+        }
+
+        Assert.True(appended > 10, $"appended {appended}");
+        Assert.Equal(Enumerable.Range(6, (int)appended - 5).Select(i => (long)i), entries.Select(e => e.Sequence));
+        Assert.Equal(appended + 1, follower.NextSequence);
+    }
+
     [Fact]
     public async Task A_follower_left_behind_by_a_purge_is_told_so_instead_of_waiting_forever()
     {
