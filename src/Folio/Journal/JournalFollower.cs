@@ -23,7 +23,10 @@ namespace Folio.Journal;
 /// after the sequence that follows the segment's last record once that file exists. Damage at a place the writer has
 /// moved past (the next segment exists, or a complete record names other sequences than those that follow) is a
 /// <see cref="JournalCorruptedException"/>. A next segment that is missing while later ones exist was purged before
-/// the follower got to it: a <see cref="JournalPositionPurgedException"/>, not an endless wait. Every segment that
+/// the follower got to it (a <see cref="JournalPositionPurgedException"/>, not an endless wait), unless its own
+/// segment has a complete record by then: the writer may finish the record the follower found incomplete and rotate
+/// between the follower's look at its segment and its look at the folder, and the next file is then named after
+/// those records, so the follower reads on in its segment first. Every segment that
 /// names a store id must name the one the first such segment named: a segment of another store is a
 /// <see cref="JournalCorruptedException"/> too.
 /// Only durable records are returned, so no consumer sees a change a power loss could take back: a record a later
