@@ -112,13 +112,14 @@ public sealed class DocumentStoreOptions
     public const long MinSnapshotRetainedBytes = 1L << 20;
 
     /// <summary>
-    /// How many bytes of old versions the oldest open snapshots may keep in memory, in bytes: while a session is open,
-    /// every document written over since its first read keeps the version the session could read, so a session held
-    /// open under a steady stream of overwrites would hold memory without bound until <see cref="MaxSnapshotAge"/>.
-    /// Past this many bytes of such versions (the documents' JSON plus about 100 bytes each), the commit that crossed
-    /// it expires the oldest snapshots: their sessions' later reads throw <see cref="SnapshotExpiredException"/>, and
-    /// the versions they kept are pruned by the commits that follow. Default 256 MiB; at least 1 MiB. Counted from the
-    /// last time the oldest snapshot changed, so short sessions never come near it.
+    /// How many bytes the oldest open snapshots may keep in memory, in bytes: while a session is open, every document
+    /// written over since its first read keeps the version the session could read, and every document written since
+    /// stays in memory past the checkpoints that would otherwise move it to the data file, so a session held open
+    /// under a steady stream of writes would hold memory without bound until <see cref="MaxSnapshotAge"/>. Past this
+    /// many bytes of such documents (their JSON plus about 100 bytes each), the commit that crossed it expires the
+    /// oldest snapshots: their sessions' later reads throw <see cref="SnapshotExpiredException"/>, and what they kept
+    /// is pruned and evicted as usual. Default 256 MiB; at least 1 MiB. Counted from the last time the oldest snapshot
+    /// changed, so short sessions never come near it.
     /// </summary>
     public long MaxSnapshotRetainedBytes { get; set; } = DefaultMaxSnapshotRetainedBytes;
 

@@ -2,11 +2,11 @@ namespace Folio;
 
 /// <summary>
 /// Thrown by a read of a session whose snapshot was open longer than <see cref="DocumentStoreOptions.MaxSnapshotAge"/>
-/// while other commits needed its old versions pruned, or kept more old versions of documents written over since it
-/// opened than <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/> allows: the snapshot no longer holds
-/// them, so the read is refused rather than answered from a state that is gone. Nothing is wrong with the store;
-/// dispose the session and open a new one (documents the session already loaded stay tracked, and its saves are still
-/// checked against their loaded versions).
+/// while other commits needed its old versions pruned, or made the store keep more of the documents written since it
+/// opened in memory than <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/> allows: the snapshot no longer
+/// holds its versions, so the read is refused rather than answered from a state that is gone. Nothing is wrong with
+/// the store; dispose the session and open a new one (documents the session already loaded stay tracked, and its
+/// saves are still checked against their loaded versions).
 /// </summary>
 public sealed class SnapshotExpiredException : FolioException
 {
@@ -39,14 +39,13 @@ public sealed class SnapshotExpiredException : FolioException
         SnapshotSequence = snapshotSequence;
     }
 
-    /// <summary>The exception for a snapshot the store expired because the versions it alone kept (documents written
-    /// over since it opened) passed <paramref name="limit"/> bytes.</summary>
+    /// <summary>The exception for a snapshot the store expired because what it kept in memory (documents written
+    /// since it opened) passed <paramref name="limit"/> bytes.</summary>
     internal static SnapshotExpiredException HeldTooMuch(long snapshotSequence, long limit) =>
-        new($"The session's snapshot (sequence {snapshotSequence}) expired: the documents written over since it " +
-            $"opened made it keep more than {limit} bytes of old versions " +
-            "(DocumentStoreOptions.MaxSnapshotRetainedBytes), which were pruned so that memory stays bounded. " +
-            "Dispose the session and open a new one; sessions are meant to be short-lived units of work.",
-            snapshotSequence);
+        new($"The session's snapshot (sequence {snapshotSequence}) expired: the documents written since it opened " +
+            $"made it keep more than {limit} bytes in memory (DocumentStoreOptions.MaxSnapshotRetainedBytes), so its " +
+            "old versions were pruned to keep memory bounded. Dispose the session and open a new one; sessions are " +
+            "meant to be short-lived units of work.", snapshotSequence);
 
     private SnapshotExpiredException(string message, long snapshotSequence)
         : base(message)

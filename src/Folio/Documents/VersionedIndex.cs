@@ -79,7 +79,8 @@ namespace Folio.Documents;
 /// open or future snapshot can reach them (their records stay in the table's arrays, unreachable, until the next
 /// rebuild drops them). The oldest only grows, so a chain whose head was written after the oldest took its current
 /// value is cut already: the walk to the version visible at it is skipped until the oldest moves. What the oldest
-/// keeps is bounded: the bytes of versions written over while it stays the same are counted, and past
+/// keeps is bounded: the bytes of versions written over, and of keys new to the heads (which eviction must leave
+/// while a snapshot older than them is open), while it stays the same are counted, and past
 /// <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/> the snapshots at it are expired
 /// (<see cref="SnapshotRegistry.ExpireHolding"/>), as an old one is. Versions of chains that are never written again
 /// are kept until their eviction; deleted keys stay in the sorted key list as tombstones (readers skip them) until the
@@ -104,8 +105,9 @@ internal sealed class VersionedIndex : ICommitState
     private long _pruneOldest = -1;
     private long _pruneOldestSince;
 
-    // The committer's: the bytes of versions written over since the oldest took its value whose older version that
-    // oldest keeps (an estimate of what it holds back), and the limit past which the snapshots at it expire.
+    // The committer's: the bytes the oldest snapshot holds back since it took its value (versions written over whose
+    // older version it keeps, and keys new to the heads, which cannot be evicted while it is open), an estimate, and
+    // the limit past which the snapshots at it expire.
     private long _heldBytes;
     private readonly long _heldBytesLimit;
     private IPageReader? _pages;
@@ -614,6 +616,10 @@ internal sealed class VersionedIndex : ICommitState
                 {
                     older = heads.Append(OlderRecord(found));
                 }
+
+                // A key new to the heads stays in them while a snapshot older than this write is open (eviction waits
+                // for the oldest to pass its head): count it against what the oldest holds back.
+                _heldBytes += valueLength + (Unsafe.SizeOf<HeadRecord>() * (previous is null ? 1 : 2));
             }
             else
             {
