@@ -1,7 +1,6 @@
 using Folio.Documents;
 using Folio.Journal;
 using Folio.Pages;
-using Folio.Storage;
 
 namespace Folio.Backups;
 
@@ -96,64 +95,21 @@ internal static class StoreFileVerifier
     /// left to the journal's own check.</summary>
     private static void CheckStoreIds(string journal, PageStore? pages, List<string> problems)
     {
-        Guid storeId = pages?.StoreId ?? Guid.Empty;
-        string? source = storeId == Guid.Empty ? null : pages!.Path;
-        try
+        var identity = new StoreIdentity(pages?.StoreId ?? Guid.Empty, pages?.Path);
+        string markPath = Path.Combine(journal, JournalDurableMark.FileName);
+        if (identity.Conflict(StoreIdentity.OfDurableMark(journal), markPath,
+            $"The journal's durable mark '{markPath}'") is { } foreignMark)
         {
-            if (JournalDurableMark.TryRead(PhysicalFileSystem.Instance, journal, out JournalDurableMark mark)
-                && mark.StoreId != Guid.Empty)
-            {
-                string markPath = Path.Combine(journal, JournalDurableMark.FileName);
-                if (storeId == Guid.Empty)
-                {
-                    (storeId, source) = (mark.StoreId, markPath);
-                }
-                else if (mark.StoreId != storeId)
-                {
-                    problems.Add($"The journal's durable mark '{markPath}' belongs to another store (store id " +
-                        $"{mark.StoreId}) than {source} (store id {storeId}): files of two stores are mixed in one " +
-                        "folder.");
-                }
-            }
-        }
-        catch (Exception e) when (e is IOException or StoreCorruptedException)
-        {
-            // a damaged or vanished mark is not a question of identity; the store's open reports the damage
+            problems.Add(foreignMark + ".");
         }
 
-        byte[] header = new byte[JournalFormat.SegmentHeaderSize];
         foreach ((long first, _) in JournalFormat.ListSegmentFiles(journal))
         {
             string segment = Path.Combine(journal, JournalFormat.SegmentFileName(first));
-            try
+            if (identity.Conflict(StoreIdentity.OfSegmentFile(segment, first), segment,
+                $"Journal segment '{segment}'") is { } foreign)
             {
-                using var file = new FileStream(segment, FileMode.Open, FileAccess.Read,
-                    FileShare.ReadWrite | FileShare.Delete);
-                if (file.ReadAtLeast(header, header.Length, throwOnEndOfStream: false) < header.Length
-                    || JournalFormat.ValidateSegmentHeader(header, first) is not null)
-                {
-                    continue;
-                }
-            }
-            catch (IOException)
-            {
-                continue; // purged meanwhile, or unreadable: the journal's check reports what matters
-            }
-
-            Guid id = JournalFormat.ReadSegmentStoreId(header);
-            if (id == Guid.Empty)
-            {
-                continue;
-            }
-
-            if (storeId == Guid.Empty)
-            {
-                (storeId, source) = (id, segment);
-            }
-            else if (id != storeId)
-            {
-                problems.Add($"Journal segment '{segment}' belongs to another store (store id {id}) than {source} " +
-                    $"(store id {storeId}): files of two stores are mixed in one folder.");
+                problems.Add(foreign + ".");
             }
         }
     }

@@ -195,32 +195,9 @@ internal static class StoreFileInfoReader
             return id;
         }
 
-        try
-        {
-            if (JournalDurableMark.TryRead(PhysicalFileSystem.Instance, journal, out JournalDurableMark mark)
-                && mark.StoreId != Guid.Empty)
-            {
-                return mark.StoreId;
-            }
-
-            if (segments.Count > 0)
-            {
-                byte[] header = new byte[JournalFormat.SegmentHeaderSize];
-                string newest = Path.Combine(journal, JournalFormat.SegmentFileName(segments[^1].First));
-                using var file = new FileStream(newest, FileMode.Open, FileAccess.Read,
-                    FileShare.ReadWrite | FileShare.Delete);
-                if (file.ReadAtLeast(header, header.Length, throwOnEndOfStream: false) == header.Length
-                    && JournalFormat.ValidateSegmentHeader(header, segments[^1].First) is null)
-                {
-                    return JournalFormat.ReadSegmentStoreId(header);
-                }
-            }
-        }
-        catch (Exception e) when (e is IOException or StoreCorruptedException)
-        {
-            // a mark or segment damaged or purged meanwhile: the id is unknown here; the open reports damage
-        }
-
-        return Guid.Empty;
+        Guid marked = StoreIdentity.OfDurableMark(journal);
+        return marked != Guid.Empty || segments.Count == 0 ? marked
+            : StoreIdentity.OfSegmentFile(Path.Combine(journal, JournalFormat.SegmentFileName(segments[^1].First)),
+                segments[^1].First);
     }
 }

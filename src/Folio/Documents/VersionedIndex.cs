@@ -106,10 +106,9 @@ internal sealed class VersionedIndex : ICommitState
     private long _pruneOldestSince;
 
     // The committer's: the bytes the oldest snapshot holds back since it took its value (versions written over whose
-    // older version it keeps, and keys new to the heads, which cannot be evicted while it is open), an estimate, and
-    // the limit past which the snapshots at it expire.
+    // older version it keeps, and keys new to the heads, which cannot be evicted while it is open), an estimate;
+    // past the registry's HeldBytesLimit the snapshots at it expire.
     private long _heldBytes;
-    private readonly long _heldBytesLimit;
     private IPageReader? _pages;
 
     // The checkpoint every collection's tree layer comes from, pinned by the index until the next one replaces it
@@ -140,7 +139,6 @@ internal sealed class VersionedIndex : ICommitState
     {
         _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System, heldBytesLimit);
         _addedIdsTrimMinimum = addedIdsTrimMinimum;
-        _heldBytesLimit = heldBytesLimit;
     }
 
     /// <summary>The smallest added-id list a checkpoint has trimmed (<see cref="TrimAddedIds"/>).</summary>
@@ -668,7 +666,7 @@ internal sealed class VersionedIndex : ICommitState
             AfterWriteApplied?.Invoke(command.Key.Id);
         }
 
-        if (_heldBytes > _heldBytesLimit)
+        if (_heldBytes > _snapshots.HeldBytesLimit)
         {
             // The oldest snapshots keep more versions than the store lets the in-memory layer hold: expire them (their
             // next read throws), so the next batch prunes what they kept instead of memory growing until their age

@@ -47,8 +47,7 @@ internal sealed class JournalFollower : IDisposable
     private long _durableEnd; // the current segment's bytes a record header says a writer's fdatasync covered
     private readonly List<TakenRecord> _taken = []; // records of the current segment the current call took from
     private bool _disposed;
-    private Guid _storeId; // the first store id a segment header named (empty: none yet); every later one must match
-    private string? _storeIdSource;
+    private StoreIdentity _identity; // the store the segments read so far name; every later one must name it too
 
     /// <param name="journalDirectory">The journal's folder (a store's <c>journal</c> folder).</param>
     /// <param name="fromSequence">The first entry to return; 1 or more.</param>
@@ -299,17 +298,10 @@ internal sealed class JournalFollower : IDisposable
 
         // Segments of one journal carry one store's id (or none, written before ids): a segment of another store
         // copied into the folder is corruption, not more of this store's history.
-        Guid id = JournalFormat.ReadSegmentStoreId(header);
-        if (id != Guid.Empty && _storeId == Guid.Empty)
-        {
-            (_storeId, _storeIdSource) = (id, path);
-        }
-        else if (id != Guid.Empty && id != _storeId)
+        if (_identity.Conflict(JournalFormat.ReadSegmentStoreId(header), path, "the segment") is { } foreign)
         {
             handle.Dispose();
-            ThrowHelper.ThrowJournalCorrupted(path, JournalFormat.SegmentStoreIdOffset,
-                $"the segment belongs to another store (store id {id}) than {_storeIdSource} (store id {_storeId}): " +
-                "files of two stores are mixed in one folder");
+            ThrowHelper.ThrowJournalCorrupted(path, JournalFormat.SegmentStoreIdOffset, foreign);
         }
 
         _segment?.Dispose();

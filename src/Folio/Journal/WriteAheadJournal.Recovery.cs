@@ -61,19 +61,10 @@ public sealed partial class WriteAheadJournal
 
         bool marked = JournalDurableMark.TryRead(_fileSystem, Directory, out JournalDurableMark mark);
         string markPath = Path.Combine(Directory, JournalDurableMark.FileName);
-        if (marked && mark.StoreId != Guid.Empty)
+        var identity = new StoreIdentity(storeId, storeIdSource);
+        if (marked && identity.Conflict(mark.StoreId, markPath, "the journal's durable mark") is { } foreignMark)
         {
-            if (storeId == Guid.Empty)
-            {
-                (storeId, storeIdSource) = (mark.StoreId, markPath);
-            }
-            else if (mark.StoreId != storeId)
-            {
-                ThrowHelper.ThrowJournalCorrupted(markPath, 32,
-                    $"the journal's durable mark belongs to another store (store id {mark.StoreId}) than " +
-                    $"{storeIdSource} (store id {storeId}): files of two stores are mixed in one folder; put back " +
-                    "the files of one store");
-            }
+            ThrowHelper.ThrowJournalCorrupted(markPath, 32, foreignMark);
         }
 
         // Segments wholly before the watermark survived an interrupted purge: finish it.
@@ -106,7 +97,7 @@ public sealed partial class WriteAheadJournal
 
             // A new journal starts at 1, or where the history it continues ends (a restored store's journal starts
             // after its checkpoint): the watermark then says the entries before it are gone on purpose.
-            _storeId = storeId != Guid.Empty ? storeId : Guid.NewGuid();
+            _storeId = identity.Id != Guid.Empty ? identity.Id : Guid.NewGuid();
             long start = Math.Max(1, _newJournalFirstSequence);
             if (start > 1)
             {
@@ -179,10 +170,9 @@ public sealed partial class WriteAheadJournal
 
                 segments[i] = new JournalSegment(file, found[i].First, capacity, JournalFormat.SegmentHeaderSize,
                     DeleteSegmentFile, OpenSyncHandle);
-                CheckStoreId(segments[i], ref storeId, ref storeIdSource);
                 long markedLength = marked && mark.SegmentFirstSequence == found[i].First ? mark.SyncedLength : 0;
                 ScanResult scan = ScanSegment(segments[i], isNewest: i == found.Count - 1, markedLength,
-                    coveredThrough, ref lastTimestamp);
+                    coveredThrough, ref lastTimestamp, ref identity);
                 segments[i].WrittenLength = scan.DataLength;
                 segments[i].Index.MarkRecovered(scan.VerifiedFrom, scan.DataLength);
                 segments[i].PublishCommittedLength(scan.DataLength);
@@ -217,7 +207,7 @@ public sealed partial class WriteAheadJournal
         }
 
         // Segments written before stores had ids, and no checkpoint that names one: the store gets its id now.
-        _storeId = storeId != Guid.Empty ? storeId : Guid.NewGuid();
+        _storeId = identity.Id != Guid.Empty ? identity.Id : Guid.NewGuid();
         try
         {
             ReplaceEmptyNewestSegmentOfAnotherSize(segments);
@@ -324,42 +314,20 @@ public sealed partial class WriteAheadJournal
         }
     }
 
-    /// <summary>Checks that <paramref name="segment"/> belongs to the store <paramref name="storeId"/> names (read
-    /// from <paramref name="source"/>), or, when no id is known yet and the segment has one, takes its id.</summary>
-    private static void CheckStoreId(JournalSegment segment, ref Guid storeId, ref string? source)
-    {
-        ReadOnlySpan<byte> header = segment.Span(0, JournalFormat.SegmentHeaderSize);
-        if (JournalFormat.ValidateSegmentHeader(header, segment.FirstSequence) is not null)
-        {
-            return; // the scan reports it
-        }
-
-        Guid id = JournalFormat.ReadSegmentStoreId(header);
-        if (id == Guid.Empty)
-        {
-            return;
-        }
-
-        if (storeId == Guid.Empty)
-        {
-            (storeId, source) = (id, segment.Path);
-        }
-        else if (id != storeId)
-        {
-            ThrowHelper.ThrowJournalCorrupted(segment.Path, JournalFormat.SegmentStoreIdOffset,
-                $"the segment belongs to another store (store id {id}) than {source} (store id {storeId}): files of " +
-                "two stores are mixed in one folder; put back the files of one store");
-        }
-    }
-
     private ScanResult ScanSegment(JournalSegment segment, bool isNewest, long markedLength, long coveredThrough,
-        ref long lastTimestamp)
+        ref long lastTimestamp, ref StoreIdentity identity)
     {
         ReadOnlySpan<byte> bytes = segment.Span(0, segment.Capacity);
         string? headerError = JournalFormat.ValidateSegmentHeader(bytes, segment.FirstSequence);
         if (headerError is not null)
         {
             ThrowHelper.ThrowJournalCorrupted(segment.Path, 0, headerError);
+        }
+
+        // Before anything of the segment is read or changed (a torn tail truncated): a segment of another store.
+        if (identity.Conflict(JournalFormat.ReadSegmentStoreId(bytes), segment.Path, "the segment") is { } foreign)
+        {
+            ThrowHelper.ThrowJournalCorrupted(segment.Path, JournalFormat.SegmentStoreIdOffset, foreign);
         }
 
         long offset = JournalFormat.SegmentHeaderSize;
