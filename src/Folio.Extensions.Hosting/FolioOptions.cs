@@ -65,11 +65,12 @@ public sealed class FolioOptions
     public long CheckpointThreshold { get; set; } = s_storeDefaults.CheckpointThreshold;
 
     /// <summary>Journal bytes after the last checkpoint at which new commits wait for a checkpoint (backpressure).
-    /// Default 0: four times <see cref="CheckpointThreshold"/>; see
+    /// Default 0: four times <see cref="CheckpointThreshold"/>, or less in a process with less memory; see
     /// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>.</summary>
     public long CheckpointBackpressureThreshold { get; set; } = s_storeDefaults.CheckpointBackpressureThreshold;
 
-    /// <summary>The memory for pages of the data file (the buffer pool), in bytes. Default 256 MiB; at least 1 MiB; see
+    /// <summary>The memory for pages of the data file (the buffer pool), in bytes. Default 0: 256 MiB, or an eighth
+    /// of the memory the process may use when that is less; otherwise at least 1 MiB; see
     /// <see cref="DocumentStoreOptions.CacheSize"/>.</summary>
     public long CacheSize { get; set; } = s_storeDefaults.CacheSize;
 

@@ -498,12 +498,15 @@ public sealed partial class DocumentStore
     }
 
     /// <summary>
-    /// Compacts the data file now, while commits and reads go on: the commits made so far are checkpointed, then a
-    /// checkpoint rewrites the live pages of every chunk whose share of live pages is below
+    /// Compacts the data file now, while commits and reads go on: the commits made so far are checkpointed, then
+    /// checkpoints rewrite the live pages of every chunk whose share of live pages is below
     /// <see cref="DocumentStoreOptions.CompactionFillRate"/> (or
-    /// <see cref="DocumentStoreOptions.DefaultCompactionFillRate"/> when background compaction is off) into a new
-    /// chunk, and a second checkpoint frees the emptied chunks and gives the file's free tail back. A chunk an open
-    /// reader's checkpoint still reaches (a long scan, a backup in progress) is freed by a later checkpoint.
+    /// <see cref="DocumentStoreOptions.DefaultCompactionFillRate"/> when background compaction is off) into new
+    /// chunks, each followed by one that frees the chunks it emptied, and the file's last chunks move into the free
+    /// space before them so its free tail is given back. Each rewrite takes at most a quarter of the memory a
+    /// checkpoint may use (see <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>), so a store far
+    /// larger than memory compacts in many passes. A chunk an open reader's checkpoint still reaches (a long scan, a
+    /// backup in progress) is freed by a later checkpoint.
     /// </summary>
     /// <param name="cancellationToken">Cancels while the call waits for a checkpoint already running.</param>
     /// <returns>What compaction did.</returns>

@@ -30,7 +30,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     private readonly TaskCompletionSource _disposeCompleted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     private DocumentStore(string path, DocumentStoreOptions options, WriteAheadJournal journal, VersionedIndex index,
-        PageStore pages, ILogger logger, long replayedBytes)
+        PageStore pages, ILogger logger, long replayedBytes, long replayedPuts)
     {
         Path = path;
         Options = options;
@@ -43,7 +43,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         try
         {
             _checkpointer = new StoreCheckpointer(pages, journal, index, options, logger, () => _merger.IsFaulted,
-                replayedBytes);
+                replayedBytes, replayedPuts);
         }
         catch (OutOfMemoryException e)
         {
@@ -121,6 +121,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         WriteAheadJournal journal;
         try
         {
+            long cacheBytes = options.TestCacheBytes > 0 ? options.TestCacheBytes : options.EffectiveCacheSize;
+
             // Called once the journal holds the folder's lock, so the data file is opened by this store alone; the
             // journal then leaves the records the checkpoint holds unchecked. A data file that cannot be opened fails
             // the open as itself, after the journal's own checks.
@@ -128,7 +130,6 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             {
                 try
                 {
-                    long cacheBytes = options.TestCacheBytes > 0 ? options.TestCacheBytes : options.CacheSize;
                     pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger,
                         cacheBytes, new BufferPoolOptions { MeterFactory = options.MeterFactory },
                         options.RangePrefetch);
@@ -139,7 +140,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                 {
                     long available = GC.GetGCMemoryInfo().TotalAvailableMemoryBytes;
                     pagesFailed = ExceptionDispatchInfo.Capture(ThrowHelper.ArgumentOutOfRange(
-                        nameof(DocumentStoreOptions.CacheSize), options.CacheSize,
+                        nameof(DocumentStoreOptions.CacheSize), cacheBytes,
                         $"CacheSize is more than this process can have ({available} bytes available): {e.Message}"));
                     return default;
                 }
@@ -164,9 +165,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
                 options.MaxSnapshotRetainedBytes);
             index.AttachCheckpoint(mounted, pages.Reader);
-            (long batches, long bytes) = JournalReplay.Run(journal, index, mounted.Sequence);
+            (long batches, long bytes, long puts) = JournalReplay.Run(journal, index, mounted.Sequence);
             DocumentIds.GenerateAbove(journal.LastTimestampTicks);
-            var store = new DocumentStore(path, options, journal, index, pages, logger, bytes);
+            var store = new DocumentStore(path, options, journal, index, pages, logger, bytes, puts);
             long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
             StoreLog.Opened(logger, path, mounted.Sequence, index.CheckpointedDocuments, batches, bytes, elapsedMs);
             return store;
@@ -344,7 +345,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// copies them first, so the caller may reuse its memory at once either way.</summary>
     private ValueTask<long> CommitSequenceAsync(CommitBatch batch, CancellationToken cancellationToken)
     {
-        _checkpointer.NoteCommit();
+        _checkpointer.NoteCommit(batch.Count);
         return _checkpointer.IsBehind ? CommitSequenceWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
             : _merger.CommitSequenceAsync(batch, cancellationToken);
     }
@@ -372,7 +373,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     {
         // Not an async method: with checkpoints keeping up, the caller awaits the merger's pending batch itself, and
         // a save allocates no state machine here.
-        _checkpointer.NoteCommit();
+        _checkpointer.NoteCommit(batch.Count);
         return _checkpointer.IsBehind ? CommitWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
             : _merger.CommitAsync(batch, cancellationToken);
     }

@@ -142,8 +142,17 @@ public sealed class DocumentStoreOptions
     /// bounds that memory instead of letting it grow. Commits then wait (they never fail for it) until a checkpoint
     /// brings the journal after it below this size, or a checkpoint fails (the journal still holds everything, so
     /// writers are not stopped by a data file that cannot be written). Default 0: four times
-    /// <see cref="CheckpointThreshold"/> (256 MiB); otherwise at least <see cref="CheckpointThreshold"/>. Measured as
-    /// the records appended after the last checkpoint's position, checked every 32 commits and after every checkpoint.
+    /// <see cref="CheckpointThreshold"/> (256 MiB), or an eighth of the memory the process may use (the garbage
+    /// collector's <see cref="GCMemoryInfo.TotalAvailableMemoryBytes"/>: in a container, its share of the container's
+    /// limit) when that is less (but not below 4 MiB); a background checkpoint then starts at half of it when that is
+    /// below <see cref="CheckpointThreshold"/>. Otherwise at least <see cref="CheckpointThreshold"/>. Measured as the
+    /// records appended after the last checkpoint's position, checked every 32 commits and after every checkpoint.
+    /// <para>
+    /// Commits also wait, whatever this is, while the next checkpoint could need more than a quarter of that memory
+    /// for the pages it rewrites: a checkpoint writes every page its changes touch, and documents written at scattered
+    /// ids into a store larger than memory touch up to a page (16 KiB, plus its decoded copy) each, so checkpoints of
+    /// such writes are started after fewer documents, and their pages never outgrow the process.
+    /// </para>
     /// </summary>
     public long CheckpointBackpressureThreshold { get; set; }
 
@@ -212,14 +221,17 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public long MaxChangeFeedLag { get; set; } = DefaultMaxChangeFeedLag;
 
-    /// <summary>The default <see cref="CacheSize"/>: 256 MiB.</summary>
+    /// <summary>The largest <see cref="CacheSize"/> a store takes by default: 256 MiB.</summary>
     public const long DefaultCacheSize = 256L << 20;
 
     /// <summary>The smallest <see cref="CacheSize"/>: 1 MiB.</summary>
     public const long MinCacheSize = 1L << 20;
 
     /// <summary>
-    /// The memory for pages of the data file (the buffer pool), in bytes. Default 256 MiB; at least 1 MiB. Documents
+    /// The memory for pages of the data file (the buffer pool), in bytes. Default 0: 256 MiB
+    /// (<see cref="DefaultCacheSize"/>), or an eighth of the memory the process may use (the garbage collector's
+    /// <see cref="GCMemoryInfo.TotalAvailableMemoryBytes"/>: in a container, its share of the container's limit) when
+    /// that is less, but at least 1 MiB. Otherwise at least 1 MiB (<see cref="MinCacheSize"/>). Documents
     /// checkpointed to the data file are read through it: a page is read from disk into a frame of 16 KiB when first
     /// needed and evicted when the cache is full, pages a long scan touched once before pages point reads keep hot.
     /// It is native memory the garbage collector neither scans nor moves, taken from the operating system as pages
@@ -229,7 +241,7 @@ public sealed class DocumentStoreOptions
     /// levels of each collection's tree, which stay decoded (at most 129 pages a collection). A cache the operating
     /// system refuses to reserve fails the open with <see cref="ArgumentOutOfRangeException"/> naming this option.
     /// </summary>
-    public long CacheSize { get; set; } = DefaultCacheSize;
+    public long CacheSize { get; set; }
 
     /// <summary>
     /// Read ahead for bounded range reads. Default true. When a query with an upper id bound (a prefix, or
@@ -420,9 +432,10 @@ public sealed class DocumentStoreOptions
                 "MaxChangeFeedLag must be 0 (no hold) or more.");
         }
 
-        if (CacheSize < MinCacheSize)
+        if (CacheSize != 0 && CacheSize < MinCacheSize)
         {
-            ThrowHelper.ThrowArgumentOutOfRange(nameof(CacheSize), CacheSize, "CacheSize must be at least 1 MiB.");
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(CacheSize), CacheSize,
+                "CacheSize must be 0 (sized to the memory available) or at least 1 MiB.");
         }
 
         if (CheckpointInterval <= TimeSpan.Zero && CheckpointInterval != Timeout.InfiniteTimeSpan)
@@ -457,10 +470,42 @@ public sealed class DocumentStoreOptions
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
     internal Storage.IFileSystem FileSystem { get; set; } = Storage.PhysicalFileSystem.Instance;
 
-    /// <summary><see cref="CheckpointBackpressureThreshold"/> with its default resolved.</summary>
+    /// <summary>The bytes of memory the defaults are sized to: <see cref="TestAvailableMemory"/> when set, else the
+    /// garbage collector's <see cref="GCMemoryInfo.TotalAvailableMemoryBytes"/> (its heap limit in a container, the
+    /// machine's memory otherwise).</summary>
+    internal long AvailableMemory => TestAvailableMemory > 0 ? TestAvailableMemory
+        : Math.Max(64L << 20, GC.GetGCMemoryInfo().TotalAvailableMemoryBytes);
+
+    /// <summary>Tests only: the memory the defaults are sized to, instead of the process's.</summary>
+    internal long TestAvailableMemory { get; set; }
+
+    /// <summary><see cref="CacheSize"/> with its default resolved against <see cref="AvailableMemory"/>.</summary>
+    internal long EffectiveCacheSize => CacheSize != 0 ? CacheSize
+        : Math.Clamp(AvailableMemory / 8, MinCacheSize, DefaultCacheSize);
+
+    /// <summary><see cref="CheckpointBackpressureThreshold"/> with its default resolved against
+    /// <see cref="AvailableMemory"/>.</summary>
     internal long EffectiveBackpressureThreshold => CheckpointBackpressureThreshold != 0
         ? CheckpointBackpressureThreshold
-        : CheckpointThreshold > long.MaxValue / 4 ? long.MaxValue : CheckpointThreshold * 4;
+        : Math.Min(CheckpointThreshold > long.MaxValue / 4 ? long.MaxValue : CheckpointThreshold * 4,
+            Math.Max(4L << 20, AvailableMemory / 8));
+
+    /// <summary>The journal after the last checkpoint at which a background checkpoint starts:
+    /// <see cref="CheckpointThreshold"/>, or half the backpressure threshold when that is its default and sized
+    /// below it (a checkpoint starts before commits wait).</summary>
+    internal long EffectiveCheckpointThreshold => CheckpointBackpressureThreshold != 0
+        ? CheckpointThreshold
+        : Math.Min(CheckpointThreshold, EffectiveBackpressureThreshold / 2);
+
+    /// <summary>The memory a checkpoint's rewritten pages may take before background checkpoints start earlier;
+    /// commits wait at twice this (see <see cref="CheckpointBackpressureThreshold"/>): an eighth of
+    /// <see cref="AvailableMemory"/>, between 4 MiB and 1 GiB, unless a test sets <see cref="TestCheckpointMemory"/>.
+    /// </summary>
+    internal long CheckpointMemory => TestCheckpointMemory > 0 ? TestCheckpointMemory
+        : Math.Clamp(AvailableMemory / 8, 4L << 20, 1L << 30);
+
+    /// <summary>Tests only: <see cref="CheckpointMemory"/>.</summary>
+    internal long TestCheckpointMemory { get; set; }
 
     /// <summary>The journal's zero-fill pieces (see <see cref="JournalOptions.MinFillPiece"/>); tests make them
     /// small.</summary>

@@ -16,11 +16,11 @@ internal static class JournalReplay
 {
     /// <summary>Replays the entries of <paramref name="journal"/> after <paramref name="checkpointSequence"/> (the
     /// sequence the data file's checkpoint covers; 0 without one) into <paramref name="index"/>.</summary>
-    /// <returns>The batches replayed and their bytes.</returns>
+    /// <returns>The batches replayed, their bytes, and the puts among their commands.</returns>
     /// <exception cref="StoreCorruptedException">The journal does not reach back to the checkpoint (entries after it
     /// were purged) or ends before it.</exception>
     /// <exception cref="FormatException">An entry is not a well-formed batch.</exception>
-    public static (long Batches, long Bytes) Run(WriteAheadJournal journal, VersionedIndex index,
+    public static (long Batches, long Bytes, long Puts) Run(WriteAheadJournal journal, VersionedIndex index,
         long checkpointSequence = 0)
     {
         long from = checkpointSequence + 1;
@@ -66,7 +66,13 @@ internal static class JournalReplay
         }
 
         index.EndBulkLoad();
-        return (batches, bytes);
+        long puts = 0;
+        foreach (int count in putsPerCollection.Values)
+        {
+            puts += count;
+        }
+
+        return (batches, bytes, puts);
     }
 
     /// <summary>

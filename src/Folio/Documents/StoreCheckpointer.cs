@@ -11,7 +11,8 @@ namespace Folio.Documents;
 /// (<see cref="PageStore"/>), and then the journal segments wholly at or below C are purged.
 /// <para>
 /// Owners. One checkpoint at a time, because one thread runs them all, the checkpoint thread: from the background
-/// loop (when the journal after the last checkpoint passes <see cref="DocumentStoreOptions.CheckpointThreshold"/>, or
+/// loop (when the journal after the last checkpoint passes <see cref="DocumentStoreOptions.CheckpointThreshold"/>, the
+/// next checkpoint's pages could pass the checkpoint's memory, or
 /// <see cref="DocumentStoreOptions.CheckpointInterval"/> passed with commits since), or for an operator's
 /// <see cref="DocumentStore.CheckpointAsync"/> or <see cref="DocumentStore.CompactAsync"/>, which queue a request
 /// (<see cref="_requests"/>) the thread runs and complete when it has (so no thread-pool thread blocks in a
@@ -31,14 +32,18 @@ namespace Folio.Documents;
 /// </para>
 /// <para>
 /// Backpressure. The documents written since the last checkpoint stay in memory until a checkpoint moves them to the
-/// data file (<see cref="VersionedIndex.AdvanceCheckpoint"/>), so when checkpoints fall behind the writers, commits
-/// wait. Every 32nd commit (<see cref="NoteCommit"/>) and every checkpoint attempt (under
+/// data file (<see cref="VersionedIndex.AdvanceCheckpoint"/>), and the checkpoint that does holds every page they
+/// touch in memory at once (decoded, then serialized), so when checkpoints fall behind the writers, commits wait.
+/// Every commit that passes a multiple of 32 commands (<see cref="NoteCommit"/>) and every checkpoint attempt (under
 /// <see cref="_backpressureLock"/>) compare the journal after the last checkpoint with
-/// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>: past it, <see cref="_behind"/> is set (a
-/// release store) and the loop checkpoints at once; once a checkpoint brings it below, or a checkpoint fails (the
-/// journal still holds everything: a data file that cannot be written must not stop the writers), or the store
-/// faults or closes (the loop re-checks on every tick while it is set, and its commits then fail fast), it is cleared
-/// (a release store) and then the current signal is swapped for a new one and completed. A writer
+/// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/>, and the next checkpoint's pages as estimated
+/// (<see cref="EstimatedCheckpointBytes"/>) with twice the checkpoint's memory
+/// (<see cref="DocumentStoreOptions.CheckpointMemory"/>; past the memory itself the loop is woken to checkpoint
+/// early): past either, <see cref="_behind"/> is set (a release store) and the loop checkpoints at once; once a
+/// checkpoint brings both below, or a checkpoint fails (the journal still holds everything: a data file that cannot
+/// be written must not stop the writers), or the store faults or closes (the loop re-checks on every tick while it is
+/// set, and its commits then fail fast), it is cleared (a release store) and then the current signal is swapped for
+/// a new one and completed. A writer
 /// (<see cref="WaitUntilCaughtUpAsync"/>) reads the signal, then the flag (both acquire): a flag it sees set belongs
 /// to that signal or a later one, so the clearing's completion of that signal wakes it; it re-checks after waking.
 /// </para>
@@ -60,9 +65,15 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private readonly ILogger _logger;
     private readonly CancellationTokenSource _stop = new();
     private readonly TaskCompletionSource _loopExited = NewSignal();
-    private int _commitsSinceCheck;
+    private long _commandsNoted; // commands of every commit noted since the open (interlocked; see NoteCommit)
+    private long _commandsAtCheckpoint; // _commandsNoted when the last checkpoint's snapshot was taken (interlocked)
+    private int _memoryWake; // 1 once a writer woke the loop for the pages' memory, until the next checkpoint
+    private long _bytesPerCommand = PageBytesPerCommand; // the checkpoint thread's estimate (release), any reader
     private readonly CheckpointMetrics _metrics;
     private readonly long _backpressureThreshold;
+    private readonly long _checkpointThreshold;
+    private readonly long _checkpointMemory;
+    private readonly long _compactionBytes; // the live bytes one compaction checkpoint rewrites at most
     private readonly Func<bool> _isFaulted;
     private readonly Lock _backpressureLock = new();
     private TaskCompletionSource _caughtUp = NewSignal();
@@ -75,8 +86,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (on the checkpoint thread)
     private long _compactionIdleAt = -1; // the loop's: the checkpoint a pass that moved nothing ran at
 
-    /// <summary>The most tail moves one <see cref="CompactAsync"/> makes (each is two checkpoints).</summary>
-    private const int MaxTailMoves = 8;
+    /// <summary>The most tail moves one <see cref="CompactAsync"/> makes (each is two checkpoints, and moves at most
+    /// <see cref="_compactionBytes"/>).</summary>
+    private const int MaxTailMoves = 64;
     private int _stopped;
     private readonly ConcurrentQueue<OperatorRequest> _requests = new();
     private readonly AutoResetEvent _wake = new(false);
@@ -85,9 +97,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// <summary>Starts the checkpoint thread; <paramref name="isFaulted"/> says whether the store's journal failed
     /// (writers waiting for a checkpoint are then let go, to fail fast as every commit of a faulted store
     /// does); <paramref name="replayedBytes"/> is the journal after the data file's checkpoint that the open
-    /// replayed.</summary>
+    /// replayed, and <paramref name="replayedPuts"/> the documents it put.</summary>
     public StoreCheckpointer(PageStore pages, WriteAheadJournal journal, VersionedIndex index,
-        DocumentStoreOptions options, ILogger logger, Func<bool> isFaulted, long replayedBytes)
+        DocumentStoreOptions options, ILogger logger, Func<bool> isFaulted, long replayedBytes, long replayedPuts = 0)
     {
         _isFaulted = isFaulted;
         _pages = pages;
@@ -99,6 +111,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _bytesAtCheckpoint = journal.AppendedBytes - replayedBytes;
         _lastTimestamp = Environment.TickCount64;
         _backpressureThreshold = options.EffectiveBackpressureThreshold;
+        _checkpointThreshold = options.EffectiveCheckpointThreshold;
+        _checkpointMemory = options.CheckpointMemory;
+        _compactionBytes = Math.Max(1L << 20, _checkpointMemory / 4);
+        _commandsNoted = replayedPuts;
         _metrics = new CheckpointMetrics(options.MeterFactory,
             () => BytesSinceCheckpoint,
             () => _pages.ChunkCount, () => _pages.LastCheckpoint.FillRate, () => journal.HeldBytes,
@@ -126,6 +142,36 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// taken may count as covered; the next checkpoint covers them.</summary>
     public long BytesSinceCheckpoint => Math.Max(0, _journal.AppendedBytes - Interlocked.Read(ref _bytesAtCheckpoint));
 
+    /// <summary>Commands noted (<see cref="NoteCommit"/>) since the last checkpoint's snapshot: at least the
+    /// documents the next checkpoint writes, give or take the commits in flight when it was taken.</summary>
+    public long CommandsSinceCheckpoint =>
+        Math.Max(0, Interlocked.Read(ref _commandsNoted) - Interlocked.Read(ref _commandsAtCheckpoint));
+
+    /// <summary>
+    /// The memory the next checkpoint's pages may take, in bytes: each document it writes may change a page of its own
+    /// (the decoded page and its serialized copy, <see cref="PageBytesPerCommand"/>), and no checkpoint changes more
+    /// pages than the trees hold plus the new documents' (twice the data file's live bytes and the journal after the
+    /// last checkpoint). Scattered writes into a store larger than memory reach the first bound; writes in id order,
+    /// or to few documents, touch far fewer pages, so the bytes a document cost the last checkpoint stand for the
+    /// first bound's per-document cost, but no less than a quarter of a page's (a workload that turns to scattered
+    /// writes then overshoots by at most four times, once).
+    /// </summary>
+    public long EstimatedCheckpointBytes
+    {
+        get
+        {
+            long commands = CommandsSinceCheckpoint;
+            long cost = Volatile.Read(ref _bytesPerCommand);
+            long perCommand = commands > long.MaxValue / cost ? long.MaxValue : commands * cost;
+            long live = _pages.LiveBytes + BytesSinceCheckpoint;
+            return Math.Min(perCommand, live > long.MaxValue / 2 ? long.MaxValue : live * 2);
+        }
+    }
+
+    /// <summary>What one written document may add to a checkpoint's memory: a page decoded and serialized (16 KiB
+    /// each) and its keys' strings.</summary>
+    internal const long PageBytesPerCommand = (2 * Pages.PageFormat.TargetPageSize) + 4096;
+
     /// <summary>Whether new commits wait for a checkpoint (acquire): checkpoints fell behind the writers.</summary>
     public bool IsBehind => Volatile.Read(ref _behind) != 0;
 
@@ -150,10 +196,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         SubmitAsync(() => CheckpointAndUpdateBackpressure(), cancellationToken);
 
     /// <summary>
-    /// Compaction on demand, on the checkpoint thread: a checkpoint of the commits since the last one, then a
-    /// checkpoint that also rewrites every chunk whose share of live pages is below <paramref name="fillBelow"/>, then
-    /// a second that frees them (once no reader pins a checkpoint that reaches them) and gives the data file's free
-    /// tail back. The result is measured here, before the thread runs anything else.
+    /// Compaction on demand, on the checkpoint thread: a checkpoint of the commits since the last one, then
+    /// checkpoints that also rewrite the chunks whose share of live pages is below <paramref name="fillBelow"/> (a
+    /// bounded amount each), each followed by one that frees them (once no reader pins a checkpoint that reaches
+    /// them), then tail moves that give the data file's free end back. The result is measured here, before the thread
+    /// runs anything else.
     /// </summary>
     public Task<CompactionResult> CompactAsync(double fillBelow, CancellationToken cancellationToken) =>
         SubmitAsync(() =>
@@ -164,19 +211,33 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             // commits already made would supersede pages the passes just packed, and the chunks would be sparse
             // again right after a compaction that reported them dense.
             CheckpointAndUpdateBackpressure();
-            CompactNow(new CompactionRequest(fillBelow, long.MaxValue));
-            CheckpointStatistics compacted = _pages.LastCheckpoint;
-            int chunks = compacted.CompactedChunks;
-            long pages = compacted.RewrittenPages;
-            CompactNow(new CompactionRequest(0, 0));
 
-            // The rewritten chunks were freed where they lay, and the compaction's own chunk may have gone to the end
-            // of the file: move the last chunks into the free space before them, a few at a time, so the file's end
-            // comes free and is given back.
+            // Passes of at most CompactionBytes each (a pass's pages are in memory at once), each followed by a
+            // checkpoint that frees what it emptied, until no chunk is below the fill. A pass leaves its pages in
+            // dense chunks, so every pass takes chunks no earlier pass wrote, and there are at most as many passes as
+            // chunks to begin with.
+            int chunks = 0;
+            long pages = 0;
+            for (int pass = _pages.ChunkCount; pass >= 0; pass--)
+            {
+                CompactNow(new CompactionRequest(fillBelow, _compactionBytes));
+                CheckpointStatistics compacted = _pages.LastCheckpoint;
+                chunks += compacted.CompactedChunks;
+                pages += compacted.RewrittenPages;
+                CompactNow(new CompactionRequest(0, 0));
+                if (compacted.CompactedChunks == 0)
+                {
+                    break;
+                }
+            }
+
+            // The rewritten chunks were freed where they lay, and the compaction's own chunks may have gone to the
+            // end of the file: move the last chunks into the free space before them, a few at a time, so the file's
+            // end comes free and is given back.
             for (int pass = 0; pass < MaxTailMoves; pass++)
             {
                 long length = _pages.FileLength;
-                CompactNow(new CompactionRequest(0, 0, MoveTail: true));
+                CompactNow(new CompactionRequest(0, _compactionBytes, MoveTail: true));
                 CheckpointStatistics moved = _pages.LastCheckpoint;
                 CompactNow(new CompactionRequest(0, 0));
                 chunks += moved.CompactedChunks;
@@ -370,18 +431,19 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     }
 
     /// <summary>
-    /// Every commit calls this before it is submitted: every 32nd re-checks the backpressure from the journal after the
-    /// last checkpoint, on the writer's thread (the writers are the ones that grow it, so no timer is needed; a check
-    /// another thread is running is skipped).
+    /// Every commit calls this before it is submitted, with its <paramref name="commands"/>: one that passes a multiple
+    /// of 32 commands re-checks the backpressure, on the writer's thread (the writers are the ones that grow what it
+    /// measures, so no timer is needed; a check another thread is running is skipped).
     /// </summary>
-    public void NoteCommit()
+    public void NoteCommit(int commands)
     {
         if (Volatile.Read(ref _resting) != 0)
         {
             WakeFromRest();
         }
 
-        if ((Interlocked.Increment(ref _commitsSinceCheck) & 31) == 0 && _backpressureLock.TryEnter())
+        long noted = Interlocked.Add(ref _commandsNoted, commands);
+        if (((noted - commands) >> 5) != (noted >> 5) && _backpressureLock.TryEnter())
         {
             try
             {
@@ -429,6 +491,21 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
     }
 
+    /// <summary>Wakes the loop for a checkpoint the pages' memory made due (see <see cref="IsDue"/>).</summary>
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private void WakeForMemory()
+    {
+        Volatile.Write(ref _resting, 0);
+        try
+        {
+            _wake.Set();
+        }
+        catch (ObjectDisposedException)
+        {
+            // closed meanwhile
+        }
+    }
+
     /// <summary>Whether the loop rests (tests and diagnostics).</summary>
     internal bool IsResting => Volatile.Read(ref _resting) != 0;
 
@@ -464,7 +541,14 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private void UpdateBackpressureLocked(bool failed)
     {
         long bytes = _journal.IsDisposed ? 0 : BytesSinceCheckpoint;
-        if (bytes >= _backpressureThreshold && !failed && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
+        long pages = _journal.IsDisposed ? 0 : EstimatedCheckpointBytes;
+        if (pages >= _checkpointMemory && Interlocked.Exchange(ref _memoryWake, 1) == 0)
+        {
+            WakeForMemory(); // the loop checkpoints at its next wake; it may rest a second otherwise
+        }
+
+        if ((bytes >= _backpressureThreshold || pages >= 2 * _checkpointMemory) && !failed
+            && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
         {
             if (_behind == 0)
             {
@@ -497,8 +581,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private CompactionRequest BackgroundCompaction(bool moveTail)
     {
         _lastCompaction = Environment.TickCount64;
-        return new CompactionRequest(_options.CompactionFillRate, _options.CompactionBytesPerSecond, moveTail,
-            WithinFreeSpace: true);
+        return new CompactionRequest(_options.CompactionFillRate,
+            Math.Min(_options.CompactionBytesPerSecond, _compactionBytes), moveTail, WithinFreeSpace: true);
     }
 
     /// <summary>Whether background compaction should run now: enabled, the data file's live chunks are less full
@@ -525,7 +609,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             return false;
         }
 
-        if (BytesSinceCheckpoint >= _options.CheckpointThreshold)
+        if (BytesSinceCheckpoint >= _checkpointThreshold || EstimatedCheckpointBytes >= _checkpointMemory)
         {
             return true;
         }
@@ -560,6 +644,22 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), _pages.LastCheckpoint);
     }
 
+    /// <summary>After a checkpoint of <paramref name="commands"/>: what a document cost it in memory (twice the bytes
+    /// of its pages other than compaction's, over its documents), within a quarter of a page's cost and a
+    /// page's.</summary>
+    private void LearnBytesPerCommand(long commands)
+    {
+        CheckpointStatistics last = _pages.LastCheckpoint;
+        if (commands <= 0 || last.Pages <= 0)
+        {
+            return;
+        }
+
+        double written = (double)last.Bytes * (last.Pages - last.RewrittenPages) / last.Pages;
+        long cost = (long)Math.Min(2 * written / commands, PageBytesPerCommand);
+        Volatile.Write(ref _bytesPerCommand, Math.Max(PageBytesPerCommand / 4, cost));
+    }
+
     /// <summary>One checkpoint, on the checkpoint thread (or at the close, after it exited), which may block in
     /// fsyncs; with <paramref name="purge"/>, the journal's sealed segments it covers are removed after it. The data
     /// file must never be ahead of the journal: with <paramref name="waitForSync"/> it waits (up to a second past the
@@ -570,6 +670,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         using IndexSnapshot snapshot = _index.OpenSnapshot();
         long sequence = snapshot.Sequence;
         long appendedBytes = _journal.AppendedBytes; // at least every record up to the snapshot's sequence
+        long commands = Interlocked.Read(ref _commandsNoted); // noted before submission: every commit it covers
         long deadline = Environment.TickCount64 + 1000 + (long)_options.BufferedSyncInterval.TotalMilliseconds;
         while (_journal.DurableSequence < sequence)
         {
@@ -608,6 +709,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             _index.AdvanceCheckpoint(_pages.Pin(), changes);
             _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), _pages.LastCheckpoint);
             Interlocked.Exchange(ref _bytesAtCheckpoint, appendedBytes);
+            LearnBytesPerCommand(commands - Interlocked.Exchange(ref _commandsAtCheckpoint, commands));
+            Volatile.Write(ref _memoryWake, 0);
             Interlocked.Exchange(ref _lastSequence, sequence);
         }
         else

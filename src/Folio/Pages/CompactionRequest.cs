@@ -5,8 +5,8 @@ namespace Folio.Pages;
 /// <paramref name="MoveTail"/>, the chunks at the end of the file whose live pages fit in the free extents before them
 /// (so the file's end can be given back once they are freed).</summary>
 /// <param name="FillBelow">Live pages over all pages, 0 to 1.</param>
-/// <param name="MaxBytes">The live bytes one checkpoint copies at most (the rate limit of background
-/// compaction); at least one chunk is rewritten.</param>
+/// <param name="MaxBytes">The live bytes one checkpoint copies at most (the rate limit of background compaction, and
+/// the bound on the memory a compaction's checkpoint takes); at least one chunk is rewritten.</param>
 /// <param name="MoveTail">Move the file's last chunks forward instead.</param>
 /// <param name="WithinFreeSpace">Rewrite only what fits in four fifths of the free extents (counted in whole
 /// chunks), so the checkpoint's chunks do not grow the file (background compaction); none when even the sparsest

@@ -39,6 +39,7 @@ internal sealed class PageStore : IDisposable
     private readonly ILogger _logger;
     private readonly Lock _checkpointLock = new();
     private long _unusedBytes; // UnusedBytes: written under _checkpointLock (release), read by any thread (acquire)
+    private long _liveBytes; // LiveBytes: as _unusedBytes
     private readonly List<PageCheckpoint> _retired = [];
     private readonly List<(long Offset, long Extent)> _orphans = [];
     private readonly ChunkSpace _space;
@@ -154,11 +155,16 @@ internal sealed class PageStore : IDisposable
     /// progress.</summary>
     public long UnusedBytes => Volatile.Read(ref _unusedBytes);
 
+    /// <summary>Bytes of the data file live chunks hold, as of the last checkpoint or the mount (lock-free, published
+    /// with <see cref="UnusedBytes"/>).</summary>
+    public long LiveBytes => Volatile.Read(ref _liveBytes);
+
     /// <summary>Under the checkpoint lock (or in the constructor), after the file's chunks changed: publishes
     /// <see cref="UnusedBytes"/> (release).</summary>
     private void PublishUnusedBytes()
     {
-        long unused = _space.FreeBytes + Math.Max(0, FileLength - _space.End);
+        long length = FileLength;
+        long unused = _space.FreeBytes + Math.Max(0, length - _space.End);
         foreach (ChunkInfo chunk in _file.Chunks.Values)
         {
             unused += chunk.DeadAt > 0 ? chunk.Extent : 0;
@@ -170,6 +176,7 @@ internal sealed class PageStore : IDisposable
         }
 
         Volatile.Write(ref _unusedBytes, unused);
+        Volatile.Write(ref _liveBytes, Math.Max(0, length - unused));
     }
 
     /// <summary>Where the data file's used space ends.</summary>
@@ -403,7 +410,7 @@ internal sealed class PageStore : IDisposable
     /// first, until their live pages reach the request's bytes (at least one chunk).</summary>
     private HashSet<uint> SelectSparseChunks(CompactionRequest request)
     {
-        if (request.MoveTail && SelectTailChunks() is { Count: > 0 } tail)
+        if (request.MoveTail && SelectTailChunks(request.MaxBytes) is { Count: > 0 } tail)
         {
             return tail;
         }
@@ -437,8 +444,9 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>Compaction's tail move: the live chunks at the end of the file, last first, while their live pages
     /// (with room for the branches above them) fit in four fifths of the free extents, so this checkpoint's chunks
-    /// land in those extents and the end of the file is free once they are.</summary>
-    private HashSet<uint> SelectTailChunks()
+    /// land in those extents and the end of the file is free once they are; at most the request's bytes (at least
+    /// one chunk), as for sparse chunks.</summary>
+    private HashSet<uint> SelectTailChunks(long maxBytes)
     {
         var live = new List<ChunkInfo>();
         foreach (ChunkInfo chunk in _file.Chunks.Values)
@@ -455,7 +463,7 @@ internal sealed class PageStore : IDisposable
         long bytes = 0;
         foreach (ChunkInfo chunk in live)
         {
-            if (bytes + chunk.LiveBytes > room)
+            if ((chosen.Count > 0 && bytes >= maxBytes) || bytes + chunk.LiveBytes > room)
             {
                 break;
             }

@@ -1,0 +1,224 @@
+using System.Text;
+using System.Text.RegularExpressions;
+using Folio.Documents;
+using Folio.Tests.Infrastructure;
+using Microsoft.Extensions.Logging;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// What a checkpoint holds in memory: every page its changes touch, decoded and serialized. Documents written at
+/// scattered ids into a store larger than a checkpoint's memory touch a page each, so background checkpoints start
+/// after fewer of them and commits wait while the next one would outgrow it; compaction on demand rewrites in passes
+/// of a bounded size; and the defaults of the memory settings follow the memory the process may use (a container's
+/// limit), so a store opened with defaults in a small container does not run it out of memory.
+/// </summary>
+public sealed partial class CheckpointMemoryTests
+{
+    [Fact]
+    public void The_memory_defaults_follow_the_memory_the_process_may_use_and_explicit_settings_are_kept()
+    {
+        // A container of 512 MiB: the collector may use 384 MiB.
+        var small = new DocumentStoreOptions { TestAvailableMemory = 384L << 20 };
+        Assert.Equal(0, small.CacheSize);
+        Assert.Equal(48L << 20, small.EffectiveCacheSize);
+        Assert.Equal(48L << 20, small.EffectiveBackpressureThreshold);
+        Assert.Equal(24L << 20, small.EffectiveCheckpointThreshold); // starts before commits wait
+        Assert.Equal(48L << 20, small.CheckpointMemory);
+
+        // A machine with memory to spare: the documented caps.
+        var large = new DocumentStoreOptions { TestAvailableMemory = 64L << 30 };
+        Assert.Equal(DocumentStoreOptions.DefaultCacheSize, large.EffectiveCacheSize);
+        Assert.Equal(4 * DocumentStoreOptions.DefaultCheckpointThreshold, large.EffectiveBackpressureThreshold);
+        Assert.Equal(DocumentStoreOptions.DefaultCheckpointThreshold, large.EffectiveCheckpointThreshold);
+        Assert.Equal(1L << 30, large.CheckpointMemory);
+
+        // A tiny one: the floors.
+        var tiny = new DocumentStoreOptions { TestAvailableMemory = 8L << 20 };
+        Assert.Equal(DocumentStoreOptions.MinCacheSize, tiny.EffectiveCacheSize);
+        Assert.Equal(4L << 20, tiny.EffectiveBackpressureThreshold);
+        Assert.Equal(4L << 20, tiny.CheckpointMemory);
+
+        // What a user sets is what the store takes, whatever the memory.
+        var set = new DocumentStoreOptions
+        {
+            TestAvailableMemory = 384L << 20, CacheSize = 200L << 20, CheckpointBackpressureThreshold = 300L << 20,
+        };
+        Assert.Equal(200L << 20, set.EffectiveCacheSize);
+        Assert.Equal(300L << 20, set.EffectiveBackpressureThreshold);
+        Assert.Equal(DocumentStoreOptions.DefaultCheckpointThreshold, set.EffectiveCheckpointThreshold);
+
+        // A small threshold of the user's keeps four times it as the backpressure, as before.
+        var tuned = new DocumentStoreOptions { TestAvailableMemory = 64L << 30, CheckpointThreshold = 64 << 10 };
+        Assert.Equal(256L << 10, tuned.EffectiveBackpressureThreshold);
+        Assert.Equal(64L << 10, tuned.EffectiveCheckpointThreshold);
+
+        new DocumentStoreOptions { CacheSize = 0 }.Validate();
+        var error = Assert.Throws<ArgumentOutOfRangeException>(
+            () => new DocumentStoreOptions { CacheSize = DocumentStoreOptions.MinCacheSize - 1 }.Validate());
+        Assert.Equal(nameof(DocumentStoreOptions.CacheSize), error.ParamName);
+    }
+
+    [Fact]
+    public async Task Scattered_writes_into_a_store_larger_than_a_checkpoints_memory_are_checkpointed_in_pieces()
+    {
+        using var dir = new TempDirectory();
+        using var log = new CapturingLoggerFactory();
+        DocumentStoreOptions options = Options(log);
+        options.TestCheckpointMemory = 1 << 20; // a document may cost a checkpoint 36 KiB: about 29 of them
+        string folder = Path.Combine(dir.Path, "store");
+        var model = new Dictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            // About 1.3 MB of documents in ~100 leaves: twice that is past the checkpoint's memory.
+            var batch = new CommitBatch();
+            for (int i = 0; i < 4000; i++)
+            {
+                string json = Json(i, 0);
+                batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
+                model[Id(i)] = json;
+                if (batch.Count == 200)
+                {
+                    await store.WriteAsync(batch);
+                    batch = new CommitBatch();
+                }
+            }
+
+            await store.CheckpointAsync();
+            log.Lines.Clear();
+            long generation = store.Pages.Current.Generation;
+
+            // One writer, one document a commit, at scattered ids: each may touch a page of its own.
+            var random = new Random(7);
+            for (int n = 1; n <= 1500; n++)
+            {
+                int i = random.Next(4000);
+                string json = Json(i, n);
+                await store.PutAsync("docs", Id(i), Encoding.UTF8.GetBytes(json));
+                model[Id(i)] = json;
+            }
+
+            // Without the memory bound, none of these commits reaches a checkpoint (64 MiB of journal, 10 minutes).
+            List<int> pages = CheckpointPages(log);
+            Assert.True(store.Pages.Current.Generation - generation >= 10,
+                $"{store.Pages.Current.Generation - generation} checkpoints");
+            Assert.True(pages.Count >= 10, $"{pages.Count} checkpoints logged");
+
+            // Commits wait past twice the memory: after the load in id order (a document cost that checkpoint a
+            // quarter of a page or less), about 230 documents, then, once a checkpoint of scattered writes taught
+            // the store their cost, about 58 (and up to 32 more between the writer's checks). No checkpoint writes
+            // more pages than those documents' leaves and the branches above them.
+            Assert.True(pages.Max() <= 300, $"pages per checkpoint: {string.Join(", ", pages)}");
+            Assert.True(pages.Skip(2).Max() <= 110, $"pages per checkpoint: {string.Join(", ", pages)}");
+            AssertHolds(store, model);
+        }
+
+        await using DocumentStore reopened = DocumentStore.Open(folder, options);
+        AssertHolds(reopened, model);
+        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+    }
+
+    [Fact]
+    public async Task Compaction_on_demand_rewrites_sparse_chunks_in_passes_that_fit_a_checkpoints_memory()
+    {
+        using var dir = new TempDirectory();
+        using var log = new CapturingLoggerFactory();
+        DocumentStoreOptions options = Options(log);
+        options.TestCheckpointMemory = 4 << 20; // a compaction pass copies at most a quarter: 64 pages
+        options.PagesPerChunk = 16;
+        string folder = Path.Combine(dir.Path, "store");
+        var model = new Dictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            // 12,000 documents of 1 KB in id order, then three of every four blocks of 60 ids overwritten: each of
+            // the first checkpoint's chunks keeps about a quarter of its pages live (over 200 pages in all).
+            for (int round = 0; round <= 1; round++)
+            {
+                var batch = new CommitBatch();
+                for (int i = 0; i < 12_000; i++)
+                {
+                    if (round > 0 && i / 60 % 4 == 0)
+                    {
+                        continue;
+                    }
+
+                    string json = Json(i, round, pad: 1000);
+                    batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
+                    model[Id(i)] = json;
+                    if (batch.Count == 100)
+                    {
+                        await store.WriteAsync(batch);
+                        batch = new CommitBatch();
+                    }
+                }
+
+                if (batch.Count > 0)
+                {
+                    await store.WriteAsync(batch);
+                }
+
+                await store.CheckpointAsync();
+            }
+
+            log.Lines.Clear();
+            CompactionResult result = await store.CompactAsync();
+
+            // Together the passes rewrote more pages than one pass may hold, each within its bound (64 pages, one
+            // chunk of 16 more at most, and the branches above them).
+            List<int> pages = CheckpointPages(log);
+            Assert.True(result.PagesRewritten > 150, $"{result}");
+            Assert.True(pages.Max() <= 100, $"pages per checkpoint: {string.Join(", ", pages)}");
+            Assert.True(result.FillRate >= DocumentStoreOptions.DefaultCompactionFillRate, $"{result}");
+            Assert.True(result.DataFileBytesAfter < result.DataFileBytesBefore, $"{result}");
+            AssertHolds(store, model);
+            Assert.True((await store.VerifyAsync()).IsHealthy);
+        }
+
+        await using DocumentStore reopened = DocumentStore.Open(folder, options);
+        AssertHolds(reopened, model);
+    }
+
+    private static DocumentStoreOptions Options(ILoggerFactory log)
+    {
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CacheSize = 2 << 20;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CompactionFillRate = 0; // compaction on demand only
+        options.LoggerFactory = log;
+        return options;
+    }
+
+    /// <summary>The pages each checkpoint logged since the lines were last cleared.</summary>
+    private static List<int> CheckpointPages(CapturingLoggerFactory log)
+    {
+        var pages = new List<int>();
+        foreach ((_, EventId id, string message) in log.Lines)
+        {
+            if (id.Id == 5002)
+            {
+                pages.Add(int.Parse(PagesWritten().Match(message).Groups[1].Value,
+                    System.Globalization.CultureInfo.InvariantCulture));
+            }
+        }
+
+        return pages;
+    }
+
+    [GeneratedRegex(@": (\d+) pages, ")]
+    private static partial Regex PagesWritten();
+
+    private static string Id(int i) => $"d{i:D5}";
+
+    private static string Json(int i, int round, int pad = 250) =>
+        $"{{\"i\":{i},\"round\":{round},\"pad\":\"{new string('x', pad)}\"}}";
+
+    private static void AssertHolds(DocumentStore store, Dictionary<string, string> model)
+    {
+        var seen = store.Scan("docs").ToDictionary(d => d.Id, d => Encoding.UTF8.GetString(d.Json.Span));
+        Assert.Equal(model.Count, seen.Count);
+        foreach ((string id, string json) in model)
+        {
+            Assert.Equal(json, seen[id]);
+        }
+    }
+}
