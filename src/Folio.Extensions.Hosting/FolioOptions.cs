@@ -56,7 +56,8 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.MaxSnapshotAge"/>.</summary>
     public TimeSpan MaxSnapshotAge { get; set; } = s_storeDefaults.MaxSnapshotAge;
 
-    /// <summary>Bytes of old versions the oldest open snapshots may keep before they expire. Default 256 MiB; see
+    /// <summary>Bytes of old versions the oldest open snapshots may keep before they expire. Default 0: 256 MiB, or
+    /// an eighth of the memory the process may use when that is less; see
     /// <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/>.</summary>
     public long MaxSnapshotRetainedBytes { get; set; } = s_storeDefaults.MaxSnapshotRetainedBytes;
 

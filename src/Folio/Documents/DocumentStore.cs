@@ -163,7 +163,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             pages!.StoreId = journal.StoreId; // the data file's, or the journal's when the data file had none
             PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
-                options.MaxSnapshotRetainedBytes);
+                options.EffectiveMaxSnapshotRetainedBytes);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes, long puts) = JournalReplay.Run(journal, index, mounted.Sequence);
             DocumentIds.GenerateAbove(journal.LastTimestampTicks);

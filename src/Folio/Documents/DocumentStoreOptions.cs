@@ -105,7 +105,7 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public TimeSpan MaxSnapshotAge { get; set; } = DefaultMaxSnapshotAge;
 
-    /// <summary>The default <see cref="MaxSnapshotRetainedBytes"/>: 256 MiB.</summary>
+    /// <summary>The largest <see cref="MaxSnapshotRetainedBytes"/> a store takes by default: 256 MiB.</summary>
     public const long DefaultMaxSnapshotRetainedBytes = 256L << 20;
 
     /// <summary>The least <see cref="MaxSnapshotRetainedBytes"/>: 1 MiB.</summary>
@@ -118,10 +118,12 @@ public sealed class DocumentStoreOptions
     /// under a steady stream of writes would hold memory without bound until <see cref="MaxSnapshotAge"/>. Past this
     /// many bytes of such documents (their JSON plus about 100 bytes each), the commit that crossed it expires the
     /// oldest snapshots: their sessions' later reads throw <see cref="SnapshotExpiredException"/>, and what they kept
-    /// is pruned and evicted as usual. Default 256 MiB; at least 1 MiB. Counted from the last time the oldest snapshot
-    /// changed, so short sessions never come near it.
+    /// is pruned and evicted as usual. Default 0: 256 MiB (<see cref="DefaultMaxSnapshotRetainedBytes"/>), or an eighth
+    /// of the memory the process may use (as for <see cref="CacheSize"/>) when that is less, but at least 1 MiB;
+    /// otherwise at least 1 MiB. Counted from the last time the oldest snapshot changed, so short sessions never come
+    /// near it.
     /// </summary>
-    public long MaxSnapshotRetainedBytes { get; set; } = DefaultMaxSnapshotRetainedBytes;
+    public long MaxSnapshotRetainedBytes { get; set; }
 
     /// <summary>The default <see cref="CheckpointThreshold"/>: 64 MiB.</summary>
     public const long DefaultCheckpointThreshold = 64L << 20;
@@ -144,14 +146,16 @@ public sealed class DocumentStoreOptions
     /// writers are not stopped by a data file that cannot be written). Default 0: four times
     /// <see cref="CheckpointThreshold"/> (256 MiB), or an eighth of the memory the process may use (the garbage
     /// collector's <see cref="GCMemoryInfo.TotalAvailableMemoryBytes"/>: in a container, its share of the container's
-    /// limit) when that is less (but not below 4 MiB); a background checkpoint then starts at half of it when that is
-    /// below <see cref="CheckpointThreshold"/>. Otherwise at least <see cref="CheckpointThreshold"/>. Measured as the
-    /// records appended after the last checkpoint's position, checked every 32 commits and after every checkpoint.
+    /// limit) when that is less, though not below 4 MiB; a background checkpoint then starts at half of it when that
+    /// is below <see cref="CheckpointThreshold"/>. Otherwise at least <see cref="CheckpointThreshold"/>. Measured as
+    /// the records appended after the last checkpoint's position, checked every 32 commands committed and after every
+    /// checkpoint.
     /// <para>
     /// Commits also wait, whatever this is, while the next checkpoint could need more than a quarter of that memory
-    /// for the pages it rewrites: a checkpoint writes every page its changes touch, and documents written at scattered
-    /// ids into a store larger than memory touch up to a page (16 KiB, plus its decoded copy) each, so checkpoints of
-    /// such writes are started after fewer documents, and their pages never outgrow the process.
+    /// (at most 2 GiB) for the pages it rewrites: a checkpoint holds every page its changes touch, and documents
+    /// written at scattered ids into a store larger than memory touch up to a page (16 KiB, plus its decoded copy)
+    /// each, so checkpoints of such writes start after fewer documents (past an eighth of that memory), and their
+    /// pages never outgrow the process.
     /// </para>
     /// </summary>
     public long CheckpointBackpressureThreshold { get; set; }
@@ -386,10 +390,11 @@ public sealed class DocumentStoreOptions
                 "MaxSnapshotAge must be positive, or Timeout.InfiniteTimeSpan for no limit.");
         }
 
-        if (MaxSnapshotRetainedBytes < MinSnapshotRetainedBytes)
+        if (MaxSnapshotRetainedBytes != 0 && MaxSnapshotRetainedBytes < MinSnapshotRetainedBytes)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(MaxSnapshotRetainedBytes), MaxSnapshotRetainedBytes,
-                $"MaxSnapshotRetainedBytes must be at least {MinSnapshotRetainedBytes} bytes (1 MiB).");
+                $"MaxSnapshotRetainedBytes must be 0 (sized to the memory available) or at least " +
+                $"{MinSnapshotRetainedBytes} bytes (1 MiB).");
         }
 
         if (SlowSyncThreshold <= TimeSpan.Zero)
@@ -408,7 +413,7 @@ public sealed class DocumentStoreOptions
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(CheckpointBackpressureThreshold),
                 CheckpointBackpressureThreshold,
-                $"CheckpointBackpressureThreshold must be 0 (four times CheckpointThreshold) or at least " +
+                $"CheckpointBackpressureThreshold must be 0 (sized by the store) or at least " +
                 $"CheckpointThreshold ({CheckpointThreshold}).");
         }
 
@@ -482,6 +487,11 @@ public sealed class DocumentStoreOptions
     /// <summary><see cref="CacheSize"/> with its default resolved against <see cref="AvailableMemory"/>.</summary>
     internal long EffectiveCacheSize => CacheSize != 0 ? CacheSize
         : Math.Clamp(AvailableMemory / 8, MinCacheSize, DefaultCacheSize);
+
+    /// <summary><see cref="MaxSnapshotRetainedBytes"/> with its default resolved against
+    /// <see cref="AvailableMemory"/>.</summary>
+    internal long EffectiveMaxSnapshotRetainedBytes => MaxSnapshotRetainedBytes != 0 ? MaxSnapshotRetainedBytes
+        : Math.Clamp(AvailableMemory / 8, MinSnapshotRetainedBytes, DefaultMaxSnapshotRetainedBytes);
 
     /// <summary><see cref="CheckpointBackpressureThreshold"/> with its default resolved against
     /// <see cref="AvailableMemory"/>.</summary>

@@ -312,7 +312,11 @@ public sealed class SnapshotLifetimeTests
         options.MaxSnapshotRetainedBytes = DocumentStoreOptions.MinSnapshotRetainedBytes - 1;
         var error = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
         Assert.Equal(nameof(DocumentStoreOptions.MaxSnapshotRetainedBytes), error.ParamName);
-        Assert.Equal(256L << 20, new DocumentStoreOptions().MaxSnapshotRetainedBytes);
+        Assert.Equal(0, new DocumentStoreOptions().MaxSnapshotRetainedBytes); // sized to the memory available
+        Assert.Equal(256L << 20,
+            new DocumentStoreOptions { TestAvailableMemory = 64L << 30 }.EffectiveMaxSnapshotRetainedBytes);
+        Assert.Equal(48L << 20,
+            new DocumentStoreOptions { TestAvailableMemory = 384L << 20 }.EffectiveMaxSnapshotRetainedBytes);
     }
 
     [Fact]
