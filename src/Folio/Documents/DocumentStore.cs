@@ -119,10 +119,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         PageStore? pages = null;
         ExceptionDispatchInfo? pagesFailed = null;
         WriteAheadJournal journal;
+        long cacheBytes = options.TestCacheBytes > 0 ? options.TestCacheBytes : options.EffectiveCacheSize;
         try
         {
-            long cacheBytes = options.TestCacheBytes > 0 ? options.TestCacheBytes : options.EffectiveCacheSize;
-
             // Called once the journal holds the folder's lock, so the data file is opened by this store alone; the
             // journal then leaves the records the checkpoint holds unchecked. A data file that cannot be opened fails
             // the open as itself, after the journal's own checks.
@@ -170,6 +169,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             var store = new DocumentStore(path, options, journal, index, pages, logger, bytes, puts);
             long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
             StoreLog.Opened(logger, path, mounted.Sequence, index.CheckpointedDocuments, batches, bytes, elapsedMs);
+            StoreLog.MemorySized(logger, path, options.AvailableMemory, cacheBytes,
+                options.EffectiveBackpressureThreshold, 2 * options.CheckpointMemory,
+                options.EffectiveMaxSnapshotRetainedBytes);
             return store;
         }
         catch

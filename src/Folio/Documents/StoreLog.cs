@@ -38,4 +38,11 @@ internal static partial class StoreLog
         Message = "Closing the document store '{Path}' failed after the backup or scrub that asked for the close " +
         "ended")]
     public static partial void DeferredCloseFailed(ILogger logger, Exception exception, string path);
+
+    [LoggerMessage(EventId = 3008, Level = LogLevel.Information,
+        Message = "Document store '{Path}' sized to {AvailableBytes} bytes of memory the process may use: a cache of " +
+        "{CacheBytes} bytes, commits wait past {BackpressureBytes} bytes of journal or {CheckpointBytes} bytes of " +
+        "a checkpoint's pages, held snapshots keep at most {RetainedBytes} bytes")]
+    public static partial void MemorySized(ILogger logger, string path, long availableBytes, long cacheBytes,
+        long backpressureBytes, long checkpointBytes, long retainedBytes);
 }

@@ -60,6 +60,22 @@ public sealed partial class CheckpointMemoryTests
     }
 
     [Fact]
+    public async Task An_open_logs_the_sizes_it_took_from_the_memory_the_process_may_use()
+    {
+        using var dir = new TempDirectory();
+        using var log = new CapturingLoggerFactory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.LoggerFactory = log;
+        options.TestAvailableMemory = 384L << 20;
+        await using DocumentStore store = DocumentStore.Open(dir.Path, options);
+        string line = Assert.Single(log.Lines, l => l.Id.Id == 3008).Message;
+        Assert.Contains("sized to 402653184 bytes", line, StringComparison.Ordinal);
+        Assert.Contains("a cache of 50331648 bytes", line, StringComparison.Ordinal);
+        Assert.Contains("or 100663296 bytes of a checkpoint's pages", line, StringComparison.Ordinal);
+        Assert.Contains("at most 50331648 bytes", line, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task Scattered_writes_into_a_store_larger_than_a_checkpoints_memory_are_checkpointed_in_pieces()
     {
         using var dir = new TempDirectory();
