@@ -170,7 +170,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
             StoreLog.Opened(logger, path, mounted.Sequence, index.CheckpointedDocuments, batches, bytes, elapsedMs);
             StoreLog.MemorySized(logger, path, options.AvailableMemory, cacheBytes,
-                options.EffectiveBackpressureThreshold, 2 * options.CheckpointMemory,
+                store._checkpointer.BackpressureThreshold, store._checkpointer.PagesBackpressure,
                 options.EffectiveMaxSnapshotRetainedBytes);
             return store;
         }

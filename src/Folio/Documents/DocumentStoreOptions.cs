@@ -464,6 +464,7 @@ public sealed class DocumentStoreOptions
     {
         var copy = (DocumentStoreOptions)MemberwiseClone();
         copy.Validate();
+        copy.FixedAvailableMemory = copy.AvailableMemory;
         if (!copy.JsonSerializerOptions.IsReadOnly)
         {
             copy.JsonSerializerOptions.MakeReadOnly(populateMissingResolver: true);
@@ -475,14 +476,15 @@ public sealed class DocumentStoreOptions
     /// <summary>The file system; tests swap in a fault-injecting one.</summary>
     internal Storage.IFileSystem FileSystem { get; set; } = Storage.PhysicalFileSystem.Instance;
 
-    /// <summary>The bytes of memory the defaults are sized to: <see cref="TestAvailableMemory"/> when set, else the
+    /// <summary>The bytes of memory the defaults are sized to: <see cref="FixedAvailableMemory"/> when set, else the
     /// garbage collector's <see cref="GCMemoryInfo.TotalAvailableMemoryBytes"/> (its heap limit in a container, the
     /// machine's memory otherwise).</summary>
-    internal long AvailableMemory => TestAvailableMemory > 0 ? TestAvailableMemory
+    internal long AvailableMemory => FixedAvailableMemory > 0 ? FixedAvailableMemory
         : Math.Max(64L << 20, GC.GetGCMemoryInfo().TotalAvailableMemoryBytes);
 
-    /// <summary>Tests only: the memory the defaults are sized to, instead of the process's.</summary>
-    internal long TestAvailableMemory { get; set; }
+    /// <summary>The memory the defaults are sized to, once fixed: by <see cref="ForOpen"/> (read once, so every
+    /// default of a store is sized to the same figure), or by tests, instead of the process's.</summary>
+    internal long FixedAvailableMemory { get; set; }
 
     /// <summary><see cref="CacheSize"/> with its default resolved against <see cref="AvailableMemory"/>.</summary>
     internal long EffectiveCacheSize => CacheSize != 0 ? CacheSize

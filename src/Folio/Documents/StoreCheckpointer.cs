@@ -168,6 +168,14 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
     }
 
+    /// <summary>The journal after the last checkpoint past which commits wait (the options' threshold,
+    /// resolved).</summary>
+    public long BackpressureThreshold => _backpressureThreshold;
+
+    /// <summary>The next checkpoint's estimated pages (<see cref="EstimatedCheckpointBytes"/>) past which commits
+    /// wait: twice the checkpoint's memory, past which a checkpoint starts.</summary>
+    public long PagesBackpressure => 2 * _checkpointMemory;
+
     /// <summary>What one written document may add to a checkpoint's memory: a page decoded and serialized (16 KiB
     /// each) and its keys' strings.</summary>
     internal const long PageBytesPerCommand = (2 * Pages.PageFormat.TargetPageSize) + 4096;
@@ -266,14 +274,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
         else
         {
-            try
-            {
-                _wake.Set();
-            }
-            catch (ObjectDisposedException)
-            {
-                // The store stopped meanwhile; its drain failed the request.
-            }
+            SetWake(); // a store that stopped meanwhile failed the request in its drain
         }
 
         return await request.Completion.ConfigureAwait(false);
@@ -480,22 +481,14 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     {
         if (Interlocked.Exchange(ref _resting, 0) != 0)
         {
-            try
-            {
-                _wake.Set();
-            }
-            catch (ObjectDisposedException)
-            {
-                // closed meanwhile
-            }
+            SetWake();
         }
     }
 
-    /// <summary>Wakes the loop for a checkpoint the pages' memory made due (see <see cref="IsDue"/>).</summary>
-    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
-    private void WakeForMemory()
+    /// <summary>Sets the event the loop waits on (its wake clears <see cref="_resting"/>); a store closed meanwhile
+    /// disposed it, and then there is no loop to wake.</summary>
+    private void SetWake()
     {
-        Volatile.Write(ref _resting, 0);
         try
         {
             _wake.Set();
@@ -544,10 +537,10 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         long pages = _journal.IsDisposed ? 0 : EstimatedCheckpointBytes;
         if (pages >= _checkpointMemory && Interlocked.Exchange(ref _memoryWake, 1) == 0)
         {
-            WakeForMemory(); // the loop checkpoints at its next wake; it may rest a second otherwise
+            SetWake(); // the loop checkpoints at its next wake; it may rest a second otherwise
         }
 
-        if ((bytes >= _backpressureThreshold || pages >= 2 * _checkpointMemory) && !failed
+        if ((bytes >= _backpressureThreshold || pages >= PagesBackpressure) && !failed
             && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
         {
             if (_behind == 0)

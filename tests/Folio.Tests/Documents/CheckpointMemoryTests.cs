@@ -19,7 +19,7 @@ public sealed partial class CheckpointMemoryTests
     public void The_memory_defaults_follow_the_memory_the_process_may_use_and_explicit_settings_are_kept()
     {
         // A container of 512 MiB: the collector may use 384 MiB.
-        var small = new DocumentStoreOptions { TestAvailableMemory = 384L << 20 };
+        var small = new DocumentStoreOptions { FixedAvailableMemory = 384L << 20 };
         Assert.Equal(0, small.CacheSize);
         Assert.Equal(48L << 20, small.EffectiveCacheSize);
         Assert.Equal(48L << 20, small.EffectiveBackpressureThreshold);
@@ -27,14 +27,14 @@ public sealed partial class CheckpointMemoryTests
         Assert.Equal(48L << 20, small.CheckpointMemory);
 
         // A machine with memory to spare: the documented caps.
-        var large = new DocumentStoreOptions { TestAvailableMemory = 64L << 30 };
+        var large = new DocumentStoreOptions { FixedAvailableMemory = 64L << 30 };
         Assert.Equal(DocumentStoreOptions.DefaultCacheSize, large.EffectiveCacheSize);
         Assert.Equal(4 * DocumentStoreOptions.DefaultCheckpointThreshold, large.EffectiveBackpressureThreshold);
         Assert.Equal(DocumentStoreOptions.DefaultCheckpointThreshold, large.EffectiveCheckpointThreshold);
         Assert.Equal(1L << 30, large.CheckpointMemory);
 
         // A tiny one: the floors.
-        var tiny = new DocumentStoreOptions { TestAvailableMemory = 8L << 20 };
+        var tiny = new DocumentStoreOptions { FixedAvailableMemory = 8L << 20 };
         Assert.Equal(DocumentStoreOptions.MinCacheSize, tiny.EffectiveCacheSize);
         Assert.Equal(4L << 20, tiny.EffectiveBackpressureThreshold);
         Assert.Equal(4L << 20, tiny.CheckpointMemory);
@@ -42,14 +42,14 @@ public sealed partial class CheckpointMemoryTests
         // What a user sets is what the store takes, whatever the memory.
         var set = new DocumentStoreOptions
         {
-            TestAvailableMemory = 384L << 20, CacheSize = 200L << 20, CheckpointBackpressureThreshold = 300L << 20,
+            FixedAvailableMemory = 384L << 20, CacheSize = 200L << 20, CheckpointBackpressureThreshold = 300L << 20,
         };
         Assert.Equal(200L << 20, set.EffectiveCacheSize);
         Assert.Equal(300L << 20, set.EffectiveBackpressureThreshold);
         Assert.Equal(DocumentStoreOptions.DefaultCheckpointThreshold, set.EffectiveCheckpointThreshold);
 
         // A small threshold of the user's keeps four times it as the backpressure, as before.
-        var tuned = new DocumentStoreOptions { TestAvailableMemory = 64L << 30, CheckpointThreshold = 64 << 10 };
+        var tuned = new DocumentStoreOptions { FixedAvailableMemory = 64L << 30, CheckpointThreshold = 64 << 10 };
         Assert.Equal(256L << 10, tuned.EffectiveBackpressureThreshold);
         Assert.Equal(64L << 10, tuned.EffectiveCheckpointThreshold);
 
@@ -66,7 +66,7 @@ public sealed partial class CheckpointMemoryTests
         using var log = new CapturingLoggerFactory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.LoggerFactory = log;
-        options.TestAvailableMemory = 384L << 20;
+        options.FixedAvailableMemory = 384L << 20;
         await using DocumentStore store = DocumentStore.Open(dir.Path, options);
         string line = Assert.Single(log.Lines, l => l.Id.Id == 3008).Message;
         Assert.Contains("sized to 402653184 bytes", line, StringComparison.Ordinal);
@@ -126,11 +126,11 @@ public sealed partial class CheckpointMemoryTests
             // more pages than those documents' leaves and the branches above them.
             Assert.True(pages.Max() <= 300, $"pages per checkpoint: {string.Join(", ", pages)}");
             Assert.True(pages.Skip(2).Max() <= 110, $"pages per checkpoint: {string.Join(", ", pages)}");
-            AssertHolds(store, model);
+            StoreCompactionTests.AssertHolds(store, model);
         }
 
         await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        AssertHolds(reopened, model);
+        StoreCompactionTests.AssertHolds(reopened, model);
         Assert.True((await reopened.VerifyAsync()).IsHealthy);
     }
 
@@ -186,12 +186,12 @@ public sealed partial class CheckpointMemoryTests
             Assert.True(pages.Max() <= 100, $"pages per checkpoint: {string.Join(", ", pages)}");
             Assert.True(result.FillRate >= DocumentStoreOptions.DefaultCompactionFillRate, $"{result}");
             Assert.True(result.DataFileBytesAfter < result.DataFileBytesBefore, $"{result}");
-            AssertHolds(store, model);
+            StoreCompactionTests.AssertHolds(store, model);
             Assert.True((await store.VerifyAsync()).IsHealthy);
         }
 
         await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        AssertHolds(reopened, model);
+        StoreCompactionTests.AssertHolds(reopened, model);
     }
 
     private static DocumentStoreOptions Options(ILoggerFactory log)
@@ -227,14 +227,4 @@ public sealed partial class CheckpointMemoryTests
 
     private static string Json(int i, int round, int pad = 250) =>
         $"{{\"i\":{i},\"round\":{round},\"pad\":\"{new string('x', pad)}\"}}";
-
-    private static void AssertHolds(DocumentStore store, Dictionary<string, string> model)
-    {
-        var seen = store.Scan("docs").ToDictionary(d => d.Id, d => Encoding.UTF8.GetString(d.Json.Span));
-        Assert.Equal(model.Count, seen.Count);
-        foreach ((string id, string json) in model)
-        {
-            Assert.Equal(json, seen[id]);
-        }
-    }
 }

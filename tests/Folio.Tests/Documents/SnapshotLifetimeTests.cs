@@ -314,9 +314,9 @@ public sealed class SnapshotLifetimeTests
         Assert.Equal(nameof(DocumentStoreOptions.MaxSnapshotRetainedBytes), error.ParamName);
         Assert.Equal(0, new DocumentStoreOptions().MaxSnapshotRetainedBytes); // sized to the memory available
         Assert.Equal(256L << 20,
-            new DocumentStoreOptions { TestAvailableMemory = 64L << 30 }.EffectiveMaxSnapshotRetainedBytes);
+            new DocumentStoreOptions { FixedAvailableMemory = 64L << 30 }.EffectiveMaxSnapshotRetainedBytes);
         Assert.Equal(48L << 20,
-            new DocumentStoreOptions { TestAvailableMemory = 384L << 20 }.EffectiveMaxSnapshotRetainedBytes);
+            new DocumentStoreOptions { FixedAvailableMemory = 384L << 20 }.EffectiveMaxSnapshotRetainedBytes);
     }
 
     [Fact]

@@ -284,7 +284,8 @@ public sealed class StoreCompactionTests
         Assert.True((await reopened.VerifyAsync()).IsHealthy);
     }
 
-    private static void AssertHolds(DocumentStore store, SortedDictionary<string, string> model)
+    /// <summary>The store's collection <c>docs</c> holds exactly <paramref name="model"/> (id to JSON).</summary>
+    internal static void AssertHolds(DocumentStore store, IReadOnlyDictionary<string, string> model)
     {
         var seen = store.Scan("docs").ToDictionary(d => d.Id, d => Encoding.UTF8.GetString(d.Json.Span));
         Assert.Equal(model.Count, seen.Count);
