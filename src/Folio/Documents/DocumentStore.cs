@@ -160,6 +160,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         {
             pagesFailed?.Throw();
             pages!.StoreId = journal.StoreId; // the data file's, or the journal's when the data file had none
+            BacklogCheckpoints.Run(journal, pages, options.CheckpointMemory, logger);
             PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
                 options.EffectiveMaxSnapshotRetainedBytes);

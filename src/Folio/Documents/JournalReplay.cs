@@ -23,23 +23,8 @@ internal static class JournalReplay
     public static (long Batches, long Bytes, long Puts) Run(WriteAheadJournal journal, VersionedIndex index,
         long checkpointSequence = 0)
     {
+        CheckReaches(journal, checkpointSequence);
         long from = checkpointSequence + 1;
-        if (journal.FirstSequence > from)
-        {
-            throw new StoreCorruptedException(
-                $"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}, but the data " +
-                $"file's checkpoint covers only up to {checkpointSequence}: entries in between were purged, so the " +
-                $"documents cannot be rebuilt.");
-        }
-
-        if (journal.LastAppendedSequence < checkpointSequence)
-        {
-            throw new StoreCorruptedException(
-                $"The journal of '{journal.Directory}' ends at sequence {journal.LastAppendedSequence}, before the " +
-                $"data file's checkpoint at {checkpointSequence}: the journal lost entries the checkpoint relies on " +
-                $"(the journal folder was replaced or truncated).");
-        }
-
         long batches = 0;
         long bytes = 0;
         var names = new CollectionNameCache();
@@ -73,6 +58,27 @@ internal static class JournalReplay
         }
 
         return (batches, bytes, puts);
+    }
+
+    /// <summary>Throws <see cref="StoreCorruptedException"/> unless <paramref name="journal"/> holds every entry after
+    /// <paramref name="checkpointSequence"/>, the sequence the data file's checkpoint covers.</summary>
+    public static void CheckReaches(WriteAheadJournal journal, long checkpointSequence)
+    {
+        if (journal.FirstSequence > checkpointSequence + 1)
+        {
+            throw new StoreCorruptedException(
+                $"The journal of '{journal.Directory}' starts at sequence {journal.FirstSequence}, but the data " +
+                $"file's checkpoint covers only up to {checkpointSequence}: entries in between were purged, so the " +
+                $"documents cannot be rebuilt.");
+        }
+
+        if (journal.LastAppendedSequence < checkpointSequence)
+        {
+            throw new StoreCorruptedException(
+                $"The journal of '{journal.Directory}' ends at sequence {journal.LastAppendedSequence}, before the " +
+                $"data file's checkpoint at {checkpointSequence}: the journal lost entries the checkpoint relies on " +
+                $"(the journal folder was replaced or truncated).");
+        }
     }
 
     /// <summary>

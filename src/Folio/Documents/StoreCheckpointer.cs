@@ -79,6 +79,13 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private TaskCompletionSource _caughtUp = NewSignal();
     private long _behindSince;
     private int _behind;
+    private long _behindLoggedAt; // under _backpressureLock: when a wait was last logged (0: never)
+    private long _behindEpisodes; // under _backpressureLock: waits since the last one logged
+    private bool _behindLogged; // under _backpressureLock: whether the current wait was logged
+
+    /// <summary>The least time between two logged waits, in milliseconds (every wait counts in the metrics): writes
+    /// at scattered ids into a store larger than memory may wait at every checkpoint, several times a second.</summary>
+    private const long BackpressureLogInterval = 10_000;
     private long _lastSequence;
     private Exception? _lastFailure;
     private long _bytesAtCheckpoint; // the journal's AppendedBytes when the last checkpoint's snapshot was taken
@@ -548,13 +555,24 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 _behindSince = Environment.TickCount64;
                 Volatile.Write(ref _behind, 1);
                 _metrics.BackpressureStarted();
-                StoreLog.BackpressureStarted(_logger, bytes, _backpressureThreshold);
+                _behindEpisodes++;
+                _behindLogged = _behindSince - _behindLoggedAt >= BackpressureLogInterval || _behindLoggedAt == 0;
+                if (_behindLogged)
+                {
+                    StoreLog.BackpressureStarted(_logger, bytes, _backpressureThreshold, pages, PagesBackpressure,
+                        _behindEpisodes);
+                    _behindLoggedAt = _behindSince;
+                    _behindEpisodes = 0;
+                }
             }
         }
         else if (_behind != 0)
         {
             ReleaseWaiters();
-            StoreLog.BackpressureEnded(_logger, bytes, Environment.TickCount64 - _behindSince);
+            if (_behindLogged)
+            {
+                StoreLog.BackpressureEnded(_logger, bytes, Environment.TickCount64 - _behindSince);
+            }
         }
     }
 
@@ -637,20 +655,29 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         _metrics.Checkpointed(System.Diagnostics.Stopwatch.GetElapsedTime(started), _pages.LastCheckpoint);
     }
 
-    /// <summary>After a checkpoint of <paramref name="commands"/>: what a document cost it in memory (twice the bytes
-    /// of its pages other than compaction's, over its documents), within a quarter of a page's cost and a
-    /// page's.</summary>
+    /// <summary>After a checkpoint of <paramref name="commands"/>: learns what a document costs a checkpoint
+    /// (<see cref="BytesPerCommand"/>).</summary>
     private void LearnBytesPerCommand(long commands)
     {
-        CheckpointStatistics last = _pages.LastCheckpoint;
+        if (BytesPerCommand(_pages.LastCheckpoint, commands) is long cost)
+        {
+            Volatile.Write(ref _bytesPerCommand, cost);
+        }
+    }
+
+    /// <summary>What a document cost the checkpoint <paramref name="last"/> of <paramref name="commands"/> in memory
+    /// (twice the bytes of its pages other than compaction's, over its documents), within a quarter of a page's cost
+    /// and a page's (<see cref="PageBytesPerCommand"/>); null when it wrote no document or no page.</summary>
+    internal static long? BytesPerCommand(CheckpointStatistics last, long commands)
+    {
         if (commands <= 0 || last.Pages <= 0)
         {
-            return;
+            return null;
         }
 
         double written = (double)last.Bytes * (last.Pages - last.RewrittenPages) / last.Pages;
         long cost = (long)Math.Min(2 * written / commands, PageBytesPerCommand);
-        Volatile.Write(ref _bytesPerCommand, Math.Max(PageBytesPerCommand / 4, cost));
+        return Math.Max(PageBytesPerCommand / 4, cost);
     }
 
     /// <summary>One checkpoint, on the checkpoint thread (or at the close, after it exited), which may block in

@@ -20,9 +20,11 @@ internal static partial class StoreLog
     public static partial void CheckpointFailed(ILogger logger, Exception exception);
 
     [LoggerMessage(EventId = 3004, Level = LogLevel.Warning,
-        Message = "Checkpoints fell behind: {Bytes} bytes of journal after the last checkpoint (limit {Limit}); " +
-        "new commits wait for the checkpoint")]
-    public static partial void BackpressureStarted(ILogger logger, long bytes, long limit);
+        Message = "Checkpoints fell behind: {Bytes} bytes of journal after the last checkpoint (commits wait past " +
+        "{Limit}), an estimated {PageBytes} bytes of pages for the next checkpoint (commits wait past {PageLimit}); " +
+        "new commits wait for the checkpoint ({Episodes} waits since the last such line, this one included)")]
+    public static partial void BackpressureStarted(ILogger logger, long bytes, long limit, long pageBytes,
+        long pageLimit, long episodes);
 
     [LoggerMessage(EventId = 3005, Level = LogLevel.Information,
         Message = "Checkpoints caught up ({Bytes} bytes of journal after the last checkpoint); commits resume after " +
@@ -45,4 +47,11 @@ internal static partial class StoreLog
         "a checkpoint's pages, held snapshots keep at most {RetainedBytes} bytes")]
     public static partial void MemorySized(ILogger logger, string path, long availableBytes, long cacheBytes,
         long backpressureBytes, long checkpointBytes, long retainedBytes);
+
+    [LoggerMessage(EventId = 3009, Level = LogLevel.Information,
+        Message = "The journal '{Journal}' held {Commands} documents after the data file's checkpoint, more than a " +
+        "checkpoint may hold: the open checkpointed {Taken} of them in {Checkpoints} pieces, up to sequence " +
+        "{Sequence}, in {ElapsedMs} ms")]
+    public static partial void BacklogCheckpointed(ILogger logger, string journal, long taken, long commands,
+        int checkpoints, long sequence, long elapsedMs);
 }

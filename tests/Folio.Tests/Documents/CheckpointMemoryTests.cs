@@ -1,6 +1,7 @@
 using System.Text;
 using System.Text.RegularExpressions;
 using Folio.Documents;
+using Folio.Pages;
 using Folio.Tests.Infrastructure;
 using Microsoft.Extensions.Logging;
 
@@ -192,6 +193,143 @@ public sealed partial class CheckpointMemoryTests
 
         await using DocumentStore reopened = DocumentStore.Open(folder, options);
         StoreCompactionTests.AssertHolds(reopened, model);
+    }
+
+    [Fact]
+    public async Task A_journal_backlog_larger_than_a_checkpoint_may_hold_is_checkpointed_in_pieces_at_open()
+    {
+        using var dir = new TempDirectory();
+        using var log = new CapturingLoggerFactory();
+        DocumentStoreOptions writer = Options(log);
+        writer.TestCheckpointMemory = 1L << 30; // a process with memory to spare: no checkpoint during the writes
+        writer.CheckpointThreshold = 1L << 40;
+        string folder = Path.Combine(dir.Path, "store");
+        string image = Path.Combine(dir.Path, "image");
+        string sameSize = Path.Combine(dir.Path, "same-size");
+        string full = Path.Combine(dir.Path, "full");
+        var model = new Dictionary<string, string>(StringComparer.Ordinal);
+        var history = new List<(long Sequence, string Id, string? Json)>();
+        await using (DocumentStore store = DocumentStore.Open(folder, writer))
+        {
+            // 20,000 documents in id order (about 400 leaves), checkpointed; then 3,000 single writes at scattered
+            // ids, a tenth of them deletes, that stay in the journal only.
+            var batch = new CommitBatch();
+            for (int i = 0; i < 20_000; i++)
+            {
+                string json = Json(i, 0);
+                batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
+                model[Id(i)] = json;
+                if (batch.Count == 1000)
+                {
+                    await store.WriteAsync(batch);
+                    batch = new CommitBatch();
+                }
+            }
+
+            await store.CheckpointAsync();
+            var random = new Random(11);
+            for (int n = 1; n <= 3000; n++)
+            {
+                int i = random.Next(20_000);
+                if (n % 10 == 0)
+                {
+                    history.Add((await store.DeleteAsync("docs", Id(i)), Id(i), null));
+                    model.Remove(Id(i));
+                    continue;
+                }
+
+                string json = Json(i, n);
+                history.Add((await store.PutAsync("docs", Id(i), Encoding.UTF8.GetBytes(json)), Id(i), json));
+                model[Id(i)] = json;
+            }
+
+            // What a process killed now leaves on disk.
+            StoreCheckpointTests.CopyFolder(folder, image);
+            StoreCheckpointTests.CopyFolder(folder, sameSize);
+            StoreCheckpointTests.CopyFolder(folder, full);
+        }
+
+        // A process like the writer replays the backlog as it always did.
+        log.Lines.Clear();
+        await using (DocumentStore same = DocumentStore.Open(sameSize, writer))
+        {
+            Assert.DoesNotContain(log.Lines, l => l.Id.Id == 3009);
+            StoreCompactionTests.AssertHolds(same, model);
+        }
+
+        // A process whose checkpoints may hold 1 MiB (about 29 documents' pages) writes the backlog in pieces at
+        // open, each within that memory, before it replays the rest.
+        log.Lines.Clear();
+        DocumentStoreOptions small = Options(log);
+        small.TestCheckpointMemory = 1 << 20;
+        await using (DocumentStore store = DocumentStore.Open(image, small))
+        {
+            Assert.Single(log.Lines, l => l.Id.Id == 3009);
+            List<int> pages = CheckpointPages(log);
+            Assert.True(pages.Count >= 20, $"{pages.Count} checkpoints at open");
+            Assert.True(pages.Max() <= 80, $"pages per checkpoint: {string.Join(", ", pages)}");
+
+            // The last piece holds exactly the state at its sequence: the newest version of every document written
+            // at or before it, none written after.
+            PageCheckpoint last = store.Pages.Current;
+            Assert.True(last.Sequence > history[0].Sequence && last.Sequence < history[^1].Sequence,
+                $"{last.Sequence}");
+            var expected = new SortedDictionary<string, string>(StringComparer.Ordinal);
+            for (int i = 0; i < 20_000; i++)
+            {
+                expected[Id(i)] = Json(i, 0);
+            }
+
+            foreach ((long sequence, string id, string? json) in history)
+            {
+                if (sequence > last.Sequence)
+                {
+                    break;
+                }
+
+                if (json is null)
+                {
+                    expected.Remove(id);
+                }
+                else
+                {
+                    expected[id] = json;
+                }
+            }
+
+            var inTree = new List<KeyValuePair<string, string>>();
+            foreach ((string id, StoredValue value) in BTree.Range(last.Collections["docs"].Root, null, null, false,
+                store.Pages.Reader))
+            {
+                inTree.Add(new(id, Encoding.UTF8.GetString(value.Read(store.Pages.Reader).Span)));
+            }
+
+            Assert.Equal(expected, inTree);
+            StoreCompactionTests.AssertHolds(store, model);
+        }
+
+        // On a disk with no room for the data file to grow, the first piece fails: the open replays the backlog as
+        // it always did, and loses nothing.
+        log.Lines.Clear();
+        DocumentStoreOptions noRoom = Options(log);
+        noRoom.TestCheckpointMemory = 1 << 20;
+        noRoom.FileSystem = new FaultInjectingFileSystem
+        {
+            Matches = static path => path.EndsWith(DocumentStore.DataFileName, StringComparison.Ordinal),
+            NoSpace = true,
+        };
+        await using (DocumentStore store = DocumentStore.Open(full, noRoom))
+        {
+            Assert.Contains(log.Lines, l => l.Id.Id == 3003);
+            Assert.DoesNotContain(log.Lines, l => l.Id.Id == 3009);
+            StoreCompactionTests.AssertHolds(store, model);
+        }
+
+        log.Lines.Clear();
+        await using DocumentStore reopened = DocumentStore.Open(image, small);
+        Assert.DoesNotContain(log.Lines, l => l.Id.Id == 3009);
+        StoreCompactionTests.AssertHolds(reopened, model);
+        Assert.True((await reopened.VerifyAsync()).IsHealthy);
     }
 
     private static DocumentStoreOptions Options(ILoggerFactory log)

@@ -1061,7 +1061,7 @@ public sealed class StoreCheckpointTests
         }
     }
 
-    private static void CopyFolder(string source, string destination)
+    internal static void CopyFolder(string source, string destination)
     {
         Directory.CreateDirectory(destination);
         foreach (string file in Directory.GetFiles(source, "*", SearchOption.AllDirectories))
