@@ -49,7 +49,7 @@ internal static class BacklogCheckpoints
         JournalReplay.CheckReaches(journal, checkpointed);
         long bytesPerCommand = StoreCheckpointer.PageBytesPerCommand;
         long total = CountCommands(journal, checkpointed + 1, out long entryBytes);
-        if (!Exceeds(total, bytesPerCommand, 4 * memory, pages.LiveBytes + entryBytes))
+        if (!Exceeds(total, entryBytes, bytesPerCommand, 4 * memory, pages.LiveBytes + entryBytes))
         {
             return (0, 0);
         }
@@ -59,12 +59,13 @@ internal static class BacklogCheckpoints
         var piece = new Piece(names);
         int checkpoints = 0;
         long taken = 0;
+        long takenBytes = 0;
         using (JournalReader reader = journal.OpenReader(checkpointed + 1))
         {
             while (reader.TryRead(out JournalEntry entry))
             {
                 piece.Add(entry);
-                if (!Exceeds(piece.Commands, bytesPerCommand, memory, long.MaxValue))
+                if (!Exceeds(piece.Commands, piece.Bytes, bytesPerCommand, memory, long.MaxValue))
                 {
                     continue; // the piece grows up to the memory, passing it by an entry at most
                 }
@@ -81,10 +82,11 @@ internal static class BacklogCheckpoints
 
                 checkpoints++;
                 taken += piece.Commands;
+                takenBytes += piece.Bytes;
                 bytesPerCommand = StoreCheckpointer.BytesPerCommand(pages.LastCheckpoint, piece.Commands)
                     ?? bytesPerCommand;
                 piece.Clear();
-                if (!Exceeds(total - taken, bytesPerCommand, 2 * memory, long.MaxValue))
+                if (!Exceeds(total - taken, entryBytes - takenBytes, bytesPerCommand, 2 * memory, long.MaxValue))
                 {
                     break; // what is left the running store could have held: the replay takes it
                 }
@@ -101,16 +103,10 @@ internal static class BacklogCheckpoints
         return (checkpoints, taken);
     }
 
-    /// <summary>Whether <paramref name="commands"/> documents would cost one checkpoint more than
-    /// <paramref name="memory"/>: each its share of pages, but no more in all than twice the pages there can be
-    /// (<paramref name="liveBytes"/>, the data file's live pages and the documents' own bytes), as
-    /// <see cref="StoreCheckpointer.EstimatedCheckpointBytes"/> estimates it.</summary>
-    private static bool Exceeds(long commands, long bytesPerCommand, long memory, long liveBytes)
-    {
-        long pages = commands > long.MaxValue / bytesPerCommand ? long.MaxValue : commands * bytesPerCommand;
-        long bound = liveBytes > long.MaxValue / 2 ? long.MaxValue : liveBytes * 2;
-        return Math.Min(pages, bound) > memory;
-    }
+    /// <summary>Whether <paramref name="commands"/> documents of <paramref name="bytes"/> would cost one checkpoint
+    /// more than <paramref name="memory"/> (<see cref="StoreCheckpointer.EstimatePages"/>).</summary>
+    private static bool Exceeds(long commands, long bytes, long bytesPerCommand, long memory, long liveBytes) =>
+        StoreCheckpointer.EstimatePages(commands, bytes, bytesPerCommand, liveBytes) > memory;
 
     /// <summary>The commands of the entries from <paramref name="from"/> on (each entry's count, not decoded), and
     /// the entries' bytes.</summary>
@@ -145,6 +141,9 @@ internal static class BacklogCheckpoints
         /// twice).</summary>
         public long Commands { get; private set; }
 
+        /// <summary>The bytes of the entries added since the last <see cref="Clear"/>.</summary>
+        public long Bytes { get; private set; }
+
         public void Add(JournalEntry entry)
         {
             ReadOnlySpan<byte> data = entry.Data;
@@ -164,6 +163,7 @@ internal static class BacklogCheckpoints
             }
 
             Commands += _commands.Count;
+            Bytes += data.Length;
         }
 
         public List<CollectionChanges> Changes()
@@ -181,6 +181,7 @@ internal static class BacklogCheckpoints
         {
             _collections.Clear();
             Commands = 0;
+            Bytes = 0;
         }
     }
 }

@@ -155,24 +155,35 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         Math.Max(0, Interlocked.Read(ref _commandsNoted) - Interlocked.Read(ref _commandsAtCheckpoint));
 
     /// <summary>
-    /// The memory the next checkpoint's pages may take, in bytes: each document it writes may change a page of its own
-    /// (the decoded page and its serialized copy, <see cref="PageBytesPerCommand"/>), and no checkpoint changes more
-    /// pages than the trees hold plus the new documents' (twice the data file's live bytes and the journal after the
-    /// last checkpoint). Scattered writes into a store larger than memory reach the first bound; writes in id order,
-    /// or to few documents, touch far fewer pages, so the bytes a document cost the last checkpoint stand for the
-    /// first bound's per-document cost, but no less than a quarter of a page's (a workload that turns to scattered
-    /// writes then overshoots by at most four times, once).
+    /// The memory the next checkpoint's pages may take, in bytes (<see cref="EstimatePages"/> of the commands and the
+    /// journal since the last checkpoint).
     /// </summary>
     public long EstimatedCheckpointBytes
     {
         get
         {
-            long commands = CommandsSinceCheckpoint;
-            long cost = Volatile.Read(ref _bytesPerCommand);
-            long perCommand = commands > long.MaxValue / cost ? long.MaxValue : commands * cost;
-            long live = _pages.LiveBytes + BytesSinceCheckpoint;
-            return Math.Min(perCommand, live > long.MaxValue / 2 ? long.MaxValue : live * 2);
+            long since = BytesSinceCheckpoint;
+            return EstimatePages(CommandsSinceCheckpoint, since, Volatile.Read(ref _bytesPerCommand),
+                _pages.LiveBytes + since);
         }
+    }
+
+    /// <summary>
+    /// The memory a checkpoint of <paramref name="commands"/> documents of <paramref name="bytes"/> may take for its
+    /// pages: each document it writes may change a page of its own (the decoded page and its serialized copy,
+    /// <see cref="PageBytesPerCommand"/>), large documents fill overflow pages (twice their bytes), and no checkpoint
+    /// changes more pages than the trees hold plus the new documents' (twice <paramref name="liveBytes"/>, the data
+    /// file's live bytes and the documents'). Scattered writes into a store larger than memory reach the first bound;
+    /// writes in id order, or to few documents, touch far fewer pages, so the bytes a document cost the last checkpoint
+    /// (<paramref name="bytesPerCommand"/>, <see cref="BytesPerCommand"/>) stand for the first bound's per-document
+    /// cost, but no less than a quarter of a page's (a workload that turns to scattered writes then overshoots by at
+    /// most four times, once).
+    /// </summary>
+    internal static long EstimatePages(long commands, long bytes, long bytesPerCommand, long liveBytes)
+    {
+        long pages = commands > long.MaxValue / bytesPerCommand ? long.MaxValue : commands * bytesPerCommand;
+        pages = Math.Max(pages, bytes > long.MaxValue / 2 ? long.MaxValue : bytes * 2);
+        return Math.Min(pages, liveBytes > long.MaxValue / 2 ? long.MaxValue : liveBytes * 2);
     }
 
     /// <summary>The journal after the last checkpoint past which commits wait (the options' threshold,

@@ -332,6 +332,58 @@ public sealed partial class CheckpointMemoryTests
         Assert.True((await reopened.VerifyAsync()).IsHealthy);
     }
 
+    [Fact]
+    public async Task A_journal_backlog_of_large_documents_is_checkpointed_in_pieces_of_their_bytes_at_open()
+    {
+        using var dir = new TempDirectory();
+        using var log = new CapturingLoggerFactory();
+        DocumentStoreOptions writer = Options(log);
+        writer.TestCheckpointMemory = 1L << 30;
+        writer.CheckpointThreshold = 1L << 40;
+        writer.MaxDocumentSize = 200_000;
+        string folder = Path.Combine(dir.Path, "store");
+        string image = Path.Combine(dir.Path, "image");
+        var model = new Dictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(folder, writer))
+        {
+            // 80 documents of 100 KB, five a commit: 8 MB that stay in the journal, in few documents.
+            var batch = new CommitBatch();
+            for (int i = 0; i < 80; i++)
+            {
+                string json = Json(i, 0, pad: 100_000);
+                batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
+                model[Id(i)] = json;
+                if (batch.Count == 5)
+                {
+                    await store.WriteAsync(batch);
+                    batch = new CommitBatch();
+                }
+            }
+
+            StoreCheckpointTests.CopyFolder(folder, image);
+        }
+
+        // A checkpoint of such documents holds their bytes twice (decoded and serialized overflow pages): with 1 MiB,
+        // a piece takes five or ten of them (one or two commits), and the replay the last 2 MiB's worth at most.
+        log.Lines.Clear();
+        DocumentStoreOptions small = Options(log);
+        small.TestCheckpointMemory = 1 << 20;
+        small.MaxDocumentSize = 200_000;
+        await using (DocumentStore store = DocumentStore.Open(image, small))
+        {
+            Assert.Single(log.Lines, l => l.Id.Id == 3009);
+            List<long> bytes = CheckpointBytes(log);
+            Assert.True(bytes.Count >= 6, $"{bytes.Count} checkpoints at open");
+            Assert.True(bytes.Max() <= 1_100_000, $"bytes per checkpoint: {string.Join(", ", bytes)}");
+            CollectionTree tree = store.Pages.Current.Collections["docs"];
+            Assert.True(tree.Count >= 70, $"{tree}");
+            StoreCompactionTests.AssertHolds(store, model);
+        }
+
+        await using DocumentStore reopened = DocumentStore.Open(image, small);
+        StoreCompactionTests.AssertHolds(reopened, model);
+    }
+
     private static DocumentStoreOptions Options(ILoggerFactory log)
     {
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
@@ -358,7 +410,23 @@ public sealed partial class CheckpointMemoryTests
         return pages;
     }
 
-    [GeneratedRegex(@": (\d+) pages, ")]
+    /// <summary>The bytes each checkpoint logged since the lines were last cleared.</summary>
+    private static List<long> CheckpointBytes(CapturingLoggerFactory log)
+    {
+        var bytes = new List<long>();
+        foreach ((_, EventId id, string message) in log.Lines)
+        {
+            if (id.Id == 5002)
+            {
+                bytes.Add(long.Parse(PagesWritten().Match(message).Groups[2].Value,
+                    System.Globalization.CultureInfo.InvariantCulture));
+            }
+        }
+
+        return bytes;
+    }
+
+    [GeneratedRegex(@": (\d+) pages, (\d+) bytes ")]
     private static partial Regex PagesWritten();
 
     private static string Id(int i) => $"d{i:D5}";
