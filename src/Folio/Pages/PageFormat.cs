@@ -174,10 +174,18 @@ internal static class PageFormat
 
     public static int OverflowPageSize(int valueLength) => PageHeaderSize + valueLength;
 
-    public static void WriteOverflow(Span<byte> page, ReadOnlySpan<byte> value)
+    /// <summary>Writes and seals the header of the overflow page at <paramref name="position"/> that holds
+    /// <paramref name="value"/> as its body, without copying the value: the page is the header followed by the value's
+    /// bytes, and the checksum covers them as <see cref="Checksum"/> covers a page in one piece.</summary>
+    public static void WriteOverflowHeader(Span<byte> header, ReadOnlySpan<byte> value, PagePosition position)
     {
-        WriteHeader(page, PageHeaderSize + value.Length, OverflowType, value.Length);
-        value.CopyTo(page[PageHeaderSize..]);
+        WriteHeader(header, PageHeaderSize + value.Length, OverflowType, value.Length);
+        Span<byte> positionBytes = stackalloc byte[8];
+        BinaryPrimitives.WriteUInt64LittleEndian(positionBytes, position.Value);
+        uint crc = Crc32C.Append(Crc32C.Seed, header[..4]);
+        crc = Crc32C.Append(crc, header[8..PageHeaderSize]);
+        crc = Crc32C.Append(crc, value);
+        BinaryPrimitives.WriteUInt32LittleEndian(header[4..], Crc32C.Finish(Crc32C.Append(crc, positionBytes)));
     }
 
     /// <summary>

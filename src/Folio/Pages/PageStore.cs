@@ -729,13 +729,13 @@ internal sealed class PageStore : IDisposable
     private NewChunk[] PlanChunks(uint firstChunkId, int pageCount, List<TreeSerializer> parts, List<ChunkInfo> table,
         Dictionary<uint, int> superseded, long sequence, PagePosition catalogRoot, long generation)
     {
-        var pages = new (TreeSerializer Part, long Entry)[pageCount];
+        var pages = new (TreeSerializer Part, long Entry, int Index)[pageCount];
         int numbered = 0;
         foreach (TreeSerializer part in parts)
         {
-            foreach (long entry in part.Toc)
+            for (int index = 0; index < part.Toc.Count; index++)
             {
-                pages[numbered++] = (part, entry);
+                pages[numbered++] = (part, part.Toc[index], index);
             }
         }
 
@@ -779,11 +779,11 @@ internal sealed class PageStore : IDisposable
             byte[] metadata = new byte[(count * (long)ChunkFormat.TocEntrySize)
                 + (tableEntries * (long)ChunkFormat.TableEntrySize)];
             long[] toc = new long[count];
-            var runs = new List<(TreeSerializer Part, int Offset, int Length)>();
+            var runs = new List<ChunkRun>();
             long at = ChunkFormat.HeaderSize;
             for (int i = 0; i < count; i++)
             {
-                (TreeSerializer part, long entry) = pages[first + i];
+                (TreeSerializer part, long entry, int index) = pages[first + i];
                 int inPart = (int)(entry >>> 32);
                 int length = (int)(entry & 0xFFFF_FFFF);
                 toc[i] = (at << 32) | (uint)length;
@@ -791,14 +791,21 @@ internal sealed class PageStore : IDisposable
                 BinaryPrimitives.WriteUInt32LittleEndian(metadata.AsSpan((i * ChunkFormat.TocEntrySize) + 4),
                     (uint)length);
                 at += length;
+                ReadOnlyMemory<byte> body = part.BodyOf(index);
+                int inBuffer = length - body.Length;
                 if (runs.Count > 0 && ReferenceEquals(runs[^1].Part, part)
                     && runs[^1].Offset + runs[^1].Length == inPart)
                 {
-                    runs[^1] = (part, runs[^1].Offset, runs[^1].Length + length);
+                    runs[^1] = runs[^1] with { Length = runs[^1].Length + inBuffer };
                 }
                 else
                 {
-                    runs.Add((part, inPart, length));
+                    runs.Add(new ChunkRun(part, inPart, inBuffer, default));
+                }
+
+                if (!body.IsEmpty)
+                {
+                    runs.Add(new ChunkRun(null, 0, body.Length, body)); // an overflow page's value, where it lies
                 }
             }
 
@@ -892,10 +899,10 @@ internal sealed class PageStore : IDisposable
             {
                 chunk.Header.CopyTo(buffer, 0);
                 int at = ChunkFormat.HeaderSize;
-                foreach ((TreeSerializer part, int from, int length) in chunk.Runs)
+                foreach (ChunkRun run in chunk.Runs)
                 {
-                    part.Bytes.Slice(from, length).CopyTo(buffer.AsSpan(at));
-                    at += length;
+                    run.Span.CopyTo(buffer.AsSpan(at));
+                    at += run.Length;
                 }
 
                 chunk.Metadata.CopyTo(buffer, at);
@@ -911,10 +918,10 @@ internal sealed class PageStore : IDisposable
 
         _file.Write(chunk.Header, offset);
         long position = offset + ChunkFormat.HeaderSize;
-        foreach ((TreeSerializer part, int from, int length) in chunk.Runs)
+        foreach (ChunkRun run in chunk.Runs)
         {
-            _file.Write(part.Bytes.Slice(from, length), position);
-            position += length;
+            _file.Write(run.Span, position);
+            position += run.Length;
         }
 
         _file.Write(chunk.Metadata, position);
@@ -922,8 +929,15 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>One chunk a checkpoint writes: its place and size, its table of contents (published once it is
     /// durable), its header and metadata, and the runs of serialized pages it holds, in order.</summary>
-    private sealed record NewChunk(ChunkInfo Info, long[] Toc, byte[] Header, byte[] Metadata,
-        List<(TreeSerializer Part, int Offset, int Length)> Runs);
+    private sealed record NewChunk(ChunkInfo Info, long[] Toc, byte[] Header, byte[] Metadata, List<ChunkRun> Runs);
+
+    /// <summary>Bytes a chunk holds, in order: a run of a tree serializer's buffer (<paramref name="Part"/>), or an
+    /// overflow page's value where it lies in memory (<paramref name="Body"/>, when <paramref name="Part"/> is
+    /// null).</summary>
+    private readonly record struct ChunkRun(TreeSerializer? Part, int Offset, int Length, ReadOnlyMemory<byte> Body)
+    {
+        public ReadOnlySpan<byte> Span => Part is null ? Body.Span : Part.Bytes.Slice(Offset, Length);
+    }
 
     /// <summary>Gives the file's free tail back to the file system once the checkpoint is durable, or once its chunks
     /// failed to write: neither it nor the previous checkpoint (the fallback if the next header tears) reaches a chunk

@@ -6,7 +6,10 @@ namespace Folio.Pages;
 /// Serializes the unsaved pages of one tree into a buffer of its own, so trees serialize in parallel (seed 004's
 /// phase 1b). Page numbers come from a base handed out sequentially beforehand (<see cref="CountUnsaved"/> for
 /// each tree), so every page's position (<see cref="ChunkFormat.PositionOf"/>), and the checksum that covers it, is
-/// final while it is written; placing the pages into their chunks only offsets their table-of-contents entries.
+/// final while it is written; placing the pages into their chunks only offsets their table-of-contents entries. An
+/// overflow page's body is its value, which the tree's leaf already holds in memory: the buffer gets only the page's
+/// header, and the value is written from where it lies (<see cref="BodyOf"/>), so a checkpoint of large documents does
+/// not hold a second copy of them.
 /// <para>
 /// Owned by one worker thread for the duration of <see cref="Serialize"/>; it changes the tree's unsaved nodes
 /// (their positions, and overflow values' positions), which belong to the checkpoint's edit and are not published.
@@ -22,6 +25,7 @@ internal sealed class TreeSerializer : IDisposable
     private byte[] _buffer;
     private int _length;
     private readonly List<long> _toc = [];
+    private readonly List<ReadOnlyMemory<byte>> _bodies = []; // per page: its body when not in the buffer
 
     /// <param name="firstChunkId">The checkpoint's first chunk id (<see cref="ChunkFormat.PositionOf"/>).</param>
     /// <param name="pagesPerChunk">The pages each of the checkpoint's chunks holds (the last fewer).</param>
@@ -35,16 +39,23 @@ internal sealed class TreeSerializer : IDisposable
         _buffer = Rent(Math.Max(4096, expectedBytes));
     }
 
-    /// <summary>The serialized pages, back to back, in page-number order.</summary>
+    /// <summary>The serialized pages, back to back, in page-number order; an overflow page only by its header (its
+    /// body is <see cref="BodyOf"/>).</summary>
     public ReadOnlySpan<byte> Bytes => _buffer.AsSpan(0, _length);
 
-    /// <summary>Per page: offset in <see cref="Bytes"/> (high 32 bits) and length (low 32).</summary>
+    /// <summary>Per page: offset in <see cref="Bytes"/> (high 32 bits) and the page's length (low 32), of which the
+    /// last <see cref="BodyOf"/> bytes are not in <see cref="Bytes"/>.</summary>
     public List<long> Toc => _toc;
+
+    /// <summary>The body of page <paramref name="index"/> (of <see cref="Toc"/>) that lies outside
+    /// <see cref="Bytes"/>: an overflow page's value; empty for a page wholly in the buffer.</summary>
+    public ReadOnlyMemory<byte> BodyOf(int index) => _bodies[index];
 
     public int PageCount => _toc.Count;
 
     /// <summary>The pages <see cref="Serialize"/> will write for the tree at <paramref name="root"/>: its unsaved
-    /// nodes and the unsaved overflow values in its unsaved leaves; <paramref name="bytes"/> gets their size.</summary>
+    /// nodes and the unsaved overflow values in its unsaved leaves; <paramref name="bytes"/> gets the size they take in
+    /// the buffer (an overflow page's header only).</summary>
     public static int CountUnsaved(PageReference? root, out long bytes)
     {
         bytes = 0;
@@ -92,7 +103,7 @@ internal sealed class TreeSerializer : IDisposable
                 if (value.IsOverflow && !value.Overflow.IsSaved)
                 {
                     pages++;
-                    bytes += PageFormat.OverflowPageSize(value.Length);
+                    bytes += PageFormat.PageHeaderSize;
                 }
             }
 
@@ -120,9 +131,8 @@ internal sealed class TreeSerializer : IDisposable
                 if (value.IsOverflow && !value.Overflow.IsSaved)
                 {
                     PagePosition overflow = NextPosition();
-                    Span<byte> overflowPage = Reserve(PageFormat.OverflowPageSize(value.Length));
-                    PageFormat.WriteOverflow(overflowPage, value.Inline.Span);
-                    PageFormat.Seal(overflowPage, overflow);
+                    Span<byte> header = Reserve(PageFormat.PageHeaderSize, value.Inline);
+                    PageFormat.WriteOverflowHeader(header, value.Inline.Span, overflow);
                     node.SetValue(i, value.WithOverflow(overflow));
                 }
             }
@@ -159,7 +169,9 @@ internal sealed class TreeSerializer : IDisposable
     private PagePosition NextPosition() =>
         ChunkFormat.PositionOf(_firstChunkId, checked(_pageBase + (uint)_toc.Count), _pagesPerChunk);
 
-    private Span<byte> Reserve(int length)
+    /// <summary>Reserves <paramref name="length"/> bytes of the buffer for the next page, whose bytes go on with
+    /// <paramref name="body"/>.</summary>
+    private Span<byte> Reserve(int length, ReadOnlyMemory<byte> body = default)
     {
         if (_length + length > _buffer.Length)
         {
@@ -169,7 +181,8 @@ internal sealed class TreeSerializer : IDisposable
             _buffer = larger;
         }
 
-        _toc.Add(((long)_length << 32) | (uint)length);
+        _toc.Add(((long)_length << 32) | (uint)checked(length + body.Length));
+        _bodies.Add(body);
         Span<byte> page = _buffer.AsSpan(_length, length);
         _length += length;
         return page;
