@@ -82,7 +82,7 @@ internal sealed class SpooledEntrySource : IBackupEntrySource, IDisposable
                         last = entry.Sequence;
                     }
 
-                    if (read < ReadBatch)
+                    if (read == 0 || !follower.HitLimit)
                     {
                         break; // caught up with the writer: the backup ends here
                     }

@@ -204,18 +204,18 @@ public sealed class DocumentChanges
 
                 waited = false;
 
-                batch.Clear();
-                foreach (JournalEntryCopy entry in entries)
-                {
-                    AddChanges(batch, entry.Sequence, entry.TimestampTicks, entry.Data);
-                }
-
                 pin?.Advance(follower.NextSequence); // the entries are copies: the journal may let them go
 
-                foreach (DocumentChange change in batch)
+                // One entry decoded at a time: its changes copy its values, and the entries already hold them once.
+                foreach (JournalEntryCopy entry in entries)
                 {
-                    cancellationToken.ThrowIfCancellationRequested();
-                    yield return change;
+                    batch.Clear();
+                    AddChanges(batch, entry.Sequence, entry.TimestampTicks, entry.Data);
+                    foreach (DocumentChange change in batch)
+                    {
+                        cancellationToken.ThrowIfCancellationRequested();
+                        yield return change;
+                    }
                 }
             }
         }
@@ -270,10 +270,12 @@ public sealed class DocumentChanges
                 batch.Clear();
                 try
                 {
-                    while (batch.Count < 1024 && reader.NextSequence <= toSequence
-                        && reader.TryRead(out JournalEntry entry))
+                    long bytes = 0;
+                    while (batch.Count < 1024 && bytes < JournalFollower.DefaultReadBytes
+                        && reader.NextSequence <= toSequence && reader.TryRead(out JournalEntry entry))
                     {
                         AddChanges(batch, entry.Sequence, entry.TimestampTicks, entry.Data);
+                        bytes += entry.Data.Length;
                     }
                 }
                 catch (ObjectDisposedException)

@@ -47,6 +47,11 @@ internal sealed class JournalFollower : IDisposable
     private long _durableEnd; // the current segment's bytes a record header says a writer's fdatasync covered
     private readonly List<TakenRecord> _taken = []; // records of the current segment the current call took from
     private bool _disposed;
+
+    /// <summary>The most bytes of entries one <see cref="ReadAvailable"/> copies unless told otherwise: 4 MiB (past it
+    /// by the last record's entries at most), so a journal of large documents is read a few at a time, not a thousand
+    /// at a time.</summary>
+    public const long DefaultReadBytes = 4 << 20;
     private StoreIdentity _identity; // the store the segments read so far name; every later one must name it too
 
     /// <param name="journalDirectory">The journal's folder (a store's <c>journal</c> folder).</param>
@@ -133,14 +138,17 @@ internal sealed class JournalFollower : IDisposable
     /// durable when a later record's header says the writer's fdatasync covered it; for the records at the end that
     /// none covers yet, the follower syncs the segment itself when <paramref name="allowSync"/>, and otherwise leaves
     /// them for a later call (by then the writer's next record usually covers them, so a follower that keeps up with a
-    /// busy writer rarely adds a sync of its own). Returns how many it appended: 0 when no durable complete record
-    /// follows yet.
+    /// busy writer rarely adds a sync of its own). It stops early once the entries it appended hold
+    /// <paramref name="maxBytes"/> (<see cref="HitLimit"/> then says so). Returns how many it appended: 0 when no
+    /// durable complete record follows yet.
     /// </summary>
     /// <exception cref="JournalPositionPurgedException">The next sequence is older than the oldest segment, or the
     /// writer purged a segment the follower had not reached.</exception>
     /// <exception cref="JournalCorruptedException">A segment or a record the writer moved past is damaged.</exception>
-    public int ReadAvailable(List<JournalEntryCopy> entries, int maxEntries, bool allowSync = true)
+    public int ReadAvailable(List<JournalEntryCopy> entries, int maxEntries, bool allowSync = true,
+        long maxBytes = DefaultReadBytes)
     {
+        HitLimit = false;
         ObjectDisposedException.ThrowIf(_disposed, this);
         if (_segment is null && !OpenFirstSegment())
         {
@@ -149,7 +157,8 @@ internal sealed class JournalFollower : IDisposable
 
         _taken.Clear();
         int added = 0;
-        while (added < maxEntries)
+        long bytes = 0;
+        while (added < maxEntries && bytes < maxBytes)
         {
             if (TryReadRecord(out JournalFormat.RecordHeader header))
             {
@@ -162,6 +171,10 @@ internal sealed class JournalFollower : IDisposable
                 {
                     _taken.Add(mark);
                     added += taken;
+                    for (int i = entries.Count - taken; i < entries.Count; i++)
+                    {
+                        bytes += entries[i].Data.Length;
+                    }
                 }
 
                 _offset += header.Length;
@@ -175,6 +188,8 @@ internal sealed class JournalFollower : IDisposable
                 break;
             }
         }
+
+        HitLimit = added >= maxEntries || bytes >= maxBytes;
 
         if (_taken.Count > 0 && _taken[^1].End > _durableEnd)
         {
@@ -192,6 +207,7 @@ internal sealed class JournalFollower : IDisposable
                 }
 
                 TakenRecord back = _taken[first];
+                HitLimit = false;
                 added -= entries.Count - back.EntriesBefore;
                 entries.RemoveRange(back.EntriesBefore, entries.Count - back.EntriesBefore);
                 _offset = back.Offset;
@@ -202,6 +218,10 @@ internal sealed class JournalFollower : IDisposable
 
         return added;
     }
+
+    /// <summary>Whether the last <see cref="ReadAvailable"/> stopped at its entries or bytes rather than at the end of
+    /// what the files held: more may follow at once.</summary>
+    public bool HitLimit { get; private set; }
 
     /// <summary>The follower's own fdatasyncs so far (tests).</summary>
     internal int SyncCount { get; private set; }

@@ -177,6 +177,50 @@ public sealed class JournalFollowerTests
     }
 
     [Fact]
+    public void A_read_stops_once_its_entries_hold_the_bytes_asked_for_and_says_more_follow()
+    {
+        using var dir = new TempDirectory();
+        using WriteAheadJournal journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20));
+        for (long i = 1; i <= 40; i++)
+        {
+            journal.Append(JournalTestExtensions.Payload(5, i, 20_000));
+        }
+
+        journal.Sync();
+        using var follower = new JournalFollower(dir.Path, 1);
+        var entries = new List<JournalEntryCopy>();
+        var reads = new List<int>();
+        while (true)
+        {
+            int before = entries.Count;
+            int read = follower.ReadAvailable(entries, 1000, maxBytes: 100_000);
+            Assert.Equal(entries.Count - before, read);
+            if (read == 0)
+            {
+                Assert.False(follower.HitLimit);
+                break;
+            }
+
+            reads.Add(read);
+            Assert.True(follower.HitLimit || entries.Count == 40); // each read before the last stopped at its bytes
+        }
+
+        // Five entries of 20,000 bytes reach the 100,000 bytes of each read (records hold one entry each here).
+        Assert.Equal(new[] { 5, 5, 5, 5, 5, 5, 5, 5 }, reads);
+        Assert.Equal(Enumerable.Range(1, 40).Select(i => (long)i), entries.Select(e => e.Sequence));
+        for (int i = 0; i < 40; i++)
+        {
+            Assert.Equal(JournalTestExtensions.Payload(5, i + 1, 20_000), entries[i].Data);
+        }
+
+        // By default a read takes up to 4 MiB: here, everything, and nothing is left.
+        using var all = new JournalFollower(dir.Path, 1);
+        entries.Clear();
+        Assert.Equal(40, all.ReadAvailable(entries, 1000));
+        Assert.False(all.HitLimit);
+    }
+
+    [Fact]
     public async Task A_follower_left_behind_by_a_purge_is_told_so_instead_of_waiting_forever()
     {
         using var dir = new TempDirectory();
