@@ -384,6 +384,133 @@ public sealed partial class CheckpointMemoryTests
         StoreCompactionTests.AssertHolds(reopened, model);
     }
 
+    [Theory]
+    [InlineData(1)]
+    [InlineData(2)]
+    [InlineData(3)]
+    public async Task Every_piece_of_a_random_backlog_is_the_state_at_its_sequence_in_every_collection(int seed)
+    {
+        using var dir = new TempDirectory();
+        using var log = new CapturingLoggerFactory();
+        DocumentStoreOptions writer = Options(log);
+        writer.TestCheckpointMemory = 1L << 30;
+        writer.CheckpointThreshold = 1L << 40;
+        string folder = Path.Combine(dir.Path, "store");
+        string image = Path.Combine(dir.Path, "image");
+        string[] collections = ["a", "b", "c"];
+        var history = new List<(long Sequence, string Collection, string Id, string? Json)>();
+        var random = new Random(seed);
+        await using (DocumentStore store = DocumentStore.Open(folder, writer))
+        {
+            // A checkpointed base, then a backlog of batches over three collections: puts of small and overflow
+            // documents and deletes, an id sometimes written twice in one batch (the last write wins).
+            for (int phase = 0; phase < 2; phase++)
+            {
+                for (int commit = 0; commit < (phase == 0 ? 40 : 400); commit++)
+                {
+                    var batch = new CommitBatch();
+                    var changes = new List<(string Collection, string Id, string? Json)>();
+                    for (int n = random.Next(1, 12); n > 0; n--)
+                    {
+                        string collection = collections[random.Next(3)];
+                        string id = $"k{random.Next(800):D4}";
+                        if (phase > 0 && random.Next(6) == 0)
+                        {
+                            batch.Delete(collection, id);
+                            changes.Add((collection, id, null));
+                            continue;
+                        }
+
+                        string json = Json(random.Next(800), commit, pad: random.Next(10) == 0 ? 3000 : 200);
+                        batch.Put(collection, id, Encoding.UTF8.GetBytes(json));
+                        changes.Add((collection, id, json));
+                    }
+
+                    long sequence = (await store.WriteAsync(batch)).Sequence;
+                    foreach ((string collection, string id, string? json) in changes)
+                    {
+                        history.Add((sequence, collection, id, json));
+                    }
+                }
+
+                if (phase == 0)
+                {
+                    await store.CheckpointAsync();
+                }
+            }
+
+            StoreCheckpointTests.CopyFolder(folder, image);
+        }
+
+        log.Lines.Clear();
+        DocumentStoreOptions small = Options(log);
+        small.TestCheckpointMemory = 256 << 10;
+        await using (DocumentStore store = DocumentStore.Open(image, small))
+        {
+            Assert.Single(log.Lines, l => l.Id.Id == 3009);
+            PageCheckpoint last = store.Pages.Current;
+            Assert.Equal(StateAt(history, last.Sequence), TreesOf(store, last));
+            Assert.Equal(StateAt(history, long.MaxValue), Scanned(store));
+        }
+
+        await using DocumentStore reopened = DocumentStore.Open(image, small);
+        Assert.Equal(StateAt(history, long.MaxValue), Scanned(reopened));
+        Assert.True((await reopened.VerifyAsync()).IsHealthy);
+
+        static SortedDictionary<string, string> StateAt(
+            List<(long Sequence, string Collection, string Id, string? Json)> history, long sequence)
+        {
+            var state = new SortedDictionary<string, string>(StringComparer.Ordinal);
+            foreach ((long at, string collection, string id, string? json) in history)
+            {
+                if (at > sequence)
+                {
+                    break;
+                }
+
+                if (json is null)
+                {
+                    state.Remove(collection + "/" + id);
+                }
+                else
+                {
+                    state[collection + "/" + id] = json;
+                }
+            }
+
+            return state;
+        }
+
+        static SortedDictionary<string, string> TreesOf(DocumentStore store, PageCheckpoint checkpoint)
+        {
+            var state = new SortedDictionary<string, string>(StringComparer.Ordinal);
+            foreach ((string name, CollectionTree tree) in checkpoint.Collections)
+            {
+                IPageReader reader = store.Pages.Reader;
+                foreach ((string id, StoredValue value) in BTree.Range(tree.Root, null, null, false, reader))
+                {
+                    state[name + "/" + id] = Encoding.UTF8.GetString(value.Read(reader).Span);
+                }
+            }
+
+            return state;
+        }
+
+        static SortedDictionary<string, string> Scanned(DocumentStore store)
+        {
+            var state = new SortedDictionary<string, string>(StringComparer.Ordinal);
+            foreach (string name in new[] { "a", "b", "c" })
+            {
+                foreach (StoredDocument document in store.Scan(name))
+                {
+                    state[name + "/" + document.Id] = Encoding.UTF8.GetString(document.Json.Span);
+                }
+            }
+
+            return state;
+        }
+    }
+
     private static DocumentStoreOptions Options(ILoggerFactory log)
     {
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
