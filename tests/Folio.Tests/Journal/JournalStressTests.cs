@@ -154,7 +154,8 @@ public sealed class JournalStressTests(ITestOutputHelper output)
             $"{GC.GetTotalMemory(false) >> 20} MiB managed, {Environment.WorkingSet >> 20} MiB working set");
         Assert.Empty(failures);
         Assert.True(Interlocked.Read(ref entriesRead) > 1000, $"readers read {entriesRead} entries");
-        Assert.True(journal.SegmentCount > 1);
+        // The writer rotated while the readers read (the purger's last purge may leave only the active segment).
+        Assert.True(maxSegments > 1, $"{maxSegments} segments at most");
 
         // Every purged segment's file was deleted once its last reader left.
         Assert.Equal(journal.SegmentCount, Directory.GetFiles(dir.Path, "*.journal").Length);
