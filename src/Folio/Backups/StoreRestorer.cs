@@ -246,7 +246,7 @@ internal sealed class StoreRestorer : IDisposable
         DocumentStore store;
         try
         {
-            store = DocumentStore.Open(staging, options);
+            store = DocumentStore.OpenCore(staging, options, cancellationToken);
         }
         catch (StoreCorruptedException e)
         {

@@ -42,8 +42,10 @@ internal static class BacklogCheckpoints
     /// <exception cref="StoreCorruptedException">The journal does not reach back to the data file's checkpoint, or
     /// ends before it.</exception>
     /// <exception cref="FormatException">An entry is not a well-formed batch.</exception>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> was cancelled before a
+    /// piece.</exception>
     public static (int Checkpoints, long Commands) Run(WriteAheadJournal journal, PageStore pages, long memory,
-        ILogger logger)
+        ILogger logger, CancellationToken cancellationToken = default)
     {
         long checkpointed = pages.Current.Sequence;
         JournalReplay.CheckReaches(journal, checkpointed);
@@ -70,6 +72,7 @@ internal static class BacklogCheckpoints
                     continue; // the piece grows up to the memory, passing it by an entry at most
                 }
 
+                cancellationToken.ThrowIfCancellationRequested(); // the pieces written so far stay
                 try
                 {
                     pages.Checkpoint(entry.Sequence, piece.Changes());

@@ -109,7 +109,13 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// the disk is full); the message names the store's folder and the inner exception is the cause.</exception>
     /// <exception cref="StoreUnavailableException">The process cannot create the store's checkpoint thread (out of
     /// threads, memory or file descriptors); nothing is left open.</exception>
-    public static DocumentStore Open(string path, DocumentStoreOptions? options = null)
+    public static DocumentStore Open(string path, DocumentStoreOptions? options = null) =>
+        OpenCore(path, options, CancellationToken.None);
+
+    /// <summary><see cref="Open(string, DocumentStoreOptions?)"/>; <paramref name="cancellationToken"/> stops the
+    /// checkpoints an open writes for a journal too long for this process's memory, between two of them.</summary>
+    internal static DocumentStore OpenCore(string path, DocumentStoreOptions? options,
+        CancellationToken cancellationToken)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(path);
         options = (options ?? new DocumentStoreOptions()).ForOpen(); // validated; the caller's object stays theirs
@@ -160,7 +166,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         {
             pagesFailed?.Throw();
             pages!.StoreId = journal.StoreId; // the data file's, or the journal's when the data file had none
-            BacklogCheckpoints.Run(journal, pages, options.CheckpointMemory, logger);
+            BacklogCheckpoints.Run(journal, pages, options.CheckpointMemory, logger, cancellationToken);
             PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
                 options.EffectiveMaxSnapshotRetainedBytes);
@@ -222,11 +228,15 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <param name="path">The store's folder.</param>
     /// <param name="options">Settings; null means the defaults. The store keeps a copy: later changes to the object do
     /// not reach it.</param>
-    /// <param name="cancellationToken">Cancels before the open starts.</param>
+    /// <param name="cancellationToken">Cancels before the open starts, or between the checkpoints an open writes when
+    /// it finds more journal after the data file's checkpoint than this process's memory lets one checkpoint take (what
+    /// those wrote stays written, and the next open goes on from there).</param>
     /// <returns>The open store.</returns>
+    /// <exception cref="OperationCanceledException"><paramref name="cancellationToken"/> was cancelled; nothing is
+    /// left open.</exception>
     public static async ValueTask<DocumentStore> OpenAsync(string path, DocumentStoreOptions? options = null,
         CancellationToken cancellationToken = default) =>
-        await Task.Run(() => Open(path, options), cancellationToken).ConfigureAwait(false);
+        await Task.Run(() => OpenCore(path, options, cancellationToken), cancellationToken).ConfigureAwait(false);
 
     /// <summary>Starts a unit of work. Sessions are cheap; use one per request or operation.</summary>
     /// <returns>A new session.</returns>

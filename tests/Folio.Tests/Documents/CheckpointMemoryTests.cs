@@ -207,6 +207,7 @@ public sealed partial class CheckpointMemoryTests
         string image = Path.Combine(dir.Path, "image");
         string sameSize = Path.Combine(dir.Path, "same-size");
         string full = Path.Combine(dir.Path, "full");
+        string cancelled = Path.Combine(dir.Path, "cancelled");
         var model = new Dictionary<string, string>(StringComparer.Ordinal);
         var history = new List<(long Sequence, string Id, string? Json)>();
         await using (DocumentStore store = DocumentStore.Open(folder, writer))
@@ -247,6 +248,7 @@ public sealed partial class CheckpointMemoryTests
             StoreCheckpointTests.CopyFolder(folder, image);
             StoreCheckpointTests.CopyFolder(folder, sameSize);
             StoreCheckpointTests.CopyFolder(folder, full);
+            StoreCheckpointTests.CopyFolder(folder, cancelled);
         }
 
         // A process like the writer replays the backlog as it always did.
@@ -305,6 +307,32 @@ public sealed partial class CheckpointMemoryTests
             }
 
             Assert.Equal(expected, inTree);
+            StoreCompactionTests.AssertHolds(store, model);
+        }
+
+        // An open cancelled between pieces leaves nothing open and keeps the pieces it wrote; the next open goes on.
+        using var cancelLog = new CapturingLoggerFactory();
+        using var cancel = new CancellationTokenSource();
+        int written = 0;
+        cancelLog.ThrowFor = id =>
+        {
+            if (id.Id == 5002 && ++written == 3)
+            {
+                cancel.Cancel();
+            }
+
+            return false;
+        };
+        DocumentStoreOptions cancelling = Options(cancelLog);
+        cancelling.TestCheckpointMemory = 1 << 20;
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(
+            () => DocumentStore.OpenAsync(cancelled, cancelling, cancel.Token).AsTask());
+        Assert.Equal(3, written);
+        cancelLog.ThrowFor = static _ => false;
+        cancelLog.Lines.Clear();
+        await using (DocumentStore store = DocumentStore.Open(cancelled, cancelling)) // the folder's lock was released
+        {
+            Assert.True(store.Pages.Current.Generation >= 4, $"{store.Pages.Current.Generation}");
             StoreCompactionTests.AssertHolds(store, model);
         }
 
