@@ -8,7 +8,8 @@ using System.Text.Unicode;
 namespace Folio.Tool;
 
 /// <summary><c>folio import &lt;store&gt; &lt;file&gt;</c>: puts every document of an NDJSON file (the export's
-/// lines; <c>-</c> reads standard input), 1,000 a commit, into a store it creates if the folder holds none.
+/// lines; <c>-</c> reads standard input), 1,000 a commit or fewer when they pass 4 MiB (a commit is one journal
+/// record, and large documents would outgrow it), into a store it creates if the folder holds none.
 /// Documents get new versions. A bad line stops the import; the commits before it stay. A line is read whole before
 /// it is parsed, so a line longer than the largest document allowed plus <see cref="LineEnvelopeBytes"/> stops the
 /// import as soon as that much of it is buffered (a file with no line breaks never fills memory), and the search for
@@ -16,6 +17,10 @@ namespace Folio.Tool;
 internal static class ImportCommand
 {
     private const int DocumentsPerCommit = 1_000;
+
+    /// <summary>The bytes of documents past which a commit takes no more: a commit is one journal record, which a
+    /// segment must hold (a single document larger than this commits alone).</summary>
+    private const long BytesPerCommit = 4 << 20;
 
     /// <summary>What a line holds besides its document: the collection and the id (at most 2,048 UTF-8 bytes each,
     /// up to six bytes per byte when escaped), the other members of an export line and white space.</summary>
@@ -66,6 +71,7 @@ internal static class ImportCommand
             long committedThrough = 0; // the last line of the last batch committed
             long searched = 0; // bytes of the buffered partial line already searched for its end
             var batch = new CommitBatch();
+            long batchBytes = 0;
             PipeReader lines = PipeReader.Create(input, new StreamPipeReaderOptions(bufferSize: 1 << 16));
             try
             {
@@ -93,9 +99,22 @@ internal static class ImportCommand
                                 + $"--max-document-size ({maxDocumentSize})"));
                         }
 
+                        long documentBytes = document.Document.Length + (2L * (document.Collection.Length
+                            + document.Id.Length));
+                        if (batch.Count > 0 && batchBytes + documentBytes > BytesPerCommit)
+                        {
+                            imported += await CommitAsync(opened, batch, lineNumber - 1, cancellationToken)
+                                .ConfigureAwait(false);
+                            committedThrough = lineNumber - 1;
+                            batch = new CommitBatch();
+                            batchBytes = 0;
+                            display?.Report(input.Position);
+                        }
+
                         try
                         {
                             batch.Put(document.Collection, document.Id, document.Document);
+                            batchBytes += documentBytes;
                         }
                         catch (ArgumentException e)
                         {
@@ -108,6 +127,7 @@ internal static class ImportCommand
                                 .ConfigureAwait(false);
                             committedThrough = lineNumber;
                             batch = new CommitBatch();
+                            batchBytes = 0;
                             display?.Report(input.Position);
                         }
                     }

@@ -273,6 +273,34 @@ public sealed class FolioToolTests
     }
 
     [Fact]
+    public async Task Import_of_large_documents_commits_them_a_few_megabytes_at_a_time()
+    {
+        using var dir = new TempDirectory();
+        string target = Path.Combine(dir.Path, "imported");
+
+        // 1,000 documents of 40 KB: 40 MB, more than one commit (one journal record of a 32 MiB segment) can hold.
+        string file = Path.Combine(dir.Path, "large.ndjson");
+        await using (var writer = new StreamWriter(file))
+        {
+            for (int i = 0; i < 1_000; i++)
+            {
+                await writer.WriteAsync($"{{\"collection\":\"c\",\"id\":\"d{i:D4}\",\"document\":{{\"pad\":\"");
+                await writer.WriteAsync(new string((char)('a' + (i % 26)), 40_000));
+                await writer.WriteAsync("\"}}\n");
+            }
+        }
+
+        (int exit, string output, string error) = await FolioToolProcess.RunAsync("import", target, file);
+        Assert.True(exit == 0, error);
+        Assert.Contains("imported 1000 documents", output, StringComparison.Ordinal);
+        await using DocumentStore imported = DocumentStore.Open(target, TestStoreOptions.SmallSegments());
+        Assert.InRange(imported.LastCommittedSequence, 10, 20); // about 4 MiB a commit
+        Assert.Equal(1_000, imported.Scan("c").Count());
+        Assert.Equal($"{{\"pad\":\"{new string('z', 40_000)}\"}}",
+            Encoding.UTF8.GetString(imported.Get("c", "d0025")!.Value.Json.Span));
+    }
+
+    [Fact]
     public async Task Import_stops_at_a_line_longer_than_any_document_allowed_and_takes_a_larger_limit_when_told()
     {
         using var dir = new TempDirectory();
