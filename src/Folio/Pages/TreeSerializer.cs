@@ -7,9 +7,10 @@ namespace Folio.Pages;
 /// phase 1b). Page numbers come from a base handed out sequentially beforehand (<see cref="CountUnsaved"/> for
 /// each tree), so every page's position (<see cref="ChunkFormat.PositionOf"/>), and the checksum that covers it, is
 /// final while it is written; placing the pages into their chunks only offsets their table-of-contents entries. An
-/// overflow page's body is its value, which the tree's leaf already holds in memory: the buffer gets only the page's
-/// header, and the value is written from where it lies (<see cref="BodyOf"/>), so a checkpoint of large documents does
-/// not hold a second copy of them.
+/// overflow page's body is its value, which the tree's leaf already holds in memory: for a value larger than
+/// <see cref="CopiedBodyLimit"/> the buffer gets only the page's header, and the value is written from where it lies
+/// (<see cref="BodyOf"/>), so a checkpoint of large documents does not hold a second copy of them; smaller ones are
+/// copied, so a chunk of them is still written in a few large writes rather than two per page.
 /// <para>
 /// Owned by one worker thread for the duration of <see cref="Serialize"/>; it changes the tree's unsaved nodes
 /// (their positions, and overflow values' positions), which belong to the checkpoint's edit and are not published.
@@ -18,6 +19,10 @@ namespace Folio.Pages;
 internal sealed class TreeSerializer : IDisposable
 {
     private const int PooledLimit = 1024 * 1024;
+
+    /// <summary>The largest overflow value copied into the buffer: 64 KiB (larger ones are written from where they
+    /// lie).</summary>
+    internal const int CopiedBodyLimit = 64 * 1024;
 
     private readonly uint _firstChunkId;
     private readonly int _pagesPerChunk;
@@ -103,7 +108,8 @@ internal sealed class TreeSerializer : IDisposable
                 if (value.IsOverflow && !value.Overflow.IsSaved)
                 {
                     pages++;
-                    bytes += PageFormat.PageHeaderSize;
+                    bytes += value.Length > CopiedBodyLimit ? PageFormat.PageHeaderSize
+                        : PageFormat.OverflowPageSize(value.Length);
                 }
             }
 
@@ -131,8 +137,18 @@ internal sealed class TreeSerializer : IDisposable
                 if (value.IsOverflow && !value.Overflow.IsSaved)
                 {
                     PagePosition overflow = NextPosition();
-                    Span<byte> header = Reserve(PageFormat.PageHeaderSize, value.Inline);
-                    PageFormat.WriteOverflowHeader(header, value.Inline.Span, overflow);
+                    if (value.Length > CopiedBodyLimit)
+                    {
+                        Span<byte> header = Reserve(PageFormat.PageHeaderSize, value.Inline);
+                        PageFormat.WriteOverflowHeader(header, value.Inline.Span, overflow);
+                    }
+                    else
+                    {
+                        Span<byte> copied = Reserve(PageFormat.OverflowPageSize(value.Length));
+                        PageFormat.WriteOverflowHeader(copied, value.Inline.Span, overflow);
+                        value.Inline.Span.CopyTo(copied[PageFormat.PageHeaderSize..]);
+                    }
+
                     node.SetValue(i, value.WithOverflow(overflow));
                 }
             }
