@@ -171,19 +171,19 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// <summary>
     /// The memory a checkpoint of <paramref name="commands"/> documents of <paramref name="bytes"/> may take for its
     /// pages: each document it writes may change a page of its own (the decoded page and its serialized copy,
-    /// <see cref="PageBytesPerCommand"/>), large documents are their own bytes (their overflow pages are written from
-    /// where the documents lie in memory, so these are the bytes the checkpoint holds until it is written), and no
-    /// checkpoint changes more pages than the trees hold plus the new documents' (twice <paramref name="liveBytes"/>,
-    /// the data file's live bytes and the documents'). Scattered writes into a store larger than memory reach the first
-    /// bound; writes in id order, or to few documents, touch far fewer pages, so the bytes a document cost the last
-    /// checkpoint (<paramref name="bytesPerCommand"/>, <see cref="BytesPerCommand"/>) stand for the first bound's
-    /// per-document cost, but no less than a quarter of a page's (a workload that turns to scattered writes then
-    /// overshoots by at most four times, once).
+    /// <see cref="PageBytesPerCommand"/>), a large document takes twice its bytes (an overflow value of up to 64 KiB is
+    /// copied into the checkpoint's buffer; a larger one is written from where it lies in memory, so for those this
+    /// overstates), and no checkpoint changes more pages than the trees hold plus the new documents' (twice
+    /// <paramref name="liveBytes"/>, the data file's live bytes and the documents'). Scattered writes into a store
+    /// larger than memory reach the first bound; writes in id order, or to few documents, touch far fewer pages, so the
+    /// bytes a document cost the last checkpoint (<paramref name="bytesPerCommand"/>, <see cref="BytesPerCommand"/>)
+    /// stand for the first bound's per-document cost, but no less than a quarter of a page's (a workload that turns to
+    /// scattered writes then overshoots by at most four times, once).
     /// </summary>
     internal static long EstimatePages(long commands, long bytes, long bytesPerCommand, long liveBytes)
     {
         long pages = commands > long.MaxValue / bytesPerCommand ? long.MaxValue : commands * bytesPerCommand;
-        pages = Math.Max(pages, bytes);
+        pages = Math.Max(pages, bytes > long.MaxValue / 2 ? long.MaxValue : bytes * 2);
         return Math.Min(pages, liveBytes > long.MaxValue / 2 ? long.MaxValue : liveBytes * 2);
     }
 
