@@ -96,12 +96,17 @@ internal static class PageFormat
     }
 
     /// <summary>The checksum a page at <paramref name="position"/> must carry.</summary>
-    public static uint Checksum(ReadOnlySpan<byte> page, PagePosition position)
+    public static uint Checksum(ReadOnlySpan<byte> page, PagePosition position) => Checksum(page, [], position);
+
+    /// <summary>The checksum of the page at <paramref name="position"/> whose bytes are <paramref name="page"/>
+    /// followed by <paramref name="body"/> (an overflow page's value, written from where it lies).</summary>
+    private static uint Checksum(ReadOnlySpan<byte> page, ReadOnlySpan<byte> body, PagePosition position)
     {
         Span<byte> positionBytes = stackalloc byte[8];
         BinaryPrimitives.WriteUInt64LittleEndian(positionBytes, position.Value);
         uint crc = Crc32C.Append(Crc32C.Seed, page[..4]);
         crc = Crc32C.Append(crc, page[8..]);
+        crc = Crc32C.Append(crc, body);
         return Crc32C.Finish(Crc32C.Append(crc, positionBytes));
     }
 
@@ -174,18 +179,16 @@ internal static class PageFormat
 
     public static int OverflowPageSize(int valueLength) => PageHeaderSize + valueLength;
 
-    /// <summary>Writes and seals the header of the overflow page at <paramref name="position"/> that holds
+    /// <summary>Writes and seals the header (the first <see cref="PageHeaderSize"/> bytes of
+    /// <paramref name="header"/>) of the overflow page at <paramref name="position"/> that holds
     /// <paramref name="value"/> as its body, without copying the value: the page is the header followed by the value's
-    /// bytes, and the checksum covers them as <see cref="Checksum"/> covers a page in one piece.</summary>
+    /// bytes, and the checksum covers them as <see cref="Checksum(ReadOnlySpan{byte}, PagePosition)"/> covers a page in
+    /// one piece.</summary>
     public static void WriteOverflowHeader(Span<byte> header, ReadOnlySpan<byte> value, PagePosition position)
     {
+        header = header[..PageHeaderSize];
         WriteHeader(header, PageHeaderSize + value.Length, OverflowType, value.Length);
-        Span<byte> positionBytes = stackalloc byte[8];
-        BinaryPrimitives.WriteUInt64LittleEndian(positionBytes, position.Value);
-        uint crc = Crc32C.Append(Crc32C.Seed, header[..4]);
-        crc = Crc32C.Append(crc, header[8..PageHeaderSize]);
-        crc = Crc32C.Append(crc, value);
-        BinaryPrimitives.WriteUInt32LittleEndian(header[4..], Crc32C.Finish(Crc32C.Append(crc, positionBytes)));
+        BinaryPrimitives.WriteUInt32LittleEndian(header[4..], Checksum(header, value, position));
     }
 
     /// <summary>
