@@ -4,6 +4,7 @@ using Folio.Documents;
 using Folio.Pages;
 using Folio.Tests.Infrastructure;
 using Microsoft.Extensions.Logging;
+using static Folio.Tests.Documents.StoreCompactionTests;
 
 namespace Folio.Tests.Documents;
 
@@ -88,18 +89,7 @@ public sealed partial class CheckpointMemoryTests
         await using (DocumentStore store = DocumentStore.Open(folder, options))
         {
             // About 1.3 MB of documents in ~100 leaves: twice that is past the checkpoint's memory.
-            var batch = new CommitBatch();
-            for (int i = 0; i < 4000; i++)
-            {
-                string json = Json(i, 0);
-                batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
-                model[Id(i)] = json;
-                if (batch.Count == 200)
-                {
-                    await store.WriteAsync(batch);
-                    batch = new CommitBatch();
-                }
-            }
+            await PutAsync(store, model, Enumerable.Range(0, 4000), round: 0, pad: 250);
 
             await store.CheckpointAsync();
             log.Lines.Clear();
@@ -127,11 +117,11 @@ public sealed partial class CheckpointMemoryTests
             // more pages than those documents' leaves and the branches above them.
             Assert.True(pages.Max() <= 300, $"pages per checkpoint: {string.Join(", ", pages)}");
             Assert.True(pages.Skip(2).Max() <= 110, $"pages per checkpoint: {string.Join(", ", pages)}");
-            StoreCompactionTests.AssertHolds(store, model);
+            AssertHolds(store, model);
         }
 
         await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        StoreCompactionTests.AssertHolds(reopened, model);
+        AssertHolds(reopened, model);
         Assert.True((await reopened.VerifyAsync()).IsHealthy);
     }
 
@@ -151,29 +141,9 @@ public sealed partial class CheckpointMemoryTests
             // the first checkpoint's chunks keeps about a quarter of its pages live (over 200 pages in all).
             for (int round = 0; round <= 1; round++)
             {
-                var batch = new CommitBatch();
-                for (int i = 0; i < 12_000; i++)
-                {
-                    if (round > 0 && i / 60 % 4 == 0)
-                    {
-                        continue;
-                    }
-
-                    string json = Json(i, round, pad: 1000);
-                    batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
-                    model[Id(i)] = json;
-                    if (batch.Count == 100)
-                    {
-                        await store.WriteAsync(batch);
-                        batch = new CommitBatch();
-                    }
-                }
-
-                if (batch.Count > 0)
-                {
-                    await store.WriteAsync(batch);
-                }
-
+                await PutAsync(store, model,
+                    Enumerable.Range(0, 12_000).Where(i => round == 0 || i / 60 % 4 != 0), round, pad: 1000,
+                    perCommit: 100);
                 await store.CheckpointAsync();
             }
 
@@ -187,12 +157,12 @@ public sealed partial class CheckpointMemoryTests
             Assert.True(pages.Max() <= 100, $"pages per checkpoint: {string.Join(", ", pages)}");
             Assert.True(result.FillRate >= DocumentStoreOptions.DefaultCompactionFillRate, $"{result}");
             Assert.True(result.DataFileBytesAfter < result.DataFileBytesBefore, $"{result}");
-            StoreCompactionTests.AssertHolds(store, model);
+            AssertHolds(store, model);
             Assert.True((await store.VerifyAsync()).IsHealthy);
         }
 
         await using DocumentStore reopened = DocumentStore.Open(folder, options);
-        StoreCompactionTests.AssertHolds(reopened, model);
+        AssertHolds(reopened, model);
     }
 
     [Fact]
@@ -214,18 +184,7 @@ public sealed partial class CheckpointMemoryTests
         {
             // 20,000 documents in id order (about 400 leaves), checkpointed; then 3,000 single writes at scattered
             // ids, a tenth of them deletes, that stay in the journal only.
-            var batch = new CommitBatch();
-            for (int i = 0; i < 20_000; i++)
-            {
-                string json = Json(i, 0);
-                batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
-                model[Id(i)] = json;
-                if (batch.Count == 1000)
-                {
-                    await store.WriteAsync(batch);
-                    batch = new CommitBatch();
-                }
-            }
+            await PutAsync(store, model, Enumerable.Range(0, 20_000), round: 0, pad: 250, perCommit: 1000);
 
             await store.CheckpointAsync();
             var random = new Random(11);
@@ -256,7 +215,7 @@ public sealed partial class CheckpointMemoryTests
         await using (DocumentStore same = DocumentStore.Open(sameSize, writer))
         {
             Assert.DoesNotContain(log.Lines, l => l.Id.Id == 3009);
-            StoreCompactionTests.AssertHolds(same, model);
+            AssertHolds(same, model);
         }
 
         // A process whose checkpoints may hold 1 MiB (about 29 documents' pages) writes the backlog in pieces at
@@ -307,7 +266,7 @@ public sealed partial class CheckpointMemoryTests
             }
 
             Assert.Equal(expected, inTree);
-            StoreCompactionTests.AssertHolds(store, model);
+            AssertHolds(store, model);
         }
 
         // An open cancelled between pieces leaves nothing open and keeps the pieces it wrote; the next open goes on.
@@ -333,7 +292,7 @@ public sealed partial class CheckpointMemoryTests
         await using (DocumentStore store = DocumentStore.Open(cancelled, cancelling)) // the folder's lock was released
         {
             Assert.True(store.Pages.Current.Generation >= 4, $"{store.Pages.Current.Generation}");
-            StoreCompactionTests.AssertHolds(store, model);
+            AssertHolds(store, model);
         }
 
         // On a disk with no room for the data file to grow, the first piece fails: the open replays the backlog as
@@ -350,13 +309,13 @@ public sealed partial class CheckpointMemoryTests
         {
             Assert.Contains(log.Lines, l => l.Id.Id == 3003);
             Assert.DoesNotContain(log.Lines, l => l.Id.Id == 3009);
-            StoreCompactionTests.AssertHolds(store, model);
+            AssertHolds(store, model);
         }
 
         log.Lines.Clear();
         await using DocumentStore reopened = DocumentStore.Open(image, small);
         Assert.DoesNotContain(log.Lines, l => l.Id.Id == 3009);
-        StoreCompactionTests.AssertHolds(reopened, model);
+        AssertHolds(reopened, model);
         Assert.True((await reopened.VerifyAsync()).IsHealthy);
     }
 
@@ -375,18 +334,8 @@ public sealed partial class CheckpointMemoryTests
         await using (DocumentStore store = DocumentStore.Open(folder, writer))
         {
             // 80 documents of 100 KB, five a commit: 8 MB that stay in the journal, in few documents.
-            var batch = new CommitBatch();
-            for (int i = 0; i < 80; i++)
-            {
-                string json = Json(i, 0, pad: 100_000);
-                batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
-                model[Id(i)] = json;
-                if (batch.Count == 5)
-                {
-                    await store.WriteAsync(batch);
-                    batch = new CommitBatch();
-                }
-            }
+            await PutAsync(store, model, Enumerable.Range(0, 80), round: 0, pad: 100_000,
+                perCommit: 5);
 
             StoreCheckpointTests.CopyFolder(folder, image);
         }
@@ -405,11 +354,11 @@ public sealed partial class CheckpointMemoryTests
             Assert.True(bytes.Max() <= 1_100_000, $"bytes per checkpoint: {string.Join(", ", bytes)}");
             CollectionTree tree = store.Pages.Current.Collections["docs"];
             Assert.True(tree.Count >= 65, $"{tree}");
-            StoreCompactionTests.AssertHolds(store, model);
+            AssertHolds(store, model);
         }
 
         await using DocumentStore reopened = DocumentStore.Open(image, small);
-        StoreCompactionTests.AssertHolds(reopened, model);
+        AssertHolds(reopened, model);
     }
 
     [Theory]
@@ -583,9 +532,4 @@ public sealed partial class CheckpointMemoryTests
 
     [GeneratedRegex(@": (\d+) pages, (\d+) bytes ")]
     private static partial Regex PagesWritten();
-
-    private static string Id(int i) => $"d{i:D5}";
-
-    private static string Json(int i, int round, int pad = 250) =>
-        $"{{\"i\":{i},\"round\":{round},\"pad\":\"{new string('x', pad)}\"}}";
 }

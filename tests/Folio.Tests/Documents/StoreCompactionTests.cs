@@ -247,13 +247,18 @@ public sealed class StoreCompactionTests
         return options;
     }
 
-    private static string Id(int i) => $"d{i:D5}";
+    /// <summary>The id of document <paramref name="i"/> (<see cref="PutAsync"/>'s).</summary>
+    internal static string Id(int i) => $"d{i:D5}";
 
-    private static string Json(int i, int round, int pad) =>
+    /// <summary>The JSON <see cref="PutAsync"/> puts for document <paramref name="i"/> in <paramref name="round"/>,
+    /// padded with <paramref name="pad"/> characters.</summary>
+    internal static string Json(int i, int round, int pad = 250) =>
         $"{{\"i\":{i},\"round\":{round},\"pad\":\"{new string('x', pad)}\"}}";
 
-    private static async Task PutAsync(DocumentStore store, SortedDictionary<string, string> model,
-        IEnumerable<int> ids, int round, bool big = false, int pad = 0)
+    /// <summary>Puts document "d{i:D5}" of collection "docs" for each of <paramref name="ids"/>, in commits of
+    /// <paramref name="perCommit"/>, and records each in <paramref name="model"/>.</summary>
+    internal static async Task PutAsync(DocumentStore store, IDictionary<string, string> model,
+        IEnumerable<int> ids, int round, bool big = false, int pad = 0, int perCommit = 200)
     {
         var batch = new CommitBatch();
         foreach (int i in ids)
@@ -261,7 +266,7 @@ public sealed class StoreCompactionTests
             string json = Json(i, round, pad > 0 ? pad : big ? 5000 : 60);
             batch.Put("docs", Id(i), Encoding.UTF8.GetBytes(json));
             model[Id(i)] = json;
-            if (batch.Count == 200)
+            if (batch.Count == perCommit)
             {
                 await store.WriteAsync(batch);
                 batch = new CommitBatch();
