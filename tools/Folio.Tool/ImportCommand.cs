@@ -73,6 +73,17 @@ internal static class ImportCommand
             var batch = new CommitBatch();
             long batchBytes = 0;
             PipeReader lines = PipeReader.Create(input, new StreamPipeReaderOptions(bufferSize: 1 << 16));
+
+            // Commits the batch, whose last document came from line <through>, and starts the next.
+            async Task CommitBatchAsync(long through)
+            {
+                imported += await CommitAsync(opened, batch, through, cancellationToken).ConfigureAwait(false);
+                committedThrough = through;
+                batch = new CommitBatch();
+                batchBytes = 0;
+                display?.Report(input.Position);
+            }
+
             try
             {
                 while (true)
@@ -103,12 +114,7 @@ internal static class ImportCommand
                             + document.Id.Length));
                         if (batch.Count > 0 && batchBytes + documentBytes > BytesPerCommit)
                         {
-                            imported += await CommitAsync(opened, batch, lineNumber - 1, cancellationToken)
-                                .ConfigureAwait(false);
-                            committedThrough = lineNumber - 1;
-                            batch = new CommitBatch();
-                            batchBytes = 0;
-                            display?.Report(input.Position);
+                            await CommitBatchAsync(lineNumber - 1).ConfigureAwait(false);
                         }
 
                         try
@@ -123,12 +129,7 @@ internal static class ImportCommand
 
                         if (batch.Count == DocumentsPerCommit)
                         {
-                            imported += await CommitAsync(opened, batch, lineNumber, cancellationToken)
-                                .ConfigureAwait(false);
-                            committedThrough = lineNumber;
-                            batch = new CommitBatch();
-                            batchBytes = 0;
-                            display?.Report(input.Position);
+                            await CommitBatchAsync(lineNumber).ConfigureAwait(false);
                         }
                     }
 
