@@ -370,6 +370,17 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         long seenSequence = -1;
         try
         {
+            // Before the first checkpoint: the id filters of the collections the open found (a pass over their trees
+            // when the data file is small enough; see VersionedIndex.BuildIdFilters).
+            try
+            {
+                _index.BuildIdFilters(_pages.FileLength, _stop.Token);
+            }
+            catch (Exception error) when (error is not OperationCanceledException)
+            {
+                StoreLog.IdFiltersFailed(_logger, error);
+            }
+
             int woken;
             while ((woken = WaitHandle.WaitAny(wakers, wait)) != 0)
             {

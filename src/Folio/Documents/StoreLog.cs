@@ -54,4 +54,9 @@ internal static partial class StoreLog
         "{Sequence}, in {ElapsedMs} ms")]
     public static partial void BacklogCheckpointed(ILogger logger, string journal, long taken, long commands,
         int checkpoints, long sequence, long elapsedMs);
+
+    [LoggerMessage(EventId = 3010, Level = LogLevel.Warning,
+        Message = "The id filters of the store's collections could not be built; writes of new ids and reads of " +
+        "missing ones search the trees instead")]
+    public static partial void IdFiltersFailed(ILogger logger, Exception error);
 }

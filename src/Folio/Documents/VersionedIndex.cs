@@ -99,6 +99,11 @@ internal sealed class VersionedIndex : ICommitState
     private long _visible;
     private BulkLoad? _bulkLoad;
 
+    // The most memory one collection's id filter takes, and the largest data file whose trees the checkpoint's thread
+    // reads through to build filters for them (BuildIdFilters): 0 for none.
+    private readonly long _idFilterBytes;
+    private readonly long _idFilterBuildBytes;
+
     // The committer's (under _writeLock): the oldest snapshot its last apply computed, and the sequence of the first
     // apply that computed that value. A chain whose head was written at or after that sequence was cut at that value
     // then (see Pruning), so the next write of its id need not walk it again.
@@ -134,15 +139,25 @@ internal sealed class VersionedIndex : ICommitState
     /// <param name="heldBytesLimit">The bytes of versions written over documents since the oldest open snapshot that
     /// the index keeps for it before it expires that snapshot (<see cref="ApplyLocked"/>): the store's
     /// <see cref="DocumentStoreOptions.MaxSnapshotRetainedBytes"/>.</param>
+    /// <param name="idFilterBytes">The most memory one collection's <see cref="IdFilter"/> may take (0: no filters).
+    /// </param>
+    /// <param name="idFilterBuildBytes">The largest data file whose trees <see cref="BuildIdFilters"/> reads through
+    /// to build filters for the collections the open found in it.</param>
     public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum,
-        TimeProvider? clock = null, long heldBytesLimit = long.MaxValue)
+        TimeProvider? clock = null, long heldBytesLimit = long.MaxValue, long idFilterBytes = DefaultIdFilterBytes,
+        long idFilterBuildBytes = DefaultIdFilterBytes * 8)
     {
         _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System, heldBytesLimit);
         _addedIdsTrimMinimum = addedIdsTrimMinimum;
+        _idFilterBytes = idFilterBytes;
+        _idFilterBuildBytes = idFilterBuildBytes;
     }
 
     /// <summary>The smallest added-id list a checkpoint has trimmed (<see cref="TrimAddedIds"/>).</summary>
     internal const int DefaultAddedIdsTrimMinimum = 16 * 1024;
+
+    /// <summary>The default limit of one collection's id filter: 16 MiB, about 10 million ids.</summary>
+    internal const long DefaultIdFilterBytes = 16L * 1024 * 1024;
 
     /// <summary>An index whose snapshots never expire (tests).</summary>
     public VersionedIndex()
@@ -271,7 +286,7 @@ internal sealed class VersionedIndex : ICommitState
             AfterHeadsMiss?.Invoke(key.Id);
             DocumentVersion? checkpointed = hintLayer is not null && ReferenceEquals(keys.Tree, hintLayer)
                 ? ToVersion(hint)
-                : FromCheckpoint(keys, key.Id);
+                : FromCheckpoint(keys, key.Id, hash);
 
             // Still not in memory: nothing wrote the key since the miss, so the tree's version is the one every
             // snapshot sees. Otherwise a write since the miss may already be in the layer read (a checkpoint can
@@ -287,23 +302,25 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>The version of <paramref name="id"/> in the collection's newest checkpointed tree, or null.</summary>
-    private DocumentVersion? FromCheckpoint(SortedKeys keys, string id) =>
-        SearchCheckpoint(keys, id, readValue: true, out DocumentVersion? version) ? version : null;
+    private DocumentVersion? FromCheckpoint(SortedKeys keys, string id, int hash) =>
+        SearchCheckpoint(keys, id, hash, readValue: true, out DocumentVersion? version) ? version : null;
 
     /// <summary>Whether the collection's newest checkpointed tree holds <paramref name="id"/> (no value
     /// read).</summary>
-    private bool TreeContains(SortedKeys keys, string id) => SearchCheckpoint(keys, id, readValue: false, out _);
+    private bool TreeContains(SortedKeys keys, string id, int hash) =>
+        SearchCheckpoint(keys, id, hash, readValue: false, out _);
 
     /// <summary>Searches the collection's newest checkpointed tree for <paramref name="id"/>, with its value when
     /// <paramref name="readValue"/>; a read through a layer a newer checkpoint replaced meanwhile that fails its page
-    /// checks retries with the new layer (see the protocol).</summary>
-    private bool SearchCheckpoint(SortedKeys keys, string id, bool readValue, out DocumentVersion? version)
+    /// checks retries with the new layer (see the protocol). An id the collection's complete <see cref="IdFilter"/>
+    /// (read after the layer, see its protocol) has never seen is in no tree: no search.</summary>
+    private bool SearchCheckpoint(SortedKeys keys, string id, int hash, bool readValue, out DocumentVersion? version)
     {
         TreeLayer? layer = keys.Tree;
         while (true)
         {
             version = null;
-            if (layer?.Root is null)
+            if (layer?.Root is null || (keys.Filter is { IsComplete: true } filter && !filter.MightContain(hash)))
             {
                 return false;
             }
@@ -516,7 +533,7 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             // As in Find: the tree's answer holds only if the key is still not in the heads after it was read.
-            bool present = ReferenceEquals(keys.Tree, layer) ? inTree : TreeContains(keys, id);
+            bool present = ReferenceEquals(keys.Tree, layer) ? inTree : TreeContains(keys, id, hash);
             if (keys.Heads.Find(id, hash) == 0)
             {
                 return present;
@@ -573,7 +590,8 @@ internal sealed class VersionedIndex : ICommitState
             if (!string.Equals(command.Key.Collection, collection, StringComparison.Ordinal))
             {
                 collection = command.Key.Collection; // a batch's commands mostly share their collection
-                keys = _collections.GetOrAdd(collection, static _ => new SortedKeys());
+                keys = _collections.GetOrAdd(collection,
+                    static (_, bytes) => new SortedKeys(NewCollectionFilter(bytes)), _idFilterBytes);
             }
 
             ReadOnlySpan<byte> id = buffer.AsSpan(idOffset, idLength);
@@ -598,7 +616,7 @@ internal sealed class VersionedIndex : ICommitState
                     shadowIn = replayed; // not re-read: a checkpoint may drop the replayed documents meanwhile
                     shadowedSlot = replayedSlot;
                 }
-                else if (FromCheckpoint(keys, command.Key.Id) is { } checkpointed)
+                else if (FromCheckpoint(keys, command.Key.Id, hash) is { } checkpointed)
                 {
                     // First write of a checkpointed document since it was last in memory: its tree version becomes the
                     // oldest of the chain (the heads are read before the tree, so readers move to the chain at once).
@@ -607,6 +625,12 @@ internal sealed class VersionedIndex : ICommitState
                 else
                 {
                     absent = true;
+                    if (keys.Filter is { } filter && !filter.Add(hash))
+                    {
+                        // Grown to its limit: dropped (release) before the id can reach a tree, so no reader trusts a
+                        // filter that lacks it; the collection's reads and writes search the trees from now on.
+                        keys.Filter = null;
+                    }
                 }
 
                 wasDeleted = previous?.IsDeleted ?? false;
@@ -789,6 +813,113 @@ internal sealed class VersionedIndex : ICommitState
 
         _evictLater.AddRange(changes.Evictable);
         EvictCheckpointed();
+    }
+
+    /// <summary>The id filter of <paramref name="collection"/>, or null (tests and diagnostics).</summary>
+    internal IdFilter? IdFilterOf(string collection) =>
+        _collections.TryGetValue(collection, out SortedKeys? keys) ? keys.Filter : null;
+
+    /// <summary>The filter a collection the committer creates starts with: complete (no tree holds any of its ids
+    /// yet), or none when filters are off.</summary>
+    private static IdFilter? NewCollectionFilter(long bytes) =>
+        bytes > 0 ? new IdFilter(0, bytes, complete: true) : null;
+
+    /// <summary>
+    /// The checkpoint's thread, before its first checkpoint: builds the <see cref="IdFilter"/> of each collection the
+    /// open found (those the committer created since have theirs), when the data file is at most the size the index
+    /// was given (reading every tree through the cache costs a pass over it) and the collection's ids fit the
+    /// filter's limit. The filter is published first, under the write lock, so every id the committer writes from
+    /// then on is added by it; then the ids of the current tree (no other thread publishes trees meanwhile:
+    /// checkpoints and compactions run on this thread), of the replayed documents and of the heads (which hold every
+    /// id written before the filter was published that a later checkpoint can put in a tree) are added, and the
+    /// filter is marked complete. A collection whose ids do not fit, or whose tree fails to read, keeps no filter.
+    /// Returns the filters built. <paramref name="cancellationToken"/> (a close) stops it between two ids.
+    /// </summary>
+    internal int BuildIdFilters(long dataFileBytes, CancellationToken cancellationToken = default)
+    {
+        if (_idFilterBytes <= 0 || dataFileBytes > _idFilterBuildBytes)
+        {
+            return 0;
+        }
+
+        int built = 0;
+        foreach ((string name, SortedKeys keys) in _collections)
+        {
+            if (keys.Filter is not null)
+            {
+                continue;
+            }
+
+            TreeLayer? layer = keys.Tree;
+            long ids = (layer?.Root is null ? 0 : layer.Checkpoint.Collections.GetValueOrDefault(name)?.Count ?? 0)
+                + (keys.Replayed?.SortedIds.Length ?? 0) + keys.Heads.Count;
+            var filter = new IdFilter(ids, _idFilterBytes, complete: false);
+            lock (_writeLock)
+            {
+                keys.Filter = filter;
+            }
+
+            if (FillFilter(filter, keys, layer, cancellationToken))
+            {
+                filter.MarkComplete();
+                built++;
+            }
+            else
+            {
+                lock (_writeLock)
+                {
+                    keys.Filter = null;
+                }
+            }
+        }
+
+        return built;
+    }
+
+    /// <summary>Adds the ids <see cref="BuildIdFilters"/> must add to <paramref name="filter"/>; false when one did
+    /// not fit or the tree could not be read.</summary>
+    private bool FillFilter(IdFilter filter, SortedKeys keys, TreeLayer? layer, CancellationToken cancellationToken)
+    {
+        try
+        {
+            if (layer?.Root is not null)
+            {
+                foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(layer.Root, null, null,
+                    descending: false, _pages!))
+                {
+                    cancellationToken.ThrowIfCancellationRequested();
+                    if (!filter.Add(IdBytes.HashOf(entry.Key)))
+                    {
+                        return false;
+                    }
+                }
+            }
+        }
+        catch (Exception error) when (error is StoreCorruptedException or IOException)
+        {
+            return false; // a damaged or unreadable page fails the reads that reach it, as without a filter
+        }
+
+        if (keys.Replayed is { } replayed)
+        {
+            foreach (string id in replayed.SortedIds)
+            {
+                if (!filter.Add(IdBytes.HashOf(id)))
+                {
+                    return false;
+                }
+            }
+        }
+
+        foreach (long slot in keys.Heads.Slots)
+        {
+            if (slot != 0 && !filter.Add((int)(slot >> 32)))
+            {
+                return false;
+            }
+        }
+
+        return true;
     }
 
     /// <summary>Whether the heads need the checkpoint's thread without a checkpoint
@@ -1536,10 +1667,20 @@ internal sealed class VersionedIndex : ICommitState
     /// before any reader), the newest version of each id written since (<see cref="Heads"/>), and the ids added since
     /// the open (<see cref="Added"/>, in ordinal order; disjoint from the replayed ids).
     /// </summary>
-    internal sealed class SortedKeys
+    internal sealed class SortedKeys(IdFilter? filter = null)
     {
         private TreeLayer? _tree;
         private ReplayedDocuments? _replayed;
+        private IdFilter? _filter = filter;
+
+        /// <summary>The filter of the ids the collection's trees may hold, or null (acquire; set with a release by the
+        /// checkpoint's thread when it builds one, and by the committer when it drops one: see
+        /// <see cref="IdFilter"/>).</summary>
+        public IdFilter? Filter
+        {
+            get => Volatile.Read(ref _filter);
+            set => Volatile.Write(ref _filter, value);
+        }
 
         private HeadTable _heads = new();
 

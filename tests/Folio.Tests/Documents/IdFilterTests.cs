@@ -1,0 +1,332 @@
+using System.Text;
+using FsCheck;
+using FsCheck.Fluent;
+using FsCheck.Xunit;
+using Folio.Documents;
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+public sealed class IdFilterTests
+{
+    [Property(MaxTest = 50)]
+    public void Every_id_added_is_found_whatever_the_segments_it_grew(NonEmptyString[] ids, PositiveInt start)
+    {
+        var filter = new IdFilter(start.Get % 5000, 1L << 20, complete: true);
+        foreach (NonEmptyString id in ids)
+        {
+            Assert.True(filter.Add(IdBytes.HashOf(id.Get)));
+        }
+
+        foreach (NonEmptyString id in ids)
+        {
+            Assert.True(filter.MightContain(IdBytes.HashOf(id.Get)));
+        }
+    }
+
+    [Fact]
+    public void A_filter_grown_to_a_million_ids_finds_them_all_and_answers_maybe_for_few_others()
+    {
+        var filter = new IdFilter(0, 64L << 20, complete: true);
+        for (int i = 0; i < 1_000_000; i++)
+        {
+            Assert.True(filter.Add(IdBytes.HashOf($"users/{i}")));
+        }
+
+        for (int i = 0; i < 1_000_000; i++)
+        {
+            Assert.True(filter.MightContain(IdBytes.HashOf($"users/{i}")), $"users/{i}");
+        }
+
+        int maybe = 0;
+        for (int i = 0; i < 100_000; i++)
+        {
+            maybe += filter.MightContain(IdBytes.HashOf($"others/{i}")) ? 1 : 0;
+        }
+
+        Assert.InRange(maybe, 0, 4_000); // about 1% a segment, and the small ones are the full ones
+        Assert.InRange(filter.Bytes, 1 << 20, 8 << 20);
+    }
+
+    [Fact]
+    public void Add_refuses_an_id_past_the_limit_and_keeps_every_id_it_took()
+    {
+        // Segments of 256 bytes, 1, 4 and 16 KiB (13,600 ids); the next, 64 KiB, would pass the limit.
+        var filter = new IdFilter(0, 64 * 1024, complete: true);
+        var taken = new List<string>();
+        for (int i = 0; ; i++)
+        {
+            string id = $"k{i}";
+            if (!filter.Add(IdBytes.HashOf(id)))
+            {
+                break;
+            }
+
+            taken.Add(id);
+            Assert.True(i < 10_000_000, "the filter never refused");
+        }
+
+        Assert.InRange(taken.Count, 13_600, 14_500); // ids whose bits were all set already take no room
+        Assert.True(filter.Bytes <= 64 * 1024);
+        Assert.All(taken, id => Assert.True(filter.MightContain(IdBytes.HashOf(id))));
+    }
+
+    [Fact]
+    public void Readers_find_every_id_whose_add_returned_while_two_writers_grow_the_filter()
+    {
+        var filter = new IdFilter(0, 64L << 20, complete: true);
+        const int PerWriter = 300_000;
+        var published = new int[2];
+        var failures = new List<string>();
+        var writers = Enumerable.Range(0, 2).Select(w => new Thread(() =>
+        {
+            for (int i = 0; i < PerWriter; i++)
+            {
+                if (!filter.Add(IdBytes.HashOf($"w{w}/{i}")))
+                {
+                    lock (failures)
+                    {
+                        failures.Add($"w{w}/{i} refused");
+                    }
+                }
+
+                Volatile.Write(ref published[w], i + 1);
+            }
+        })).ToList();
+        var stop = new CancellationTokenSource();
+        long checks = 0;
+        var reader = new Thread(() =>
+        {
+            var random = new Random(7);
+            while (!stop.IsCancellationRequested)
+            {
+                int w = random.Next(2);
+                int upTo = Volatile.Read(ref published[w]);
+                if (upTo == 0)
+                {
+                    continue;
+                }
+
+                int i = random.Next(upTo);
+                checks++;
+                if (!filter.MightContain(IdBytes.HashOf($"w{w}/{i}")))
+                {
+                    lock (failures)
+                    {
+                        failures.Add($"w{w}/{i} missed");
+                    }
+                }
+            }
+        });
+        reader.Start();
+        writers.ForEach(t => t.Start());
+        writers.ForEach(t => t.Join());
+        stop.Cancel();
+        reader.Join();
+
+        Assert.Empty(failures);
+        Assert.True(checks > 1000, $"{checks} checks");
+        for (int w = 0; w < 2; w++)
+        {
+            for (int i = 0; i < PerWriter; i++)
+            {
+                Assert.True(filter.MightContain(IdBytes.HashOf($"w{w}/{i}")));
+            }
+        }
+    }
+
+    [Fact]
+    public void A_filter_built_after_an_open_holds_the_replayed_ids_and_those_written_before_it()
+    {
+        // The replayed documents and the ids written after the open but before the build: a filter built from the
+        // trees alone would lack them, and a checkpoint would then put them where reads trust it not to look.
+        using var dir = new TempDirectory();
+        var index = new VersionedIndex();
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)))
+        {
+            for (int i = 0; i < 300; i++)
+            {
+                journal.AppendBatch(new CommitBatch().Put("c", $"replayed/{i}", Json(i)));
+            }
+
+            journal.Sync();
+            JournalReplay.Run(journal, index);
+        }
+
+        Assert.Null(index.IdFilterOf("c")); // the open's collections wait for the checkpoint's thread
+        long sequence = index.VisibleSequence;
+        for (int i = 0; i < 200; i++)
+        {
+            index.Apply(new CommitBatch().Put("c", $"written/{i}", Json(i)), ++sequence, 0);
+            index.Publish(sequence);
+        }
+
+        Assert.Equal(1, index.BuildIdFilters(dataFileBytes: 0));
+        IdFilter filter = index.IdFilterOf("c")!;
+        Assert.True(filter.IsComplete);
+        for (int i = 0; i < 300; i++)
+        {
+            Assert.True(filter.MightContain(IdBytes.HashOf($"replayed/{i}")), $"replayed/{i}");
+        }
+
+        for (int i = 0; i < 200; i++)
+        {
+            Assert.True(filter.MightContain(IdBytes.HashOf($"written/{i}")), $"written/{i}");
+        }
+
+        // Ids the committer writes from now on are its own to add; a new collection's filter is complete at once.
+        index.Apply(new CommitBatch().Put("c", "later", Json(0)).Put("d", "first", Json(0)), ++sequence, 0);
+        Assert.True(filter.MightContain(IdBytes.HashOf("later")));
+        Assert.True(index.IdFilterOf("d") is { IsComplete: true } d && d.MightContain(IdBytes.HashOf("first")));
+        Assert.Equal(0, index.BuildIdFilters(dataFileBytes: 0)); // nothing left to build
+    }
+
+    [Fact]
+    public void No_filter_is_built_for_a_data_file_larger_than_the_limit()
+    {
+        using var dir = new TempDirectory();
+        var index = new VersionedIndex(Timeout.InfiniteTimeSpan, idFilterBuildBytes: 1000);
+        using (var journal = WriteAheadJournal.Open(dir.Path, JournalTestExtensions.Tiny(1 << 20)))
+        {
+            journal.AppendBatch(new CommitBatch().Put("c", "a", Json(0)));
+            journal.Sync();
+            JournalReplay.Run(journal, index);
+        }
+
+        Assert.Equal(0, index.BuildIdFilters(dataFileBytes: 1001));
+        Assert.Null(index.IdFilterOf("c"));
+        Assert.NotNull(index.Get(new DocumentKey("c", "a"), index.VisibleSequence));
+    }
+
+    [Fact]
+    public async Task A_store_reopened_over_a_tree_and_a_journal_reads_and_writes_every_id_as_a_model_does()
+    {
+        // Two reopens without a closing checkpoint: each open finds a tree and replayed documents, builds the
+        // filters, and then takes new ids, overwrites, deletes and ids deleted and written again, with checkpoints
+        // between; every read of present and missing ids matches the model, before and after each reopen.
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        options.CheckpointOnClose = false;
+        var model = new Dictionary<string, string>(StringComparer.Ordinal);
+        var random = new Random(11);
+        for (int round = 0; round < 3; round++)
+        {
+            await using var store = DocumentStore.Open(dir.Path, options);
+            if (round > 0)
+            {
+                await WaitForFilterAsync(store, "c");
+            }
+
+            for (int step = 0; step < 1500; step++)
+            {
+                string id = $"d/{random.Next(3000)}";
+                if (random.Next(4) == 0)
+                {
+                    await store.DeleteAsync("c", id);
+                    model.Remove(id);
+                }
+                else
+                {
+                    string json = $"{{\"r\":{round},\"s\":{step}}}";
+                    await store.PutAsync("c", id, Encoding.UTF8.GetBytes(json));
+                    model[id] = json;
+                }
+
+                if (step % 500 == 499)
+                {
+                    await store.CheckpointAsync();
+                }
+            }
+
+            AssertMatches(store, model);
+            await store.CheckpointAsync();
+            AssertMatches(store, model);
+            for (int i = 0; i < 200; i++)
+            {
+                string id = $"d/{3000 + (round * 200) + i}"; // new after the last checkpoint: left to the journal
+                await store.PutAsync("c", id, Json(i));
+                model[id] = Encoding.UTF8.GetString(Json(i));
+            }
+        }
+
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            await WaitForFilterAsync(store, "c");
+            await store.CheckpointAsync(); // the replayed documents move into the tree
+            AssertMatches(store, model);
+        }
+    }
+
+    [Fact]
+    public async Task A_collection_that_outgrows_its_filter_drops_it_and_still_finds_every_id()
+    {
+        // A store's filters take at most a sixteenth of the cache each, and no less than 1 MiB: some 218,000 ids.
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        options.CacheSize = 16L << 20;
+        await using var store = DocumentStore.Open(dir.Path, options);
+        for (int start = 0; start < 230_000; start += 1000)
+        {
+            var batch = new CommitBatch();
+            for (int i = start; i < start + 1000; i++)
+            {
+                batch.Put("c", $"d/{i}", Json(i));
+            }
+
+            await store.WriteAsync(batch);
+            if (start == 100_000)
+            {
+                await store.CheckpointAsync(); // ids in the tree while the filter still holds them all
+                Assert.True(store.Index.IdFilterOf("c") is { IsComplete: true });
+            }
+        }
+
+        Assert.Null(store.Index.IdFilterOf("c"));
+        await store.CheckpointAsync();
+        for (int i = 0; i < 230_000; i += 7)
+        {
+            Assert.True(store.Get("c", $"d/{i}") is { } found && found.Json.Span.SequenceEqual(Json(i)), $"d/{i}");
+            Assert.Null(store.Get("c", $"e/{i}"));
+        }
+
+        await store.PutAsync("c", "d/230000", Json(230_000));
+        Assert.NotNull(store.Get("c", "d/230000"));
+    }
+
+    private static async Task WaitForFilterAsync(DocumentStore store, string collection)
+    {
+        for (int i = 0; i < 500 && store.Index.IdFilterOf(collection) is not { IsComplete: true }; i++)
+        {
+            await Task.Delay(10);
+        }
+
+        Assert.True(store.Index.IdFilterOf(collection) is { IsComplete: true }, "no filter built");
+    }
+
+    private static void AssertMatches(DocumentStore store, Dictionary<string, string> model)
+    {
+        for (int i = 0; i < 4000; i++)
+        {
+            string id = $"d/{i}";
+            StoredDocument? document = store.Get("c", id);
+            if (model.TryGetValue(id, out string? json))
+            {
+                Assert.True(document is not null, id);
+                Assert.Equal(json, Encoding.UTF8.GetString(document.Value.Json.Span));
+            }
+            else
+            {
+                Assert.True(document is null, id);
+            }
+        }
+
+        Assert.Equal(model.Count, store.Scan("c").Count());
+    }
+
+    private static byte[] Json(int n) => Encoding.UTF8.GetBytes($"{{\"n\":{n}}}");
+}
