@@ -298,6 +298,74 @@ public sealed class IdFilterTests
         Assert.NotNull(store.Get("c", "d/230000"));
     }
 
+    [Fact]
+    public async Task Writers_that_race_the_filter_built_at_an_open_lose_no_id()
+    {
+        // Writers start as the open returns, while the checkpoint's thread reads the tree into the filter: new ids
+        // written before the filter is published are in the heads it reads after, those written later are the
+        // committer's to add; a checkpoint then moves them all into the tree, where reads must still find them.
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        await using (var store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int start = 0; start < 50_000; start += 1000)
+            {
+                var batch = new CommitBatch();
+                for (int i = start; i < start + 1000; i++)
+                {
+                    batch.Put("c", $"t/{i:D6}", Json(i));
+                }
+
+                await store.WriteAsync(batch);
+            }
+        }
+
+        var deleted = new HashSet<int>();
+        for (int round = 0; round < 3; round++)
+        {
+            await using var store = DocumentStore.Open(dir.Path, options);
+            int r = round;
+            await Task.WhenAll(Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
+            {
+                for (int i = 0; i < 1500; i++)
+                {
+                    await store.PutAsync("c", $"n/{r}/{w}/{i}", Json(i));
+                    if (i % 50 == 0)
+                    {
+                        await store.DeleteAsync("c", $"t/{(r * 10_000) + (w * 1000) + i:D6}");
+                    }
+                }
+            })));
+            for (int w = 0; w < 4; w++)
+            {
+                for (int i = 0; i < 1500; i += 50)
+                {
+                    deleted.Add((r * 10_000) + (w * 1000) + i);
+                }
+            }
+
+            await WaitForFilterAsync(store, "c");
+            await store.CheckpointAsync();
+            for (int done = 0; done <= round; done++)
+            {
+                for (int w = 0; w < 4; w++)
+                {
+                    for (int i = 0; i < 1500; i++)
+                    {
+                        Assert.True(store.Get("c", $"n/{done}/{w}/{i}") is not null, $"n/{done}/{w}/{i}");
+                    }
+                }
+            }
+
+            for (int i = 0; i < 50_000; i += 3)
+            {
+                Assert.Equal(!deleted.Contains(i), store.Get("c", $"t/{i:D6}") is not null);
+            }
+        }
+    }
+
     private static async Task WaitForFilterAsync(DocumentStore store, string collection)
     {
         for (int i = 0; i < 500 && store.Index.IdFilterOf(collection) is not { IsComplete: true }; i++)
