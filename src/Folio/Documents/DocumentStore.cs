@@ -168,10 +168,11 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             pages!.StoreId = journal.StoreId; // the data file's, or the journal's when the data file had none
             BacklogCheckpoints.Run(journal, pages, options.CheckpointMemory, logger, cancellationToken);
             PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
-            // Id filters: up to a sixteenth of the cache each (16 MiB, some ten million ids, by default), built at
-            // the start for the trees of a data file at most half the cache (a pass over it; larger ones get none).
+            // Id filters: up to a sixteenth of the cache each, or 256 KiB (16 MiB, some 8.7 million ids, by default),
+            // built at the start for the trees of a data file at most half the cache (a pass over it; larger ones get
+            // none).
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
-                options.EffectiveMaxSnapshotRetainedBytes, idFilterBytes: Math.Max(1L << 20, cacheBytes / 16),
+                options.EffectiveMaxSnapshotRetainedBytes, idFilterBytes: Math.Max(256L << 10, cacheBytes / 16),
                 idFilterBuildBytes: cacheBytes / 2);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes, long puts) = JournalReplay.Run(journal, index, mounted.Sequence);

@@ -14,9 +14,10 @@ namespace Folio.Documents;
 /// bit in each word of one block, so a lookup reads one 32-byte block. The id's 32-bit hash
 /// (<see cref="IdBytes.HashOf(string)"/>, the one the heads key ids by) is mixed to 64 bits: the high half picks the
 /// block, the low half the bits. Segments: the filter starts with room for the ids it is built for and, when the last
-/// segment holds its capacity, adds one four times larger; a lookup checks every segment (one block each; the small
-/// ones stay in the processor's cache). Past <see cref="MaxBytes"/> it stops growing and is dropped by its owner
-/// (<see cref="Add"/> returns false).
+/// segment holds its capacity, adds one four times larger (or as large as <see cref="MaxBytes"/> still allows, if no
+/// smaller than the last); a lookup checks every segment (one block each; the small ones stay in the processor's
+/// cache). When it cannot grow it refuses ids and is dropped by its owner (<see cref="Add"/> returns false): 16 MiB
+/// hold about 8.7 million ids added one by one, more when built for a known count.
 /// </para>
 /// <para>
 /// Protocol. Ids are only ever added, bits only ever go from 0 to 1, so a reader that sees a bit set or not set is
@@ -133,9 +134,11 @@ internal sealed class IdFilter
                 return true;
             }
 
-            // The last segment is full: add a larger one (whoever wins the exchange), unless that passes the limit.
-            long blocks = (long)last.Blocks * Growth;
-            if (Bytes + (blocks * 32) > MaxBytes)
+            // The last segment is full: add a larger one (whoever wins the exchange): four times as large, or as
+            // large as the rest of the limit allows, but never smaller than the last.
+            long blocks = Math.Min((long)last.Blocks * Growth,
+                1L << BitOperations.Log2((ulong)Math.Max(1, (MaxBytes - Bytes) / 32)));
+            if (blocks < last.Blocks || Bytes + (blocks * 32) > MaxBytes)
             {
                 return false;
             }

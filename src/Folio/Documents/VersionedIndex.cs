@@ -156,7 +156,7 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary>The smallest added-id list a checkpoint has trimmed (<see cref="TrimAddedIds"/>).</summary>
     internal const int DefaultAddedIdsTrimMinimum = 16 * 1024;
 
-    /// <summary>The default limit of one collection's id filter: 16 MiB, about 10 million ids.</summary>
+    /// <summary>The default limit of one collection's id filter: 16 MiB, about 8.7 million ids.</summary>
     internal const long DefaultIdFilterBytes = 16L * 1024 * 1024;
 
     /// <summary>An index whose snapshots never expire (tests).</summary>

@@ -50,9 +50,23 @@ public sealed class IdFilterTests
     }
 
     [Fact]
+    public void The_default_limit_holds_more_than_eight_million_ids_added_one_by_one()
+    {
+        var filter = new IdFilter(0, VersionedIndex.DefaultIdFilterBytes, complete: true);
+        int added = 0;
+        while (filter.Add(IdBytes.HashOf($"i{added}")))
+        {
+            added++;
+        }
+
+        Assert.InRange(added, 8_500_000, 9_500_000);
+        Assert.True(filter.Bytes <= VersionedIndex.DefaultIdFilterBytes);
+    }
+
+    [Fact]
     public void Add_refuses_an_id_past_the_limit_and_keeps_every_id_it_took()
     {
-        // Segments of 256 bytes, 1, 4 and 16 KiB (13,600 ids); the next, 64 KiB, would pass the limit.
+        // Segments of 256 bytes, 1, 4 and 16 KiB, then 32 KiB (not 64: the most that fits), 34,080 ids; then none.
         var filter = new IdFilter(0, 64 * 1024, complete: true);
         var taken = new List<string>();
         for (int i = 0; ; i++)
@@ -67,7 +81,7 @@ public sealed class IdFilterTests
             Assert.True(i < 10_000_000, "the filter never refused");
         }
 
-        Assert.InRange(taken.Count, 13_600, 14_500); // ids whose bits were all set already take no room
+        Assert.InRange(taken.Count, 34_080, 35_500); // ids whose bits were all set already take no room
         Assert.True(filter.Bytes <= 64 * 1024);
         Assert.All(taken, id => Assert.True(filter.MightContain(IdBytes.HashOf(id))));
     }
@@ -263,14 +277,14 @@ public sealed class IdFilterTests
     [Fact]
     public async Task A_collection_that_outgrows_its_filter_drops_it_and_still_finds_every_id()
     {
-        // A store's filters take at most a sixteenth of the cache each, and no less than 1 MiB: some 218,000 ids.
+        // A store's filters take at most a sixteenth of the cache each (here 256 KiB): some 136,000 ids.
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
         options.CheckpointInterval = Timeout.InfiniteTimeSpan;
         options.CheckpointThreshold = 1L << 40;
-        options.CacheSize = 16L << 20;
+        options.CacheSize = 2L << 20;
         await using var store = DocumentStore.Open(dir.Path, options);
-        for (int start = 0; start < 230_000; start += 1000)
+        for (int start = 0; start < 150_000; start += 1000)
         {
             var batch = new CommitBatch();
             for (int i = start; i < start + 1000; i++)
@@ -279,7 +293,7 @@ public sealed class IdFilterTests
             }
 
             await store.WriteAsync(batch);
-            if (start == 100_000)
+            if (start == 60_000)
             {
                 await store.CheckpointAsync(); // ids in the tree while the filter still holds them all
                 Assert.True(store.Index.IdFilterOf("c") is { IsComplete: true });
@@ -288,14 +302,14 @@ public sealed class IdFilterTests
 
         Assert.Null(store.Index.IdFilterOf("c"));
         await store.CheckpointAsync();
-        for (int i = 0; i < 230_000; i += 7)
+        for (int i = 0; i < 150_000; i += 7)
         {
             Assert.True(store.Get("c", $"d/{i}") is { } found && found.Json.Span.SequenceEqual(Json(i)), $"d/{i}");
             Assert.Null(store.Get("c", $"e/{i}"));
         }
 
-        await store.PutAsync("c", "d/230000", Json(230_000));
-        Assert.NotNull(store.Get("c", "d/230000"));
+        await store.PutAsync("c", "d/150000", Json(150_000));
+        Assert.NotNull(store.Get("c", "d/150000"));
     }
 
     [Fact]
