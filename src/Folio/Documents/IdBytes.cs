@@ -54,6 +54,10 @@ internal readonly struct IdBytes
     /// without encoding it; the committer hashes the id of the command it applies.</summary>
     public static int HashOf(string id) => id.GetHashCode();
 
+    /// <summary><see cref="HashOf(string)"/> of an id given as its characters (the same value: both are the
+    /// runtime's string hash of the same code units).</summary>
+    public static int HashOf(ReadOnlySpan<char> id) => string.GetHashCode(id);
+
     /// <summary><see cref="HashOf(string)"/> of an id given as UTF-8 (tests and checks).</summary>
     public static int HashOf(ReadOnlySpan<byte> utf8) => Encoding.UTF8.GetString(utf8).GetHashCode();
 

@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Diagnostics;
 using Folio.Diagnostics;
 using Folio.Journal;
 using Folio.Pages;
@@ -374,7 +375,14 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             // when the data file is small enough; see VersionedIndex.BuildIdFilters).
             try
             {
-                _index.BuildIdFilters(_pages.FileLength, _stop.Token);
+                long started = Stopwatch.GetTimestamp();
+                long fileBytes = _pages.FileLength;
+                int built = _index.BuildIdFilters(fileBytes, _stop.Token);
+                long elapsedMs = (long)Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+                if (built > 0)
+                {
+                    StoreLog.IdFiltersBuilt(_logger, built, fileBytes, elapsedMs);
+                }
             }
             catch (Exception error) when (error is not OperationCanceledException)
             {

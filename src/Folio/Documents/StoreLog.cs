@@ -59,4 +59,9 @@ internal static partial class StoreLog
         Message = "The id filters of the store's collections could not be built; writes of new ids and reads of " +
         "missing ones search the trees instead")]
     public static partial void IdFiltersFailed(ILogger logger, Exception error);
+
+    [LoggerMessage(EventId = 3011, Level = LogLevel.Information,
+        Message = "Built the id filters of {Collections} collections from a data file of {DataFileBytes} bytes in " +
+        "{ElapsedMs} ms")]
+    public static partial void IdFiltersBuilt(ILogger logger, int collections, long dataFileBytes, long elapsedMs);
 }

@@ -882,17 +882,10 @@ internal sealed class VersionedIndex : ICommitState
     {
         try
         {
-            if (layer?.Root is not null)
+            if (layer?.Root is not null
+                && !BTree.VisitKeys(layer.Root, _pages!, key => filter.Add(IdBytes.HashOf(key)), cancellationToken))
             {
-                foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(layer.Root, null, null,
-                    descending: false, _pages!))
-                {
-                    cancellationToken.ThrowIfCancellationRequested();
-                    if (!filter.Add(IdBytes.HashOf(entry.Key)))
-                    {
-                        return false;
-                    }
-                }
+                return false;
             }
         }
         catch (Exception error) when (error is StoreCorruptedException or IOException)

@@ -108,6 +108,96 @@ internal static class BTree
         return index >= 0;
     }
 
+    /// <summary>
+    /// Calls <paramref name="sink"/> with every key of the tree at <paramref name="root"/> (leaves left to right),
+    /// reading saved leaves in place through <paramref name="reader"/>: no page decoded (but those written before
+    /// slots existed), no value read, no string made, one page pinned at a time (but under such an old page). Stops,
+    /// and returns false, when the sink does. <paramref name="cancellationToken"/> is checked before each page read.
+    /// </summary>
+    public static bool VisitKeys(PageReference? root, IPageReader reader, KeySink sink,
+        CancellationToken cancellationToken = default)
+        => root is null || VisitReference(root, reader, sink, cancellationToken);
+
+    private static bool VisitReference(PageReference reference, IPageReader reader, KeySink sink,
+        CancellationToken cancellationToken)
+        => reference.Cached is { } node
+            ? VisitNode(node, reader, sink, cancellationToken)
+            : VisitPage(reference.Position, reader, sink, cancellationToken);
+
+    private static bool VisitNode(TreeNode node, IPageReader reader, KeySink sink,
+        CancellationToken cancellationToken)
+    {
+        if (node.IsLeaf)
+        {
+            for (int i = 0; i < node.Count; i++)
+            {
+                if (!sink(node.KeyAt(i)))
+                {
+                    return false;
+                }
+            }
+
+            return true;
+        }
+
+        foreach (PageReference child in node.Children)
+        {
+            if (!VisitReference(child, reader, sink, cancellationToken))
+            {
+                return false;
+            }
+        }
+
+        return true;
+    }
+
+    private static bool VisitPage(PagePosition position, IPageReader reader, KeySink sink,
+        CancellationToken cancellationToken)
+    {
+        cancellationToken.ThrowIfCancellationRequested();
+        PagePosition[] children;
+        using (PinnedPage pinned = reader.Pin(position))
+        {
+            var page = new TreePage(pinned.Bytes);
+            if (!page.HasSlots)
+            {
+                // A page written before slots existed: decoded (its subtree is read with this page still pinned).
+                return VisitNode(PageFormat.DecodeChecked(pinned.Bytes.ToArray(), position), reader, sink,
+                    cancellationToken);
+            }
+
+            if (page.IsLeaf)
+            {
+                for (int i = 0; i < page.Count; i++)
+                {
+                    if (!sink(page.KeyAt(i)))
+                    {
+                        return false;
+                    }
+                }
+
+                return true;
+            }
+
+            // The children's positions, copied so that no page stays pinned while its subtree is read.
+            children = new PagePosition[page.Count];
+            for (int i = 0; i < children.Length; i++)
+            {
+                children[i] = page.ChildAt(i);
+            }
+        }
+
+        foreach (PagePosition child in children)
+        {
+            if (!VisitPage(child, reader, sink, cancellationToken))
+            {
+                return false;
+            }
+        }
+
+        return true;
+    }
+
     /// <summary>The highest id of the tree at <paramref name="root"/>: the last of its rightmost leaf; null for an
     /// empty tree, or when that leaf holds none (then the highest id is not known from it).</summary>
     public static string? HighestKey(PageReference? root, IPageReader reader)

@@ -25,6 +25,10 @@ public sealed class IdFilterTests
         }
     }
 
+    [Property(MaxTest = 200)]
+    public void An_ids_hash_from_its_characters_is_its_strings(string id) =>
+        Assert.Equal(IdBytes.HashOf(id ?? ""), IdBytes.HashOf((id ?? "").AsSpan()));
+
     [Fact]
     public void A_filter_grown_to_a_million_ids_finds_them_all_and_answers_maybe_for_few_others()
     {

@@ -167,6 +167,13 @@ internal sealed class PageStoreModel
 
             var descending = BTree.Range(tree.Root, null, null, true, reader).Select(entry => entry.Key).ToList();
             Assert.Equal(documents.Keys.Reverse(), descending);
+            var visited = new List<string>();
+            Assert.True(BTree.VisitKeys(tree.Root, reader, key =>
+            {
+                visited.Add(key.ToString());
+                return true;
+            }));
+            Assert.Equal(documents.Keys, visited); // the walk the id filters are built from: every key, in order
             Assert.False(BTree.TryGet(tree.Root, "absent-id", reader, out _));
 
             random ??= new Random(1);
