@@ -169,11 +169,11 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             BacklogCheckpoints.Run(journal, pages, options.CheckpointMemory, logger, cancellationToken);
             PageCheckpoint mounted = pages.Pin(); // the index owns the pin from here
             // Id filters: up to a sixteenth of the cache each, or 256 KiB (16 MiB, some 8.7 million ids, by default),
-            // built at the start for the trees of a data file at most twice the cache (a pass over their leaves;
-            // larger ones get none).
+            // an eighth in all, or 1 MiB; built at the start for the trees of a data file at most twice the cache (a
+            // pass over their leaves; larger ones get none).
             var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
                 options.EffectiveMaxSnapshotRetainedBytes, idFilterBytes: Math.Max(256L << 10, cacheBytes / 16),
-                idFilterBuildBytes: 2 * cacheBytes);
+                idFilterBuildBytes: 2 * cacheBytes, idFilterTotalBytes: Math.Max(1L << 20, cacheBytes / 8));
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes, long puts) = JournalReplay.Run(journal, index, mounted.Sequence);
             DocumentIds.GenerateAbove(journal.LastTimestampTicks);

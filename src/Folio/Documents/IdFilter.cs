@@ -14,10 +14,11 @@ namespace Folio.Documents;
 /// bit in each word of one block, so a lookup reads one 32-byte block. The id's 32-bit hash
 /// (<see cref="IdBytes.HashOf(string)"/>, the one the heads key ids by) is mixed to 64 bits: the high half picks the
 /// block, the low half the bits. Segments: the filter starts with room for the ids it is built for and, when the last
-/// segment holds its capacity, adds one four times larger (or as large as <see cref="MaxBytes"/> still allows, if no
-/// smaller than the last); a lookup checks every segment (one block each; the small ones stay in the processor's
-/// cache). When it cannot grow it refuses ids and is dropped by its owner (<see cref="Add"/> returns false): 16 MiB
-/// hold about 8.7 million ids added one by one, more when built for a known count.
+/// segment holds its capacity, adds one four times larger (or as large as <see cref="MaxBytes"/> and the store's
+/// <see cref="IdFilterBudget"/> still allow, if no smaller than the last); a lookup checks every segment (one block
+/// each; the small ones stay in the processor's cache). When it cannot grow it refuses ids and is dropped by its owner
+/// (<see cref="Add"/> returns false), which gives its memory back (<see cref="Release"/>): 16 MiB hold about 8.7
+/// million ids added one by one, more when built for a known count.
 /// </para>
 /// <para>
 /// Protocol. Ids are only ever added, bits only ever go from 0 to 1, so a reader that sees a bit set or not set is
@@ -52,18 +53,37 @@ internal sealed class IdFilter
         0x47b6137bU, 0x44974d91U, 0x8824ad5bU, 0xa2b7289dU, 0x705495c7U, 0x2df1424bU, 0x9efc4947U, 0x5c6bfb31U,
     ];
 
+    private readonly IdFilterBudget? _budget;
     private Segment[] _segments;
     private int _complete;
+    private long _taken; // bytes taken from _budget and not given back (interlocked)
 
-    /// <summary>An empty filter with room for <paramref name="ids"/> ids in its first segment.</summary>
+    private IdFilter(long maxBytes, int blocks, bool complete, IdFilterBudget? budget)
+    {
+        MaxBytes = maxBytes;
+        _budget = budget;
+        _taken = blocks * 32L;
+        _segments = [new Segment(blocks)];
+        _complete = complete ? 1 : 0;
+    }
+
+    /// <summary>An empty filter with room for <paramref name="ids"/> ids in its first segment, or null when that is
+    /// more than <paramref name="maxBytes"/> or than <paramref name="budget"/> has left.</summary>
     /// <param name="ids">The ids expected at first.</param>
     /// <param name="maxBytes">The most memory the filter may take (at least one smallest segment).</param>
     /// <param name="complete">Whether it is complete from the start (a collection no tree holds yet).</param>
-    public IdFilter(long ids, long maxBytes, bool complete)
+    /// <param name="budget">What all filters may take together; null for no limit but
+    /// <paramref name="maxBytes"/>.</param>
+    public static IdFilter? Create(long ids, long maxBytes, bool complete, IdFilterBudget? budget = null)
     {
-        MaxBytes = Math.Max(maxBytes, MinBlocks * 32L);
-        _segments = [new Segment(BlocksFor(ids))];
-        _complete = complete ? 1 : 0;
+        maxBytes = Math.Max(maxBytes, MinBlocks * 32L);
+        int blocks = BlocksFor(ids);
+        if (blocks * 32L > maxBytes || (budget is not null && !budget.TryTake(blocks * 32L)))
+        {
+            return null;
+        }
+
+        return new IdFilter(maxBytes, blocks, complete, budget);
     }
 
     /// <summary>The most memory the filter takes.</summary>
@@ -135,16 +155,35 @@ internal sealed class IdFilter
             }
 
             // The last segment is full: add a larger one (whoever wins the exchange): four times as large, or as
-            // large as the rest of the limit allows, but never smaller than the last.
-            long blocks = Math.Min((long)last.Blocks * Growth,
-                1L << BitOperations.Log2((ulong)Math.Max(1, (MaxBytes - Bytes) / 32)));
-            if (blocks < last.Blocks || Bytes + (blocks * 32) > MaxBytes)
+            // large as the rest of the limit and of the budget allows, but never smaller than the last.
+            long room = Math.Min(MaxBytes - Bytes, _budget?.Remaining ?? long.MaxValue);
+            long blocks = Math.Min((long)last.Blocks * Growth, 1L << BitOperations.Log2((ulong)Math.Max(1, room / 32)));
+            if (blocks < last.Blocks || Bytes + (blocks * 32) > MaxBytes
+                || (_budget is not null && !_budget.TryTake(blocks * 32)))
             {
                 return false;
             }
 
             Segment[] grown = [.. segments, new Segment((int)blocks)];
-            Interlocked.CompareExchange(ref _segments, grown, segments);
+            if (Interlocked.CompareExchange(ref _segments, grown, segments) == segments)
+            {
+                Interlocked.Add(ref _taken, blocks * 32);
+            }
+            else
+            {
+                _budget?.Return(blocks * 32); // another writer grew it first
+            }
+        }
+    }
+
+    /// <summary>Gives the filter's memory back to its budget: its owner dropped it (no new reader finds it). Once;
+    /// later calls do nothing.</summary>
+    public void Release()
+    {
+        long taken = Interlocked.Exchange(ref _taken, 0);
+        if (taken > 0)
+        {
+            _budget?.Return(taken);
         }
     }
 

@@ -103,6 +103,7 @@ internal sealed class VersionedIndex : ICommitState
     // reads through to build filters for them (BuildIdFilters): 0 for none.
     private readonly long _idFilterBytes;
     private readonly long _idFilterBuildBytes;
+    private readonly IdFilterBudget _idFilterBudget;
 
     // The committer's (under _writeLock): the oldest snapshot its last apply computed, and the sequence of the first
     // apply that computed that value. A chain whose head was written at or after that sequence was cut at that value
@@ -143,14 +144,16 @@ internal sealed class VersionedIndex : ICommitState
     /// </param>
     /// <param name="idFilterBuildBytes">The largest data file whose trees <see cref="BuildIdFilters"/> reads through
     /// to build filters for the collections the open found in it.</param>
+    /// <param name="idFilterTotalBytes">The most memory all collections' filters take together.</param>
     public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum,
         TimeProvider? clock = null, long heldBytesLimit = long.MaxValue, long idFilterBytes = DefaultIdFilterBytes,
-        long idFilterBuildBytes = DefaultIdFilterBytes * 8)
+        long idFilterBuildBytes = DefaultIdFilterBytes * 8, long idFilterTotalBytes = DefaultIdFilterBytes * 2)
     {
         _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System, heldBytesLimit);
         _addedIdsTrimMinimum = addedIdsTrimMinimum;
         _idFilterBytes = idFilterBytes;
         _idFilterBuildBytes = idFilterBuildBytes;
+        _idFilterBudget = new IdFilterBudget(idFilterTotalBytes);
     }
 
     /// <summary>The smallest added-id list a checkpoint has trimmed (<see cref="TrimAddedIds"/>).</summary>
@@ -591,7 +594,7 @@ internal sealed class VersionedIndex : ICommitState
             {
                 collection = command.Key.Collection; // a batch's commands mostly share their collection
                 keys = _collections.GetOrAdd(collection,
-                    static (_, bytes) => new SortedKeys(NewCollectionFilter(bytes)), _idFilterBytes);
+                    static (_, index) => new SortedKeys(index.NewCollectionFilter()), this);
             }
 
             ReadOnlySpan<byte> id = buffer.AsSpan(idOffset, idLength);
@@ -630,6 +633,7 @@ internal sealed class VersionedIndex : ICommitState
                         // Grown to its limit: dropped (release) before the id can reach a tree, so no reader trusts a
                         // filter that lacks it; the collection's reads and writes search the trees from now on.
                         keys.Filter = null;
+                        filter.Release();
                     }
                 }
 
@@ -820,9 +824,9 @@ internal sealed class VersionedIndex : ICommitState
         _collections.TryGetValue(collection, out SortedKeys? keys) ? keys.Filter : null;
 
     /// <summary>The filter a collection the committer creates starts with: complete (no tree holds any of its ids
-    /// yet), or none when filters are off.</summary>
-    private static IdFilter? NewCollectionFilter(long bytes) =>
-        bytes > 0 ? new IdFilter(0, bytes, complete: true) : null;
+    /// yet), or none when filters are off or their memory is taken.</summary>
+    private IdFilter? NewCollectionFilter() =>
+        _idFilterBytes > 0 ? IdFilter.Create(0, _idFilterBytes, complete: true, _idFilterBudget) : null;
 
     /// <summary>
     /// The checkpoint's thread, before its first checkpoint: builds the <see cref="IdFilter"/> of each collection the
@@ -853,7 +857,11 @@ internal sealed class VersionedIndex : ICommitState
             TreeLayer? layer = keys.Tree;
             long ids = (layer?.Root is null ? 0 : layer.Checkpoint.Collections.GetValueOrDefault(name)?.Count ?? 0)
                 + (keys.Replayed?.SortedIds.Length ?? 0) + keys.Heads.Count;
-            var filter = new IdFilter(ids, _idFilterBytes, complete: false);
+            if (IdFilter.Create(ids, _idFilterBytes, complete: false, _idFilterBudget) is not { } filter)
+            {
+                continue; // more ids than a filter may hold, or the filters' memory is taken
+            }
+
             lock (_writeLock)
             {
                 keys.Filter = filter;
@@ -870,6 +878,8 @@ internal sealed class VersionedIndex : ICommitState
                 {
                     keys.Filter = null;
                 }
+
+                filter.Release();
             }
         }
 

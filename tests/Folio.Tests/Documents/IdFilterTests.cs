@@ -13,7 +13,7 @@ public sealed class IdFilterTests
     [Property(MaxTest = 50)]
     public void Every_id_added_is_found_whatever_the_segments_it_grew(NonEmptyString[] ids, PositiveInt start)
     {
-        var filter = new IdFilter(start.Get % 5000, 1L << 20, complete: true);
+        var filter = IdFilter.Create(start.Get % 5000, 1L << 20, complete: true)!;
         foreach (NonEmptyString id in ids)
         {
             Assert.True(filter.Add(IdBytes.HashOf(id.Get)));
@@ -32,7 +32,7 @@ public sealed class IdFilterTests
     [Fact]
     public void A_filter_grown_to_a_million_ids_finds_them_all_and_answers_maybe_for_few_others()
     {
-        var filter = new IdFilter(0, 64L << 20, complete: true);
+        var filter = IdFilter.Create(0, 64L << 20, complete: true)!;
         for (int i = 0; i < 1_000_000; i++)
         {
             Assert.True(filter.Add(IdBytes.HashOf($"users/{i}")));
@@ -56,7 +56,7 @@ public sealed class IdFilterTests
     [Fact]
     public void The_default_limit_holds_more_than_eight_million_ids_added_one_by_one()
     {
-        var filter = new IdFilter(0, VersionedIndex.DefaultIdFilterBytes, complete: true);
+        var filter = IdFilter.Create(0, VersionedIndex.DefaultIdFilterBytes, complete: true)!;
         int added = 0;
         while (filter.Add(IdBytes.HashOf($"i{added}")))
         {
@@ -71,7 +71,7 @@ public sealed class IdFilterTests
     public void Add_refuses_an_id_past_the_limit_and_keeps_every_id_it_took()
     {
         // Segments of 256 bytes, 1, 4 and 16 KiB, then 32 KiB (not 64: the most that fits), 34,080 ids; then none.
-        var filter = new IdFilter(0, 64 * 1024, complete: true);
+        var filter = IdFilter.Create(0, 64 * 1024, complete: true)!;
         var taken = new List<string>();
         for (int i = 0; ; i++)
         {
@@ -91,9 +91,34 @@ public sealed class IdFilterTests
     }
 
     [Fact]
+    public void Filters_share_one_budget_and_a_dropped_one_gives_its_memory_back()
+    {
+        var budget = new IdFilterBudget(64 * 1024);
+        IdFilter first = IdFilter.Create(0, 1L << 20, complete: true, budget)!;
+        int added = 0;
+        while (first.Add(IdBytes.HashOf($"a{added}")))
+        {
+            added++;
+        }
+
+        Assert.True(first.Bytes <= 64 * 1024, $"{first.Bytes}");
+        Assert.Equal(64 * 1024 - first.Bytes, budget.Remaining);
+        Assert.True(added > 20_000, $"{added}"); // the budget, not the filter's own limit, stopped it
+        IdFilter? second = IdFilter.Create(0, 1L << 20, complete: true, budget);
+        Assert.True(second is null || budget.Remaining >= 0);
+        second?.Release();
+
+        first.Release();
+        first.Release(); // once
+        Assert.Equal(64 * 1024, budget.Remaining);
+        Assert.Null(IdFilter.Create(10_000_000, 1L << 20, complete: false, budget)); // more ids than it may hold
+        Assert.NotNull(IdFilter.Create(1000, 1L << 20, complete: false, budget));
+    }
+
+    [Fact]
     public void Readers_find_every_id_whose_add_returned_while_two_writers_grow_the_filter()
     {
-        var filter = new IdFilter(0, 64L << 20, complete: true);
+        var filter = IdFilter.Create(0, 64L << 20, complete: true)!;
         const int PerWriter = 300_000;
         var published = new int[2];
         var failures = new List<string>();
