@@ -115,17 +115,7 @@ internal sealed class IdFilter
     public bool MightContain(int hash)
     {
         ulong mixed = Mix(hash);
-        Vector256<uint> mask = MaskOf(mixed);
-        Segment[] segments = Volatile.Read(ref _segments);
-        for (int i = segments.Length - 1; i >= 0; i--)
-        {
-            if (segments[i].Has(mixed, mask))
-            {
-                return true;
-            }
-        }
-
-        return false;
+        return AnyHas(Volatile.Read(ref _segments), mixed, MaskOf(mixed));
     }
 
     /// <summary>
@@ -140,12 +130,9 @@ internal sealed class IdFilter
         while (true)
         {
             Segment[] segments = Volatile.Read(ref _segments);
-            for (int i = segments.Length - 1; i >= 0; i--)
+            if (AnyHas(segments, mixed, mask))
             {
-                if (segments[i].Has(mixed, mask))
-                {
-                    return true; // counted once, whatever its segment
-                }
+                return true; // counted once, whatever its segment
             }
 
             Segment last = segments[^1];
@@ -198,6 +185,21 @@ internal sealed class IdFilter
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9UL;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBUL;
         return z ^ (z >> 31);
+    }
+
+    /// <summary>Whether any of <paramref name="segments"/> holds the id's bits, the largest (last) checked first.
+    /// </summary>
+    private static bool AnyHas(Segment[] segments, ulong mixed, Vector256<uint> mask)
+    {
+        for (int i = segments.Length - 1; i >= 0; i--)
+        {
+            if (segments[i].Has(mixed, mask))
+            {
+                return true;
+            }
+        }
+
+        return false;
     }
 
     /// <summary>The bit an id sets in each of a block's eight words (the same in every segment).</summary>

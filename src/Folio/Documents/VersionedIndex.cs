@@ -99,8 +99,8 @@ internal sealed class VersionedIndex : ICommitState
     private long _visible;
     private BulkLoad? _bulkLoad;
 
-    // The most memory one collection's id filter takes, and the largest data file whose trees the checkpoint's thread
-    // reads through to build filters for them (BuildIdFilters): 0 for none.
+    // The most memory one collection's id filter takes (0: no filters), the largest data file whose trees the
+    // checkpoint's thread reads through to build filters for them (BuildIdFilters), and what all filters take together.
     private readonly long _idFilterBytes;
     private readonly long _idFilterBuildBytes;
     private readonly IdFilterBudget _idFilterBudget;
@@ -837,7 +837,7 @@ internal sealed class VersionedIndex : ICommitState
     /// checkpoints and compactions run on this thread), of the replayed documents and of the heads (which hold every
     /// id written before the filter was published that a later checkpoint can put in a tree) are added, and the
     /// filter is marked complete. A collection whose ids do not fit, or whose tree fails to read, keeps no filter.
-    /// Returns the filters built. <paramref name="cancellationToken"/> (a close) stops it between two ids.
+    /// Returns the filters built. <paramref name="cancellationToken"/> (a close) stops it between two tree pages.
     /// </summary>
     internal int BuildIdFilters(long dataFileBytes, CancellationToken cancellationToken = default)
     {

@@ -206,9 +206,7 @@ public sealed class CountTests
 
     private static DocumentStoreOptions Options()
     {
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
         options.CheckpointOnClose = false; // the next open replays what follows the checkpoint
         options.AddedIdsTrimMinimum = 4;
         options.PagesPerChunk = 4;

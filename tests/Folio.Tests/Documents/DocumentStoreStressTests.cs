@@ -138,9 +138,7 @@ public sealed class DocumentStoreStressTests
     {
         double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
         options.AddedIdsTrimMinimum = 4; // the toggled ids' list is rebuilt at almost every checkpoint
         options.CacheSize = DocumentStoreOptions.MinCacheSize; // 64 frames: every checkpoint's new pages evict
         options.PagesPerChunk = 4; // checkpoints of several chunks, freed and reused one by one

@@ -249,9 +249,7 @@ public sealed class IdFilterTests
         // filters, and then takes new ids, overwrites, deletes and ids deleted and written again, with checkpoints
         // between; every read of present and missing ids matches the model, before and after each reopen.
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
         options.CheckpointOnClose = false;
         var model = new Dictionary<string, string>(StringComparer.Ordinal);
         var random = new Random(11);
@@ -308,26 +306,13 @@ public sealed class IdFilterTests
     {
         // A store's filters take at most a sixteenth of the cache each (here 256 KiB): some 136,000 ids.
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
         options.CacheSize = 2L << 20;
         await using var store = DocumentStore.Open(dir.Path, options);
-        for (int start = 0; start < 150_000; start += 1000)
-        {
-            var batch = new CommitBatch();
-            for (int i = start; i < start + 1000; i++)
-            {
-                batch.Put("c", $"d/{i}", Json(i));
-            }
-
-            await store.WriteAsync(batch);
-            if (start == 60_000)
-            {
-                await store.CheckpointAsync(); // ids in the tree while the filter still holds them all
-                Assert.True(store.Index.IdFilterOf("c") is { IsComplete: true });
-            }
-        }
+        await PutInBatchesAsync(store, 0, 61_000, i => $"d/{i}");
+        await store.CheckpointAsync(); // ids in the tree while the filter still holds them all
+        Assert.True(store.Index.IdFilterOf("c") is { IsComplete: true });
+        await PutInBatchesAsync(store, 61_000, 150_000, i => $"d/{i}");
 
         Assert.Null(store.Index.IdFilterOf("c"));
         await store.CheckpointAsync();
@@ -348,21 +333,10 @@ public sealed class IdFilterTests
         // written before the filter is published are in the heads it reads after, those written later are the
         // committer's to add; a checkpoint then moves them all into the tree, where reads must still find them.
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
         await using (var store = DocumentStore.Open(dir.Path, options))
         {
-            for (int start = 0; start < 50_000; start += 1000)
-            {
-                var batch = new CommitBatch();
-                for (int i = start; i < start + 1000; i++)
-                {
-                    batch.Put("c", $"t/{i:D6}", Json(i));
-                }
-
-                await store.WriteAsync(batch);
-            }
+            await PutInBatchesAsync(store, 0, 50_000, i => $"t/{i:D6}");
         }
 
         var deleted = new HashSet<int>();
@@ -406,6 +380,22 @@ public sealed class IdFilterTests
             {
                 Assert.Equal(!deleted.Contains(i), store.Get("c", $"t/{i:D6}") is not null);
             }
+        }
+    }
+
+    /// <summary>Puts documents <paramref name="from"/> to <paramref name="to"/> (excluded) of collection "c", named
+    /// by <paramref name="id"/>, in commits of 1,000.</summary>
+    private static async Task PutInBatchesAsync(DocumentStore store, int from, int to, Func<int, string> id)
+    {
+        for (int start = from; start < to; start += 1000)
+        {
+            var batch = new CommitBatch();
+            for (int i = start; i < Math.Min(to, start + 1000); i++)
+            {
+                batch.Put("c", id(i), Json(i));
+            }
+
+            await store.WriteAsync(batch);
         }
     }
 

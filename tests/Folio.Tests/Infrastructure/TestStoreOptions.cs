@@ -15,6 +15,16 @@ internal static class TestStoreOptions
             MinFillPiece = 16 * 1024, MaxFillPiece = 128 * 1024,
         };
 
+    /// <summary><see cref="SmallSegments"/> with no checkpoint but where the test asks (no interval, a threshold out of
+    /// reach), and the clean close's.</summary>
+    public static DocumentStoreOptions ManualCheckpoints()
+    {
+        DocumentStoreOptions options = SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        return options;
+    }
+
     /// <summary>64 KiB segments (documents up to 8 KiB, groups up to 16 KiB): a few thousand small writes rotate
     /// through many segments, for tests whose subject is rotation, purging or damage to a segment.</summary>
     public static DocumentStoreOptions TinySegments()
