@@ -3,7 +3,12 @@ namespace Folio.Transactions;
 /// <summary>
 /// Memory for encoded batch entries, cut from per-thread slabs. The committed state keeps a batch's values as slices
 /// of its entry until a checkpoint takes them, so every entry outlives a collection or two: thousands of small entries
-/// in one slab are one object for the collector to trace and move, where one array each were thousands.
+/// in one slab are one object for the collector to trace, where one array each were thousands. Slabs, and entries too
+/// large for one, are allocated on the pinned object heap: the collector never copies them, where arrays on the
+/// small object heap that outlive collections are copied at each promotion (gen0 to gen1, gen1 to gen2), and an
+/// entry lives until the checkpoint after it, which is hundreds of milliseconds under load (docs/measurements.md,
+/// "Entry slabs on the pinned heap"). They hold bytes only, so they give the collector nothing to trace either; a
+/// dead slab's space is reclaimed by the next gen2 collection, as a large object's is.
 /// <para>
 /// Owners. Each thread cuts from its own slab ([ThreadStatic]), front to back, and never writes a region it has
 /// handed out; a region is published to the committer with its batch (through the pending queue's interlocked
@@ -32,14 +37,14 @@ internal static class EntrySlabs
     {
         if (length > MaxSlabbedEntry)
         {
-            return GC.AllocateUninitializedArray<byte>(length);
+            return GC.AllocateUninitializedArray<byte>(length, pinned: true);
         }
 
         byte[]? slab = t_slab;
         int used = t_used;
         if (slab is null || slab.Length - used < length)
         {
-            slab = GC.AllocateUninitializedArray<byte>(SlabSize);
+            slab = GC.AllocateUninitializedArray<byte>(SlabSize, pinned: true);
             t_slab = slab;
             used = 0;
         }
