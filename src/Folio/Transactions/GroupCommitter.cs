@@ -181,16 +181,16 @@ internal sealed class GroupCommitter
         int commands = 0;
         long bytes = 0;
         long byteCap = Math.Min(_options.MaxGroupBytes, _maxRecordPayload);
-        while (_pending.TryPeek(out PendingBatch next))
+        while (_pending.TryTakeNext(out PendingBatch next))
         {
             if (_group.Count > 0
                 && (commands + next.CommandCount > _options.MaxGroupCommands || bytes + next.Length + 4 > byteCap
                 || _group.Count >= maxBatches))
             {
+                _pending.HoldBack(next); // the next group's first
                 break;
             }
 
-            _pending.TryDequeue(out _);
             if (!next.TryTake())
             {
                 continue; // cancelled: its cancellation already released it

@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Diagnostics;
 using Folio.Diagnostics;
 
 namespace Folio.Transactions;
@@ -9,7 +10,13 @@ namespace Folio.Transactions;
 /// Owners. Submitters (any thread) reserve a batch's bytes (<see cref="TryReserveBytes"/>: a CAS loop, so the bound on
 /// pending bytes holds exactly) and enqueue it (<see cref="Enqueue"/>: the depth is counted before the batch enters the
 /// lock-free queue, so it never undercounts a queued batch). The committer, the one thread holding the committer role,
-/// alone peeks and dequeues. Whoever answers a batch (the committer for a failed precondition, the thread completing
+/// alone takes batches off (<see cref="TryTakeNext"/>) and holds back the one that did not fit its group
+/// (<see cref="HoldBack"/>): the held batch stays queued in every other sense, ahead of the queue, until the next group
+/// takes it. It is written only by the role's holder (the role's interlocked hand-off orders one holder's write before
+/// the next holder's read) and read by other threads only through <see cref="IsEmpty"/> (a volatile read), the hint
+/// the role's hand-off re-checks after its fences. The queue is never peeked: <see cref="ConcurrentQueue{T}.TryPeek"/>
+/// marks a segment preserved for observation, after which its dequeued slots keep their batches (every batch's
+/// command list and entry) alive until the segment is dropped, and new segments stop growing past 32 slots. Whoever answers a batch (the committer for a failed precondition, the thread completing
 /// its group, the caller's cancellation callback, a fault path) does it here (<see cref="TryAnswer"/>,
 /// <see cref="TryFail"/>): the batch's one-way answer CAS picks one of them, which releases the batch (depth and bytes
 /// down, its buffer back to the pool, a waiting submitter woken), sets the caller's result, and then counts it
@@ -37,12 +44,13 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     private long _unanswered;
     private int _bytesWaiters;
     private TaskCompletionSource? _allAnswered;
+    private PendingBatch? _held;
 
     /// <summary>Batches submitted and not yet answered (queued or in a group).</summary>
     public long Depth => Volatile.Read(ref _depth);
 
-    /// <summary>Whether no batch is queued (a moment later one may be).</summary>
-    public bool IsEmpty => _queue.IsEmpty;
+    /// <summary>Whether no batch is queued, held back included (a moment later one may be).</summary>
+    public bool IsEmpty => Volatile.Read(ref _held) is null && _queue.IsEmpty;
 
     /// <summary>Counts a batch's bytes as pending unless that would pass the bound (a batch alone always
     /// fits).</summary>
@@ -86,11 +94,26 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
         _queue.Enqueue(pending);
     }
 
-    /// <summary>The oldest queued batch (committer only).</summary>
-    public bool TryPeek(out PendingBatch pending) => _queue.TryPeek(out pending!);
+    /// <summary>Takes the oldest queued batch (committer only): the one held back, else the queue's head.</summary>
+    public bool TryTakeNext(out PendingBatch pending)
+    {
+        if (_held is { } held)
+        {
+            Volatile.Write(ref _held, null);
+            pending = held;
+            return true;
+        }
 
-    /// <summary>Takes the oldest queued batch off the queue (committer only).</summary>
-    public bool TryDequeue(out PendingBatch pending) => _queue.TryDequeue(out pending!);
+        return _queue.TryDequeue(out pending!);
+    }
+
+    /// <summary>Puts back the batch <see cref="TryTakeNext"/> just returned, to be taken first next time (committer
+    /// only; at most one is held).</summary>
+    public void HoldBack(PendingBatch pending)
+    {
+        Debug.Assert(_held is null, "one batch is held back at most");
+        Volatile.Write(ref _held, pending);
+    }
 
     /// <summary>
     /// Completes the batch's wait with <paramref name="result"/> unless another thread answered it: releases it first,
@@ -183,7 +206,7 @@ internal sealed class PendingQueue(long maxPendingBytes, FolioMetrics metrics) :
     public void FailAll(Exception cause)
     {
         int failed = 0;
-        while (_queue.TryDequeue(out PendingBatch? pending))
+        while (TryTakeNext(out PendingBatch pending))
         {
             if (pending.TryTake() && TryFail(pending, CommitFault.NotDurable(cause)))
             {

@@ -597,4 +597,40 @@ public sealed class TransactionMergerTests
         Assert.Equal(50, fixture.ReadBatches().Count);
         fixture.Dispose();
     }
+
+    [Fact]
+    public async Task A_committed_batch_is_not_kept_alive_by_the_queue_it_waited_in()
+    {
+        // A batch a caller no longer holds must be garbage once it is committed (with its command list and entry),
+        // not kept by the pending queue's slot until the queue moves on (which a queue that was peeked does).
+        using var fixture = new MergerFixture();
+        WeakReference[] committed = new WeakReference[3];
+        for (int i = 0; i < committed.Length; i++)
+        {
+            committed[i] = await CommitUntracked(fixture.Merger, $"k{i}");
+        }
+
+        // A few more, fewer than a queue segment holds, so every batch above went through the same segment.
+        for (int i = 0; i < 5; i++)
+        {
+            await fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"more{i}", Json("{}")));
+        }
+
+        GC.Collect();
+        GC.WaitForPendingFinalizers();
+        GC.Collect();
+        for (int i = 0; i < committed.Length; i++)
+        {
+            Assert.False(committed[i].IsAlive, $"committed batch {i} is still reachable");
+        }
+    }
+
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private static async Task<WeakReference> CommitUntracked(TransactionMerger merger, string id)
+    {
+        var batch = new CommitBatch().Put("c", id, Json("{\"a\":1}"));
+        var reference = new WeakReference(batch);
+        await merger.CommitAsync(batch);
+        return reference;
+    }
 }
