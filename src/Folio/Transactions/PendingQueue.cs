@@ -16,8 +16,9 @@ namespace Folio.Transactions;
 /// the next holder's read) and read by other threads only through <see cref="IsEmpty"/> (a volatile read), the hint
 /// the role's hand-off re-checks after its fences. The queue is never peeked: <see cref="ConcurrentQueue{T}.TryPeek"/>
 /// marks a segment preserved for observation, after which its dequeued slots keep their batches (every batch's
-/// command list and entry) alive until the segment is dropped, and new segments stop growing past 32 slots. Whoever answers a batch (the committer for a failed precondition, the thread completing
-/// its group, the caller's cancellation callback, a fault path) does it here (<see cref="TryAnswer"/>,
+/// command list and entry) alive until the segment is dropped, and new segments stop growing past 32 slots. Whoever
+/// answers a batch (the committer for a failed precondition, the thread completing its group, the caller's
+/// cancellation callback, a fault path) does it here (<see cref="TryAnswer"/>,
 /// <see cref="TryFail"/>): the batch's one-way answer CAS picks one of them, which releases the batch (depth and bytes
 /// down, its buffer back to the pool, a waiting submitter woken), sets the caller's result, and then counts it
 /// answered. So a batch counts in <see cref="Depth"/> from its submission until it is about to be answered, queued or
