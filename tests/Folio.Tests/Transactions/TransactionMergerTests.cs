@@ -598,6 +598,76 @@ public sealed class TransactionMergerTests
         fixture.Dispose();
     }
 
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task A_batch_held_back_from_a_full_group_can_be_cancelled_and_the_batches_behind_it_commit_in_order(
+        bool disposeWhileHeld)
+    {
+        // Groups of two commands: the committer takes "a" and "b", and holds "c" back for the next group.
+        var fixture = new MergerFixture(o =>
+        {
+            o.MaxGroupsInFlight = 1;
+            o.MaxGroupCommands = 2;
+        });
+        fixture.Files.SyncGateHoldsOne = true;
+        try
+        {
+            Task<CommitResult>? first = null;
+            var firstGate = fixture.HoldNextSync(()
+                => first = Task.Run(()
+                => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
+            var secondGate = new ManualResetEventSlim();
+            fixture.Files.SyncWaiting.Reset();
+            fixture.Files.SyncGate = secondGate; // holds the next group's fsync, with "c" held back meanwhile
+
+            using var cancelHeld = new CancellationTokenSource();
+            Task<CommitResult> a = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "a", Json("{}"))).AsTask();
+            Task<CommitResult> b = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "b", Json("{}"))).AsTask();
+            Task<CommitResult> held = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "held", Json("{}")),
+                cancelHeld.Token).AsTask();
+            Task<CommitResult> d = fixture.Merger.CommitAsync(new CommitBatch().Put("c", "d", Json("{}"))).AsTask();
+            firstGate.Set();
+            Assert.True(fixture.Files.SyncWaiting.Wait(TestDeadline.Hang), "the group of a and b reached its fsync");
+
+            Task? dispose = null;
+            if (disposeWhileHeld)
+            {
+                // A close commits what is pending, the held batch included, once the fsync is let go.
+                dispose = Task.Run(fixture.Merger.Dispose);
+            }
+            else
+            {
+                cancelHeld.Cancel();
+                await Assert.ThrowsAnyAsync<OperationCanceledException>(() => held.WaitAsync(TestDeadline.Hang));
+            }
+
+            secondGate.Set();
+            Assert.Equal(1, (await first!.WaitAsync(TestDeadline.Hang)).Sequence);
+            Assert.Equal(2, (await a.WaitAsync(TestDeadline.Hang)).Sequence);
+            Assert.Equal(3, (await b.WaitAsync(TestDeadline.Hang)).Sequence);
+            if (disposeWhileHeld)
+            {
+                Assert.Equal(4, (await held.WaitAsync(TestDeadline.Hang)).Sequence);
+                Assert.Equal(5, (await d.WaitAsync(TestDeadline.Hang)).Sequence);
+                await dispose!.WaitAsync(TestDeadline.Hang);
+                Assert.Equal(["first", "a", "b", "held", "d"],
+                    fixture.ReadBatches().Select(x => x.Commands[0].Key.Id));
+            }
+            else
+            {
+                Assert.Equal(4, (await d.WaitAsync(TestDeadline.Hang)).Sequence);
+                Assert.Equal(["first", "a", "b", "d"], fixture.ReadBatches().Select(x => x.Commands[0].Key.Id));
+                Assert.Equal(5, (await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "after", Json("{}"))))
+                    .Sequence);
+            }
+        }
+        finally
+        {
+            Assert.True(fixture.DisposeWithin(TestDeadline.Hang), "the merger closes");
+        }
+    }
+
     [Fact]
     public async Task A_committed_batch_is_not_kept_alive_by_the_queue_it_waited_in()
     {
