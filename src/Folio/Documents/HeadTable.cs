@@ -94,7 +94,7 @@ internal sealed class HeadTable
                 return 0;
             }
 
-            if ((int)(slot >>> 32) == hash && IdBytes.Matches(Record((int)slot).Id, id))
+            if (HashOfSlot(slot) == hash && IdBytes.Matches(Record((int)slot).Id, id))
             {
                 return (int)slot;
             }
@@ -115,7 +115,7 @@ internal sealed class HeadTable
                 return 0;
             }
 
-            if ((int)(slot >>> 32) == hash && id.SequenceEqual(Record((int)slot).Id))
+            if (HashOfSlot(slot) == hash && id.SequenceEqual(Record((int)slot).Id))
             {
                 return (int)slot;
             }
@@ -154,7 +154,7 @@ internal sealed class HeadTable
         for (int i = hash & mask; ; i = (i + 1) & mask)
         {
             long slot = slots[i];
-            if (slot == 0 || ((int)(slot >>> 32) == hash && id.SequenceEqual(Record((int)slot).Id)))
+            if (slot == 0 || (HashOfSlot(slot) == hash && id.SequenceEqual(Record((int)slot).Id)))
             {
                 head = (int)slot;
                 return i;
@@ -235,6 +235,10 @@ internal sealed class HeadTable
     /// read its slots with acquires; ids inserted after a growth are not in it.</summary>
     public long[] Slots => Volatile.Read(ref _slots);
 
+    /// <summary>The hash of the id in a nonzero slot of <see cref="Slots"/> (its high 32 bits; the low 32 are the
+    /// head's reference).</summary>
+    public static int HashOfSlot(long slot) => (int)(slot >>> 32);
+
     /// <summary>Writer: makes <paramref name="reference"/> the newest record of its id, inserting the id if it is
     /// absent (a table no reader has yet: <see cref="HeadTableRebuild"/>).</summary>
     public void Put(int reference)
@@ -265,8 +269,8 @@ internal sealed class HeadTable
 
             ids++;
             int reference = (int)slot;
-            if (reference > _records || Find(Record(reference).Id, (int)(slot >>> 32)) != reference
-                || IdBytes.HashOf(Record(reference).Id) != (int)(slot >>> 32))
+            if (reference > _records || Find(Record(reference).Id, HashOfSlot(slot)) != reference
+                || IdBytes.HashOf(Record(reference).Id) != HashOfSlot(slot))
             {
                 return false;
             }
@@ -323,7 +327,7 @@ internal sealed class HeadTable
                 continue;
             }
 
-            int i = (int)(slot >>> 32) & mask;
+            int i = HashOfSlot(slot) & mask;
             while (larger[i] != 0)
             {
                 i = (i + 1) & mask;

@@ -143,9 +143,10 @@ internal sealed class IdFilter
 
             // The last segment is full: add a larger one (whoever wins the exchange): four times as large, or as
             // large as the rest of the limit and of the budget allows, but never smaller than the last.
-            long room = Math.Min(MaxBytes - Bytes, _budget?.Remaining ?? long.MaxValue);
+            long bytes = Bytes;
+            long room = Math.Min(MaxBytes - bytes, _budget?.Remaining ?? long.MaxValue);
             long blocks = Math.Min((long)last.Blocks * Growth, 1L << BitOperations.Log2((ulong)Math.Max(1, room / 32)));
-            if (blocks < last.Blocks || Bytes + (blocks * 32) > MaxBytes
+            if (blocks < last.Blocks || bytes + (blocks * 32) > MaxBytes
                 || (_budget is not null && !_budget.TryTake(blocks * 32)))
             {
                 return false;

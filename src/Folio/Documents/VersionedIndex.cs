@@ -916,7 +916,7 @@ internal sealed class VersionedIndex : ICommitState
 
         foreach (long slot in keys.Heads.Slots)
         {
-            if (slot != 0 && !filter.Add((int)(slot >> 32)))
+            if (slot != 0 && !filter.Add(HeadTable.HashOfSlot(slot)))
             {
                 return false;
             }

@@ -7,8 +7,8 @@ namespace Folio.Transactions;
 /// large for one, are allocated on the pinned object heap: the collector never copies them, where arrays on the
 /// small object heap that outlive collections are copied at each promotion (gen0 to gen1, gen1 to gen2), and an
 /// entry lives until the checkpoint after it, which is hundreds of milliseconds under load (docs/measurements.md,
-/// "Entry slabs on the pinned heap"). They hold bytes only, so they give the collector nothing to trace either; a
-/// dead slab's space is reclaimed by the next gen2 collection, as a large object's is.
+/// "What the collector keeps: entry slabs and the pending queue"). They hold bytes only, so they give the collector
+/// nothing to trace either; a dead slab's space is reclaimed by the next gen2 collection, as a large object's is.
 /// <para>
 /// Owners. Each thread cuts from its own slab ([ThreadStatic]), front to back, and never writes a region it has
 /// handed out; a region is published to the committer with its batch (through the pending queue's interlocked
