@@ -411,6 +411,8 @@ public sealed partial class DocumentSession : IDisposable, IAsyncDisposable
     /// <exception cref="InvalidOperationException">A tracked entity's <c>Id</c> now names another document than it
     /// was tracked under, or an entity serialized to the JSON literal <c>null</c> (a custom converter): nothing was
     /// written, and the session still tracks its changes.</exception>
+    /// <exception cref="StoreCorruptedException">A page of the data file holding the version a change replaces failed
+    /// its checks: nothing was written, the session still tracks its changes, and the store stays usable.</exception>
     public async Task SaveChangesAsync(CancellationToken cancellationToken = default)
     {
         Enter();

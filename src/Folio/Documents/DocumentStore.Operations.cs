@@ -591,6 +591,11 @@ public sealed partial class DocumentStore
                 }
             }, problems, cancellationToken);
             progress?.Report(new VerifyProgress(done, total));
+            if (problems.Count > 0)
+            {
+                _index.NoteDamage(); // writes read the versions they replace themselves from now on
+            }
+
             return new VerifyResult(chunks.Count, pages, segments, records, done, problems);
         }
         finally

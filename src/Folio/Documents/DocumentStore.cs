@@ -269,6 +269,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <exception cref="StoreUnavailableException">The journal could not create its next segment
     /// (<see cref="StoreFullException"/>: the disk is full); nothing was written and the store stays open (retry
     /// once the cause is gone).</exception>
+    /// <exception cref="StoreCorruptedException">A page of the data file holding the version a command replaces failed
+    /// its checks; nothing was written and the store stays usable.</exception>
     /// <exception cref="DocumentTooLargeException">The JSON is over the size limit.</exception>
     /// <exception cref="ArgumentException">Bad collection, id or JSON.</exception>
     public ValueTask<long> PutAsync(string collection, string id, ReadOnlyMemory<byte> json,
@@ -313,6 +315,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <exception cref="ArgumentException">An empty batch, or a bad collection, id or JSON (as for
     /// <see cref="PutAsync"/>).</exception>
     /// <exception cref="StoreFaultedException">The journal failed; the batch is not durable.</exception>
+    /// <exception cref="StoreCorruptedException">A page of the data file holding the version a command replaces failed
+    /// its checks; nothing was written and the store stays usable.</exception>
     /// <exception cref="StoreUnavailableException">The journal could not create its next segment
     /// (<see cref="StoreFullException"/>: the disk is full); nothing was written and the store stays open (retry
     /// once the cause is gone).</exception>
@@ -363,8 +367,13 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     private ValueTask<long> CommitSequenceAsync(CommitBatch batch, CancellationToken cancellationToken)
     {
         _checkpointer.NoteCommit(batch.Count);
-        return _checkpointer.IsBehind ? CommitSequenceWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
-            : _merger.CommitSequenceAsync(batch, cancellationToken);
+        if (_checkpointer.IsBehind)
+        {
+            return CommitSequenceWhenCaughtUpAsync(batch.CopyValues(), cancellationToken);
+        }
+
+        _index.ReadWrittenOver(batch);
+        return _merger.CommitSequenceAsync(batch, cancellationToken);
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
@@ -372,6 +381,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         CancellationToken cancellationToken)
     {
         await WaitForCheckpointsAsync(cancellationToken).ConfigureAwait(false);
+        _index.ReadWrittenOver(batch);
         return await _merger.CommitSequenceAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 
@@ -391,8 +401,13 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         // Not an async method: with checkpoints keeping up, the caller awaits the merger's pending batch itself, and
         // a save allocates no state machine here.
         _checkpointer.NoteCommit(batch.Count);
-        return _checkpointer.IsBehind ? CommitWhenCaughtUpAsync(batch.CopyValues(), cancellationToken)
-            : _merger.CommitAsync(batch, cancellationToken);
+        if (_checkpointer.IsBehind)
+        {
+            return CommitWhenCaughtUpAsync(batch.CopyValues(), cancellationToken);
+        }
+
+        _index.ReadWrittenOver(batch);
+        return _merger.CommitAsync(batch, cancellationToken);
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
@@ -400,6 +415,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         CancellationToken cancellationToken)
     {
         await WaitForCheckpointsAsync(cancellationToken).ConfigureAwait(false);
+        _index.ReadWrittenOver(batch);
         return await _merger.CommitAsync(batch, cancellationToken).ConfigureAwait(false);
     }
 
@@ -415,6 +431,8 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <exception cref="StoreUnavailableException">The journal could not create its next segment
     /// (<see cref="StoreFullException"/>: the disk is full); nothing was written and the store stays open (retry
     /// once the cause is gone).</exception>
+    /// <exception cref="StoreCorruptedException">A page of the data file holding the version a command replaces failed
+    /// its checks; nothing was written and the store stays usable.</exception>
     public ValueTask<long> DeleteAsync(string collection, string id, long? expectedVersion = null,
         CancellationToken cancellationToken = default)
     {

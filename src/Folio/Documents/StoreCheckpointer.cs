@@ -549,8 +549,13 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         {
             sequence = CheckpointNow(purge: true, waitForSync: true, compaction);
         }
-        catch
+        catch (Exception error)
         {
+            if (error is StoreCorruptedException)
+            {
+                _index.NoteDamage(); // writes read the versions they replace themselves from now on
+            }
+
             UpdateBackpressure(failed: true);
             throw;
         }

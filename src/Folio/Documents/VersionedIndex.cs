@@ -104,6 +104,7 @@ internal sealed class VersionedIndex : ICommitState
     private readonly long _idFilterBytes;
     private readonly long _idFilterBuildBytes;
     private readonly IdFilterBudget _idFilterBudget;
+    private int _damageSeen; // 1 once damage was seen in the store's files (NoteDamage); never reset
 
     // The committer's (under _writeLock): the oldest snapshot its last apply computed, and the sequence of the first
     // apply that computed that value. A chain whose head was written at or after that sequence was cut at that value
@@ -240,6 +241,11 @@ internal sealed class VersionedIndex : ICommitState
     /// pinning the tree layer (a test deletes and checkpoints there: the race merging after the pin closes).</summary>
     internal Action<string>? AfterAddedIdsTaken { get; set; }
 
+    /// <summary>Tests only: called with the id by a writer's thread once it has read, before submitting its batch, the
+    /// tree version a command writes over (a test writes and checkpoints there: the race the layer check
+    /// closes).</summary>
+    internal Action<string>? AfterWrittenOverRead { get; set; }
+
     /// <summary>Tests only: called by the committer with each written id once its version is in the heads (a test
     /// checkpoints there: the race the checkpoint's handling of shadowed replayed documents closes). It runs under the
     /// write lock, so a hook that waits for a checkpoint that evicts would wait for ever.</summary>
@@ -320,6 +326,14 @@ internal sealed class VersionedIndex : ICommitState
     private bool SearchCheckpoint(SortedKeys keys, string id, int hash, bool readValue, out DocumentVersion? version)
     {
         TreeLayer? layer = keys.Tree;
+        return SearchLayer(keys, id, hash, readValue, ref layer, out version);
+    }
+
+    /// <summary><see cref="SearchCheckpoint"/> from <paramref name="layer"/> (read by the caller from the
+    /// collection); on return, the layer whose tree answered.</summary>
+    private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, ref TreeLayer? layer,
+        out DocumentVersion? version)
+    {
         while (true)
         {
             version = null;
@@ -346,6 +360,11 @@ internal sealed class VersionedIndex : ICommitState
             catch (StoreCorruptedException) when (!ReferenceEquals(layer, keys.Tree))
             {
                 layer = keys.Tree;
+            }
+            catch (StoreCorruptedException)
+            {
+                NoteDamage();
+                throw;
             }
         }
     }
@@ -554,6 +573,72 @@ internal sealed class VersionedIndex : ICommitState
     {
     }
 
+    /// <summary>
+    /// Reads, on the writer's thread before <paramref name="batch"/> is submitted, the checkpointed version each
+    /// command writes over when no version of its id is in memory, and notes them on the batch
+    /// (<see cref="WrittenOverVersions"/>) for <see cref="Apply"/>, which starts the id's chain at that version. A
+    /// page that fails its checks throws <see cref="StoreCorruptedException"/> here, failing this write alone before
+    /// the journal holds it; met by the committer's apply instead, after the journal write, the damage could only
+    /// fault the store. Ids the collection's complete filter has never seen, or that sort above every id of the
+    /// tree, are not read (apply needs no tree for them either).
+    /// <para>
+    /// Which collections. Those without a complete <see cref="IdFilter"/>: right after an open, while the filter is
+    /// built (which reads every leaf, and so finds a damaged one), and collections too large for one, whose every
+    /// write searches the tree, possibly reading from disk: here on the writers' threads, in parallel, rather than in
+    /// apply under the write lock. And every collection once a page of a current tree has failed its checks
+    /// (<see cref="NoteDamage"/>). A collection with a complete filter and no damage seen is left to apply: its new
+    /// ids need no search, and an id the tree holds is searched there while the group's fsync runs, off the
+    /// writers' path (its leaves were all read whole when the filter was built, so only an overflow page, or a page
+    /// damaged since, can fail there and fault the store).
+    /// </para>
+    /// </summary>
+    internal void ReadWrittenOver(CommitBatch batch)
+    {
+        List<BatchCommand> commands = batch.Commands;
+        WrittenOverVersions? read = null;
+        for (int i = 0; i < commands.Count; i++)
+        {
+            DocumentKey key = commands[i].Key;
+            if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
+                || keys.Tree is not { Root: not null } layer
+                || (keys.Filter is { IsComplete: true } && Volatile.Read(ref _damageSeen) == 0))
+            {
+                continue; // no tree, or one apply searches itself (see above)
+            }
+
+            // The layer before the filter, as SearchCheckpoint reads them; the cheap answers first (a new id is ruled
+            // out by the filter, or by sorting above the tree's ids).
+            int hash = IdBytes.HashOf(key.Id);
+            if ((keys.Filter is { IsComplete: true } filter && !filter.MightContain(hash))
+                || layer.IsAboveEveryId(key.Id, _pages!)
+                || keys.Heads.Find(key.Id, hash) != 0
+                || (keys.Replayed is { } replayed && replayed.TryGetSlot(key.Id, out int slot)
+                    && !replayed.IsShadowed(slot)))
+            {
+                continue; // in no tree, or apply starts from the head or the replayed version in memory
+            }
+
+            TreeLayer? searched = layer;
+            SearchLayer(keys, key.Id, hash, readValue: true, ref searched, out DocumentVersion? version);
+            read ??= new WrittenOverVersions(commands.Count);
+            read.Set(i, searched!, version);
+            AfterWrittenOverRead?.Invoke(key.Id);
+        }
+
+        batch.StateNotes = read;
+    }
+
+    /// <summary>
+    /// Records that the store's files hold damage (any thread: a page of a current tree that failed its checks in a
+    /// read, the filter's build, a write's read or a checkpoint; any problem a scrub reports): from then on every
+    /// write reads the version it replaces on its own thread (<see cref="ReadWrittenOver"/>), so a write over a
+    /// damaged page fails alone instead of faulting the store. The flag is never cleared: a plain store, release.
+    /// </summary>
+    internal void NoteDamage() => Volatile.Write(ref _damageSeen, 1);
+
+    /// <summary>Whether damage was seen in the store's files since the open (tests and diagnostics).</summary>
+    internal bool DamageSeen => Volatile.Read(ref _damageSeen) != 0;
+
     /// <inheritdoc/>
     public void Apply(CommitBatch batch, ReadOnlyMemory<byte> encoded, long sequence, long timestampTicks)
     {
@@ -584,8 +669,11 @@ internal sealed class VersionedIndex : ICommitState
         int at = BatchEncoding.FirstCommand;
         string? collection = null;
         SortedKeys keys = null!;
-        foreach (BatchCommand command in batch.Commands)
+        List<BatchCommand> commands = batch.Commands;
+        var writtenOver = batch.StateNotes as WrittenOverVersions;
+        for (int c = 0; c < commands.Count; c++)
         {
+            BatchCommand command = commands[c];
             BatchEncoding.NextCommand(entry, ref at, out int idOffset, out int idLength, out int valueOffset,
                 out int valueLength);
             idOffset += entry.Offset;
@@ -619,7 +707,8 @@ internal sealed class VersionedIndex : ICommitState
                     shadowIn = replayed; // not re-read: a checkpoint may drop the replayed documents meanwhile
                     shadowedSlot = replayedSlot;
                 }
-                else if (FromCheckpoint(keys, command.Key.Id, hash) is { } checkpointed)
+                else if ((writtenOver is not null && writtenOver.TryGet(c, keys.Tree, out DocumentVersion? read)
+                    ? read : FromCheckpoint(keys, command.Key.Id, hash)) is { } checkpointed)
                 {
                     // First write of a checkpointed document since it was last in memory: its tree version becomes the
                     // oldest of the chain (the heads are read before the tree, so readers move to the chain at once).
@@ -900,6 +989,11 @@ internal sealed class VersionedIndex : ICommitState
         }
         catch (Exception error) when (error is StoreCorruptedException or IOException)
         {
+            if (error is StoreCorruptedException)
+            {
+                NoteDamage();
+            }
+
             return false; // a damaged or unreadable page fails the reads that reach it, as without a filter
         }
 

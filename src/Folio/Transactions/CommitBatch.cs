@@ -41,6 +41,11 @@ public sealed class CommitBatch
     /// <summary>The durability of this batch; null (the default) uses the store's mode.</summary>
     public DurabilityMode? Durability { get; set; }
 
+    /// <summary>What the commit state read for the batch on the writer's thread before it was submitted, for its own
+    /// apply (the document index: <see cref="Documents.WrittenOverVersions"/>); null when it read nothing. The merger
+    /// carries it and never reads it.</summary>
+    internal object? StateNotes { get; set; }
+
     /// <summary>Adds a put of <paramref name="json"/> (UTF-8 JSON) as document <paramref name="id"/> of
     /// <paramref name="collection"/>.</summary>
     /// <param name="collection">The collection; not empty.</param>

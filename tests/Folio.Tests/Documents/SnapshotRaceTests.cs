@@ -171,6 +171,41 @@ public sealed class SnapshotRaceTests
         Assert.Equal(delete ? 9 : 10, await latest.CountAsync<Item>());
     }
 
+    [Fact]
+    public async Task A_write_whose_old_version_came_from_a_replaced_tree_keeps_the_newer_trees_version_for_snapshots()
+    {
+        using var dir = new TempDirectory();
+        await using var store = DocumentStore.Open(dir.Path, Options());
+        await store.PutAsync("Item", "k", Json(1));
+        await store.CheckpointAsync();
+        Assert.Equal(0, store.Index.HeadCount); // the next write of k reads its old version from the tree
+        store.Index.NoteDamage(); // as after a damaged page: writers read the versions they replace themselves
+
+        // Between the writer's read of version 1 from the tree and its commit: an overwrite, a checkpoint whose new
+        // tree holds version 2 (and evicts k from the heads), then a snapshot that sees version 2.
+        DocumentSession? snapshot = null;
+        var race = new Race("k", async () =>
+        {
+            await store.PutAsync("Item", "k", Json(2));
+            await store.CheckpointAsync();
+            Assert.Equal(0, store.Index.HeadCount);
+            snapshot = store.OpenSession();
+            await snapshot.LoadAsync<Item>("other"); // takes the session's snapshot: k at version 2
+        });
+        store.Index.AfterWrittenOverRead = race.At;
+        await store.PutAsync("Item", "k", Json(3));
+        store.Index.AfterWrittenOverRead = null;
+
+        Assert.True(race.Ran);
+        await using (snapshot)
+        {
+            // The chain starts at what the current tree holds (version 2), not at what the replaced one held.
+            Assert.Equal(2, (await snapshot!.LoadAsync<Item>("k"))?.Version);
+        }
+
+        Assert.Equal(3, JsonVersion(store.Get("Item", "k")));
+    }
+
     /// <summary>A write and a checkpoint run once, on another thread while the hooked read waits, the first time the
     /// index's hook is called with <paramref name="name"/> (an id or a collection).</summary>
     private sealed class Race(string name, Func<Task> interleaved)

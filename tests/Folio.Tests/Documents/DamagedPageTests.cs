@@ -1,0 +1,213 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// A store whose data file has a page that fails its checksum (a byte flipped on disk, as bit rot leaves it): the
+/// documents in that page read with <see cref="StoreCorruptedException"/>, a write over one of them fails alone with
+/// it, before the journal holds the write, and every other document stays readable and writable, across reopens.
+/// </summary>
+public sealed class DamagedPageTests
+{
+    [Theory]
+    [InlineData(false)] // the leaf holding the documents is damaged
+    [InlineData(true)] // documents too large for a leaf: a value's overflow page is damaged
+    public async Task A_write_over_a_document_in_a_damaged_page_fails_alone_and_the_store_stays_usable(bool large)
+    {
+        using var dir = new TempDirectory();
+        int count = large ? 40 : 3000;
+        string pad = new('q', large ? 30_000 : 100);
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            for (int i = 0; i < count; i += 20)
+            {
+                var batch = new CommitBatch();
+                for (int j = i; j < i + 20; j++)
+                {
+                    batch.Put("Item", Id(j), Json(j, pad));
+                }
+
+                await store.WriteAsync(batch);
+            }
+        } // the clean close checkpoints every document into the data file
+
+        string dataFile = Path.Combine(dir.Path, "data.folio");
+        FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
+
+        List<string> bad;
+        List<string> good;
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            (bad, good) = Classify(store, count);
+            Assert.NotEmpty(bad);
+            Assert.True(good.Count > count / 2, $"{bad.Count} of {count} documents unreadable");
+
+            // Each write over a damaged document fails on its own, with the page named; none faults the store.
+            var damage = await Assert.ThrowsAsync<StoreCorruptedException>(
+                async () => await store.PutAsync("Item", bad[0], Json(-1, "")));
+            Assert.Contains("data.folio", damage.Message, StringComparison.Ordinal);
+            await Assert.ThrowsAsync<StoreCorruptedException>(async () => await store.DeleteAsync("Item", bad[0]));
+
+            // A batch with one damaged document commits none of its commands.
+            var batch = new CommitBatch().Put("Item", good[0], Json(-2, "")).Put("Item", bad[0], Json(-2, ""));
+            await Assert.ThrowsAsync<StoreCorruptedException>(async () => await store.WriteAsync(batch));
+            Assert.Equal(Value(good[0]), JsonValue(store.Get("Item", good[0])));
+
+            await using (DocumentSession session = store.OpenSession())
+            {
+                session.Store(new Item { Value = -3 }, bad[0]);
+                await Assert.ThrowsAsync<StoreCorruptedException>(async () => await session.SaveChangesAsync());
+            }
+
+            // The rest of the store takes writes and checkpoints as before.
+            await store.PutAsync("Item", good[1], Json(-4, ""));
+            await store.PutAsync("Item", "new", Json(-5, ""));
+            await using (DocumentSession session = store.OpenSession())
+            {
+                session.Store(new Item { Value = -6 }, good[2]);
+                await session.SaveChangesAsync();
+            }
+
+            await store.CheckpointAsync();
+            Assert.Equal(-4, JsonValue(store.Get("Item", good[1])));
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            Assert.Equal(-4, JsonValue(store.Get("Item", good[1])));
+            Assert.Equal(-5, JsonValue(store.Get("Item", "new")));
+            Assert.Equal(-6, JsonValue(store.Get("Item", good[2])));
+            Assert.Equal(Value(good[0]), JsonValue(store.Get("Item", good[0])));
+            foreach (string id in good.Skip(3))
+            {
+                Assert.Equal(Value(id), JsonValue(store.Get("Item", id)));
+            }
+
+            foreach (string id in bad)
+            {
+                Assert.Throws<StoreCorruptedException>(() => store.Get("Item", id));
+            }
+
+            await Assert.ThrowsAsync<StoreCorruptedException>(
+                async () => await store.PutAsync("Item", bad[^1], Json(-7, "")));
+            await store.PutAsync("Item", good[3], Json(-8, ""));
+            Assert.Equal(-8, JsonValue(store.Get("Item", good[3])));
+        }
+    }
+
+    [Theory]
+    [InlineData(false)] // the open builds the id filter, which reads every leaf
+    [InlineData(true)] // a data file too large for its cache to build filters from: only the write reads the leaf
+    public async Task A_write_over_a_damaged_leaf_right_after_the_open_fails_alone_before_anything_read_the_leaf(
+        bool tooLargeForFilters)
+    {
+        using var dir = new TempDirectory();
+        string folder = Path.Combine(dir.Path, "store");
+        const int count = 3000;
+        await using (DocumentStore store = DocumentStore.Open(folder, Options()))
+        {
+            for (int i = 0; i < count; i += 20)
+            {
+                var batch = new CommitBatch();
+                for (int j = i; j < i + 20; j++)
+                {
+                    batch.Put("Item", Id(j), Json(j, new string('q', 100)));
+                }
+
+                await store.WriteAsync(batch);
+            }
+        }
+
+        string dataFile = Path.Combine(folder, "data.folio");
+        FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
+
+        // Which documents the damage took, found on a copy so that nothing in the store under test reads them first.
+        string copy = Path.Combine(dir.Path, "copy");
+        CopyFolder(folder, copy);
+        List<string> bad;
+        List<string> good;
+        await using (DocumentStore store = DocumentStore.Open(copy, Options()))
+        {
+            (bad, good) = Classify(store, count);
+        }
+
+        Assert.NotEmpty(bad);
+        Assert.True(good.Count > count / 2, $"{bad.Count} of {count} documents unreadable");
+        DocumentStoreOptions options = Options();
+        if (tooLargeForFilters)
+        {
+            options.TestCacheBytes = 64 * 1024; // filters are built for data files up to twice the cache
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            // The first operation of the open: the write reads the leaf itself, while the filter is built, after its
+            // build met the damage, or with no filter to build (then nothing read the leaf before).
+            Assert.True(!tooLargeForFilters || !store.Index.DamageSeen);
+            await Assert.ThrowsAsync<StoreCorruptedException>(
+                async () => await store.PutAsync("Item", bad[0], Json(-1, "")));
+            await store.PutAsync("Item", good[0], Json(-2, ""));
+            await store.CheckpointAsync();
+            Assert.Equal(-2, JsonValue(store.Get("Item", good[0])));
+            Assert.Throws<StoreCorruptedException>(() => store.Get("Item", bad[0]));
+        }
+    }
+
+    private static void CopyFolder(string from, string to)
+    {
+        foreach (string file in Directory.GetFiles(from, "*", SearchOption.AllDirectories))
+        {
+            string target = Path.Combine(to, Path.GetRelativePath(from, file));
+            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
+            File.Copy(file, target);
+        }
+    }
+
+    private static (List<string> Bad, List<string> Good) Classify(DocumentStore store, int count)
+    {
+        var bad = new List<string>();
+        var good = new List<string>();
+        for (int i = 0; i < count; i++)
+        {
+            try
+            {
+                Assert.Equal(i, JsonValue(store.Get("Item", Id(i))));
+                good.Add(Id(i));
+            }
+            catch (StoreCorruptedException)
+            {
+                bad.Add(Id(i));
+            }
+        }
+
+        return (bad, good);
+    }
+
+    private static DocumentStoreOptions Options()
+    {
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        return options;
+    }
+
+    private static string Id(int i) => $"doc{i:D5}";
+
+    private static int Value(string id) => int.Parse(id.AsSpan(3), System.Globalization.CultureInfo.InvariantCulture);
+
+    private static byte[] Json(int value, string pad) =>
+        Encoding.UTF8.GetBytes($$"""{"Value":{{value}},"Pad":"{{pad}}"}""");
+
+    private static int? JsonValue(StoredDocument? document) => document is { } found
+        ? System.Text.Json.JsonDocument.Parse(found.Json).RootElement.GetProperty("Value").GetInt32()
+        : null;
+
+    private sealed class Item
+    {
+        public string Id { get; set; } = "";
+
+        public int Value { get; set; }
+
+        public string Pad { get; set; } = "";
+    }
+}
