@@ -43,6 +43,14 @@ public class StoreCorruptedException : FolioException
         Offset = offset;
     }
 
+    /// <summary>A failure found before, thrown again with its message as it was.</summary>
+    internal StoreCorruptedException(string message, string filePath, long offset)
+        : base(message)
+    {
+        FilePath = filePath;
+        Offset = offset;
+    }
+
     /// <summary>The file that holds the damage (empty when not known).</summary>
     public string FilePath { get; }
 

@@ -9,9 +9,10 @@ internal readonly struct DocumentVersion
     private readonly ReadOnlyMemory<byte> _json;
 
     public DocumentVersion(long sequence, long timestampTicks, ReadOnlyMemory<byte> json, bool isDeleted,
-        bool isFirst = false)
+        bool isFirst = false, bool isUnreadable = false)
     {
         IsFirst = isFirst;
+        IsUnreadable = isUnreadable;
         Sequence = sequence;
         TimestampTicks = timestampTicks;
         _json = json;
@@ -30,6 +31,11 @@ internal readonly struct DocumentVersion
 
     /// <summary>Whether this version is a delete (a tombstone).</summary>
     public bool IsDeleted { get; }
+
+    /// <summary>Whether this is a checkpointed version whose value's pages failed their checks: <see cref="Json"/>
+    /// then holds the failure (<see cref="UnreadableVersion"/>), which a read of the version throws. Only ever the
+    /// version a write replaced, kept for snapshots older than the write.</summary>
+    public bool IsUnreadable { get; }
 
     /// <summary>Whether the document had no earlier version: the committer wrote this one when the id was in neither
     /// the heads, the replayed documents nor the checkpointed tree (so no tree before it holds the id). Pruning cuts

@@ -13,6 +13,10 @@ internal struct HeadRecord
     public const byte DeletedFlag = 1;
     public const byte FirstFlag = 2;
 
+    /// <summary>An older version taken from a tree whose value's pages failed their checks: its value is the failure
+    /// (<see cref="UnreadableVersion"/>), thrown by <see cref="ToVersion"/>.</summary>
+    public const byte UnreadableFlag = 8;
+
     /// <summary>Set by <see cref="HeadTable.Append"/> when it copied the id into <see cref="InlineId"/>.</summary>
     public const byte InlineIdFlag = 4;
 
@@ -47,7 +51,8 @@ internal struct HeadRecord
     /// <summary><see cref="IdBytes.HashOf(string)"/> the id (0 without one).</summary>
     public int Hash;
 
-    /// <summary><see cref="DeletedFlag"/>, <see cref="FirstFlag"/>, <see cref="InlineIdFlag"/>.</summary>
+    /// <summary><see cref="DeletedFlag"/>, <see cref="FirstFlag"/>, <see cref="UnreadableFlag"/>,
+    /// <see cref="InlineIdFlag"/>.</summary>
     public byte Flags;
 
     /// <summary>A copy of the id's bytes when it has at most <see cref="InlineIdBytes"/> (<see cref="IdLength"/> of
@@ -74,8 +79,15 @@ internal struct HeadRecord
     public readonly ReadOnlyMemory<byte> Value => new(Buffer, ValueOffset, ValueLength);
 
     /// <summary>The version a reader gets: its own object, sharing the value's bytes.</summary>
-    public readonly DocumentVersion ToVersion() =>
-        new(Sequence, TimestampTicks, Value, IsDeleted, IsFirst);
+    public readonly DocumentVersion ToVersion()
+    {
+        if ((Flags & UnreadableFlag) != 0)
+        {
+            UnreadableVersion.Throw(Value.Span);
+        }
+
+        return new(Sequence, TimestampTicks, Value, IsDeleted, IsFirst);
+    }
 }
 
 /// <summary>The bytes of <see cref="HeadRecord.InlineId"/>.</summary>

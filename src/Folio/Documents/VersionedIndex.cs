@@ -332,7 +332,15 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary><see cref="SearchCheckpoint"/> from <paramref name="layer"/> (read by the caller from the
     /// collection); on return, the layer whose tree answered.</summary>
     private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, ref TreeLayer? layer,
-        out DocumentVersion? version)
+        out DocumentVersion? version) =>
+        SearchLayer(keys, id, hash, readValue, unreadableValue: false, ref layer, out version);
+
+    /// <summary><see cref="SearchLayer(SortedKeys, string, int, bool, ref TreeLayer?, out DocumentVersion?)"/>; with
+    /// <paramref name="unreadableValue"/>, a value whose own pages (a large document's overflow pages) fail their
+    /// checks in the current layer is returned as an unreadable version (<see cref="UnreadableVersion"/>) instead of
+    /// thrown: what a write over the document needs, since it replaces the value whole.</summary>
+    private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, bool unreadableValue,
+        ref TreeLayer? layer, out DocumentVersion? version)
     {
         while (true)
         {
@@ -354,8 +362,23 @@ internal sealed class VersionedIndex : ICommitState
                     return BTree.Contains(layer.Root, id, _pages!);
                 }
 
-                version = FromTree(layer.Root, id);
-                return version is not null;
+                if (!BTree.TryGet(layer.Root, id, _pages!, out StoredValue stored))
+                {
+                    return false;
+                }
+
+                try
+                {
+                    version = ToVersion(stored);
+                }
+                catch (StoreCorruptedException damage) when (unreadableValue && ReferenceEquals(layer, keys.Tree))
+                {
+                    // The leaf holds the id at this version; only the value's pages are damaged.
+                    NoteDamage();
+                    version = UnreadableVersion.Of(stored.Sequence, stored.TimestampTicks, damage);
+                }
+
+                return true;
             }
             catch (StoreCorruptedException) when (!ReferenceEquals(layer, keys.Tree))
             {
@@ -369,12 +392,21 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    /// <summary>The version of <paramref name="id"/> in the tree at <paramref name="root"/>, or null. Its bytes are
-    /// the reader's own copy: the page they came from may leave the buffer pool at any time.</summary>
-    private DocumentVersion? FromTree(PageReference root, string id)
+    /// <summary>The checkpointed version a write of <paramref name="id"/> replaces (see
+    /// <see cref="ReadWrittenOver"/>): as <see cref="FromCheckpoint"/>, but a value whose own pages are damaged is an
+    /// unreadable version, not a failure.</summary>
+    private DocumentVersion? ReplacedFromCheckpoint(SortedKeys keys, string id, int hash)
     {
-        return BTree.TryGet(root, id, _pages!, out StoredValue stored) ? ToVersion(stored) : null;
+        TreeLayer? layer = keys.Tree;
+        return ReplacedFromCheckpoint(keys, id, hash, ref layer);
     }
+
+    /// <summary><see cref="ReplacedFromCheckpoint(SortedKeys, string, int)"/> from <paramref name="layer"/>; on
+    /// return, the layer whose tree answered.</summary>
+    private DocumentVersion? ReplacedFromCheckpoint(SortedKeys keys, string id, int hash, ref TreeLayer? layer) =>
+        SearchLayer(keys, id, hash, readValue: true, unreadableValue: true, ref layer, out DocumentVersion? version)
+            ? version
+            : null;
 
     private DocumentVersion ToVersion(in StoredValue stored) =>
         new(stored.Sequence, stored.TimestampTicks, stored.Read(_pages!), isDeleted: false);
@@ -619,7 +651,7 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             TreeLayer? searched = layer;
-            SearchLayer(keys, key.Id, hash, readValue: true, ref searched, out DocumentVersion? version);
+            DocumentVersion? version = ReplacedFromCheckpoint(keys, key.Id, hash, ref searched);
             read ??= new WrittenOverVersions(commands.Count);
             read.Set(i, searched!, version);
             AfterWrittenOverRead?.Invoke(key.Id);
@@ -708,7 +740,7 @@ internal sealed class VersionedIndex : ICommitState
                     shadowedSlot = replayedSlot;
                 }
                 else if ((writtenOver is not null && writtenOver.TryGet(c, keys.Tree, out DocumentVersion? read)
-                    ? read : FromCheckpoint(keys, command.Key.Id, hash)) is { } checkpointed)
+                    ? read : ReplacedFromCheckpoint(keys, command.Key.Id, hash)) is { } checkpointed)
                 {
                     // First write of a checkpointed document since it was last in memory: its tree version becomes the
                     // oldest of the chain (the heads are read before the tree, so readers move to the chain at once).
@@ -807,7 +839,8 @@ internal sealed class VersionedIndex : ICommitState
             ValueLength = value.Count,
             IdOffset = -1,
             Flags = (byte)((version.IsDeleted ? HeadRecord.DeletedFlag : 0)
-                | (version.IsFirst ? HeadRecord.FirstFlag : 0)),
+                | (version.IsFirst ? HeadRecord.FirstFlag : 0)
+                | (version.IsUnreadable ? HeadRecord.UnreadableFlag : 0)),
         };
     }
 

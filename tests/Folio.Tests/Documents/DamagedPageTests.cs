@@ -5,35 +5,19 @@ namespace Folio.Tests.Documents;
 
 /// <summary>
 /// A store whose data file has a page that fails its checksum (a byte flipped on disk, as bit rot leaves it): the
-/// documents in that page read with <see cref="StoreCorruptedException"/>, a write over one of them fails alone with
-/// it, before the journal holds the write, and every other document stays readable and writable, across reopens.
+/// documents in that page read with <see cref="StoreCorruptedException"/>; a write over one in a damaged leaf fails
+/// alone with it, before the journal holds the write; a write over a large document whose own value pages are damaged
+/// replaces it (snapshots older than the write still get the failure); every other document stays readable and
+/// writable, across reopens. None of it faults the store.
 /// </summary>
 public sealed class DamagedPageTests
 {
-    [Theory]
-    [InlineData(false)] // the leaf holding the documents is damaged
-    [InlineData(true)] // documents too large for a leaf: a value's overflow page is damaged
-    public async Task A_write_over_a_document_in_a_damaged_page_fails_alone_and_the_store_stays_usable(bool large)
+    [Fact]
+    public async Task A_write_over_a_document_in_a_damaged_leaf_fails_alone_and_the_store_stays_usable()
     {
         using var dir = new TempDirectory();
-        int count = large ? 40 : 3000;
-        string pad = new('q', large ? 30_000 : 100);
-        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
-        {
-            for (int i = 0; i < count; i += 20)
-            {
-                var batch = new CommitBatch();
-                for (int j = i; j < i + 20; j++)
-                {
-                    batch.Put("Item", Id(j), Json(j, pad));
-                }
-
-                await store.WriteAsync(batch);
-            }
-        } // the clean close checkpoints every document into the data file
-
-        string dataFile = Path.Combine(dir.Path, "data.folio");
-        FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
+        const int count = 3000;
+        await FillAndDamageAsync(dir.Path, count, large: false);
 
         List<string> bad;
         List<string> good;
@@ -105,22 +89,7 @@ public sealed class DamagedPageTests
         using var dir = new TempDirectory();
         string folder = Path.Combine(dir.Path, "store");
         const int count = 3000;
-        await using (DocumentStore store = DocumentStore.Open(folder, Options()))
-        {
-            for (int i = 0; i < count; i += 20)
-            {
-                var batch = new CommitBatch();
-                for (int j = i; j < i + 20; j++)
-                {
-                    batch.Put("Item", Id(j), Json(j, new string('q', 100)));
-                }
-
-                await store.WriteAsync(batch);
-            }
-        }
-
-        string dataFile = Path.Combine(folder, "data.folio");
-        FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
+        await FillAndDamageAsync(folder, count, large: false);
 
         // Which documents the damage took, found on a copy so that nothing in the store under test reads them first.
         string copy = Path.Combine(dir.Path, "copy");
@@ -152,6 +121,82 @@ public sealed class DamagedPageTests
             Assert.Equal(-2, JsonValue(store.Get("Item", good[0])));
             Assert.Throws<StoreCorruptedException>(() => store.Get("Item", bad[0]));
         }
+    }
+
+    [Theory]
+    [InlineData(false)] // the write is the open's first operation: the committer meets the damage as it applies
+    [InlineData(true)] // every document was read first, so the store has seen the damage: the writer meets it
+    public async Task A_write_over_a_large_document_with_damaged_value_pages_replaces_it_and_old_snapshots_still_fail(
+        bool readFirst)
+    {
+        using var dir = new TempDirectory();
+        string folder = Path.Combine(dir.Path, "store");
+        const int count = 40;
+        await FillAndDamageAsync(folder, count, large: true);
+        string copy = Path.Combine(dir.Path, "copy");
+        CopyFolder(folder, copy);
+        List<string> bad;
+        await using (DocumentStore store = DocumentStore.Open(copy, Options()))
+        {
+            (bad, _) = Classify(store, count);
+        }
+
+        Assert.Single(bad); // one value's overflow page
+        await using (DocumentStore store = DocumentStore.Open(folder, Options()))
+        {
+            if (readFirst)
+            {
+                Assert.Equal(bad, Classify(store, count).Bad);
+                Assert.True(store.Index.DamageSeen);
+            }
+
+            await using DocumentSession before = store.OpenSession();
+            await before.LoadAsync<Item>(Id(0)); // a snapshot from before the write
+            await store.PutAsync("Item", bad[0], Json(-1, ""));
+            Assert.Equal(-1, JsonValue(store.Get("Item", bad[0])));
+            var damage = await Assert.ThrowsAsync<StoreCorruptedException>(
+                async () => await before.LoadAsync<Item>(bad[0]));
+            Assert.EndsWith("data.folio", damage.FilePath, StringComparison.Ordinal);
+            Assert.True(damage.Offset > 0);
+            Assert.Contains("fails its checksum", damage.Message, StringComparison.Ordinal);
+
+            await store.CheckpointAsync(); // the leaf now points at the new value; the damaged page is garbage
+            await store.PutAsync("Item", Id(0), Json(-2, ""));
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(folder, Options()))
+        {
+            for (int i = 1; i < count; i++)
+            {
+                Assert.Equal(Id(i) == bad[0] ? -1 : i, JsonValue(store.Get("Item", Id(i))));
+            }
+
+            Assert.Equal(-2, JsonValue(store.Get("Item", Id(0))));
+        }
+    }
+
+    /// <summary>Writes <paramref name="count"/> documents (of about 30 KB each when <paramref name="large"/>, so
+    /// their values lie in overflow pages), closes the store (its checkpoint holds them all) and flips a bit in the
+    /// middle of the data file.</summary>
+    private static async Task FillAndDamageAsync(string folder, int count, bool large)
+    {
+        string pad = new('q', large ? 30_000 : 100);
+        await using (DocumentStore store = DocumentStore.Open(folder, Options()))
+        {
+            for (int i = 0; i < count; i += 20)
+            {
+                var batch = new CommitBatch();
+                for (int j = i; j < i + 20; j++)
+                {
+                    batch.Put("Item", Id(j), Json(j, pad));
+                }
+
+                await store.WriteAsync(batch);
+            }
+        }
+
+        string dataFile = Path.Combine(folder, "data.folio");
+        FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
     }
 
     private static void CopyFolder(string from, string to)
