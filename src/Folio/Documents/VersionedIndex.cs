@@ -612,7 +612,8 @@ internal sealed class VersionedIndex : ICommitState
     /// page that fails its checks throws <see cref="StoreCorruptedException"/> here, failing this write alone before
     /// the journal holds it; met by the committer's apply instead, after the journal write, the damage could only
     /// fault the store. Ids the collection's complete filter has never seen, or that sort above every id of the
-    /// tree, are not read (apply needs no tree for them either).
+    /// tree, are not read (apply needs no tree for them either), except that once damage was seen the leaf such a new
+    /// id would go into is read (<see cref="ReadLeafOf"/>).
     /// <para>
     /// Which collections. Those without a complete <see cref="IdFilter"/>: right after an open, while the filter is
     /// built (which reads every leaf, and so finds a damaged one), and collections too large for one, whose every
@@ -642,12 +643,21 @@ internal sealed class VersionedIndex : ICommitState
             // out by the filter, or by sorting above the tree's ids).
             int hash = IdBytes.HashOf(key.Id);
             if ((keys.Filter is { IsComplete: true } filter && !filter.MightContain(hash))
-                || layer.IsAboveEveryId(key.Id, _pages!)
-                || keys.Heads.Find(key.Id, hash) != 0
+                || layer.IsAboveEveryId(key.Id, _pages!))
+            {
+                if (Volatile.Read(ref _damageSeen) != 0)
+                {
+                    ReadLeafOf(keys, key.Id, layer);
+                }
+
+                continue; // in no tree
+            }
+
+            if (keys.Heads.Find(key.Id, hash) != 0
                 || (keys.Replayed is { } replayed && replayed.TryGetSlot(key.Id, out int slot)
                     && !replayed.IsShadowed(slot)))
             {
-                continue; // in no tree, or apply starts from the head or the replayed version in memory
+                continue; // apply starts from the head or the replayed version in memory
             }
 
             TreeLayer? searched = layer;
@@ -658,6 +668,32 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         batch.StateNotes = read;
+    }
+
+    /// <summary>
+    /// Reads the leaf of <paramref name="layer"/>'s tree that <paramref name="id"/>, an id no tree holds, would go
+    /// into: the checkpoint that adds it rewrites that leaf, which it cannot if the leaf is damaged (every checkpoint
+    /// would fail), so once damage was seen a write of a new id reads the leaf first and fails alone on a damaged one.
+    /// </summary>
+    private void ReadLeafOf(SortedKeys keys, string id, TreeLayer layer)
+    {
+        while (true)
+        {
+            try
+            {
+                BTree.Contains(layer.Root, id, _pages!);
+                return;
+            }
+            catch (StoreCorruptedException) when (!ReferenceEquals(layer, keys.Tree))
+            {
+                if (keys.Tree is not { Root: not null } newer)
+                {
+                    return;
+                }
+
+                layer = newer;
+            }
+        }
     }
 
     /// <summary>

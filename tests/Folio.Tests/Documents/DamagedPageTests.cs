@@ -175,6 +175,63 @@ public sealed class DamagedPageTests
         }
     }
 
+    [Fact]
+    public async Task A_new_id_in_the_range_of_a_leaf_damaged_while_the_store_runs_fails_alone_and_checkpoints_go_on()
+    {
+        using var dir = new TempDirectory();
+        const int count = 3000;
+        string pad = new('q', 100);
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            for (int i = 0; i < count; i += 20)
+            {
+                var batch = new CommitBatch();
+                for (int j = i; j < i + 20; j++)
+                {
+                    batch.Put("Item", Id(j), Json(j, pad));
+                }
+
+                await store.WriteAsync(batch);
+            }
+        }
+
+        // A cache smaller than the data file, yet large enough for the open to build the id filter (it reads every
+        // leaf for that), so the leaf damaged after the build is read again from disk once evicted.
+        string dataFile = Path.Combine(dir.Path, "data.folio");
+        DocumentStoreOptions options = Options();
+        options.TestCacheBytes = new FileInfo(dataFile).Length * 2 / 3;
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            var deadline = DateTime.UtcNow.AddSeconds(30);
+            while (store.Index.IdFilterOf("Item") is not { IsComplete: true })
+            {
+                Assert.True(DateTime.UtcNow < deadline, "the id filter was not built");
+                await Task.Delay(10);
+            }
+
+            Assert.False(store.Index.DamageSeen);
+            FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
+            List<string> bad = [];
+            for (int pass = 0; pass < 5 && bad.Count == 0; pass++)
+            {
+                bad = Classify(store, count).Bad; // reads evict the leaf and read it again
+            }
+
+            Assert.NotEmpty(bad);
+            Assert.True(store.Index.DamageSeen);
+
+            // A new id between two of the leaf's ids: the filter rightly says no tree holds it, but the checkpoint
+            // that adds it would have to rewrite the damaged leaf, so the write reads the leaf and fails alone.
+            string newId = bad[bad.Count / 2] + "a";
+            await Assert.ThrowsAsync<StoreCorruptedException>(
+                async () => await store.PutAsync("Item", newId, Json(-1, "")));
+            await store.PutAsync("Item", "zzz-new", Json(-2, ""));
+            await store.CheckpointAsync();
+            Assert.Null(store.Get("Item", newId));
+            Assert.Equal(-2, JsonValue(store.Get("Item", "zzz-new")));
+        }
+    }
+
     /// <summary>Writes <paramref name="count"/> documents (of about 30 KB each when <paramref name="large"/>, so
     /// their values lie in overflow pages), closes the store (its checkpoint holds them all) and flips a bit in the
     /// middle of the data file.</summary>
