@@ -13,12 +13,12 @@ internal struct HeadRecord
     public const byte DeletedFlag = 1;
     public const byte FirstFlag = 2;
 
+    /// <summary>Set by <see cref="HeadTable.Append"/> when it copied the id into <see cref="InlineId"/>.</summary>
+    public const byte InlineIdFlag = 4;
+
     /// <summary>An older version taken from a tree whose value's pages failed their checks: its value is the failure
     /// (<see cref="UnreadableVersion"/>), thrown by <see cref="ToVersion"/>.</summary>
     public const byte UnreadableFlag = 8;
-
-    /// <summary>Set by <see cref="HeadTable.Append"/> when it copied the id into <see cref="InlineId"/>.</summary>
-    public const byte InlineIdFlag = 4;
 
     /// <summary>The longest id kept in the record itself (<see cref="InlineId"/>), in UTF-8 bytes: 32, a GUID without
     /// hyphens and most ids people choose.</summary>

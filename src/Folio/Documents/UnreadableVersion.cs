@@ -1,5 +1,6 @@
 using System.Buffers.Binary;
 using System.Diagnostics.CodeAnalysis;
+using System.Runtime.CompilerServices;
 using System.Text;
 
 namespace Folio.Documents;
@@ -31,6 +32,7 @@ internal static class UnreadableVersion
 
     /// <summary>Throws the failure <paramref name="value"/> holds.</summary>
     [DoesNotReturn]
+    [MethodImpl(MethodImplOptions.NoInlining)]
     public static void Throw(ReadOnlySpan<byte> value)
     {
         long offset = BinaryPrimitives.ReadInt64LittleEndian(value);

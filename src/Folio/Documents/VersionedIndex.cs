@@ -41,7 +41,9 @@ namespace Folio.Documents;
 /// Checkpointed documents. Below the replayed documents lies the newest checkpoint (<see cref="AttachCheckpoint"/> at
 /// the open, <see cref="AdvanceCheckpoint"/> after each checkpoint): one immutable B+tree per collection, read when
 /// neither the replayed documents nor the heads hold an id (so a version there is visible to every snapshot that can
-/// miss the heads, see below). The first write of such an id starts its chain at the tree's version; range reads
+/// miss the heads, see below). The first write of such an id starts its chain at the tree's version (read by the
+/// committer as it applies, or by the writer's thread before it submits, see <see cref="ReadWrittenOver"/>; apply takes
+/// the writer's read while the collection's layer is still the one read, since a tree never changes); range reads
 /// merge the tree's ids with the others. A replayed delete of a checkpointed document is a tombstone slot, which
 /// hides the tree's version. Checkpoints (<see cref="CollectChanges"/>) read the heads: every id written since a
 /// checkpoint took and evicted it.
