@@ -328,19 +328,14 @@ internal sealed class VersionedIndex : ICommitState
     private bool SearchCheckpoint(SortedKeys keys, string id, int hash, bool readValue, out DocumentVersion? version)
     {
         TreeLayer? layer = keys.Tree;
-        return SearchLayer(keys, id, hash, readValue, ref layer, out version);
+        return SearchLayer(keys, id, hash, readValue, unreadableValue: false, ref layer, out version);
     }
 
     /// <summary><see cref="SearchCheckpoint"/> from <paramref name="layer"/> (read by the caller from the
-    /// collection); on return, the layer whose tree answered.</summary>
-    private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, ref TreeLayer? layer,
-        out DocumentVersion? version) =>
-        SearchLayer(keys, id, hash, readValue, unreadableValue: false, ref layer, out version);
-
-    /// <summary><see cref="SearchLayer(SortedKeys, string, int, bool, ref TreeLayer?, out DocumentVersion?)"/>; with
-    /// <paramref name="unreadableValue"/>, a value whose own pages (a large document's overflow pages) fail their
-    /// checks in the current layer is returned as an unreadable version (<see cref="UnreadableVersion"/>) instead of
-    /// thrown: what a write over the document needs, since it replaces the value whole.</summary>
+    /// collection; on return, the layer whose tree answered). With <paramref name="unreadableValue"/>, a value whose
+    /// own pages (a large document's overflow pages) fail their checks in the current layer is returned as an
+    /// unreadable version (<see cref="UnreadableVersion"/>) instead of thrown: what a write over the document needs,
+    /// since it replaces the value whole.</summary>
     private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, bool unreadableValue,
         ref TreeLayer? layer, out DocumentVersion? version)
     {
@@ -636,7 +631,7 @@ internal sealed class VersionedIndex : ICommitState
             DocumentKey key = commands[i].Key;
             if (!_collections.TryGetValue(key.Collection, out SortedKeys? keys)
                 || keys.Tree is not { Root: not null } layer
-                || (keys.Filter is { IsComplete: true } && Volatile.Read(ref _damageSeen) == 0))
+                || (keys.Filter is { IsComplete: true } && !DamageSeen))
             {
                 continue; // no tree, or one apply searches itself (see above)
             }
@@ -647,7 +642,7 @@ internal sealed class VersionedIndex : ICommitState
             if ((keys.Filter is { IsComplete: true } filter && !filter.MightContain(hash))
                 || layer.IsAboveEveryId(key.Id, _pages!))
             {
-                if (Volatile.Read(ref _damageSeen) != 0)
+                if (DamageSeen)
                 {
                     ReadLeafOf(keys, key.Id, layer);
                 }
@@ -706,7 +701,7 @@ internal sealed class VersionedIndex : ICommitState
     /// </summary>
     internal void NoteDamage() => Volatile.Write(ref _damageSeen, 1);
 
-    /// <summary>Whether damage was seen in the store's files since the open (tests and diagnostics).</summary>
+    /// <summary>Whether damage was seen in the store's files since the open (<see cref="NoteDamage"/>).</summary>
     internal bool DamageSeen => Volatile.Read(ref _damageSeen) != 0;
 
     /// <inheritdoc/>
