@@ -93,7 +93,7 @@ public sealed class DamagedPageTests
 
         // Which documents the damage took, found on a copy so that nothing in the store under test reads them first.
         string copy = Path.Combine(dir.Path, "copy");
-        CopyFolder(folder, copy);
+        StoreCheckpointTests.CopyFolder(folder, copy);
         List<string> bad;
         List<string> good;
         await using (DocumentStore store = DocumentStore.Open(copy, Options()))
@@ -134,7 +134,7 @@ public sealed class DamagedPageTests
         const int count = 40;
         await FillAndDamageAsync(folder, count, large: true);
         string copy = Path.Combine(dir.Path, "copy");
-        CopyFolder(folder, copy);
+        StoreCheckpointTests.CopyFolder(folder, copy);
         List<string> bad;
         await using (DocumentStore store = DocumentStore.Open(copy, Options()))
         {
@@ -180,20 +180,7 @@ public sealed class DamagedPageTests
     {
         using var dir = new TempDirectory();
         const int count = 3000;
-        string pad = new('q', 100);
-        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
-        {
-            for (int i = 0; i < count; i += 20)
-            {
-                var batch = new CommitBatch();
-                for (int j = i; j < i + 20; j++)
-                {
-                    batch.Put("Item", Id(j), Json(j, pad));
-                }
-
-                await store.WriteAsync(batch);
-            }
-        }
+        await FillAsync(dir.Path, count, _ => new string('q', 100));
 
         // A cache smaller than the data file, yet large enough for the open to build the id filter (it reads every
         // leaf for that), so the leaf damaged after the build is read again from disk once evicted.
@@ -239,26 +226,14 @@ public sealed class DamagedPageTests
         string pristine = Path.Combine(dir.Path, "pristine");
         const int count = 300;
         static string Pad(int i) => new('p', i % 10 == 0 ? 20_000 : 60); // every tenth value in overflow pages
-        await using (DocumentStore store = DocumentStore.Open(pristine, Options()))
-        {
-            for (int i = 0; i < count; i += 10)
-            {
-                var batch = new CommitBatch();
-                for (int j = i; j < i + 10; j++)
-                {
-                    batch.Put("Item", Id(j), Json(j, Pad(j)));
-                }
-
-                await store.WriteAsync(batch);
-            }
-        }
+        await FillAsync(pristine, count, Pad);
 
         var random = new Random(20261130);
         long length = new FileInfo(Path.Combine(pristine, "data.folio")).Length;
         for (int round = 0; round < 24; round++)
         {
             string folder = Path.Combine(dir.Path, $"round{round}");
-            CopyFolder(pristine, folder);
+            StoreCheckpointTests.CopyFolder(pristine, folder);
             long offset = random.NextInt64(length);
             FileDamage.FlipByte(Path.Combine(folder, "data.folio"), offset, (byte)(1 << random.Next(8)));
             bool readFirst = random.Next(2) == 0;
@@ -326,32 +301,25 @@ public sealed class DamagedPageTests
     /// middle of the data file.</summary>
     private static async Task FillAndDamageAsync(string folder, int count, bool large)
     {
-        string pad = new('q', large ? 30_000 : 100);
-        await using (DocumentStore store = DocumentStore.Open(folder, Options()))
-        {
-            for (int i = 0; i < count; i += 20)
-            {
-                var batch = new CommitBatch();
-                for (int j = i; j < i + 20; j++)
-                {
-                    batch.Put("Item", Id(j), Json(j, pad));
-                }
-
-                await store.WriteAsync(batch);
-            }
-        }
-
+        await FillAsync(folder, count, _ => new string('q', large ? 30_000 : 100));
         string dataFile = Path.Combine(folder, "data.folio");
         FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
     }
 
-    private static void CopyFolder(string from, string to)
+    /// <summary>Writes documents 0 to <paramref name="count"/> - 1 (value i, padded with
+    /// <paramref name="pad"/>(i)), 20 a commit, and closes the store: its checkpoint holds them all.</summary>
+    private static async Task FillAsync(string folder, int count, Func<int, string> pad)
     {
-        foreach (string file in Directory.GetFiles(from, "*", SearchOption.AllDirectories))
+        await using DocumentStore store = DocumentStore.Open(folder, Options());
+        for (int i = 0; i < count; i += 20)
         {
-            string target = Path.Combine(to, Path.GetRelativePath(from, file));
-            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
-            File.Copy(file, target);
+            var batch = new CommitBatch();
+            for (int j = i; j < Math.Min(count, i + 20); j++)
+            {
+                batch.Put("Item", Id(j), Json(j, pad(j)));
+            }
+
+            await store.WriteAsync(batch);
         }
     }
 
