@@ -131,10 +131,16 @@ public sealed class DocumentStoreStressTests
     /// range reads pin. Every value a reader sees is checked: <c>Get</c> never misses a stable document nor goes back
     /// a version; a session's prefix query lists each stable id once, in order, at a version no newer than its
     /// snapshot, agreeing with its point loads, and the same query later in the session (after more checkpoints)
-    /// returns the same versions; every version seen was acknowledged with the bytes seen.
+    /// returns the same versions; every version seen was acknowledged with the bytes seen. With
+    /// <paramref name="writersRead"/>, the store is told it has seen damage, so every write reads the version it
+    /// replaces (or a new id's leaf) on the writer's thread before it submits, racing the checkpoints that replace the
+    /// trees it reads (<c>VersionedIndex.ReadWrittenOver</c>).
     /// </summary>
-    [Fact]
-    public async Task Readers_check_every_value_while_checkpoints_evict_and_old_trees_chunks_are_reused()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task Readers_check_every_value_while_checkpoints_evict_and_old_trees_chunks_are_reused(
+        bool writersRead)
     {
         double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
@@ -143,6 +149,11 @@ public sealed class DocumentStoreStressTests
         options.CacheSize = DocumentStoreOptions.MinCacheSize; // 64 frames: every checkpoint's new pages evict
         options.PagesPerChunk = 4; // checkpoints of several chunks, freed and reused one by one
         await using var store = DocumentStore.Open(dir.Path, options);
+        if (writersRead)
+        {
+            store.Index.NoteDamage();
+        }
+
         string[] stable = Enumerable.Range(0, 48).Select(i => $"k/{i:D3}").ToArray();
         string[] toggled = Enumerable.Range(0, 16).Select(i => $"t/{i:D3}").ToArray();
         var committed = new ConcurrentDictionary<(string Id, long Version), int>();
