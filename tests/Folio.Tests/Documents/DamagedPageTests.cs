@@ -296,6 +296,76 @@ public sealed class DamagedPageTests
         }
     }
 
+    [Fact]
+    public async Task Compacting_a_chunk_that_holds_a_damaged_live_page_fails_alone_and_loses_nothing()
+    {
+        using var dir = new TempDirectory();
+        const int count = 3000;
+        await FillAndDamageAsync(dir.Path, count, large: false);
+
+        List<string> bad;
+        var written = new Dictionary<string, int>();
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            (bad, _) = Classify(store, count);
+            Assert.NotEmpty(bad);
+
+            // Two of every three readable documents written over, twice, with checkpoints: the damaged leaf's chunk
+            // goes sparse, so compaction wants its live pages, the damaged one among them.
+            for (int round = 0; round < 2; round++)
+            {
+                for (int i = 0; i < count; i += 20)
+                {
+                    var batch = new CommitBatch();
+                    for (int j = i; j < i + 20; j++)
+                    {
+                        if (j % 3 != 0 && !bad.Contains(Id(j)))
+                        {
+                            batch.Put("Item", Id(j), Json(-j - round, ""));
+                            written[Id(j)] = -j - round;
+                        }
+                    }
+
+                    if (batch.Count > 0)
+                    {
+                        await store.WriteAsync(batch);
+                    }
+                }
+
+                await store.CheckpointAsync();
+            }
+
+            var damage = await Assert.ThrowsAsync<StoreCorruptedException>(async () => await store.CompactAsync());
+            Assert.Contains("data.folio", damage.Message, StringComparison.Ordinal);
+            Assert.False(store.GetDiagnostics().IsFaulted);
+
+            await store.PutAsync("Item", "after", Json(-1, ""));
+            await store.CheckpointAsync();
+            AssertContents(store);
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            AssertContents(store);
+        }
+
+        void AssertContents(DocumentStore store)
+        {
+            Assert.Equal(-1, JsonValue(store.Get("Item", "after")));
+            for (int i = 0; i < count; i++)
+            {
+                if (bad.Contains(Id(i)))
+                {
+                    Assert.Throws<StoreCorruptedException>(() => store.Get("Item", Id(i)));
+                }
+                else
+                {
+                    Assert.Equal(written.GetValueOrDefault(Id(i), i), JsonValue(store.Get("Item", Id(i))));
+                }
+            }
+        }
+    }
+
     /// <summary>Writes <paramref name="count"/> documents (of about 30 KB each when <paramref name="large"/>, so
     /// their values lie in overflow pages), closes the store (its checkpoint holds them all) and flips a bit in the
     /// middle of the data file.</summary>
