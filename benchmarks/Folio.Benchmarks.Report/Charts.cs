@@ -30,6 +30,7 @@ internal static class Charts
         ["Replay"] = Colors.SteelBlue,
         ["Checkpointed"] = Colors.DarkOrange,
         ["FolioRawCheckpointed"] = Colors.Chocolate,
+        ["FolioRawCheckpointedUncached"] = Colors.Tan,
     };
 
     /// <summary>Commits per second against the number of concurrent writers, one line per engine (log-scaled
@@ -77,8 +78,9 @@ internal static class Charts
     public static void PointReads(BenchmarkResults results, string file)
     {
         const string type = "PointReadBenchmarks";
-        string[] methods = ["FolioRaw", "FolioRawDeserialized", "Folio", "FolioSourceGenerated", "Sqlite",
-            "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb", "ConcurrentDictionary"];
+        string[] methods = ["FolioRaw", "FolioRawCheckpointed", "FolioRawCheckpointedUncached", "FolioRawDeserialized",
+            "Folio", "FolioSourceGenerated", "Sqlite", "SqliteTyped", "SqliteTypedSourceGenerated", "LiteDb",
+            "ConcurrentDictionary"];
         Grouped(results, type, "Threads", methods, r => 1e9 / r.MeanNs, file,
             "Point reads by id per second per thread, 100k documents (higher is better)",
                 "reads/s per thread (log scale)", t => $"{t} thread{(t == "1" ? "" : "s")}");

@@ -49,6 +49,7 @@ public class PointReadBenchmarks : BenchmarkDirectory
     private DocumentStore _store = null!;
     private DocumentStore _sourceGeneratedStore = null!;
     private DocumentStore _checkpointedStore = null!;
+    private DocumentStore _uncachedStore = null!;
     private SqliteConnection[] _sqlite = null!;
     private SqliteCommand[] _sqliteLookups = null!;
     private LiteDatabase _lite = null!;
@@ -86,7 +87,10 @@ public class PointReadBenchmarks : BenchmarkDirectory
         string checkpointedFolder = NewFolder("folio-checkpointed");
         _checkpointedStore = DocumentStore.Open(checkpointedFolder,
             new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
-        foreach (DocumentStore store in new[] { _store, _sourceGeneratedStore, _checkpointedStore })
+        string uncachedFolder = NewFolder("folio-checkpointed-uncached");
+        _uncachedStore = DocumentStore.Open(uncachedFolder,
+            new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
+        foreach (DocumentStore store in new[] { _store, _sourceGeneratedStore, _checkpointedStore, _uncachedStore })
         {
             for (int start = 0; start < Documents; start += 1000)
             {
@@ -104,6 +108,9 @@ public class PointReadBenchmarks : BenchmarkDirectory
         _checkpointedStore.Dispose();
         _checkpointedStore = DocumentStore.Open(checkpointedFolder,
             new DocumentStoreOptions { Durability = DurabilityMode.Buffered });
+        _uncachedStore.Dispose();
+        _uncachedStore = DocumentStore.Open(uncachedFolder,
+            new DocumentStoreOptions { Durability = DurabilityMode.Buffered, DocumentCacheSize = 0 });
 
         string sqlitePath = Path.Combine(NewFolder("sqlite"), "db.sqlite");
         using (var setup = new SqliteConnection($"Data Source={sqlitePath}"))
@@ -167,6 +174,7 @@ public class PointReadBenchmarks : BenchmarkDirectory
         _store.Dispose();
         _sourceGeneratedStore.Dispose();
         _checkpointedStore.Dispose();
+        _uncachedStore.Dispose();
         foreach (SqliteCommand command in _sqliteLookups)
         {
             command.Dispose();
@@ -281,8 +289,8 @@ public class PointReadBenchmarks : BenchmarkDirectory
     });
 
     /// <summary><c>FolioRaw</c> on a store closed and reopened after the writes: every document is older than the
-    /// open's checkpoint, so each read goes through the checkpoint's B+tree (pages in memory after their first
-    /// read).</summary>
+    /// open's checkpoint, so it is read from the checkpoint's B+tree (pages in memory after their first read), then
+    /// from the document cache (the default options), which holds them all.</summary>
     [Benchmark(OperationsPerInvoke = ReadsPerThread)]
     public long FolioRawCheckpointed() => Run(t =>
     {
@@ -290,6 +298,20 @@ public class PointReadBenchmarks : BenchmarkDirectory
         foreach (int i in _order[t])
         {
             sum += _checkpointedStore.Get(nameof(Person), _ids[i])!.Value.Json.Length;
+        }
+
+        return sum;
+    });
+
+    /// <summary><c>FolioRawCheckpointed</c> with the document cache off: every read goes through the checkpoint's
+    /// B+tree.</summary>
+    [Benchmark(OperationsPerInvoke = ReadsPerThread)]
+    public long FolioRawCheckpointedUncached() => Run(t =>
+    {
+        long sum = 0;
+        foreach (int i in _order[t])
+        {
+            sum += _uncachedStore.Get(nameof(Person), _ids[i])!.Value.Json.Length;
         }
 
         return sum;

@@ -75,6 +75,11 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.CacheSize"/>.</summary>
     public long CacheSize { get; set; } = s_storeDefaults.CacheSize;
 
+    /// <summary>The memory for documents that point reads found in the data file, in bytes. Default null: a quarter of
+    /// <see cref="CacheSize"/>; 0 for none, else at least 64 KiB; see
+    /// <see cref="DocumentStoreOptions.DocumentCacheSize"/>.</summary>
+    public long? DocumentCacheSize { get; set; } = s_storeDefaults.DocumentCacheSize;
+
     /// <summary>Read ahead for bounded range reads. Default true; see
     /// <see cref="DocumentStoreOptions.RangePrefetch"/>.</summary>
     public bool RangePrefetch { get; set; } = s_storeDefaults.RangePrefetch;
@@ -121,6 +126,7 @@ public sealed class FolioOptions
             MaxSnapshotRetainedBytes = MaxSnapshotRetainedBytes,
             CheckpointThreshold = CheckpointThreshold,
             CacheSize = CacheSize,
+            DocumentCacheSize = DocumentCacheSize,
             RangePrefetch = RangePrefetch,
             CheckpointInterval = CheckpointInterval,
             CheckpointBackpressureThreshold = CheckpointBackpressureThreshold,

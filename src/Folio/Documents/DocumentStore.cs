@@ -162,6 +162,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             throw;
         }
 
+        VersionedIndex? index = null;
         try
         {
             pagesFailed?.Throw();
@@ -171,9 +172,10 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             // Id filters: up to a sixteenth of the cache each, or 256 KiB (16 MiB, some 8.7 million ids, by default),
             // an eighth in all, or 1 MiB; built at the start for the trees of a data file at most twice the cache (a
             // pass over their leaves; larger ones get none).
-            var index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
+            index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
                 options.EffectiveMaxSnapshotRetainedBytes, idFilterBytes: Math.Max(256L << 10, cacheBytes / 16),
-                idFilterBuildBytes: 2 * cacheBytes, idFilterTotalBytes: Math.Max(1L << 20, cacheBytes / 8));
+                idFilterBuildBytes: 2 * cacheBytes, idFilterTotalBytes: Math.Max(1L << 20, cacheBytes / 8),
+                documentCacheBytes: options.EffectiveDocumentCacheSize(cacheBytes), options.MeterFactory);
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes, long puts) = JournalReplay.Run(journal, index, mounted.Sequence);
             DocumentIds.GenerateAbove(journal.LastTimestampTicks);
@@ -187,6 +189,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         }
         catch
         {
+            index?.DocumentCache?.Dispose();
             pages?.Dispose();
             journal.Dispose();
             throw;
@@ -585,6 +588,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     {
         long sequence = _journal.CommittedSequence;
         _index.ReleaseCheckpoint();
+        _index.DocumentCache?.Dispose();
         _pages.Dispose();
         _journal.Dispose();
         StoreLog.Closed(Logger, Path, sequence);

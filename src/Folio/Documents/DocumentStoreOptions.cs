@@ -247,6 +247,24 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public long CacheSize { get; set; }
 
+    /// <summary>The smallest <see cref="DocumentCacheSize"/> but 0: 64 KiB.</summary>
+    public const long MinDocumentCacheSize = 64L << 10;
+
+    /// <summary>
+    /// The memory for documents that point reads found in the data file, in bytes (the document cache). Default null:
+    /// a quarter of <see cref="CacheSize"/> (64 MiB with the default cache). 0 turns the cache off; otherwise at least
+    /// 64 KiB (<see cref="MinDocumentCacheSize"/>). A document checkpointed to the data file is read through its
+    /// collection's tree in the page cache (a descent, a search, a copy of its bytes); a point read
+    /// (<see cref="DocumentStore.Get"/>, a session's load) that found one keeps it here, so the next read of it is one
+    /// hash lookup that shares its bytes, as a read of a document written since the last checkpoint is. Documents
+    /// read least recently are dropped when the cache is full (a clock over its entries); a checkpoint that rewrites a
+    /// collection's tree starts that collection's documents afresh (the cache holds what a tree holds, and trees never
+    /// change), and range reads and writes never fill it. The entries live on the garbage-collected heap; each counts
+    /// its document's and its id's bytes plus about 128 bytes, and a document larger than a sixty-fourth of the cache
+    /// is never cached.
+    /// </summary>
+    public long? DocumentCacheSize { get; set; }
+
     /// <summary>
     /// Read ahead for bounded range reads. Default true. When a query with an upper id bound (a prefix, or
     /// <see cref="DocumentSession.QueryByRangeAsync{T}"/> with a bound or a <c>take</c>) reaches a leaf page of the
@@ -443,6 +461,12 @@ public sealed class DocumentStoreOptions
                 "CacheSize must be 0 (sized to the memory available) or at least 1 MiB.");
         }
 
+        if (DocumentCacheSize is { } documentCache && documentCache != 0 && documentCache < MinDocumentCacheSize)
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(DocumentCacheSize), documentCache,
+                "DocumentCacheSize must be null (a quarter of the cache), 0 (no document cache) or at least 64 KiB.");
+        }
+
         if (CheckpointInterval <= TimeSpan.Zero && CheckpointInterval != Timeout.InfiniteTimeSpan)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(CheckpointInterval), CheckpointInterval,
@@ -489,6 +513,10 @@ public sealed class DocumentStoreOptions
     /// <summary><see cref="CacheSize"/> with its default resolved against <see cref="AvailableMemory"/>.</summary>
     internal long EffectiveCacheSize => CacheSize != 0 ? CacheSize
         : Math.Clamp(AvailableMemory / 8, MinCacheSize, DefaultCacheSize);
+
+    /// <summary><see cref="DocumentCacheSize"/> with its default resolved against the page cache's size,
+    /// <paramref name="cacheBytes"/>.</summary>
+    internal long EffectiveDocumentCacheSize(long cacheBytes) => DocumentCacheSize ?? cacheBytes / 4;
 
     /// <summary><see cref="MaxSnapshotRetainedBytes"/> with its default resolved against
     /// <see cref="AvailableMemory"/>.</summary>

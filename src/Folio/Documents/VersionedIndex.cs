@@ -108,6 +108,9 @@ internal sealed class VersionedIndex : ICommitState
     private readonly IdFilterBudget _idFilterBudget;
     private int _damageSeen; // 1 once damage was seen in the store's files (NoteDamage); never reset
 
+    // The documents point reads found in the trees, or null when the store caches none.
+    private readonly DocumentCache? _documentCache;
+
     // The committer's (under _writeLock): the oldest snapshot its last apply computed, and the sequence of the first
     // apply that computed that value. A chain whose head was written at or after that sequence was cut at that value
     // then (see Pruning), so the next write of its id need not walk it again.
@@ -148,10 +151,14 @@ internal sealed class VersionedIndex : ICommitState
     /// <param name="idFilterBuildBytes">The largest data file whose trees <see cref="BuildIdFilters"/> reads through
     /// to build filters for the collections the open found in it.</param>
     /// <param name="idFilterTotalBytes">The most memory all collections' filters take together.</param>
+    /// <param name="documentCacheBytes">The memory of the <see cref="DocumentCache"/> (0: none).</param>
+    /// <param name="meterFactory">Where the document cache's instruments go (null: a private meter).</param>
     public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum,
         TimeProvider? clock = null, long heldBytesLimit = long.MaxValue, long idFilterBytes = DefaultIdFilterBytes,
-        long idFilterBuildBytes = DefaultIdFilterBytes * 8, long idFilterTotalBytes = DefaultIdFilterBytes * 2)
+        long idFilterBuildBytes = DefaultIdFilterBytes * 8, long idFilterTotalBytes = DefaultIdFilterBytes * 2,
+        long documentCacheBytes = 0, System.Diagnostics.Metrics.IMeterFactory? meterFactory = null)
     {
+        _documentCache = documentCacheBytes > 0 ? new DocumentCache(documentCacheBytes, meterFactory) : null;
         _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System, heldBytesLimit);
         _addedIdsTrimMinimum = addedIdsTrimMinimum;
         _idFilterBytes = idFilterBytes;
@@ -170,6 +177,16 @@ internal sealed class VersionedIndex : ICommitState
         : this(Timeout.InfiniteTimeSpan)
     {
     }
+
+    /// <summary>The cache of checkpointed documents, or null when the store has none.</summary>
+    internal DocumentCache? DocumentCache => _documentCache;
+
+    /// <summary>Tests: the <see cref="TreeLayer.CacheKey"/> of the collection's current tree, or 0 when it has
+    /// none.</summary>
+    internal long TreeCacheKey(string collection) =>
+        _collections.TryGetValue(collection, out SortedKeys? keys) && keys.Tree is { Root: not null } layer
+            ? layer.CacheKey
+            : 0;
 
     /// <summary>The newest committed sequence whose effects are visible to new snapshots.</summary>
     public long VisibleSequence => Volatile.Read(ref _visible);
@@ -297,7 +314,7 @@ internal sealed class VersionedIndex : ICommitState
             AfterHeadsMiss?.Invoke(key.Id);
             DocumentVersion? checkpointed = hintLayer is not null && ReferenceEquals(keys.Tree, hintLayer)
                 ? ToVersion(hint)
-                : FromCheckpoint(keys, key.Id, hash);
+                : FromCheckpoint(keys, key.Id, hash, cache: hintLayer is null);
 
             // Still not in memory: nothing wrote the key since the miss, so the tree's version is the one every
             // snapshot sees. Otherwise a write since the miss may already be in the layer read (a checkpoint can
@@ -312,23 +329,26 @@ internal sealed class VersionedIndex : ICommitState
         }
     }
 
-    /// <summary>The version of <paramref name="id"/> in the collection's newest checkpointed tree, or null.</summary>
-    private DocumentVersion? FromCheckpoint(SortedKeys keys, string id, int hash) =>
-        SearchCheckpoint(keys, id, hash, readValue: true, out DocumentVersion? version) ? version : null;
+    /// <summary>The version of <paramref name="id"/> in the collection's newest checkpointed tree, or null; with
+    /// <paramref name="cache"/> (a point read), a document found in the tree goes into the
+    /// <see cref="DocumentCache"/>.</summary>
+    private DocumentVersion? FromCheckpoint(SortedKeys keys, string id, int hash, bool cache = false) =>
+        SearchCheckpoint(keys, id, hash, readValue: true, cache, out DocumentVersion? version) ? version : null;
 
     /// <summary>Whether the collection's newest checkpointed tree holds <paramref name="id"/> (no value
     /// read).</summary>
     private bool TreeContains(SortedKeys keys, string id, int hash) =>
-        SearchCheckpoint(keys, id, hash, readValue: false, out _);
+        SearchCheckpoint(keys, id, hash, readValue: false, cache: false, out _);
 
     /// <summary>Searches the collection's newest checkpointed tree for <paramref name="id"/>, with its value when
     /// <paramref name="readValue"/>; a read through a layer a newer checkpoint replaced meanwhile that fails its page
     /// checks retries with the new layer (see the protocol). An id the collection's complete <see cref="IdFilter"/>
     /// (read after the layer, see its protocol) has never seen is in no tree: no search.</summary>
-    private bool SearchCheckpoint(SortedKeys keys, string id, int hash, bool readValue, out DocumentVersion? version)
+    private bool SearchCheckpoint(SortedKeys keys, string id, int hash, bool readValue, bool cache,
+        out DocumentVersion? version)
     {
         TreeLayer? layer = keys.Tree;
-        return SearchLayer(keys, id, hash, readValue, unreadableValue: false, ref layer, out version);
+        return SearchLayer(keys, id, hash, readValue, unreadableValue: false, cache, ref layer, out version);
     }
 
     /// <summary><see cref="SearchCheckpoint"/> from <paramref name="layer"/> (read by the caller from the
@@ -336,13 +356,29 @@ internal sealed class VersionedIndex : ICommitState
     /// own pages (a large document's overflow pages) fail their checks in the current layer is returned as an
     /// unreadable version (<see cref="UnreadableVersion"/>) instead of thrown: what a write over the document needs,
     /// since it replaces the value whole.</summary>
-    private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, bool unreadableValue,
+    private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, bool unreadableValue, bool cache,
         ref TreeLayer? layer, out DocumentVersion? version)
     {
         while (true)
         {
             version = null;
-            if (layer?.Root is null || (keys.Filter is { IsComplete: true } filter && !filter.MightContain(hash)))
+            if (layer?.Root is null)
+            {
+                return false;
+            }
+
+            // A point read asks the cache first, which holds what this tree holds for the ids it has. The other
+            // searches (writes reading the versions they replace, the committer, range reads' checks) go to the tree:
+            // a write over a document in a damaged page must meet the damage and fail alone (see ReadWrittenOver),
+            // not take the version from the cache and leave the checkpoint a leaf it cannot rewrite.
+            if (cache && _documentCache is { } cached
+                && cached.TryGet(layer.CacheKey, id, hash, out DocumentVersion hit))
+            {
+                version = hit;
+                return true;
+            }
+
+            if (keys.Filter is { IsComplete: true } filter && !filter.MightContain(hash))
             {
                 return false;
             }
@@ -367,6 +403,10 @@ internal sealed class VersionedIndex : ICommitState
                 try
                 {
                     version = ToVersion(stored);
+                    if (cache)
+                    {
+                        _documentCache?.Add(layer.CacheKey, id, hash, version.Value);
+                    }
                 }
                 catch (StoreCorruptedException damage) when (unreadableValue && ReferenceEquals(layer, keys.Tree))
                 {
@@ -401,7 +441,8 @@ internal sealed class VersionedIndex : ICommitState
     /// <summary><see cref="ReplacedFromCheckpoint(SortedKeys, string, int)"/> from <paramref name="layer"/>; on
     /// return, the layer whose tree answered.</summary>
     private DocumentVersion? ReplacedFromCheckpoint(SortedKeys keys, string id, int hash, ref TreeLayer? layer) =>
-        SearchLayer(keys, id, hash, readValue: true, unreadableValue: true, ref layer, out DocumentVersion? version)
+        SearchLayer(keys, id, hash, readValue: true, unreadableValue: true, cache: false, ref layer,
+            out DocumentVersion? version)
             ? version
             : null;
 
@@ -1879,8 +1920,19 @@ internal sealed class VersionedIndex : ICommitState
         /// <summary>The committer publishes a rebuilt list (release).</summary>
         public void ReplaceAdded(AddedIds fresh) => Volatile.Write(ref _added, fresh);
 
-        /// <summary>Publishes a newer tree layer (release): the open, then the checkpoint's thread.</summary>
-        public void PublishTree(TreeLayer layer) => Volatile.Write(ref _tree, layer);
+        /// <summary>Publishes a newer tree layer (release): the open, then the checkpoint's thread. A layer whose tree
+        /// is the one the current layer has (a checkpoint that did not change the collection) keeps its
+        /// <see cref="TreeLayer.CacheKey"/>, so the documents cached from that tree stay found.</summary>
+        public void PublishTree(TreeLayer layer)
+        {
+            if (Volatile.Read(ref _tree) is { Root: { } root } current && ReferenceEquals(root, layer.Root)
+                && current.CacheKey != layer.CacheKey)
+            {
+                layer = new TreeLayer(layer.Checkpoint, root, current.CacheKey);
+            }
+
+            Volatile.Write(ref _tree, layer);
+        }
     }
 
     /// <summary>
@@ -1898,10 +1950,12 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>
-    internal sealed class TreeLayer(PageCheckpoint checkpoint, PageReference? root)
+    internal sealed class TreeLayer(PageCheckpoint checkpoint, PageReference? root, long cacheKey = 0)
     {
         /// <summary>The mark of a tree whose rightmost leaf holds no id (its highest id is not known).</summary>
         private static readonly string s_unknown = new('?', 1);
+
+        private static long s_lastCacheKey;
 
         // The tree's highest id, looked up on first use (null until then; s_unknown when not known). The tree never
         // changes, so threads that look it up at once find the same id, and either store is the answer
@@ -1911,6 +1965,10 @@ internal sealed class VersionedIndex : ICommitState
         public PageCheckpoint Checkpoint { get; } = checkpoint;
 
         public PageReference? Root { get; } = root;
+
+        /// <summary>The key of the tree's documents in the <see cref="DocumentCache"/>: one per tree, never reused
+        /// (a new layer of the same tree takes its key over, see <see cref="SortedKeys.PublishTree"/>).</summary>
+        public long CacheKey { get; } = cacheKey != 0 ? cacheKey : Interlocked.Increment(ref s_lastCacheKey);
 
         /// <summary>Whether <paramref name="id"/> sorts after every id of the tree, so the tree cannot hold it: what
         /// a write of a new id that grows (a sequence, a time, a generated id) spares the tree search for. False

@@ -297,6 +297,52 @@ public sealed class DamagedPageTests
     }
 
     [Fact]
+    public async Task A_write_over_a_cached_document_whose_leaf_was_damaged_since_fails_alone_once_damage_is_seen()
+    {
+        using var dir = new TempDirectory();
+        using var copy = new TempDirectory();
+        const int count = 3000;
+        await FillAsync(dir.Path, count, _ => new string('q', 100));
+        string dataFile = Path.Combine(dir.Path, "data.folio");
+        long offset = new FileInfo(dataFile).Length / 2;
+
+        // Which documents the flip damages, found on a copy.
+        StoreCheckpointTests.CopyFolder(dir.Path, copy.Path);
+        FileDamage.FlipByte(Path.Combine(copy.Path, "data.folio"), offset, 0x10);
+        List<string> bad;
+        await using (DocumentStore damaged = DocumentStore.Open(copy.Path, Options()))
+        {
+            bad = Classify(damaged, count).Bad;
+        }
+
+        Assert.NotEmpty(bad);
+        // A page cache of eight pages, which the damaged leaf soon leaves; a document cache for every document.
+        DocumentStoreOptions options = Options();
+        options.TestCacheBytes = 128 << 10;
+        options.DocumentCacheSize = 8L << 20;
+        await using DocumentStore store = DocumentStore.Open(dir.Path, options);
+        Assert.Empty(Classify(store, count).Bad); // read, so cached
+        FileDamage.FlipByte(dataFile, offset, 0x10);
+        Assert.Empty(Classify(store, count).Bad); // every read a hit; the leaf read last is not the damaged one
+        Assert.Equal(Value(bad[0]), JsonValue(store.Get("Item", bad[0]))); // the cache still has it
+
+        // A scrub finds the damage; from then on writes read the versions they replace from the tree, not the cache,
+        // so a write over a document of the damaged leaf fails alone instead of leaving the checkpoint a leaf it
+        // cannot rewrite.
+        Assert.False((await store.VerifyAsync()).IsHealthy);
+        Assert.True(store.Index.DamageSeen);
+        await Assert.ThrowsAsync<StoreCorruptedException>(
+            async () => await store.PutAsync("Item", bad[0], Json(-1, "")));
+        await store.PutAsync("Item", "zzz-new", Json(-2, ""));
+        await store.CheckpointAsync();
+        Assert.False(store.GetDiagnostics().IsFaulted);
+        Assert.Equal(-2, JsonValue(store.Get("Item", "zzz-new")));
+
+        // The checkpoint's new tree shares the damaged leaf, and the cache has nothing of the new tree yet.
+        Assert.Throws<StoreCorruptedException>(() => store.Get("Item", bad[0]));
+    }
+
+    [Fact]
     public async Task Compacting_a_chunk_that_holds_a_damaged_live_page_fails_alone_and_loses_nothing()
     {
         using var dir = new TempDirectory();

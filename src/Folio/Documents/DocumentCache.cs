@@ -1,0 +1,230 @@
+using System.Numerics;
+using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
+using Folio.Diagnostics;
+
+namespace Folio.Documents;
+
+/// <summary>
+/// A bounded cache of checkpointed documents that point reads found in a collection's tree: a hot document is read
+/// from here (one hash probe, its bytes shared with the reader) instead of through the tree's pages (a descent, a pin,
+/// a search and a copy). An entry is keyed by the tree it was read from
+/// (<see cref="VersionedIndex.TreeLayer.CacheKey"/>) and the id, and holds exactly what that tree holds for the id.
+/// Trees never change (a checkpoint writes a new one), so an entry is never invalidated: a read through a newer tree
+/// looks for its own key and misses, and the entries of trees nobody reads any more age out of the cache. Only point
+/// reads use it (range reads, and writes reading the versions they replace, go to the tree), so a scan does not flush
+/// it, and a write over a document in a page damaged since it was cached still meets the damage.
+/// <para>
+/// Protocol. Any thread reads and adds; nothing is locked. The table is <see cref="Ways"/>-way set associative: an id
+/// hashes to a bucket of two adjacent slots (one cache line). An <see cref="Entry"/> is immutable but for its
+/// referenced bit, and it is published into a slot by an interlocked exchange (a full fence: its fields are written
+/// before the slot); a reader loads the slot with an acquire and so sees the fields. A reader that finds its entry sets
+/// the referenced bit with a plain store when it is clear (a lost store only makes the entry look colder). Memory is
+/// counted in <see cref="_bytes"/> (interlocked adds): an add counts its entry before publishing it and subtracts
+/// the entry it displaced (the exchange returns it, so each entry is subtracted exactly once, by whoever took it out
+/// of its slot); while the count is over the budget, the adder evicts with a clock hand over the slots (an entry whose
+/// referenced bit is set has it cleared and is passed; one that is clear is taken out by compare-exchange), and if
+/// the hand found too little it takes its own entry back out. So the count exceeds the budget by at most the entries
+/// that adds in flight have published and not yet paid for: one entry each, at most <see cref="_maxEntryBytes"/>.
+/// </para>
+/// </summary>
+internal sealed class DocumentCache : IDisposable
+{
+    /// <summary>Slots per bucket.</summary>
+    public const int Ways = 2;
+
+    /// <summary>What an entry costs beyond its document's and its id's bytes: the entry object, the array's header
+    /// and the slot (an estimate that errs high).</summary>
+    internal const int EntryOverhead = 128;
+
+    // The slots an adder's clock hand visits, at most, to bring the count under the budget.
+    private const int MaxEvictionSteps = 4096;
+
+    private readonly Entry?[] _slots;
+    private readonly int _bucketMask;
+    private readonly long _budget;
+    private readonly int _maxEntryBytes;
+    private readonly DocumentCacheMetrics _metrics;
+    private long _bytes;
+    private long _count;
+    private int _hand;
+
+    /// <summary>A cache of at most <paramref name="budget"/> bytes (the slots' array counts against it), its
+    /// instruments on <paramref name="meterFactory"/>'s meter.</summary>
+    public DocumentCache(long budget, System.Diagnostics.Metrics.IMeterFactory? meterFactory = null)
+    {
+        // One slot per 128 bytes of budget (the array takes a sixteenth of it): the budget fills before the slots
+        // do, and with documents of 200 bytes or more, few buckets are asked to hold more than their two ways.
+        long slots = Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Max(budget / 128, 64)), 1L << 26);
+        _slots = new Entry?[slots];
+        _bucketMask = (int)(slots / Ways) - 1;
+        _budget = Math.Max(budget - slots * IntPtr.Size, 0);
+        _maxEntryBytes = (int)Math.Min(_budget / 64, 1 << 20);
+        _metrics = new DocumentCacheMetrics(meterFactory, () => Count, () => Bytes);
+    }
+
+    /// <summary>The bytes the entries take (an estimate: see <see cref="EntryOverhead"/>).</summary>
+    public long Bytes => Volatile.Read(ref _bytes);
+
+    /// <summary>The entries in the cache.</summary>
+    public long Count => Volatile.Read(ref _count);
+
+    /// <summary>The most the entries may take, in bytes.</summary>
+    public long Budget => _budget;
+
+    /// <summary>The version of <paramref name="id"/> (whose <see cref="IdBytes.HashOf(string)"/> is
+    /// <paramref name="hash"/>) cached from the tree <paramref name="tree"/>, if it is cached (a hit, counted).
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    public bool TryGet(long tree, string id, int hash, out DocumentVersion version)
+    {
+        ref Entry? bucket = ref MemoryMarshal.GetArrayDataReference(_slots);
+        int first = (hash & _bucketMask) * Ways;
+        for (int way = 0; way < Ways; way++)
+        {
+            Entry? entry = Volatile.Read(ref Unsafe.Add(ref bucket, first + way));
+            if (entry is not null && entry.Hash == hash && entry.Tree == tree && string.Equals(entry.Id, id))
+            {
+                if (entry.Referenced == 0)
+                {
+                    entry.Referenced = 1;
+                }
+
+                _metrics.Hit();
+
+                version = new DocumentVersion(entry.Sequence, entry.TimestampTicks, entry.Json, isDeleted: false);
+                return true;
+            }
+        }
+
+        version = default;
+        return false;
+    }
+
+    /// <summary>Caches <paramref name="version"/> (a document, not a delete; a point read's miss, counted) as what the
+    /// tree
+    /// <paramref name="tree"/> holds for <paramref name="id"/>. Its bytes are kept, not copied, when they are a whole
+    /// array (as a read from a page returns them), so the caller must not change them. A document larger than a
+    /// sixty-fourth of the budget is not cached.</summary>
+    public void Add(long tree, string id, int hash, in DocumentVersion version)
+    {
+        _metrics.Miss();
+        ReadOnlyMemory<byte> json = version.Json;
+        long size = json.Length + 2L * id.Length + EntryOverhead;
+        if (size > _maxEntryBytes || version.IsDeleted || version.IsUnreadable)
+        {
+            return;
+        }
+
+        // The slot to fill: an empty one, else one not read since the clock last passed, else the bucket's last.
+        int first = (hash & _bucketMask) * Ways;
+        int empty = -1;
+        int cold = -1;
+        for (int way = 0; way < Ways; way++)
+        {
+            Entry? present = Volatile.Read(ref _slots[first + way]);
+            if (present is null)
+            {
+                empty = empty < 0 ? first + way : empty;
+            }
+            else if (present.Hash == hash && present.Tree == tree && string.Equals(present.Id, id))
+            {
+                return; // another reader cached it meanwhile
+            }
+            else if (cold < 0 && present.Referenced == 0)
+            {
+                cold = first + way;
+            }
+        }
+
+        int target = empty >= 0 ? empty : cold >= 0 ? cold : first + Ways - 1;
+        byte[] bytes = MemoryMarshal.TryGetArray(json, out ArraySegment<byte> segment) && segment.Offset == 0
+            && segment.Count == segment.Array!.Length
+            ? segment.Array
+            : json.ToArray();
+        var entry = new Entry(tree, id, hash, version.Sequence, version.TimestampTicks, bytes, (int)size);
+        Interlocked.Add(ref _bytes, size);
+        Interlocked.Increment(ref _count);
+        if (Interlocked.Exchange(ref _slots[target], entry) is { } displaced)
+        {
+            Taken(displaced);
+        }
+
+        if (Volatile.Read(ref _bytes) > _budget && !Evict() && Interlocked.CompareExchange(ref _slots[target], null,
+            entry) == entry)
+        {
+            Taken(entry);
+        }
+    }
+
+    /// <summary>Moves the clock hand until the entries fit the budget, taking out entries not read since it last
+    /// passed them; false when it gave up first.</summary>
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private bool Evict()
+    {
+        int mask = _slots.Length - 1;
+        for (int step = 0; step < MaxEvictionSteps; step++)
+        {
+            int slot = Interlocked.Increment(ref _hand) & mask;
+            Entry? entry = Volatile.Read(ref _slots[slot]);
+            if (entry is null)
+            {
+                continue;
+            }
+
+            if (entry.Referenced != 0)
+            {
+                entry.Referenced = 0;
+                continue;
+            }
+
+            if (Interlocked.CompareExchange(ref _slots[slot], null, entry) == entry)
+            {
+                Taken(entry);
+                if (Volatile.Read(ref _bytes) <= _budget)
+                {
+                    return true;
+                }
+            }
+        }
+
+        return Volatile.Read(ref _bytes) <= _budget;
+    }
+
+    private void Taken(Entry entry)
+    {
+        Interlocked.Add(ref _bytes, -entry.Size);
+        Interlocked.Decrement(ref _count);
+    }
+
+    /// <summary>Ends the instruments (the store's close).</summary>
+    public void Dispose() => _metrics.Dispose();
+
+    /// <summary>Empties the cache (tests).</summary>
+    internal void Clear()
+    {
+        for (int slot = 0; slot < _slots.Length; slot++)
+        {
+            if (Interlocked.Exchange(ref _slots[slot], null) is { } entry)
+            {
+                Taken(entry);
+            }
+        }
+    }
+
+    /// <summary>One cached document: immutable but for <see cref="Referenced"/> (see the protocol).</summary>
+    private sealed class Entry(long tree, string id, int hash, long sequence, long timestampTicks, byte[] json,
+        int size)
+    {
+        public readonly long Tree = tree;
+        public readonly string Id = id;
+        public readonly int Hash = hash;
+        public readonly int Size = size;
+        public readonly long Sequence = sequence;
+        public readonly long TimestampTicks = timestampTicks;
+        public readonly byte[] Json = json;
+
+        /// <summary>1 when a read found the entry since the clock hand last passed it.</summary>
+        public byte Referenced;
+    }
+}

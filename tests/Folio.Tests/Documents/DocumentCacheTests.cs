@@ -1,0 +1,362 @@
+using System.Text;
+using FsCheck;
+using FsCheck.Fluent;
+using FsCheck.Xunit;
+using Folio.Documents;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// The cache of checkpointed documents against a model: a hit is always the document added for that tree and id,
+/// never another tree's or another id's; the bytes it counts stay within its budget and return to zero when it is
+/// emptied, also when threads add and read at once.
+/// </summary>
+public sealed class DocumentCacheTests
+{
+    /// <summary>One step: add or read document <c>Id</c> of tree <c>Tree</c>.</summary>
+    public sealed record CacheStep(bool Add, int Tree, int Id);
+
+    public static Arbitrary<CacheStep[]> Steps() => Gen.Choose(0, 3).SelectMany(tree => Gen.Choose(0, 400)
+            .SelectMany(id => Gen.Elements(true, false).Select(add => new CacheStep(add, tree, id))))
+        .ArrayOf().ToArbitrary();
+
+    [Property(MaxTest = 200, Arbitrary = [typeof(DocumentCacheTests)])]
+    public void A_hit_is_the_document_added_for_its_tree_and_id_and_the_bytes_stay_within_the_budget(CacheStep[] steps)
+    {
+        var cache = new DocumentCache(96 << 10); // room for about 200 of these entries: adds evict
+        var added = new HashSet<(int, int)>();
+        foreach (CacheStep step in steps)
+        {
+            string id = Id(step.Id);
+            if (step.Add)
+            {
+                cache.Add(step.Tree + 1, id, IdBytes.HashOf(id), Version(step.Tree, step.Id));
+                added.Add((step.Tree, step.Id));
+                Assert.InRange(cache.Bytes, 0, cache.Budget);
+            }
+            else if (cache.TryGet(step.Tree + 1, id, IdBytes.HashOf(id), out DocumentVersion found))
+            {
+                Assert.Contains((step.Tree, step.Id), added);
+                AssertIs(step.Tree, step.Id, found);
+            }
+        }
+
+        Assert.InRange(cache.Count, 0, added.Count);
+        cache.Clear();
+        Assert.Equal(0, cache.Bytes);
+        Assert.Equal(0, cache.Count);
+    }
+
+    [Fact]
+    public void A_document_read_again_is_found_and_one_of_another_tree_or_id_is_not()
+    {
+        var cache = new DocumentCache(1 << 20);
+        string id = Id(7);
+        int hash = IdBytes.HashOf(id);
+        Assert.False(cache.TryGet(1, id, hash, out _));
+        cache.Add(1, id, hash, Version(0, 7));
+        Assert.True(cache.TryGet(1, id, hash, out DocumentVersion found));
+        AssertIs(0, 7, found);
+        Assert.False(cache.TryGet(2, id, hash, out _)); // a newer tree of the collection
+        string other = Id(8);
+        Assert.False(cache.TryGet(1, other, IdBytes.HashOf(other), out _));
+        Assert.False(cache.TryGet(1, other, hash, out _)); // even with the same hash
+        Assert.Equal(1, cache.Count);
+    }
+
+    [Fact]
+    public void Deletes_unreadable_versions_and_documents_over_a_sixty_fourth_of_the_budget_are_not_cached()
+    {
+        var cache = new DocumentCache(1 << 20);
+        string id = Id(1);
+        int hash = IdBytes.HashOf(id);
+        cache.Add(1, id, hash, new DocumentVersion(5, 6, ReadOnlyMemory<byte>.Empty, isDeleted: true));
+        cache.Add(1, id, hash, new DocumentVersion(5, 6, new byte[10], isDeleted: false, isUnreadable: true));
+        cache.Add(1, id, hash, new DocumentVersion(5, 6, new byte[(int)(cache.Budget / 64)], isDeleted: false));
+        Assert.Equal(0, cache.Count);
+        Assert.False(cache.TryGet(1, id, hash, out _));
+
+        cache.Add(1, id, hash, new DocumentVersion(5, 6, new byte[(int)(cache.Budget / 64) - 200], isDeleted: false));
+        Assert.True(cache.TryGet(1, id, hash, out DocumentVersion found));
+        Assert.Equal(5, found.Sequence);
+        Assert.Equal(6, found.TimestampTicks);
+    }
+
+    [Fact]
+    public void A_document_shares_the_array_it_was_read_into_and_copies_a_slice()
+    {
+        var cache = new DocumentCache(1 << 20);
+        byte[] whole = Encoding.UTF8.GetBytes("{\"a\":1}");
+        cache.Add(1, "whole", IdBytes.HashOf("whole"), new DocumentVersion(1, 1, whole, isDeleted: false));
+        Assert.True(cache.TryGet(1, "whole", IdBytes.HashOf("whole"), out DocumentVersion found));
+        Assert.True(System.Runtime.InteropServices.MemoryMarshal.TryGetArray(found.Json, out ArraySegment<byte> same));
+        Assert.Same(whole, same.Array);
+
+        byte[] larger = Encoding.UTF8.GetBytes("xx{\"a\":2}yy");
+        cache.Add(1, "slice", IdBytes.HashOf("slice"),
+            new DocumentVersion(1, 1, larger.AsMemory(2, larger.Length - 4), isDeleted: false));
+        larger.AsSpan().Clear(); // the cache holds its own copy of a slice
+        Assert.True(cache.TryGet(1, "slice", IdBytes.HashOf("slice"), out found));
+        Assert.Equal("{\"a\":2}", Encoding.UTF8.GetString(found.Json.Span));
+    }
+
+    [Fact]
+    public void Documents_read_since_the_clock_passed_outlive_a_stream_of_documents_read_once()
+    {
+        var cache = new DocumentCache(256 << 10);
+        var hot = Enumerable.Range(0, 50).Select(i => $"hot/{i}").ToArray();
+        foreach (string id in hot)
+        {
+            cache.Add(1, id, IdBytes.HashOf(id), Version(0, 1));
+        }
+
+        int hits = 0;
+        int reads = 0;
+        for (int i = 0; i < 20_000; i++)
+        {
+            string cold = $"cold/{i}";
+            cache.Add(1, cold, IdBytes.HashOf(cold), Version(0, 2));
+            string id = hot[i % hot.Length];
+            reads++;
+            if (cache.TryGet(1, id, IdBytes.HashOf(id), out _))
+            {
+                hits++;
+            }
+            else
+            {
+                cache.Add(1, id, IdBytes.HashOf(id), Version(0, 1));
+            }
+
+            Assert.InRange(cache.Bytes, 0, cache.Budget);
+        }
+
+        // The cold stream is 400 times the hot set and more than ten times what the cache holds. Without the
+        // referenced bits the clock evicts the hot documents in turn with the cold ones (about 95% hits); with them,
+        // only a bucket that two hot documents share loses one.
+        Assert.True(hits > reads * 99 / 100, $"{hits} hits of {reads}");
+    }
+
+    [Fact]
+    public void Hits_misses_entries_and_bytes_are_published_on_the_folio_meter()
+    {
+        using var meters = new TestMeterFactory();
+        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
+        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, long>();
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
+            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.Start();
+        using var cache = new DocumentCache(1 << 20, meters);
+        string id = Id(3);
+        cache.Add(1, id, IdBytes.HashOf(id), Version(0, 3)); // a point read's miss
+        Assert.True(cache.TryGet(1, id, IdBytes.HashOf(id), out _));
+        Assert.True(cache.TryGet(1, id, IdBytes.HashOf(id), out _));
+        Assert.False(cache.TryGet(2, id, IdBytes.HashOf(id), out _)); // counted by the Add that follows it
+        listener.RecordObservableInstruments();
+
+        Assert.Equal(2, recorded.GetValueOrDefault("folio.document_cache.hits"));
+        Assert.Equal(1, recorded.GetValueOrDefault("folio.document_cache.misses"));
+        Assert.Equal(1, recorded.GetValueOrDefault("folio.document_cache.entries"));
+        Assert.Equal(cache.Bytes, recorded.GetValueOrDefault("folio.document_cache.bytes"));
+        Assert.True(cache.Bytes > DocumentCache.EntryOverhead);
+    }
+
+    [Fact]
+    public async Task Threads_adding_and_reading_at_once_only_ever_find_the_right_document_and_count_every_byte()
+    {
+        var cache = new DocumentCache(128 << 10);
+        var ids = Enumerable.Range(0, 3000).Select(Id).ToArray();
+        var start = new Barrier(4);
+        long hits = 0;
+        Task[] workers = Enumerable.Range(0, 4).Select(w => Task.Run(() =>
+        {
+            var random = new Random(w);
+            start.SignalAndWait();
+            for (int i = 0; i < 200_000; i++)
+            {
+                int tree = random.Next(3);
+                int n = random.Next(ids.Length);
+                string id = ids[n];
+                if (cache.TryGet(tree + 1, id, IdBytes.HashOf(id), out DocumentVersion found))
+                {
+                    AssertIs(tree, n, found);
+                    Interlocked.Increment(ref hits);
+                }
+                else
+                {
+                    cache.Add(tree + 1, id, IdBytes.HashOf(id), Version(tree, n));
+                }
+            }
+        })).ToArray();
+        await Task.WhenAll(workers);
+
+        Assert.True(hits > 0);
+        Assert.InRange(cache.Bytes, 0, cache.Budget);
+        cache.Clear();
+        Assert.Equal(0, cache.Bytes);
+        Assert.Equal(0, cache.Count);
+    }
+
+    [Fact]
+    public async Task A_cached_document_reads_its_new_value_after_a_write_and_after_the_checkpoint_that_rewrote_it()
+    {
+        using var dir = new TempDirectory();
+        await FillAsync(dir.Path);
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.ManualCheckpoints()))
+        {
+            DocumentCache cache = store.Index.DocumentCache!;
+            Assert.Equal(5, JsonValue(store.Get("Item", "i5")));
+            Assert.Equal(6, JsonValue(store.Get("Item", "i6")));
+            Assert.Equal(2, cache.Count);
+            Assert.Equal(5, JsonValue(store.Get("Item", "i5"))); // from the cache
+            Assert.Equal(2, cache.Count);
+
+            await using DocumentSession before = store.OpenSession();
+            Assert.Equal(7, (await before.LoadAsync<Item>("i7"))!.Value); // its first read fixes its snapshot
+            await store.PutAsync("Item", "i5", Json(-5));
+            await store.DeleteAsync("Item", "i6");
+            Assert.Equal(-5, JsonValue(store.Get("Item", "i5")));
+            Assert.Null(store.Get("Item", "i6"));
+
+            // The checkpoint rewrites the collection's tree and evicts the writes from memory: reads go to the new
+            // tree, whose documents the cache has not seen.
+            long itemTree = store.Index.TreeCacheKey("Item");
+            await store.CheckpointAsync();
+            Assert.NotEqual(itemTree, store.Index.TreeCacheKey("Item"));
+            Assert.Equal(-5, JsonValue(store.Get("Item", "i5")));
+            Assert.Null(store.Get("Item", "i6"));
+            Assert.Equal(-5, JsonValue(store.Get("Item", "i5")));
+
+            // A snapshot from before the writes still reads what it read then.
+            Assert.Equal(5, (await before.LoadAsync<Item>("i5"))!.Value);
+            Assert.Equal(6, (await before.LoadAsync<Item>("i6"))!.Value);
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.ManualCheckpoints()))
+        {
+            Assert.Equal(-5, JsonValue(store.Get("Item", "i5")));
+            Assert.Null(store.Get("Item", "i6"));
+            Assert.Equal(7, JsonValue(store.Get("Item", "i7")));
+        }
+    }
+
+    [Fact]
+    public async Task A_checkpoint_that_leaves_a_collection_unchanged_keeps_its_cached_documents()
+    {
+        using var dir = new TempDirectory();
+        await FillAsync(dir.Path);
+        await using DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.ManualCheckpoints());
+        for (int i = 0; i < 50; i++)
+        {
+            Assert.Equal(i, JsonValue(store.Get("Other", $"o{i}")));
+        }
+
+        long otherTree = store.Index.TreeCacheKey("Other");
+        long itemTree = store.Index.TreeCacheKey("Item");
+        await store.PutAsync("Item", "i1", Json(-1));
+        await store.CheckpointAsync();
+
+        Assert.Equal(otherTree, store.Index.TreeCacheKey("Other"));
+        Assert.NotEqual(itemTree, store.Index.TreeCacheKey("Item"));
+        long cached = store.Index.DocumentCache!.Count;
+        for (int i = 0; i < 50; i++)
+        {
+            Assert.Equal(i, JsonValue(store.Get("Other", $"o{i}")));
+        }
+
+        Assert.Equal(cached, store.Index.DocumentCache.Count); // every read found its document cached
+        Assert.Equal(-1, JsonValue(store.Get("Item", "i1")));
+    }
+
+    [Fact]
+    public async Task Range_reads_and_writes_leave_the_cache_empty_and_a_store_without_one_reads_the_same()
+    {
+        using var dir = new TempDirectory();
+        await FillAsync(dir.Path);
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.ManualCheckpoints()))
+        {
+            await using (DocumentSession session = store.OpenSession())
+            {
+                int read = 0;
+                await foreach (Item item in session.QueryByPrefixAsync<Item>("i"))
+                {
+                    read++;
+                }
+
+                Assert.Equal(200, read);
+            }
+
+            await store.PutAsync("Item", "i3", Json(-3));
+            await store.WriteAsync(new CommitBatch().Put("Item", "i4", Json(-4)).Delete("Item", "i8"));
+            Assert.Equal(0, store.Index.DocumentCache!.Count);
+        }
+
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
+        options.DocumentCacheSize = 0;
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            Assert.Null(store.Index.DocumentCache);
+            Assert.Equal(-3, JsonValue(store.Get("Item", "i3")));
+            Assert.Equal(-4, JsonValue(store.Get("Item", "i4")));
+            Assert.Null(store.Get("Item", "i8"));
+            Assert.Equal(9, JsonValue(store.Get("Item", "i9")));
+        }
+    }
+
+    [Theory]
+    [InlineData(1L)]
+    [InlineData(DocumentStoreOptions.MinDocumentCacheSize - 1)]
+    [InlineData(-1L)]
+    public void A_document_cache_below_64_KiB_but_not_0_is_refused_at_open(long size)
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions { DocumentCacheSize = size };
+        var error = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Equal(nameof(DocumentStoreOptions.DocumentCacheSize), error.ParamName);
+        Assert.Empty(Directory.EnumerateFileSystemEntries(dir.Path));
+    }
+
+    /// <summary>Documents i0..i199 of Item and o0..o199 of Other, value n; closed, so the checkpoint holds
+    /// them.</summary>
+    private static async Task FillAsync(string folder)
+    {
+        await using DocumentStore store = DocumentStore.Open(folder, TestStoreOptions.ManualCheckpoints());
+        var batch = new CommitBatch();
+        for (int i = 0; i < 200; i++)
+        {
+            batch.Put("Item", $"i{i}", Json(i)).Put("Other", $"o{i}", Json(i));
+        }
+
+        await store.WriteAsync(batch);
+    }
+
+    private static byte[] Json(int value) => Encoding.UTF8.GetBytes($$"""{"Value":{{value}}}""");
+
+    private static int? JsonValue(StoredDocument? document) => document is { } found
+        ? System.Text.Json.JsonDocument.Parse(found.Json).RootElement.GetProperty("Value").GetInt32()
+        : null;
+
+    private sealed class Item
+    {
+        public string Id { get; set; } = "";
+
+        public int Value { get; set; }
+    }
+
+    private static string Id(int n) => $"documents/{n:D6}";
+
+    /// <summary>Document <paramref name="id"/> as tree <paramref name="tree"/> holds it: its bytes, sequence and
+    /// time all name both.</summary>
+    private static DocumentVersion Version(int tree, int id) => new(tree * 1_000_000L + id, id * 7L,
+        Encoding.UTF8.GetBytes($"{{\"tree\":{tree},\"id\":{id},\"pad\":\"{new string('p', id % 90)}\"}}"),
+        isDeleted: false);
+
+    private static void AssertIs(int tree, int id, DocumentVersion found)
+    {
+        DocumentVersion expected = Version(tree, id);
+        Assert.Equal(expected.Sequence, found.Sequence);
+        Assert.Equal(expected.TimestampTicks, found.TimestampTicks);
+        Assert.Equal(Encoding.UTF8.GetString(expected.Json.Span), Encoding.UTF8.GetString(found.Json.Span));
+        Assert.False(found.IsDeleted);
+    }
+}
