@@ -287,10 +287,13 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         OsPageCache.Drop(Path.Combine(Folder, peer.ToLowerInvariant()), SearchOption.AllDirectories); // closed
     }
 
+    /// <summary>Folio with SQLite's budget: the page cache only (a document cache, a quarter of the page cache by
+    /// default, would be memory SQLite does not get).</summary>
     internal static DocumentStoreOptions FolioOptions() => new()
     {
         Durability = DurabilityMode.Buffered,
         CacheSize = s_cacheBytes,
+        DocumentCacheSize = 0,
     };
 
     internal static SqliteConnection OpenSqlite()

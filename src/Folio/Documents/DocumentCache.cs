@@ -19,13 +19,16 @@ namespace Folio.Documents;
 /// hashes to a bucket of two adjacent slots (one cache line). An <see cref="Entry"/> is immutable but for its
 /// referenced bit, and it is published into a slot by an interlocked exchange (a full fence: its fields are written
 /// before the slot); a reader loads the slot with an acquire and so sees the fields. A reader that finds its entry sets
-/// the referenced bit with a plain store when it is clear (a lost store only makes the entry look colder). Memory is
-/// counted in <see cref="_bytes"/> (interlocked adds): an add counts its entry before publishing it and subtracts
-/// the entry it displaced (the exchange returns it, so each entry is subtracted exactly once, by whoever took it out
-/// of its slot); while the count is over the budget, the adder evicts with a clock hand over the slots (an entry whose
-/// referenced bit is set has it cleared and is passed; one that is clear is taken out by compare-exchange), and if
-/// the hand found too little it takes its own entry back out. So the count exceeds the budget by at most the entries
-/// that adds in flight have published and not yet paid for: one entry each, at most <see cref="_maxEntryBytes"/>.
+/// the referenced bit with a plain store when it is clear (a lost store only makes the entry look colder); an add
+/// that finds no room ages its bucket by clearing the bits with plain stores (a racing reader's store may survive:
+/// the entry looks read once more). Memory is counted in <see cref="_bytes"/> (interlocked adds): an add counts its
+/// entry before publishing it and subtracts the entry it displaced (the exchange returns it, so each entry is
+/// subtracted exactly once, by whoever took it out of its slot). An add into a full cache only replaces an entry of
+/// its own bucket; when that leaves the count over the budget (a larger entry for a smaller one, or adds racing),
+/// the adder evicts with a clock hand over the slots (an entry whose referenced bit is set has it cleared and is
+/// passed; one that is clear is taken out by compare-exchange), and if the hand found too little it takes its own
+/// entry back out. So the count exceeds the budget by at most the entries that adds in flight have published and
+/// not yet paid for: one entry each, at most <see cref="_maxEntryBytes"/>.
 /// </para>
 /// </summary>
 internal sealed class DocumentCache : IDisposable
@@ -41,6 +44,7 @@ internal sealed class DocumentCache : IDisposable
     private const int MaxEvictionSteps = 4096;
 
     private readonly Entry?[] _slots;
+    private readonly int[] _missed; // per bucket: the hash of the last id a full cache did not admit (see Add)
     private readonly int _bucketMask;
     private readonly long _budget;
     private readonly int _maxEntryBytes;
@@ -57,8 +61,9 @@ internal sealed class DocumentCache : IDisposable
         // do, and with documents of 200 bytes or more, few buckets are asked to hold more than their two ways.
         long slots = Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Max(budget / 128, 64)), 1L << 26);
         _slots = new Entry?[slots];
+        _missed = new int[slots / Ways];
         _bucketMask = (int)(slots / Ways) - 1;
-        _budget = Math.Max(budget - slots * IntPtr.Size, 0);
+        _budget = Math.Max(budget - slots * IntPtr.Size - slots / Ways * sizeof(int), 0);
         _maxEntryBytes = (int)Math.Min(_budget / 64, 1 << 20);
         _metrics = new DocumentCacheMetrics(meterFactory, () => Count, () => Bytes);
     }
@@ -102,10 +107,9 @@ internal sealed class DocumentCache : IDisposable
     }
 
     /// <summary>Caches <paramref name="version"/> (a document, not a delete; a point read's miss, counted) as what the
-    /// tree
-    /// <paramref name="tree"/> holds for <paramref name="id"/>. Its bytes are kept, not copied, when they are a whole
-    /// array (as a read from a page returns them), so the caller must not change them. A document larger than a
-    /// sixty-fourth of the budget is not cached.</summary>
+    /// tree <paramref name="tree"/> holds for <paramref name="id"/>, if it is admitted (see below). Its bytes are
+    /// kept, not copied, when they are a whole array (as a read from a page returns them), so the caller must not
+    /// change them. A document larger than a sixty-fourth of the budget is not cached.</summary>
     public void Add(long tree, string id, int hash, in DocumentVersion version)
     {
         _metrics.Miss();
@@ -116,7 +120,14 @@ internal sealed class DocumentCache : IDisposable
             return;
         }
 
-        // The slot to fill: an empty one, else one not read since the clock last passed, else the bucket's last.
+        // The slot to fill. While the entries fit the budget: an empty one, else one not read since it was last
+        // aged, else the bucket's last. Once they fill it, a document is admitted only when it misses again soon
+        // (the bucket's doorkeeper, _missed, holds the hash of the last one turned away: a plain racy int, whose
+        // lost store only turns away one more), and then only in place of an entry of its bucket not read since it
+        // was last aged; if both were read, they are aged (their referenced bits cleared) and it is not admitted.
+        // So a full cache whose data is larger than it and read uniformly does not churn (a miss costs a look at
+        // the bucket the lookup read and at its doorkeeper), a document read often gets in, and one read again
+        // between two admissions to its bucket stays.
         int first = (hash & _bucketMask) * Ways;
         int empty = -1;
         int cold = -1;
@@ -137,7 +148,30 @@ internal sealed class DocumentCache : IDisposable
             }
         }
 
-        int target = empty >= 0 ? empty : cold >= 0 ? cold : first + Ways - 1;
+        int target;
+        if (Volatile.Read(ref _bytes) + size <= _budget)
+        {
+            target = empty >= 0 ? empty : cold >= 0 ? cold : first + Ways - 1;
+        }
+        else
+        {
+            ref int missed = ref _missed[hash & _bucketMask];
+            if (missed != hash)
+            {
+                missed = hash; // turned away once
+                return;
+            }
+
+            missed = 0;
+            if (cold < 0)
+            {
+                Age(first);
+                return;
+            }
+
+            target = cold;
+        }
+
         byte[] bytes = MemoryMarshal.TryGetArray(json, out ArraySegment<byte> segment) && segment.Offset == 0
             && segment.Count == segment.Array!.Length
             ? segment.Array
@@ -150,10 +184,23 @@ internal sealed class DocumentCache : IDisposable
             Taken(displaced);
         }
 
+        // Over the budget only when this entry is larger than the one it displaced, or adds raced.
         if (Volatile.Read(ref _bytes) > _budget && !Evict() && Interlocked.CompareExchange(ref _slots[target], null,
             entry) == entry)
         {
             Taken(entry);
+        }
+    }
+
+    /// <summary>Clears the referenced bits of the bucket at <paramref name="first"/>.</summary>
+    private void Age(int first)
+    {
+        for (int way = 0; way < Ways; way++)
+        {
+            if (Volatile.Read(ref _slots[first + way]) is { } present)
+            {
+                present.Referenced = 0;
+            }
         }
     }
 
@@ -165,7 +212,7 @@ internal sealed class DocumentCache : IDisposable
         int mask = _slots.Length - 1;
         for (int step = 0; step < MaxEvictionSteps; step++)
         {
-            int slot = Interlocked.Increment(ref _hand) & mask;
+            int slot = ++_hand & mask; // racy: two adders may visit one slot; the exchange below takes it once
             Entry? entry = Volatile.Read(ref _slots[slot]);
             if (entry is null)
             {

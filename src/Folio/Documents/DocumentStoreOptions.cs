@@ -256,10 +256,11 @@ public sealed class DocumentStoreOptions
     /// 64 KiB (<see cref="MinDocumentCacheSize"/>). A document checkpointed to the data file is read through its
     /// collection's tree in the page cache (a descent, a search, a copy of its bytes); a point read
     /// (<see cref="DocumentStore.Get"/>, a session's load) that found one keeps it here, so the next read of it is one
-    /// hash lookup that shares its bytes, as a read of a document written since the last checkpoint is. Documents
-    /// read least recently are dropped when the cache is full (a clock over its entries); a checkpoint that rewrites a
-    /// collection's tree starts that collection's documents afresh (the cache holds what a tree holds, and trees never
-    /// change), and range reads and writes never fill it. The entries live on the garbage-collected heap; each counts
+    /// hash lookup that shares its bytes, as a read of a document written since the last checkpoint is. Once it is
+    /// full, a document gets in only when it is missed again soon after, in place of one not read for a while, so
+    /// reads of data larger than the cache spread evenly do not churn it; a checkpoint that rewrites a collection's
+    /// tree starts that collection's documents afresh (the cache holds what a tree holds, and trees never change),
+    /// and range reads and writes never fill it. The entries live on the garbage-collected heap; each counts
     /// its document's and its id's bytes plus about 128 bytes, and a document larger than a sixty-fourth of the cache
     /// is never cached.
     /// </summary>

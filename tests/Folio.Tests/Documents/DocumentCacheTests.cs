@@ -102,7 +102,7 @@ public sealed class DocumentCacheTests
     }
 
     [Fact]
-    public void Documents_read_since_the_clock_passed_outlive_a_stream_of_documents_read_once()
+    public void Documents_read_since_they_were_last_aged_outlive_a_stream_of_documents_never_read_again()
     {
         var cache = new DocumentCache(256 << 10);
         var hot = Enumerable.Range(0, 50).Select(i => $"hot/{i}").ToArray();
@@ -115,7 +115,9 @@ public sealed class DocumentCacheTests
         int reads = 0;
         for (int i = 0; i < 20_000; i++)
         {
+            // Each missed twice in a row, so the full cache's doorkeeper lets it in.
             string cold = $"cold/{i}";
+            cache.Add(1, cold, IdBytes.HashOf(cold), Version(0, 2));
             cache.Add(1, cold, IdBytes.HashOf(cold), Version(0, 2));
             string id = hot[i % hot.Length];
             reads++;
@@ -135,6 +137,39 @@ public sealed class DocumentCacheTests
         // referenced bits the clock evicts the hot documents in turn with the cold ones (about 95% hits); with them,
         // only a bucket that two hot documents share loses one.
         Assert.True(hits > reads * 99 / 100, $"{hits} hits of {reads}");
+    }
+
+    [Fact]
+    public void A_full_cache_admits_a_document_missed_twice_in_a_row_and_not_one_missed_once()
+    {
+        var cache = new DocumentCache(256 << 10);
+        // Full of entries of about 170 bytes: one of the 260-byte entries below no longer fits beside them.
+        for (int n = 0; cache.Bytes + 200 < cache.Budget; n++)
+        {
+            string id = $"fill/{n}";
+            cache.Add(1, id, IdBytes.HashOf(id), Version(0, 0));
+        }
+
+        int once = 0;
+        int twice = 0;
+        for (int i = 0; i < 1000; i++)
+        {
+            string id = $"once/{i}";
+            cache.Add(1, id, IdBytes.HashOf(id), Version(0, 89));
+            once += cache.TryGet(1, id, IdBytes.HashOf(id), out _) ? 1 : 0;
+        }
+
+        for (int i = 0; i < 1000; i++)
+        {
+            string id = $"twice/{i}";
+            cache.Add(1, id, IdBytes.HashOf(id), Version(0, 89));
+            cache.Add(1, id, IdBytes.HashOf(id), Version(0, 89));
+            twice += cache.TryGet(1, id, IdBytes.HashOf(id), out _) ? 1 : 0;
+        }
+
+        Assert.Equal(0, once);
+        Assert.True(twice > 500, $"{twice} of 1000"); // not when both entries of its bucket were read since aged
+        Assert.InRange(cache.Bytes, 0, cache.Budget); // each in place of another, and the clock took more
     }
 
     [Fact]
