@@ -57,8 +57,9 @@ internal sealed class DocumentCache : IDisposable
     /// instruments on <paramref name="meterFactory"/>'s meter.</summary>
     public DocumentCache(long budget, System.Diagnostics.Metrics.IMeterFactory? meterFactory = null)
     {
-        // One slot per 128 bytes of budget (the array takes a sixteenth of it): the budget fills before the slots
-        // do, and with documents of 200 bytes or more, few buckets are asked to hold more than their two ways.
+        // One slot per 128 bytes of budget (the slots and the doorkeepers take about a twelfth of it): the budget
+        // fills before the slots do, and with documents of 200 bytes or more, few buckets are asked to hold more
+        // than their two ways.
         long slots = Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Max(budget / 128, 64)), 1L << 26);
         _slots = new Entry?[slots];
         _missed = new int[slots / Ways];
@@ -244,10 +245,15 @@ internal sealed class DocumentCache : IDisposable
         Interlocked.Decrement(ref _count);
     }
 
-    /// <summary>Ends the instruments (the store's close).</summary>
-    public void Dispose() => _metrics.Dispose();
+    /// <summary>The store's close: ends the instruments and lets the entries go (a store object kept after its close
+    /// holds no documents).</summary>
+    public void Dispose()
+    {
+        _metrics.Dispose();
+        Clear();
+    }
 
-    /// <summary>Empties the cache (tests).</summary>
+    /// <summary>Empties the cache.</summary>
     internal void Clear()
     {
         for (int slot = 0; slot < _slots.Length; slot++)

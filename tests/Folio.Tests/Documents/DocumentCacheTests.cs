@@ -338,6 +338,16 @@ public sealed class DocumentCacheTests
         }
     }
 
+    [Fact]
+    public async Task By_default_the_document_cache_takes_a_quarter_of_the_page_cache()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.SmallSegments();
+        options.CacheSize = 4L << 20;
+        await using DocumentStore store = DocumentStore.Open(dir.Path, options);
+        Assert.InRange(store.Index.DocumentCache!.Budget, (1L << 20) * 11 / 12, 1L << 20); // its arrays take the rest
+    }
+
     [Theory]
     [InlineData(1L)]
     [InlineData(DocumentStoreOptions.MinDocumentCacheSize - 1)]
