@@ -31,7 +31,7 @@ namespace Folio.Documents;
 /// not yet paid for: one entry each, at most <see cref="_maxEntryBytes"/>.
 /// </para>
 /// </summary>
-internal sealed class DocumentCache : IDisposable
+internal sealed class DocumentCache
 {
     /// <summary>Slots per bucket.</summary>
     public const int Ways = 2;
@@ -47,27 +47,43 @@ internal sealed class DocumentCache : IDisposable
     private readonly int[] _missed; // per bucket: the hash of the last id a full cache did not admit (see Add)
     private readonly int _bucketMask;
     private readonly long _budget;
+    private readonly long _givenBudget;
     private readonly int _maxEntryBytes;
-    private readonly DocumentCacheMetrics _metrics;
+    private readonly DocumentCacheMetrics? _metrics;
     private long _bytes;
     private long _count;
     private int _hand;
 
-    /// <summary>A cache of at most <paramref name="budget"/> bytes (the slots' array counts against it), its
-    /// instruments on <paramref name="meterFactory"/>'s meter.</summary>
-    public DocumentCache(long budget, System.Diagnostics.Metrics.IMeterFactory? meterFactory = null)
+    /// <summary>A cache of at most <paramref name="budget"/> bytes (its arrays count against it) with slots for
+    /// about <paramref name="documents"/> documents (see <see cref="Fits"/>), counting on
+    /// <paramref name="metrics"/>.</summary>
+    public DocumentCache(long budget, long documents, DocumentCacheMetrics? metrics = null)
     {
-        // One slot per 128 bytes of budget (the slots and the doorkeepers take about a twelfth of it): the budget
-        // fills before the slots do, and with documents of 200 bytes or more, few buckets are asked to hold more
-        // than their two ways.
-        long slots = Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Max(budget / 128, 64)), 1L << 26);
+        // Four slots a document (a bucket of two holds half a document on average, so few are asked to hold more
+        // than two: about 1.6% of the documents then find no room), and at most one per 128 bytes of budget (the
+        // slots and the doorkeepers then take about a twelfth of it). A store of few documents, or none yet, takes
+        // little memory (a process may open many).
+        long most = MostSlots(budget);
+        long slots = Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Clamp(4 * documents, 64, most)), most);
         _slots = new Entry?[slots];
         _missed = new int[slots / Ways];
         _bucketMask = (int)(slots / Ways) - 1;
         _budget = Math.Max(budget - slots * IntPtr.Size - slots / Ways * sizeof(int), 0);
+        _givenBudget = budget;
         _maxEntryBytes = (int)Math.Min(_budget / 64, 1 << 20);
-        _metrics = new DocumentCacheMetrics(meterFactory, () => Count, () => Bytes);
+        _metrics = metrics;
     }
+
+    /// <summary>The slots of the table: four a document it was sized for, up to the budget's share.</summary>
+    public int Slots => _slots.Length;
+
+    /// <summary>Whether the table has four slots for each of <paramref name="documents"/> documents (about 1.6% of
+    /// them then find no room in their bucket), or all its budget allows; false when a larger cache should replace
+    /// it.</summary>
+    public bool Fits(long documents) => _slots.Length >= Math.Min(4 * documents, MostSlots(_givenBudget));
+
+    private static long MostSlots(long budget) =>
+        Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Max(budget / 128, 64)), 1L << 26);
 
     /// <summary>The bytes the entries take (an estimate: see <see cref="EntryOverhead"/>).</summary>
     public long Bytes => Volatile.Read(ref _bytes);
@@ -96,7 +112,7 @@ internal sealed class DocumentCache : IDisposable
                     entry.Referenced = 1;
                 }
 
-                _metrics.Hit();
+                _metrics?.Hit();
 
                 version = new DocumentVersion(entry.Sequence, entry.TimestampTicks, entry.Json, isDeleted: false);
                 return true;
@@ -113,7 +129,7 @@ internal sealed class DocumentCache : IDisposable
     /// change them. A document larger than a sixty-fourth of the budget is not cached.</summary>
     public void Add(long tree, string id, int hash, in DocumentVersion version)
     {
-        _metrics.Miss();
+        _metrics?.Miss();
         ReadOnlyMemory<byte> json = version.Json;
         long size = json.Length + 2L * id.Length + EntryOverhead;
         if (size > _maxEntryBytes || version.IsDeleted || version.IsUnreadable)
@@ -243,14 +259,6 @@ internal sealed class DocumentCache : IDisposable
     {
         Interlocked.Add(ref _bytes, -entry.Size);
         Interlocked.Decrement(ref _count);
-    }
-
-    /// <summary>The store's close: ends the instruments and lets the entries go (a store object kept after its close
-    /// holds no documents).</summary>
-    public void Dispose()
-    {
-        _metrics.Dispose();
-        Clear();
     }
 
     /// <summary>Empties the cache.</summary>

@@ -3,6 +3,7 @@ using System.Runtime.CompilerServices;
 using System.Runtime.ExceptionServices;
 using System.Text.Json;
 using Folio.Buffers;
+using Folio.Diagnostics;
 using Folio.Documents;
 using Folio.Journal;
 using Folio.Pages;
@@ -172,10 +173,17 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
             // Id filters: up to a sixteenth of the cache each, or 256 KiB (16 MiB, some 8.7 million ids, by default),
             // an eighth in all, or 1 MiB; built at the start for the trees of a data file at most twice the cache (a
             // pass over their leaves; larger ones get none).
+            long documentCacheBytes = options.EffectiveDocumentCacheSize(cacheBytes);
+            VersionedIndex? counted = null; // the gauges read the index's cache once it exists
+            DocumentCacheMetrics? documentCacheMetrics = documentCacheBytes > 0
+                ? new DocumentCacheMetrics(options.MeterFactory, () => counted?.DocumentCache?.Count ?? 0,
+                    () => counted?.DocumentCache?.Bytes ?? 0)
+                : null;
             index = new VersionedIndex(options.MaxSnapshotAge, options.AddedIdsTrimMinimum, options.SnapshotClock,
                 options.EffectiveMaxSnapshotRetainedBytes, idFilterBytes: Math.Max(256L << 10, cacheBytes / 16),
                 idFilterBuildBytes: 2 * cacheBytes, idFilterTotalBytes: Math.Max(1L << 20, cacheBytes / 8),
-                documentCacheBytes: options.EffectiveDocumentCacheSize(cacheBytes), options.MeterFactory);
+                documentCacheBytes, documentCacheMetrics);
+            counted = index;
             index.AttachCheckpoint(mounted, pages.Reader);
             (long batches, long bytes, long puts) = JournalReplay.Run(journal, index, mounted.Sequence);
             DocumentIds.GenerateAbove(journal.LastTimestampTicks);
@@ -189,7 +197,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         }
         catch
         {
-            index?.DocumentCache?.Dispose();
+            index?.CloseDocumentCache();
             pages?.Dispose();
             journal.Dispose();
             throw;
@@ -588,7 +596,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     {
         long sequence = _journal.CommittedSequence;
         _index.ReleaseCheckpoint();
-        _index.DocumentCache?.Dispose();
+        _index.CloseDocumentCache();
         _pages.Dispose();
         _journal.Dispose();
         StoreLog.Closed(Logger, Path, sequence);

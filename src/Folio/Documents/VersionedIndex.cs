@@ -3,6 +3,7 @@ using System.Collections.Concurrent;
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Text;
+using Folio.Diagnostics;
 using Folio.Journal;
 using Folio.Pages;
 using Folio.Transactions;
@@ -108,8 +109,12 @@ internal sealed class VersionedIndex : ICommitState
     private readonly IdFilterBudget _idFilterBudget;
     private int _damageSeen; // 1 once damage was seen in the store's files (NoteDamage); never reset
 
-    // The documents point reads found in the trees, or null when the store caches none.
-    private readonly DocumentCache? _documentCache;
+    // The documents point reads found in the trees, or null when the store caches none: sized to the documents the
+    // checkpoint holds, and replaced by a larger one (empty) by the checkpoint's thread when they outgrow it (a release
+    // store; readers acquire it once a search). Its budget, and its instruments, which outlive the replacements.
+    private DocumentCache? _documentCache;
+    private readonly long _documentCacheBytes;
+    private readonly DocumentCacheMetrics? _documentCacheMetrics;
 
     // The committer's (under _writeLock): the oldest snapshot its last apply computed, and the sequence of the first
     // apply that computed that value. A chain whose head was written at or after that sequence was cut at that value
@@ -152,13 +157,20 @@ internal sealed class VersionedIndex : ICommitState
     /// to build filters for the collections the open found in it.</param>
     /// <param name="idFilterTotalBytes">The most memory all collections' filters take together.</param>
     /// <param name="documentCacheBytes">The memory of the <see cref="DocumentCache"/> (0: none).</param>
-    /// <param name="meterFactory">Where the document cache's instruments go (null: a private meter).</param>
+    /// <param name="documentCacheMetrics">The document cache's instruments, or null; the index disposes them at
+    /// <see cref="CloseDocumentCache"/>.</param>
     public VersionedIndex(TimeSpan maxSnapshotAge, int addedIdsTrimMinimum = DefaultAddedIdsTrimMinimum,
         TimeProvider? clock = null, long heldBytesLimit = long.MaxValue, long idFilterBytes = DefaultIdFilterBytes,
         long idFilterBuildBytes = DefaultIdFilterBytes * 8, long idFilterTotalBytes = DefaultIdFilterBytes * 2,
-        long documentCacheBytes = 0, System.Diagnostics.Metrics.IMeterFactory? meterFactory = null)
+        long documentCacheBytes = 0, DocumentCacheMetrics? documentCacheMetrics = null)
     {
-        _documentCache = documentCacheBytes > 0 ? new DocumentCache(documentCacheBytes, meterFactory) : null;
+        if (documentCacheBytes > 0)
+        {
+            _documentCacheBytes = documentCacheBytes;
+            _documentCacheMetrics = documentCacheMetrics;
+            _documentCache = new DocumentCache(documentCacheBytes, documents: 0, _documentCacheMetrics);
+        }
+
         _snapshots = new SnapshotRegistry(maxSnapshotAge, clock ?? TimeProvider.System, heldBytesLimit);
         _addedIdsTrimMinimum = addedIdsTrimMinimum;
         _idFilterBytes = idFilterBytes;
@@ -179,7 +191,28 @@ internal sealed class VersionedIndex : ICommitState
     }
 
     /// <summary>The cache of checkpointed documents, or null when the store has none.</summary>
-    internal DocumentCache? DocumentCache => _documentCache;
+    internal DocumentCache? DocumentCache => Volatile.Read(ref _documentCache);
+
+    /// <summary>The checkpoint's thread (or the open), once the index reads a checkpoint of
+    /// <paramref name="documents"/> documents: a document cache too small for them is replaced by one sized for twice
+    /// as many (its entries start afresh; readers still holding the old one add to it harmlessly), so it is replaced
+    /// about once for each doubling of the store, and its slots take 40 to 80 bytes a document.</summary>
+    private void SizeDocumentCache(long documents)
+    {
+        if (Volatile.Read(ref _documentCache) is { } cache && !cache.Fits(documents))
+        {
+            Volatile.Write(ref _documentCache, new DocumentCache(_documentCacheBytes, 2 * documents,
+                _documentCacheMetrics));
+        }
+    }
+
+    /// <summary>The store's close: the document cache's instruments end and its entries go (a store object kept
+    /// after its close holds no documents).</summary>
+    internal void CloseDocumentCache()
+    {
+        _documentCacheMetrics?.Dispose();
+        DocumentCache?.Clear();
+    }
 
     /// <summary>Tests: the <see cref="TreeLayer.CacheKey"/> of the collection's current tree, or 0 when it has
     /// none.</summary>
@@ -371,7 +404,7 @@ internal sealed class VersionedIndex : ICommitState
             // searches (writes reading the versions they replace, the committer, range reads' checks) go to the tree:
             // a write over a document in a damaged page must meet the damage and fail alone (see ReadWrittenOver),
             // not take the version from the cache and leave the checkpoint a leaf it cannot rewrite.
-            if (cache && _documentCache is { } cached
+            if (cache && Volatile.Read(ref _documentCache) is { } cached
                 && cached.TryGet(layer.CacheKey, id, hash, out DocumentVersion hit))
             {
                 version = hit;
@@ -405,7 +438,7 @@ internal sealed class VersionedIndex : ICommitState
                     version = ToVersion(stored);
                     if (cache)
                     {
-                        _documentCache?.Add(layer.CacheKey, id, hash, version.Value);
+                        Volatile.Read(ref _documentCache)?.Add(layer.CacheKey, id, hash, version.Value);
                     }
                 }
                 catch (StoreCorruptedException damage) when (unreadableValue && ReferenceEquals(layer, keys.Tree))
@@ -963,6 +996,7 @@ internal sealed class VersionedIndex : ICommitState
             CheckpointedDocuments += tree.Count;
         }
 
+        SizeDocumentCache(CheckpointedDocuments);
         Volatile.Write(ref _visible, checkpoint.Sequence);
     }
 
@@ -980,11 +1014,15 @@ internal sealed class VersionedIndex : ICommitState
             ThrowHelper.ThrowInvalidOperation("The index moves to newer checkpoints only.");
         }
 
+        long documents = 0;
         foreach (CollectionTree tree in checkpoint.Collections.Values)
         {
             _collections.GetOrAdd(tree.Name, static _ => new SortedKeys())
                 .PublishTree(new TreeLayer(checkpoint, tree.Root));
+            documents += tree.Count;
         }
+
+        SizeDocumentCache(documents);
 
         // Collections the checkpoint has no tree for (every document deleted, or none checkpointed yet); one the
         // committer creates after this loop has no layer, which reads the same.

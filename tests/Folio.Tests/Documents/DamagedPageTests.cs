@@ -323,8 +323,12 @@ public sealed class DamagedPageTests
         await using DocumentStore store = DocumentStore.Open(dir.Path, options);
         Assert.Empty(Classify(store, count).Bad); // read, so cached
         FileDamage.FlipByte(dataFile, offset, 0x10);
-        Assert.Empty(Classify(store, count).Bad); // every read a hit; the leaf read last is not the damaged one
-        Assert.Equal(Value(bad[0]), JsonValue(store.Get("Item", bad[0]))); // the cache still has it
+
+        // A document of the damaged leaf that the cache still answers (a few may share their cache bucket with two
+        // others, and so were read from the leaf, which is not in the page cache any more).
+        List<string> stillBad = Classify(store, count).Bad;
+        string cached = bad.First(id => !stillBad.Contains(id));
+        Assert.Equal(Value(cached), JsonValue(store.Get("Item", cached)));
 
         // A scrub finds the damage; from then on writes read the versions they replace from the tree, not the cache,
         // so a write over a document of the damaged leaf fails alone instead of leaving the checkpoint a leaf it
@@ -332,14 +336,14 @@ public sealed class DamagedPageTests
         Assert.False((await store.VerifyAsync()).IsHealthy);
         Assert.True(store.Index.DamageSeen);
         await Assert.ThrowsAsync<StoreCorruptedException>(
-            async () => await store.PutAsync("Item", bad[0], Json(-1, "")));
+            async () => await store.PutAsync("Item", cached, Json(-1, "")));
         await store.PutAsync("Item", "zzz-new", Json(-2, ""));
         await store.CheckpointAsync();
         Assert.False(store.GetDiagnostics().IsFaulted);
         Assert.Equal(-2, JsonValue(store.Get("Item", "zzz-new")));
 
         // The checkpoint's new tree shares the damaged leaf, and the cache has nothing of the new tree yet.
-        Assert.Throws<StoreCorruptedException>(() => store.Get("Item", bad[0]));
+        Assert.Throws<StoreCorruptedException>(() => store.Get("Item", cached));
     }
 
     [Fact]

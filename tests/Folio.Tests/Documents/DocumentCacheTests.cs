@@ -24,7 +24,7 @@ public sealed class DocumentCacheTests
     [Property(MaxTest = 200, Arbitrary = [typeof(DocumentCacheTests)])]
     public void A_hit_is_the_document_added_for_its_tree_and_id_and_the_bytes_stay_within_the_budget(CacheStep[] steps)
     {
-        var cache = new DocumentCache(96 << 10); // room for about 200 of these entries: adds evict
+        var cache = Cache(96 << 10); // room for about 200 of these entries: adds evict
         var added = new HashSet<(int, int)>();
         foreach (CacheStep step in steps)
         {
@@ -51,7 +51,7 @@ public sealed class DocumentCacheTests
     [Fact]
     public void A_document_read_again_is_found_and_one_of_another_tree_or_id_is_not()
     {
-        var cache = new DocumentCache(1 << 20);
+        var cache = Cache(1 << 20);
         string id = Id(7);
         int hash = IdBytes.HashOf(id);
         Assert.False(cache.TryGet(1, id, hash, out _));
@@ -68,7 +68,7 @@ public sealed class DocumentCacheTests
     [Fact]
     public void Deletes_unreadable_versions_and_documents_over_a_sixty_fourth_of_the_budget_are_not_cached()
     {
-        var cache = new DocumentCache(1 << 20);
+        var cache = Cache(1 << 20);
         string id = Id(1);
         int hash = IdBytes.HashOf(id);
         cache.Add(1, id, hash, new DocumentVersion(5, 6, ReadOnlyMemory<byte>.Empty, isDeleted: true));
@@ -86,7 +86,7 @@ public sealed class DocumentCacheTests
     [Fact]
     public void A_document_shares_the_array_it_was_read_into_and_copies_a_slice()
     {
-        var cache = new DocumentCache(1 << 20);
+        var cache = Cache(1 << 20);
         byte[] whole = Encoding.UTF8.GetBytes("{\"a\":1}");
         cache.Add(1, "whole", IdBytes.HashOf("whole"), new DocumentVersion(1, 1, whole, isDeleted: false));
         Assert.True(cache.TryGet(1, "whole", IdBytes.HashOf("whole"), out DocumentVersion found));
@@ -104,7 +104,7 @@ public sealed class DocumentCacheTests
     [Fact]
     public void Documents_read_since_they_were_last_aged_outlive_a_stream_of_documents_never_read_again()
     {
-        var cache = new DocumentCache(256 << 10);
+        var cache = Cache(256 << 10);
         var hot = Enumerable.Range(0, 50).Select(i => $"hot/{i}").ToArray();
         foreach (string id in hot)
         {
@@ -142,7 +142,7 @@ public sealed class DocumentCacheTests
     [Fact]
     public void A_full_cache_admits_a_document_missed_twice_in_a_row_and_not_one_missed_once()
     {
-        var cache = new DocumentCache(256 << 10);
+        var cache = Cache(256 << 10);
         // Full of entries of about 170 bytes: one of the 260-byte entries below no longer fits beside them.
         for (int n = 0; cache.Bytes + 200 < cache.Budget; n++)
         {
@@ -181,7 +181,11 @@ public sealed class DocumentCacheTests
         listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
             recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
         listener.Start();
-        using var cache = new DocumentCache(1 << 20, meters);
+        DocumentCache? counted = null;
+        using var metrics = new Folio.Diagnostics.DocumentCacheMetrics(meters, () => counted!.Count,
+            () => counted!.Bytes);
+        var cache = new DocumentCache(1 << 20, Documents, metrics);
+        counted = cache;
         string id = Id(3);
         cache.Add(1, id, IdBytes.HashOf(id), Version(0, 3)); // a point read's miss
         Assert.True(cache.TryGet(1, id, IdBytes.HashOf(id), out _));
@@ -199,7 +203,7 @@ public sealed class DocumentCacheTests
     [Fact]
     public async Task Threads_adding_and_reading_at_once_only_ever_find_the_right_document_and_count_every_byte()
     {
-        var cache = new DocumentCache(128 << 10);
+        var cache = Cache(128 << 10);
         var ids = Enumerable.Range(0, 3000).Select(Id).ToArray();
         var start = new Barrier(4);
         long hits = 0;
@@ -339,6 +343,37 @@ public sealed class DocumentCacheTests
     }
 
     [Fact]
+    public async Task The_cache_takes_slots_for_the_documents_the_checkpoint_holds_and_more_as_they_grow()
+    {
+        using var dir = new TempDirectory();
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.ManualCheckpoints()))
+        {
+            Assert.Equal(64, store.Index.DocumentCache!.Slots); // a store of no documents takes 1 KiB
+            for (int i = 0; i < 10_000; i += 1000)
+            {
+                var batch = new CommitBatch();
+                for (int j = i; j < i + 1000; j++)
+                {
+                    batch.Put("Item", $"i{j}", Json(j));
+                }
+
+                await store.WriteAsync(batch);
+            }
+
+            await store.CheckpointAsync();
+            Assert.InRange(store.Index.DocumentCache!.Slots, 40_000, 160_000); // 4 a document, room to double
+            Assert.Equal(7, JsonValue(store.Get("Item", "i7")));
+            Assert.Equal(1, store.Index.DocumentCache.Count);
+        }
+
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, TestStoreOptions.ManualCheckpoints()))
+        {
+            Assert.InRange(store.Index.DocumentCache!.Slots, 40_000, 160_000); // sized at the open
+            Assert.Equal(9_999, JsonValue(store.Get("Item", "i9999")));
+        }
+    }
+
+    [Fact]
     public async Task By_default_the_document_cache_takes_a_quarter_of_the_page_cache()
     {
         using var dir = new TempDirectory();
@@ -389,6 +424,11 @@ public sealed class DocumentCacheTests
     }
 
     private static string Id(int n) => $"documents/{n:D6}";
+
+    /// <summary>Enough documents that a cache takes every slot its budget allows.</summary>
+    private const long Documents = 1L << 30;
+
+    private static DocumentCache Cache(long budget) => new(budget, Documents);
 
     /// <summary>Document <paramref name="id"/> as tree <paramref name="tree"/> holds it: its bytes, sequence and
     /// time all name both.</summary>
