@@ -47,7 +47,9 @@ namespace Folio.Documents;
 /// the writer's read while the collection's layer is still the one read, since a tree never changes); range reads
 /// merge the tree's ids with the others. A replayed delete of a checkpointed document is a tombstone slot, which
 /// hides the tree's version. Checkpoints (<see cref="CollectChanges"/>) read the heads: every id written since a
-/// checkpoint took and evicted it.
+/// checkpoint took and evicted it. A point read that falls through to a tree asks the <see cref="DocumentCache"/>
+/// first, by the tree's <see cref="TreeLayer.CacheKey"/>, and adds what the tree gave it: an entry is what that tree
+/// holds, so it stays right for as long as the layer is read, and a newer tree has a key of its own.
 /// </para>
 /// <para>
 /// Moving to a newer checkpoint (the checkpoint's thread, one at a time; the committer keeps committing). Once a
@@ -400,8 +402,9 @@ internal sealed class VersionedIndex : ICommitState
                 return false;
             }
 
-            // A point read asks the cache first, which holds what this tree holds for the ids it has. The other
-            // searches (writes reading the versions they replace, the committer, range reads' checks) go to the tree:
+            // A point read (a user's, or the committer's check of an expected version) asks the cache first, which
+            // holds what this tree holds for the ids it has. The other searches (writes reading the versions they
+            // replace, apply, range reads' checks) go to the tree:
             // a write over a document in a damaged page must meet the damage and fail alone (see ReadWrittenOver),
             // not take the version from the cache and leave the checkpoint a leaf it cannot rewrite.
             if (cache && Volatile.Read(ref _documentCache) is { } cached
