@@ -15,8 +15,8 @@ namespace Folio.Documents;
 /// reads use it (range reads, and writes reading the versions they replace, go to the tree), so a scan does not flush
 /// it, and a write over a document in a page damaged since it was cached still meets the damage.
 /// <para>
-/// Protocol. Any thread reads and adds; nothing is locked. The table is <see cref="Ways"/>-way set associative: an id
-/// hashes to a bucket of two adjacent slots (one cache line). An <see cref="Entry"/> is immutable but for its
+/// Protocol. Any thread reads and adds; nothing is locked. The table is <see cref="Ways"/>-way set associative: a
+/// tree's id hashes to a bucket of two adjacent slots (one cache line). An <see cref="Entry"/> is immutable but for its
 /// referenced bit, and it is published into a slot by an interlocked exchange (a full fence: its fields are written
 /// before the slot); a reader loads the slot with an acquire and so sees the fields. A reader that finds its entry sets
 /// the referenced bit with a plain store when it is clear (a lost store only makes the entry look colder); an add
@@ -101,7 +101,7 @@ internal sealed class DocumentCache
     public bool TryGet(long tree, string id, int hash, out DocumentVersion version)
     {
         ref Entry? bucket = ref MemoryMarshal.GetArrayDataReference(_slots);
-        int first = (hash & _bucketMask) * Ways;
+        int first = (BucketOf(tree, hash) & _bucketMask) * Ways;
         for (int way = 0; way < Ways; way++)
         {
             Entry? entry = Volatile.Read(ref Unsafe.Add(ref bucket, first + way));
@@ -145,7 +145,8 @@ internal sealed class DocumentCache
         // So a full cache whose data is larger than it and read uniformly does not churn (a miss costs a look at
         // the bucket the lookup read and at its doorkeeper), a document read often gets in, and one read again
         // between two admissions to its bucket stays.
-        int first = (hash & _bucketMask) * Ways;
+        int bucketHash = BucketOf(tree, hash);
+        int first = (bucketHash & _bucketMask) * Ways;
         int empty = -1;
         int cold = -1;
         for (int way = 0; way < Ways; way++)
@@ -172,10 +173,10 @@ internal sealed class DocumentCache
         }
         else
         {
-            ref int missed = ref _missed[hash & _bucketMask];
-            if (missed != hash)
+            ref int missed = ref _missed[bucketHash & _bucketMask];
+            if (missed != bucketHash)
             {
-                missed = hash; // turned away once
+                missed = bucketHash; // turned away once
                 return;
             }
 
@@ -220,6 +221,13 @@ internal sealed class DocumentCache
             }
         }
     }
+
+    /// <summary>The hash that picks the bucket of <paramref name="tree"/>'s document whose id hashes to
+    /// <paramref name="hash"/>: the id's hash mixed with the tree's key (Fibonacci hashing), so that collections that
+    /// use the same ids (a tenant per collection, numbered ids) spread over the table instead of sharing buckets.
+    /// </summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private static int BucketOf(long tree, int hash) => hash ^ (int)(((ulong)tree * 0x9E3779B97F4A7C15UL) >> 32);
 
     /// <summary>Moves the clock hand until the entries fit the budget, taking out entries not read since it last
     /// passed them; false when it gave up first.</summary>

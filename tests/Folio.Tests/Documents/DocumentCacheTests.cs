@@ -66,6 +66,37 @@ public sealed class DocumentCacheTests
     }
 
     [Fact]
+    public void The_same_ids_in_many_trees_spread_over_the_table_and_are_all_cached()
+    {
+        // 300 collections (a tenant each) that number their documents alike: 6,000 documents with 20 ids.
+        var cache = new DocumentCache(8 << 20, documents: 6000);
+        for (int tree = 1; tree <= 300; tree++)
+        {
+            for (int n = 0; n < 20; n++)
+            {
+                string id = n.ToString(System.Globalization.CultureInfo.InvariantCulture);
+                cache.Add(tree, id, IdBytes.HashOf(id), Version(tree, n));
+            }
+        }
+
+        int found = 0;
+        for (int tree = 1; tree <= 300; tree++)
+        {
+            for (int n = 0; n < 20; n++)
+            {
+                string id = n.ToString(System.Globalization.CultureInfo.InvariantCulture);
+                if (cache.TryGet(tree, id, IdBytes.HashOf(id), out DocumentVersion version))
+                {
+                    AssertIs(tree, n, version);
+                    found++;
+                }
+            }
+        }
+
+        Assert.True(found > 6000 * 97 / 100, $"{found} of 6000 cached"); // a few buckets get more than two
+    }
+
+    [Fact]
     public void Deletes_unreadable_versions_and_documents_over_a_sixty_fourth_of_the_budget_are_not_cached()
     {
         var cache = Cache(1 << 20);
