@@ -47,7 +47,7 @@ internal sealed class DocumentCache
     private readonly int[] _missed; // per bucket: the hash of the last id a full cache did not admit (see Add)
     private readonly int _bucketMask;
     private readonly long _budget;
-    private readonly long _givenBudget;
+    private readonly long _mostSlots; // the most slots the budget allows (see Fits)
     private readonly int _maxEntryBytes;
     private readonly DocumentCacheMetrics? _metrics;
     private long _bytes;
@@ -63,13 +63,12 @@ internal sealed class DocumentCache
         // than two: about 1.6% of the documents then find no room), and at most one per 128 bytes of budget (the
         // slots and the doorkeepers then take about a twelfth of it). A store of few documents, or none yet, takes
         // little memory (a process may open many).
-        long most = MostSlots(budget);
-        long slots = Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Clamp(4 * documents, 64, most)), most);
+        _mostSlots = Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Max(budget / 128, 64)), 1L << 26);
+        long slots = (long)BitOperations.RoundUpToPowerOf2((ulong)Math.Clamp(4 * documents, 64, _mostSlots));
         _slots = new Entry?[slots];
         _missed = new int[slots / Ways];
         _bucketMask = (int)(slots / Ways) - 1;
         _budget = Math.Max(budget - slots * IntPtr.Size - slots / Ways * sizeof(int), 0);
-        _givenBudget = budget;
         _maxEntryBytes = (int)Math.Min(_budget / 64, 1 << 20);
         _metrics = metrics;
     }
@@ -80,10 +79,7 @@ internal sealed class DocumentCache
     /// <summary>Whether the table has four slots for each of <paramref name="documents"/> documents (about 1.6% of
     /// them then find no room in their bucket), or all its budget allows; false when a larger cache should replace
     /// it.</summary>
-    public bool Fits(long documents) => _slots.Length >= Math.Min(4 * documents, MostSlots(_givenBudget));
-
-    private static long MostSlots(long budget) =>
-        Math.Min((long)BitOperations.RoundUpToPowerOf2((ulong)Math.Max(budget / 128, 64)), 1L << 26);
+    public bool Fits(long documents) => _slots.Length >= Math.Min(4 * documents, _mostSlots);
 
     /// <summary>The bytes the entries take (an estimate: see <see cref="EntryOverhead"/>).</summary>
     public long Bytes => Volatile.Read(ref _bytes);

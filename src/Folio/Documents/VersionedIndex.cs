@@ -394,6 +394,7 @@ internal sealed class VersionedIndex : ICommitState
     private bool SearchLayer(SortedKeys keys, string id, int hash, bool readValue, bool unreadableValue, bool cache,
         ref TreeLayer? layer, out DocumentVersion? version)
     {
+        DocumentCache? documents = cache ? Volatile.Read(ref _documentCache) : null; // acquire, once a search
         while (true)
         {
             version = null;
@@ -407,8 +408,7 @@ internal sealed class VersionedIndex : ICommitState
             // replace, apply, range reads' checks) go to the tree:
             // a write over a document in a damaged page must meet the damage and fail alone (see ReadWrittenOver),
             // not take the version from the cache and leave the checkpoint a leaf it cannot rewrite.
-            if (cache && Volatile.Read(ref _documentCache) is { } cached
-                && cached.TryGet(layer.CacheKey, id, hash, out DocumentVersion hit))
+            if (documents is not null && documents.TryGet(layer.CacheKey, id, hash, out DocumentVersion hit))
             {
                 version = hit;
                 return true;
@@ -439,10 +439,7 @@ internal sealed class VersionedIndex : ICommitState
                 try
                 {
                     version = ToVersion(stored);
-                    if (cache)
-                    {
-                        Volatile.Read(ref _documentCache)?.Add(layer.CacheKey, id, hash, version.Value);
-                    }
+                    documents?.Add(layer.CacheKey, id, hash, version.Value);
                 }
                 catch (StoreCorruptedException damage) when (unreadableValue && ReferenceEquals(layer, keys.Tree))
                 {

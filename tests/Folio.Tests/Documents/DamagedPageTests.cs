@@ -477,7 +477,8 @@ public sealed class DamagedPageTests
     private static byte[] Json(int value, string pad) =>
         Encoding.UTF8.GetBytes($$"""{"Value":{{value}},"Pad":"{{pad}}"}""");
 
-    private static int? JsonValue(StoredDocument? document) => document is { } found
+    /// <summary>The document's <c>Value</c> property, or null when there is no document.</summary>
+    internal static int? JsonValue(StoredDocument? document) => document is { } found
         ? System.Text.Json.JsonDocument.Parse(found.Json).RootElement.GetProperty("Value").GetInt32()
         : null;
 

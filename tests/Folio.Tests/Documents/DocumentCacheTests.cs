@@ -443,9 +443,7 @@ public sealed class DocumentCacheTests
 
     private static byte[] Json(int value) => Encoding.UTF8.GetBytes($$"""{"Value":{{value}}}""");
 
-    private static int? JsonValue(StoredDocument? document) => document is { } found
-        ? System.Text.Json.JsonDocument.Parse(found.Json).RootElement.GetProperty("Value").GetInt32()
-        : null;
+    private static int? JsonValue(StoredDocument? document) => DamagedPageTests.JsonValue(document);
 
     private sealed class Item
     {
