@@ -471,6 +471,30 @@ internal sealed class VersionedIndex : ICommitState
         return ReplacedFromCheckpoint(keys, id, hash, ref layer);
     }
 
+    /// <summary>
+    /// <see cref="ReplacedFromCheckpoint(SortedKeys, string, int)"/> for apply, which runs after the journal holds the
+    /// write, where a failure cannot fail the write alone. A leaf that fails its checks there (a page damaged on disk
+    /// since the id filter's build read every leaf, and evicted since, so nothing read it again; writes of a
+    /// collection with a complete filter and no damage seen are not read before they are written, see
+    /// <see cref="ReadWrittenOver"/>) leaves the write's previous version unknown: the write goes on over an unreadable
+    /// version older than every snapshot (sequence 0), so a snapshot older than the write still gets the failure, as
+    /// the tree would have given it, and from then on writes read first (<see cref="NoteDamage"/>) and fail alone.
+    /// The checkpoint that must merge the write into the damaged leaf fails, logged, until the store is repaired; the
+    /// journal keeps every write meanwhile.
+    /// </summary>
+    private DocumentVersion? ReplacedWhileApplying(SortedKeys keys, string id, int hash)
+    {
+        try
+        {
+            return ReplacedFromCheckpoint(keys, id, hash);
+        }
+        catch (StoreCorruptedException damage)
+        {
+            NoteDamage();
+            return UnreadableVersion.Of(0, 0, damage);
+        }
+    }
+
     /// <summary><see cref="ReplacedFromCheckpoint(SortedKeys, string, int)"/> from <paramref name="layer"/>; on
     /// return, the layer whose tree answered.</summary>
     private DocumentVersion? ReplacedFromCheckpoint(SortedKeys keys, string id, int hash, ref TreeLayer? layer) =>
@@ -692,8 +716,9 @@ internal sealed class VersionedIndex : ICommitState
     /// apply under the write lock. And every collection once a page of a current tree has failed its checks
     /// (<see cref="NoteDamage"/>). A collection with a complete filter and no damage seen is left to apply: its new
     /// ids need no search, and an id the tree holds is searched there while the group's fsync runs, off the
-    /// writers' path (its leaves were all read whole when the filter was built, so only an overflow page, or a page
-    /// damaged since, can fail there and fault the store).
+    /// writers' path (its leaves were all read whole when the filter was built, so only an overflow page, or a leaf
+    /// damaged on disk since, can fail there: apply then goes on over an unreadable version, see
+    /// <see cref="ReplacedWhileApplying"/>).
     /// </para>
     /// </summary>
     internal void ReadWrittenOver(CommitBatch batch)
@@ -847,7 +872,7 @@ internal sealed class VersionedIndex : ICommitState
                     shadowedSlot = replayedSlot;
                 }
                 else if ((writtenOver is not null && writtenOver.TryGet(c, keys.Tree, out DocumentVersion? read)
-                    ? read : ReplacedFromCheckpoint(keys, command.Key.Id, hash)) is { } checkpointed)
+                    ? read : ReplacedWhileApplying(keys, command.Key.Id, hash)) is { } checkpointed)
                 {
                     // First write of a checkpointed document since it was last in memory: its tree version becomes the
                     // oldest of the chain (the heads are read before the tree, so readers move to the chain at once).

@@ -347,6 +347,97 @@ public sealed class DamagedPageTests
     }
 
     [Fact]
+    public async Task An_overwrite_in_a_leaf_damaged_while_the_store_runs_does_not_fault_the_store_nor_lose_a_write()
+    {
+        using var dir = new TempDirectory();
+        using var copy = new TempDirectory();
+        const int count = 3000;
+        await FillAsync(dir.Path, count, _ => new string('q', 100));
+        string dataFile = Path.Combine(dir.Path, "data.folio");
+        long offset = new FileInfo(dataFile).Length / 2;
+
+        // Which documents the flip damages, found on a copy.
+        StoreCheckpointTests.CopyFolder(dir.Path, copy.Path);
+        FileDamage.FlipByte(Path.Combine(copy.Path, "data.folio"), offset, 0x10);
+        List<string> bad;
+        await using (DocumentStore damaged = DocumentStore.Open(copy.Path, Options()))
+        {
+            bad = Classify(damaged, count).Bad;
+        }
+
+        Assert.True(bad.Count >= 2);
+        string first = bad[bad.Count / 2];
+        string second = bad[0];
+
+        // A page cache smaller than the data file, yet large enough for the open to build the id filter (which reads
+        // every leaf); no document cache, so every read goes to the tree.
+        DocumentStoreOptions options = Options();
+        options.TestCacheBytes = new FileInfo(dataFile).Length * 2 / 3;
+        options.DocumentCacheSize = 0;
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            var deadline = DateTime.UtcNow.AddSeconds(30);
+            while (store.Index.IdFilterOf("Item") is not { IsComplete: true })
+            {
+                Assert.True(DateTime.UtcNow < deadline, "the id filter was not built");
+                await Task.Delay(10);
+            }
+
+            FileDamage.FlipByte(dataFile, offset, 0x10);
+
+            // Reads of the other documents only, so the damaged leaf leaves the page cache and nothing sees the damage:
+            // the write is not read before the journal holds it, and its apply is the first to meet the damage.
+            for (int pass = 0; pass < 3; pass++)
+            {
+                foreach (string id in Ids(count).Except(bad))
+                {
+                    Assert.Equal(Value(id), JsonValue(store.Get("Item", id)));
+                }
+            }
+
+            Assert.False(store.Index.DamageSeen);
+            long before = store.LastCommittedSequence;
+            using (DocumentSession older = store.OpenSession())
+            {
+                Assert.NotNull(await older.LoadAsync<Item>(Ids(count).Except(bad).First())); // its snapshot, taken now
+                await store.PutAsync("Item", first, Json(-1, ""));
+
+                // Not faulted: the write is there, an older snapshot still gets the damage, and the store takes
+                // writes; a later write into the damaged leaf is read first now, and fails alone.
+                Assert.False(store.GetDiagnostics().IsFaulted);
+                Assert.True(store.Index.DamageSeen);
+                Assert.Equal(-1, JsonValue(store.Get("Item", first)));
+                await Assert.ThrowsAsync<StoreCorruptedException>(async () => await older.LoadAsync<Item>(first));
+                await Assert.ThrowsAsync<StoreCorruptedException>(
+                    async () => await store.PutAsync("Item", second, Json(-2, "")));
+                await store.PutAsync("Item", "zzz-new", Json(-3, ""));
+            }
+
+            // The checkpoint cannot merge the write into a leaf it cannot read: it fails, and the store goes on.
+            var failure = await Assert.ThrowsAsync<StoreCorruptedException>(async () => await store.CheckpointAsync());
+            Assert.Contains("data.folio", failure.Message, StringComparison.Ordinal);
+            Assert.False(store.GetDiagnostics().IsFaulted);
+            await store.PutAsync("Item", "zzz-after", Json(-4, ""));
+            Assert.True(store.LastCommittedSequence > before);
+        }
+
+        // Nothing acknowledged is lost: the journal the failed checkpoints kept replays it.
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, Options()))
+        {
+            Assert.Equal(-1, JsonValue(store.Get("Item", first)));
+            Assert.Equal(-3, JsonValue(store.Get("Item", "zzz-new")));
+            Assert.Equal(-4, JsonValue(store.Get("Item", "zzz-after")));
+            Assert.Throws<StoreCorruptedException>(() => store.Get("Item", second));
+            foreach (string id in Ids(count).Except(bad))
+            {
+                Assert.Equal(Value(id), JsonValue(store.Get("Item", id)));
+            }
+        }
+    }
+
+    private static IEnumerable<string> Ids(int count) => Enumerable.Range(0, count).Select(Id);
+
+    [Fact]
     public async Task Compacting_a_chunk_that_holds_a_damaged_live_page_fails_alone_and_loses_nothing()
     {
         using var dir = new TempDirectory();
