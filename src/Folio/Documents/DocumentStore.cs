@@ -88,6 +88,9 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>Whether new commits wait for a checkpoint (tests and diagnostics).</summary>
     internal bool IsCheckpointBehind => _checkpointer.IsBehind;
 
+    /// <summary>The damage checkpoints fail on, while they do (tests and diagnostics).</summary>
+    internal StoreCorruptedException? CheckpointsBlockedBy => _checkpointer.BlockedBy;
+
     /// <summary>The name of the data file (the page store) in the store's folder.</summary>
     internal const string DataFileName = "data.folio";
 
@@ -377,6 +380,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// copies them first, so the caller may reuse its memory at once either way.</summary>
     private ValueTask<long> CommitSequenceAsync(CommitBatch batch, CancellationToken cancellationToken)
     {
+        _checkpointer.ThrowIfBlocked();
         _checkpointer.NoteCommit(batch.Count);
         if (_checkpointer.IsBehind)
         {
@@ -411,6 +415,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     {
         // Not an async method: with checkpoints keeping up, the caller awaits the merger's pending batch itself, and
         // a save allocates no state machine here.
+        _checkpointer.ThrowIfBlocked();
         _checkpointer.NoteCommit(batch.Count);
         if (_checkpointer.IsBehind)
         {

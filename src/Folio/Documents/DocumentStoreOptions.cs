@@ -157,6 +157,12 @@ public sealed class DocumentStoreOptions
     /// each, so checkpoints of such writes start after fewer documents (past an eighth of that memory), and their
     /// pages never outgrow the process.
     /// </para>
+    /// <para>
+    /// While checkpoints fail on damage in the data file (<see cref="StoreCorruptedException"/>: a page a checkpoint
+    /// must rewrite fails its checksum, so every checkpoint would fail until the store is repaired), commits do not
+    /// wait for them; past this threshold (or the pages' limit above) they fail with that exception instead, so the
+    /// memory and journal the store cannot checkpoint stay bounded, and reads go on.
+    /// </para>
     /// </summary>
     public long CheckpointBackpressureThreshold { get; set; }
 

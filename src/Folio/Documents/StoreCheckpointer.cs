@@ -49,6 +49,17 @@ namespace Folio.Documents;
 /// to that signal or a later one, so the clearing's completion of that signal wakes it; it re-checks after waking.
 /// </para>
 /// <para>
+/// Damage. A checkpoint that fails with <see cref="StoreCorruptedException"/> met a page of the data file it must
+/// rewrite and cannot read (a leaf that a write accepted before anything saw the damage must go into): every
+/// checkpoint will fail the same way until the store is repaired. The checkpoint thread then sets
+/// <see cref="BlockedBy"/> (a release store; cleared by the next checkpoint that succeeds) and tries again after a
+/// wait that doubles from a second to a minute, instead of at every tick; writers do not wait for those checkpoints
+/// (<see cref="_behind"/> is not set while blocked), and once the journal after the last checkpoint passes the
+/// backpressure threshold, or its pages twice the checkpoint's memory, writes fail with that damage
+/// (<see cref="ThrowIfBlocked"/>, read by every commit with one acquire load), so the memory and the journal the
+/// store cannot checkpoint stay bounded; reads go on. Operator checkpoints run when asked.
+/// </para>
+/// <para>
 /// Resting. The loop wakes every tick (at most 100 ms) to see whether a checkpoint, a compaction pass or heads
 /// maintenance is due. After a second of wakes with none of those and no new commit, it rests: it waits a longer tick
 /// (a second, or less when <see cref="DocumentStoreOptions.CheckpointInterval"/> or the compaction pass interval are
@@ -89,6 +100,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private const long BackpressureLogInterval = 10_000;
     private long _lastSequence;
     private Exception? _lastFailure;
+    private StoreCorruptedException? _blockedBy; // see "Damage" in the protocol (release; any reader)
+    private long _retryAt; // the checkpoint thread's: when a checkpoint blocked by damage is tried again
+    private long _retryDelay; // the checkpoint thread's: the wait before that try, in milliseconds
     private long _bytesAtCheckpoint; // the journal's AppendedBytes when the last checkpoint's snapshot was taken
     private long _lastTimestamp;
     private long _lastCompaction; // Environment.TickCount64 of the last compaction pass (on the checkpoint thread)
@@ -551,17 +565,55 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
         catch (Exception error)
         {
-            if (error is StoreCorruptedException)
+            if (error is StoreCorruptedException damage)
             {
                 _index.NoteDamage(); // writes read the versions they replace themselves from now on
+                _retryDelay = Math.Clamp(_retryDelay * 2, MinDamageRetryDelay, MaxDamageRetryDelay);
+                _retryAt = Environment.TickCount64 + _retryDelay;
+                Volatile.Write(ref _blockedBy, damage);
             }
 
             UpdateBackpressure(failed: true);
             throw;
         }
 
+        _retryDelay = 0;
+        Volatile.Write(ref _blockedBy, null);
         UpdateBackpressure(failed: false);
         return sequence;
+    }
+
+    /// <summary>The first wait before a checkpoint blocked by damage is tried again, in milliseconds.</summary>
+    internal const long MinDamageRetryDelay = 1000;
+
+    /// <summary>The longest wait before a checkpoint blocked by damage is tried again, in milliseconds.</summary>
+    internal const long MaxDamageRetryDelay = 60_000;
+
+    /// <summary>The damage the last checkpoint failed on, while no checkpoint has succeeded since; else null (see
+    /// "Damage" in the protocol).</summary>
+    public StoreCorruptedException? BlockedBy => Volatile.Read(ref _blockedBy);
+
+    /// <summary>Throws when checkpoints are blocked by damage and the journal after the last checkpoint, or the
+    /// pages the next one would rewrite, passed the backpressure thresholds (any writer, before it submits).</summary>
+    public void ThrowIfBlocked()
+    {
+        if (Volatile.Read(ref _blockedBy) is { } damage)
+        {
+            ThrowBlocked(damage);
+        }
+    }
+
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    private void ThrowBlocked(StoreCorruptedException damage)
+    {
+        long bytes = BytesSinceCheckpoint;
+        if (bytes >= _backpressureThreshold || EstimatedCheckpointBytes >= PagesBackpressure)
+        {
+            throw new StoreCorruptedException(
+                $"{damage.Message}. Checkpoints fail on this damage, and the {bytes} bytes of journal written since " +
+                "the last one reached the backpressure threshold: the store refuses writes until it is repaired " +
+                "(restore a backup); reads go on.", damage.FilePath, damage.Offset);
+        }
     }
 
     /// <summary>Sets or clears the backpressure from the journal after the last checkpoint (see the protocol);
@@ -584,7 +636,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
 
         if ((bytes >= _backpressureThreshold || pages >= PagesBackpressure) && !failed
-            && Volatile.Read(ref _stopped) == 0 && !_isFaulted())
+            && Volatile.Read(ref _stopped) == 0 && !_isFaulted() && Volatile.Read(ref _blockedBy) is null)
         {
             if (_behind == 0)
             {
@@ -651,7 +703,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     private bool IsDue()
     {
         long last = Interlocked.Read(ref _lastSequence);
-        if (_index.VisibleSequence <= last || _journal.IsDisposed)
+        if (_index.VisibleSequence <= last || _journal.IsDisposed
+            || (Volatile.Read(ref _blockedBy) is not null && Environment.TickCount64 < _retryAt))
         {
             return false;
         }

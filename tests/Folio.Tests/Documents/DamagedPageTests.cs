@@ -374,6 +374,12 @@ public sealed class DamagedPageTests
         DocumentStoreOptions options = Options();
         options.TestCacheBytes = new FileInfo(dataFile).Length * 2 / 3;
         options.DocumentCacheSize = 0;
+        options.CheckpointThreshold = 64 << 10;
+        options.CheckpointBackpressureThreshold = 256 << 10;
+        using var log = new CapturingLoggerFactory();
+        options.LoggerFactory = log;
+        int CheckpointFailures() => log.Lines.Count(line => line.Id.Id == 3003);
+        var acknowledged = new Dictionary<string, int>();
         await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
         {
             var deadline = DateTime.UtcNow.AddSeconds(30);
@@ -416,9 +422,39 @@ public sealed class DamagedPageTests
             // The checkpoint cannot merge the write into a leaf it cannot read: it fails, and the store goes on.
             var failure = await Assert.ThrowsAsync<StoreCorruptedException>(async () => await store.CheckpointAsync());
             Assert.Contains("data.folio", failure.Message, StringComparison.Ordinal);
+            Assert.NotNull(store.CheckpointsBlockedBy);
             Assert.False(store.GetDiagnostics().IsFaulted);
             await store.PutAsync("Item", "zzz-after", Json(-4, ""));
             Assert.True(store.LastCommittedSequence > before);
+
+            // Writes go on, without waiting for checkpoints that cannot succeed, until the journal since the last
+            // checkpoint reaches the backpressure threshold; then they fail with the damage, and reads go on.
+            StoreCorruptedException? refused = null;
+            for (int i = 0; i < 10_000 && refused is null; i++)
+            {
+                string id = $"more{i:D5}";
+                try
+                {
+                    await store.PutAsync("Item", id, Json(i, new string('m', 200)));
+                    acknowledged[id] = i;
+                }
+                catch (StoreCorruptedException e)
+                {
+                    refused = e;
+                }
+            }
+
+            Assert.NotNull(refused);
+            Assert.Contains("refuses writes", refused.Message, StringComparison.Ordinal);
+
+            // The checkpoints due meanwhile (the journal is past the threshold) are tried again after a wait that
+            // doubles from a second, not at every tick of the loop: at most two attempts in the next 1.5 s.
+            int failures = CheckpointFailures();
+            await Task.Delay(1500);
+            Assert.InRange(CheckpointFailures() - failures, 0, 2);
+            Assert.True(acknowledged.Count > 100);
+            Assert.False(store.GetDiagnostics().IsFaulted);
+            Assert.Equal(-4, JsonValue(store.Get("Item", "zzz-after")));
         }
 
         // Nothing acknowledged is lost: the journal the failed checkpoints kept replays it.
@@ -428,6 +464,11 @@ public sealed class DamagedPageTests
             Assert.Equal(-3, JsonValue(store.Get("Item", "zzz-new")));
             Assert.Equal(-4, JsonValue(store.Get("Item", "zzz-after")));
             Assert.Throws<StoreCorruptedException>(() => store.Get("Item", second));
+            foreach ((string id, int value) in acknowledged)
+            {
+                Assert.Equal(value, JsonValue(store.Get("Item", id)));
+            }
+
             foreach (string id in Ids(count).Except(bad))
             {
                 Assert.Equal(Value(id), JsonValue(store.Get("Item", id)));
@@ -436,6 +477,7 @@ public sealed class DamagedPageTests
     }
 
     private static IEnumerable<string> Ids(int count) => Enumerable.Range(0, count).Select(Id);
+
 
     [Fact]
     public async Task Compacting_a_chunk_that_holds_a_damaged_live_page_fails_alone_and_loses_nothing()
