@@ -57,7 +57,8 @@ namespace Folio.Documents;
 /// (<see cref="_behind"/> is not set while blocked), and once the journal after the last checkpoint passes the
 /// backpressure threshold, or its pages twice the checkpoint's memory, writes fail with that damage
 /// (<see cref="ThrowIfBlocked"/>, read by every commit with one acquire load), so the memory and the journal the
-/// store cannot checkpoint stay bounded; reads go on. Operator checkpoints run when asked.
+/// store cannot checkpoint stay bounded; reads go on. Operator checkpoints run when asked. A checkpoint that also
+/// compacted does not block (the damage may be in a page only the compaction read; the next checkpoint runs without).
 /// </para>
 /// <para>
 /// Resting. The loop wakes every tick (at most 100 ms) to see whether a checkpoint, a compaction pass or heads
@@ -568,9 +569,16 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             if (error is StoreCorruptedException damage)
             {
                 _index.NoteDamage(); // writes read the versions they replace themselves from now on
-                _retryDelay = Math.Clamp(_retryDelay * 2, MinDamageRetryDelay, MaxDamageRetryDelay);
-                _retryAt = Environment.TickCount64 + _retryDelay;
-                Volatile.Write(ref _blockedBy, damage);
+
+                // Blocked only by a checkpoint that did not compact too: the damage may lie in a page only the
+                // compaction read, and the next checkpoint, without compaction (a pass waits its interval), shows
+                // whether checkpoints can go on.
+                if (compaction is null)
+                {
+                    _retryDelay = Math.Clamp(_retryDelay * 2, MinDamageRetryDelay, MaxDamageRetryDelay);
+                    _retryAt = Environment.TickCount64 + _retryDelay;
+                    Volatile.Write(ref _blockedBy, damage);
+                }
             }
 
             UpdateBackpressure(failed: true);
