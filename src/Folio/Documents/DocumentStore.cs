@@ -91,6 +91,11 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     /// <summary>The damage checkpoints fail on, while they do (tests and diagnostics).</summary>
     internal StoreCorruptedException? CheckpointsBlockedBy => _checkpointer.BlockedBy;
 
+    /// <summary>Tests only: a background checkpoint that also compacts (see
+    /// <see cref="StoreCheckpointer.CheckpointAndCompactAsync"/>).</summary>
+    internal Task<long> CheckpointAndCompactAsync(Pages.CompactionRequest compaction) =>
+        _checkpointer.CheckpointAndCompactAsync(compaction);
+
     /// <summary>The name of the data file (the page store) in the store's folder.</summary>
     internal const string DataFileName = "data.folio";
 

@@ -238,6 +238,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     public Task<long> CheckpointAsync(CancellationToken cancellationToken) =>
         SubmitAsync(() => CheckpointAndUpdateBackpressure(), cancellationToken);
 
+    /// <summary>Tests only: the checkpoint the background loop runs when compaction is due too (the commits since the
+    /// last checkpoint, and the chunks <paramref name="compaction"/> picks), on the checkpoint thread.</summary>
+    internal Task<long> CheckpointAndCompactAsync(CompactionRequest compaction) =>
+        SubmitAsync(() => CheckpointAndUpdateBackpressure(compaction), CancellationToken.None);
+
     /// <summary>
     /// Compaction on demand, on the checkpoint thread: a checkpoint of the commits since the last one, then
     /// checkpoints that also rewrite the chunks whose share of live pages is below <paramref name="fillBelow"/> (a
