@@ -11,7 +11,15 @@ internal static class ExportCommand
     public static Command Create()
     {
         Argument<string> store = ToolStore.StoreArgument();
-        var command = new Command("export", "Write every document as NDJSON to standard output.") { store };
+        var skipDamaged = new Option<bool>("--skip-damaged")
+        {
+            Description = "Salvage a damaged store: skip the documents its data file cannot give back, name each "
+                + "range on standard error, and exit with the damaged code (import the rest into a new store).",
+        };
+        var command = new Command("export", "Write every document as NDJSON to standard output.")
+        {
+            store, skipDamaged,
+        };
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
             string path = ToolStore.RequireStore(parse.GetValue(store)!);
@@ -25,10 +33,17 @@ internal static class ExportCommand
             // The total is the store's a moment before the export's own commit: close enough for a progress bar.
             var display = new ProgressDisplay("export", total, "documents");
             long exported = 0;
+            long skipped = 0;
+            IAsyncEnumerable<StoredDocument> documents = parse.GetValue(skipDamaged)
+                ? DocumentStore.SalvageFilesAsync(path, damage =>
+                {
+                    skipped++;
+                    Console.Error.WriteLine($"folio: skipped {Describe(damage)}");
+                }, cancellationToken)
+                : DocumentStore.ScanFilesAsync(path, cancellationToken);
             await using (var output = new NdjsonOutput())
             {
-                await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(path, cancellationToken)
-                    .ConfigureAwait(false))
+                await foreach (StoredDocument document in documents.ConfigureAwait(false))
                 {
                     NdjsonLine.WriteDocument(output.Json, document);
                     output.EndLine();
@@ -40,8 +55,24 @@ internal static class ExportCommand
             }
 
             display.Complete(exported);
+            if (skipped > 0)
+            {
+                await Console.Error.WriteLineAsync(
+                    $"folio: exported {exported} documents; skipped {skipped} damaged ranges").ConfigureAwait(false);
+                return ToolStore.Damaged;
+            }
+
             return 0;
         }));
         return command;
+    }
+
+    /// <summary>One line naming the documents a damaged page held and where it lies.</summary>
+    private static string Describe(DamagedRange damage)
+    {
+        string range = damage.ToId == damage.FromId + "\0" ? $"document '{damage.FromId}'"
+            : $"documents from {(damage.FromId is null ? "the first" : $"'{damage.FromId}'")} to before "
+            + (damage.ToId is null ? "the end" : $"'{damage.ToId}'");
+        return $"{range} of collection '{damage.Collection}': {damage.Error.Message.ReplaceLineEndings(" ")}";
     }
 }

@@ -74,7 +74,33 @@ public sealed partial class DocumentStore
         CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrEmpty(folder);
-        return StoreFileScanner.ScanAsync(folder, cancellationToken);
+        return StoreFileScanner.ScanAsync(folder, onDamage: null, cancellationToken);
+    }
+
+    /// <summary>
+    /// Streams every document of the store in <paramref name="folder"/> that its files still hold readable, as
+    /// <see cref="ScanFilesAsync"/> does, but goes on past damage: a page of the data file's checkpoint that fails its
+    /// checks, and every page below it, is skipped, as is a document whose own value pages fail theirs, and each is
+    /// reported to <paramref name="onDamage"/> (on the enumerating thread, before the documents after it) with the
+    /// ids it may have held. What a store whose data file is damaged can give back, without a backup: write the
+    /// stream into a new store (<c>folio export --skip-damaged</c>, then <c>folio import</c>), and the damaged ranges
+    /// say what is lost. Documents written since the checkpoint come from the journal and are never skipped.
+    /// </summary>
+    /// <param name="folder">The store's folder (the one given to <see cref="Open"/>).</param>
+    /// <param name="onDamage">Called with each range of documents skipped.</param>
+    /// <param name="cancellationToken">Stops the stream.</param>
+    /// <returns>The readable documents, collections in ordinal order of their names, each in ordinal order of
+    /// ids.</returns>
+    /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
+    /// <exception cref="StoreCorruptedException">The data file's header or its catalog of collections is damaged,
+    /// so no checkpoint can be read.</exception>
+    /// <exception cref="JournalCorruptedException">A journal record after the checkpoint is damaged.</exception>
+    public static IAsyncEnumerable<StoredDocument> SalvageFilesAsync(string folder, Action<DamagedRange> onDamage,
+        CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(folder);
+        ArgumentNullException.ThrowIfNull(onDamage);
+        return StoreFileScanner.ScanAsync(folder, onDamage, cancellationToken);
     }
 
     /// <summary>

@@ -625,7 +625,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             throw new StoreCorruptedException(
                 $"{damage.Message}. Checkpoints fail on this damage, and the {bytes} bytes of journal written since " +
                 "the last one reached the backpressure threshold: the store refuses writes until it is repaired " +
-                "(restore a backup); reads go on.", damage.FilePath, damage.Offset);
+                "(restore a backup, or salvage it: DocumentStore.SalvageFilesAsync); reads go on.", damage.FilePath,
+                damage.Offset);
         }
     }
 

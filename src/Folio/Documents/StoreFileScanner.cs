@@ -27,12 +27,15 @@ internal static class StoreFileScanner
     /// <summary>Starts before the last failure is reported.</summary>
     private const int Attempts = 16;
 
-    public static async IAsyncEnumerable<StoredDocument> ScanAsync(string folder,
+    /// <summary>The documents; with <paramref name="onDamage"/>, a page of the checkpoint that fails its checks is
+    /// reported to it and skipped (<see cref="BTree.RangeSkippingDamage"/>), and so is a value whose own pages do,
+    /// instead of ending the stream.</summary>
+    public static async IAsyncEnumerable<StoredDocument> ScanAsync(string folder, Action<DamagedRange>? onDamage,
         [EnumeratorCancellation] CancellationToken cancellationToken)
     {
         (string path, _) = StoreFileInfoReader.StoreFolders(folder); // the folder checked by ScanFilesAsync
         using Snapshot snapshot = await OpenAsync(path, cancellationToken).ConfigureAwait(false);
-        foreach (StoredDocument document in snapshot.Documents())
+        foreach (StoredDocument document in snapshot.Documents(onDamage))
         {
             cancellationToken.ThrowIfCancellationRequested();
             yield return document;
@@ -100,7 +103,7 @@ internal static class StoreFileScanner
     {
         private readonly PageStore? _pages = checkpoint.Pages;
 
-        public IEnumerable<StoredDocument> Documents()
+        public IEnumerable<StoredDocument> Documents(Action<DamagedRange>? onDamage)
         {
             var names = new SortedSet<string>(changes.Keys, StringComparer.Ordinal);
             if (_pages is not null)
@@ -113,7 +116,7 @@ internal static class StoreFileScanner
                 PageReference? root = _pages is not null && _pages.Current.Collections.TryGetValue(name,
                     out CollectionTree? tree) ? tree.Root : null;
                 List<DocumentChange> changed = changes.GetValueOrDefault(name) ?? [];
-                foreach (StoredDocument document in Merge(name, root, changed))
+                foreach (StoredDocument document in Merge(name, root, changed, onDamage))
                 {
                     yield return document;
                 }
@@ -121,13 +124,18 @@ internal static class StoreFileScanner
         }
 
         /// <summary>The tree's documents with the changes after it applied, in id order.</summary>
-        private IEnumerable<StoredDocument> Merge(string collection, PageReference? root, List<DocumentChange> changed)
+        private IEnumerable<StoredDocument> Merge(string collection, PageReference? root, List<DocumentChange> changed,
+            Action<DamagedRange>? onDamage)
         {
             int next = 0;
             if (root is not null)
             {
                 IPageReader reader = _pages!.Reader;
-                foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(root, null, null, false, reader))
+                IEnumerable<KeyValuePair<string, StoredValue>> entries = onDamage is null
+                    ? BTree.Range(root, null, null, false, reader)
+                    : BTree.RangeSkippingDamage(root, reader,
+                        (from, to, damage) => onDamage(new DamagedRange(collection, from, to, damage)));
+                foreach (KeyValuePair<string, StoredValue> entry in entries)
                 {
                     int order = -1;
                     while (next < changed.Count && (order = string.CompareOrdinal(changed[next].Id, entry.Key)) < 0)
@@ -150,7 +158,18 @@ internal static class StoreFileScanner
                     }
 
                     StoredValue value = entry.Value;
-                    yield return new StoredDocument(collection, entry.Key, value.Read(reader), value.Sequence,
+                    ReadOnlyMemory<byte> json;
+                    try
+                    {
+                        json = value.Read(reader);
+                    }
+                    catch (StoreCorruptedException damage) when (onDamage is not null)
+                    {
+                        onDamage(new DamagedRange(collection, entry.Key, entry.Key + "\0", damage));
+                        continue;
+                    }
+
+                    yield return new StoredDocument(collection, entry.Key, json, value.Sequence,
                         new DateTimeOffset(value.TimestampTicks, TimeSpan.Zero));
                 }
             }

@@ -756,6 +756,54 @@ internal static class BTree
         }
     }
 
+    /// <summary>
+    /// Every entry of the tree at <paramref name="root"/> in ascending order, as <see cref="Range"/> without bounds,
+    /// except under a page that fails its checks: such a page (and what lies below it, which only it names) is
+    /// reported to <paramref name="onDamage"/> with the ids it covers, from the separator before it (inclusive; null:
+    /// the tree's first id) to the one after it (exclusive; null: past the last), and the walk goes on with the next
+    /// page. For salvaging what a damaged data file still holds; no prefetch, one page decoded at a time per level.
+    /// </summary>
+    public static IEnumerable<KeyValuePair<string, StoredValue>> RangeSkippingDamage(PageReference? root,
+        IPageReader reader, Action<string?, string?, StoreCorruptedException> onDamage) =>
+        root is null ? [] : WalkSkippingDamage(root, 0, null, null, reader, onDamage);
+
+    private static IEnumerable<KeyValuePair<string, StoredValue>> WalkSkippingDamage(PageReference reference,
+        int depth, string? from, string? to, IPageReader reader,
+        Action<string?, string?, StoreCorruptedException> onDamage)
+    {
+        TreeNode node;
+        try
+        {
+            node = NodeAt(reference, depth, reader);
+        }
+        catch (StoreCorruptedException damage)
+        {
+            onDamage(from, to, damage);
+            yield break;
+        }
+
+        if (node.IsLeaf)
+        {
+            for (int i = 0; i < node.Count; i++)
+            {
+                yield return new KeyValuePair<string, StoredValue>(node.KeyAt(i), node.ValueAt(i));
+            }
+
+            yield break;
+        }
+
+        for (int child = 0; child < node.Count; child++)
+        {
+            string? low = child == 0 ? from : node.KeyAt(child - 1);
+            string? high = child == node.Count - 1 ? to : node.KeyAt(child);
+            foreach (KeyValuePair<string, StoredValue> entry in WalkSkippingDamage(node.ChildAt(child), depth + 1,
+                low, high, reader, onDamage))
+            {
+                yield return entry;
+            }
+        }
+    }
+
     /// <summary>The last prefetch request of a range walk: the parent it named leaves of, and the index of the last
     /// leaf named.</summary>
     private struct PrefetchProgress

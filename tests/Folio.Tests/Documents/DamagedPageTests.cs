@@ -582,6 +582,59 @@ public sealed class DamagedPageTests
         }
     }
 
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task A_salvage_streams_every_readable_document_and_names_the_ranges_the_damage_took(bool large)
+    {
+        using var dir = new TempDirectory();
+        const int count = 600;
+        await FillAndDamageAsync(dir.Path, count, large);
+
+        // The store stays open: the salvage reads its files as another process would, the two writes from the journal.
+        await using DocumentStore store = DocumentStore.Open(dir.Path, Options());
+        (List<string> bad, List<string> good) = Classify(store, count);
+        await store.PutAsync("Item", good[0], Json(-7, ""));
+        await store.PutAsync("Item", "zzz-journal", Json(-8, ""));
+        Assert.True(large || bad.Count > 1, "a damaged leaf");
+        await Assert.ThrowsAsync<StoreCorruptedException>(async () =>
+        {
+            await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(dir.Path))
+            {
+            }
+        });
+
+        var ranges = new List<DamagedRange>();
+        var salvaged = new Dictionary<string, int>();
+        await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, ranges.Add))
+        {
+            Assert.Equal("Item", document.Collection);
+            salvaged.Add(document.Id, JsonValue(document)!.Value);
+        }
+
+        Assert.NotEmpty(ranges);
+        Assert.All(ranges, range => Assert.Contains("data.folio", range.Error.Message, StringComparison.Ordinal));
+        foreach (string id in bad)
+        {
+            Assert.False(salvaged.ContainsKey(id), id);
+            Assert.Contains(ranges, range => (range.FromId is null || string.CompareOrdinal(id, range.FromId) >= 0)
+                && (range.ToId is null || string.CompareOrdinal(id, range.ToId) < 0));
+        }
+
+        foreach (string id in good)
+        {
+            Assert.Equal(id == good[0] ? -7 : Value(id), salvaged[id]);
+        }
+
+        Assert.Equal(-8, salvaged["zzz-journal"]);
+        Assert.Equal(good.Count + 1, salvaged.Count);
+        if (large)
+        {
+            // A damaged value takes its document alone.
+            Assert.All(ranges, range => Assert.Equal(range.FromId + "\0", range.ToId));
+        }
+    }
+
     /// <summary>Writes <paramref name="count"/> documents (of about 30 KB each when <paramref name="large"/>, so
     /// their values lie in overflow pages), closes the store (its checkpoint holds them all) and flips a bit in the
     /// middle of the data file.</summary>

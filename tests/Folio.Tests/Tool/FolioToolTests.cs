@@ -565,6 +565,39 @@ public sealed class FolioToolTests
         Assert.Contains("damaged parts", damagedError, StringComparison.Ordinal);
     }
 
+    [Fact]
+    public async Task Export_skipping_damage_salvages_the_readable_documents_and_names_what_it_skipped()
+    {
+        using var dir = new TempDirectory();
+        string store = await CreateStoreAsync(dir.Path, "store", people: 3000, orders: 0);
+        string data = Path.Combine(store, "data.folio");
+        FileDamage.FlipByte(data, new FileInfo(data).Length / 2, 0x10); // in a leaf of people
+
+        (int plain, string _, string plainError) = await FolioToolProcess.RunAsync("export", store);
+        Assert.Equal(1, plain);
+        Assert.Contains("Store corrupted in", plainError, StringComparison.Ordinal);
+
+        (int exit, string exported, string error) = await FolioToolProcess.RunAsync("export", store, "--skip-damaged");
+        Assert.Equal(2, exit);
+        Assert.Contains("folio: skipped documents from 'p", error, StringComparison.Ordinal);
+        Assert.Contains("of collection 'people': Store corrupted in", error, StringComparison.Ordinal);
+        string[] lines = exported.Split('\n', StringSplitOptions.RemoveEmptyEntries);
+        Assert.InRange(lines.Length, 2000, 2999);
+        Assert.Contains($"folio: exported {lines.Length} documents; skipped 1 damaged ranges", error,
+            StringComparison.Ordinal);
+
+        // The readable documents go into a new store.
+        string file = Path.Combine(dir.Path, "salvaged.ndjson");
+        await File.WriteAllTextAsync(file, exported);
+        string target = Path.Combine(dir.Path, "salvaged");
+        (exit, string output, error) = await FolioToolProcess.RunAsync("import", target, file);
+        Assert.True(exit == 0, error);
+        Assert.Contains($"imported {lines.Length} documents", output, StringComparison.Ordinal);
+        (exit, string again, error) = await FolioToolProcess.RunAsync("export", target);
+        Assert.True(exit == 0, error);
+        Assert.Equal(Documents(exported), Documents(again));
+    }
+
     /// <summary>Puts 3,000 documents of about 150 bytes (the same ids each round), then checkpoints.</summary>
     private static async Task RewriteAsync(DocumentStore store, int round)
     {
