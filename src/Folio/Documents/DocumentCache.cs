@@ -11,14 +11,19 @@ namespace Folio.Documents;
 /// a search and a copy). An entry is keyed by the tree it was read from
 /// (<see cref="VersionedIndex.TreeLayer.CacheKey"/>) and the id, and holds exactly what that tree holds for the id.
 /// Trees never change (a checkpoint writes a new one), so an entry is never invalidated: a read through a newer tree
-/// looks for its own key and misses, and the entries of trees nobody reads any more age out of the cache. Only point
+/// looks for its own key, and when it misses and the checkpoint that made that tree did not change the id, it moves
+/// the older tree's entry to its own (<see cref="TryMove"/>); the entries of trees nobody reads any more age out of
+/// the cache. Entries are placed by their collection's key (<see cref="VersionedIndex.SortedKeys.CacheKey"/>), so
+/// every tree of a collection places an id in the same bucket. Only point
 /// reads use it (range reads, and writes reading the versions they replace, go to the tree), so a scan does not flush
 /// it, and a write over a document in a page damaged since it was cached still meets the damage.
 /// <para>
 /// Protocol. Any thread reads and adds; nothing is locked. The table is <see cref="Ways"/>-way set associative: a
-/// tree's id hashes to a bucket of two adjacent slots (one cache line). An <see cref="Entry"/> is immutable but for its
-/// referenced bit, and it is published into a slot by an interlocked exchange (a full fence: its fields are written
-/// before the slot); a reader loads the slot with an acquire and so sees the fields. A reader that finds its entry sets
+/// collection's id hashes to a bucket of two adjacent slots (one cache line). An <see cref="Entry"/> is immutable but
+/// for its referenced bit and its tree, and it is published into a slot by an interlocked exchange (a full fence: its
+/// fields are written before the slot); a reader loads the slot with an acquire and so sees the fields. A move
+/// changes the tree with a release store and nothing else: the entry's version is what both trees hold, so a reader
+/// that matched the old tree, or that sees the new one (acquire), takes a version right for the tree it read for. A reader that finds its entry sets
 /// the referenced bit with a plain store when it is clear (a lost store only makes the entry look colder); an add
 /// that finds no room ages its bucket by clearing the bits with plain stores (a racing reader's store may survive:
 /// the entry looks read once more). Memory is counted in <see cref="_bytes"/> (interlocked adds): an add counts its
@@ -93,15 +98,22 @@ internal sealed class DocumentCache
     /// <summary>The version of <paramref name="id"/> (whose <see cref="IdBytes.HashOf(string)"/> is
     /// <paramref name="hash"/>) cached from the tree <paramref name="tree"/>, if it is cached (a hit, counted).
     /// </summary>
+    public bool TryGet(long tree, string id, int hash, out DocumentVersion version) =>
+        TryGet(tree, tree, id, hash, out version);
+
+    /// <summary>The version of <paramref name="id"/> (whose <see cref="IdBytes.HashOf(string)"/> is
+    /// <paramref name="hash"/>) cached from the tree <paramref name="tree"/> of the collection
+    /// <paramref name="collection"/> (the key that places its entries), if it is cached (a hit, counted).</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    public bool TryGet(long tree, string id, int hash, out DocumentVersion version)
+    public bool TryGet(long collection, long tree, string id, int hash, out DocumentVersion version)
     {
         ref Entry? bucket = ref MemoryMarshal.GetArrayDataReference(_slots);
-        int first = (BucketOf(tree, hash) & _bucketMask) * Ways;
+        int first = (BucketOf(collection, hash) & _bucketMask) * Ways;
         for (int way = 0; way < Ways; way++)
         {
             Entry? entry = Volatile.Read(ref Unsafe.Add(ref bucket, first + way));
-            if (entry is not null && entry.Hash == hash && entry.Tree == tree && string.Equals(entry.Id, id))
+            if (entry is not null && entry.Hash == hash && Volatile.Read(ref entry.Tree) == tree
+                && string.Equals(entry.Id, id))
             {
                 if (entry.Referenced == 0)
                 {
@@ -123,7 +135,11 @@ internal sealed class DocumentCache
     /// tree <paramref name="tree"/> holds for <paramref name="id"/>, if it is admitted (see below). Its bytes are
     /// kept, not copied, when they are a whole array (as a read from a page returns them), so the caller must not
     /// change them. A document larger than a sixty-fourth of the budget is not cached.</summary>
-    public void Add(long tree, string id, int hash, in DocumentVersion version)
+    public void Add(long tree, string id, int hash, in DocumentVersion version) => Add(tree, tree, id, hash, version);
+
+    /// <summary>As <see cref="Add(long, string, int, in DocumentVersion)"/>, for the tree <paramref name="tree"/> of
+    /// the collection <paramref name="collection"/> (the key that places its entries).</summary>
+    public void Add(long collection, long tree, string id, int hash, in DocumentVersion version)
     {
         _metrics?.Miss();
         ReadOnlyMemory<byte> json = version.Json;
@@ -141,7 +157,7 @@ internal sealed class DocumentCache
         // So a full cache whose data is larger than it and read uniformly does not churn (a miss costs a look at
         // the bucket the lookup read and at its doorkeeper), a document read often gets in, and one read again
         // between two admissions to its bucket stays.
-        int bucketHash = BucketOf(tree, hash);
+        int bucketHash = BucketOf(collection, hash);
         int first = (bucketHash & _bucketMask) * Ways;
         int empty = -1;
         int cold = -1;
@@ -152,7 +168,7 @@ internal sealed class DocumentCache
             {
                 empty = empty < 0 ? first + way : empty;
             }
-            else if (present.Hash == hash && present.Tree == tree && string.Equals(present.Id, id))
+            else if (present.Hash == hash && Volatile.Read(ref present.Tree) == tree && string.Equals(present.Id, id))
             {
                 return; // another reader cached it meanwhile
             }
@@ -206,6 +222,34 @@ internal sealed class DocumentCache
         }
     }
 
+    /// <summary>
+    /// The version of <paramref name="id"/> cached from the tree <paramref name="from"/> of the collection
+    /// <paramref name="collection"/>, if it is cached (a hit, counted), its entry then moved to the tree
+    /// <paramref name="to"/>: the caller knows that <paramref name="to"/> holds the same version (a checkpoint made it
+    /// from <paramref name="from"/> and did not change the id). The entry stays in its slot, so the move takes no
+    /// room and needs no admission.
+    /// </summary>
+    public bool TryMove(long collection, long from, long to, string id, int hash, out DocumentVersion version)
+    {
+        int first = (BucketOf(collection, hash) & _bucketMask) * Ways;
+        for (int way = 0; way < Ways; way++)
+        {
+            Entry? entry = Volatile.Read(ref _slots[first + way]);
+            if (entry is not null && entry.Hash == hash && Volatile.Read(ref entry.Tree) == from
+                && string.Equals(entry.Id, id))
+            {
+                Volatile.Write(ref entry.Tree, to);
+                entry.Referenced = 1;
+                _metrics?.Hit();
+                version = new DocumentVersion(entry.Sequence, entry.TimestampTicks, entry.Json, isDeleted: false);
+                return true;
+            }
+        }
+
+        version = default;
+        return false;
+    }
+
     /// <summary>Clears the referenced bits of the bucket at <paramref name="first"/>.</summary>
     private void Age(int first)
     {
@@ -218,12 +262,17 @@ internal sealed class DocumentCache
         }
     }
 
-    /// <summary>The hash that picks the bucket of <paramref name="tree"/>'s document whose id hashes to
-    /// <paramref name="hash"/>: the id's hash mixed with the tree's key (Fibonacci hashing), so that collections that
-    /// use the same ids (a tenant per collection, numbered ids) spread over the table instead of sharing buckets.
-    /// </summary>
+    /// <summary>Tests: the bucket a document of <paramref name="collection"/> whose id hashes to
+    /// <paramref name="hash"/> goes to.</summary>
+    internal int BucketIndexOf(long collection, int hash) => BucketOf(collection, hash) & _bucketMask;
+
+    /// <summary>The hash that picks the bucket of a document of <paramref name="collection"/> whose id hashes to
+    /// <paramref name="hash"/>: the id's hash mixed with the collection's key (Fibonacci hashing), so that collections
+    /// that use the same ids (a tenant per collection, numbered ids) spread over the table instead of sharing buckets;
+    /// every tree of a collection places an id in the same bucket (see <see cref="TryMove"/>).</summary>
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
-    private static int BucketOf(long tree, int hash) => hash ^ (int)(((ulong)tree * 0x9E3779B97F4A7C15UL) >> 32);
+    private static int BucketOf(long collection, int hash) =>
+        hash ^ (int)(((ulong)collection * 0x9E3779B97F4A7C15UL) >> 32);
 
     /// <summary>Moves the clock hand until the entries fit the budget, taking out entries not read since it last
     /// passed them; false when it gave up first.</summary>
@@ -277,11 +326,12 @@ internal sealed class DocumentCache
         }
     }
 
-    /// <summary>One cached document: immutable but for <see cref="Referenced"/> (see the protocol).</summary>
+    /// <summary>One cached document: immutable but for <see cref="Referenced"/> and for <see cref="Tree"/>, which
+    /// only moves to a tree holding the same version (see the protocol).</summary>
     private sealed class Entry(long tree, string id, int hash, long sequence, long timestampTicks, byte[] json,
         int size)
     {
-        public readonly long Tree = tree;
+        public long Tree = tree;
         public readonly string Id = id;
         public readonly int Hash = hash;
         public readonly int Size = size;

@@ -408,7 +408,17 @@ internal sealed class VersionedIndex : ICommitState
             // replace, apply, range reads' checks) go to the tree:
             // a write over a document in a damaged page must meet the damage and fail alone (see ReadWrittenOver),
             // not take the version from the cache and leave the checkpoint a leaf it cannot rewrite.
-            if (documents is not null && documents.TryGet(layer.CacheKey, id, hash, out DocumentVersion hit))
+            if (documents is not null && documents.TryGet(keys.CacheKey, layer.CacheKey, id, hash,
+                out DocumentVersion hit))
+            {
+                version = hit;
+                return true;
+            }
+
+            // The tree this one was made from holds the same version of every id its checkpoint did not change:
+            // what the cache has of that tree for such an id is this tree's too, and moves to this tree.
+            if (documents is not null && layer.Shares(hash)
+                && documents.TryMove(keys.CacheKey, layer.PreviousCacheKey, layer.CacheKey, id, hash, out hit))
             {
                 version = hit;
                 return true;
@@ -439,7 +449,7 @@ internal sealed class VersionedIndex : ICommitState
                 try
                 {
                     version = ToVersion(stored);
-                    documents?.Add(layer.CacheKey, id, hash, version.Value);
+                    documents?.Add(keys.CacheKey, layer.CacheKey, id, hash, version.Value);
                 }
                 catch (StoreCorruptedException damage) when (unreadableValue && ReferenceEquals(layer, keys.Tree))
                 {
@@ -1040,10 +1050,15 @@ internal sealed class VersionedIndex : ICommitState
         }
 
         long documents = 0;
+        Dictionary<string, int[]?>? changed =
+            Volatile.Read(ref _documentCache) is null ? null : ChangedHashes(changes);
         foreach (CollectionTree tree in checkpoint.Collections.Values)
         {
+            // With the document cache on: the hashes of the ids the checkpoint changed in the tree (none for a tree
+            // it only rewrote), so the new tree keeps the cached documents of the others; null: not known.
+            int[]? changedHashes = changed is null ? null : changed.GetValueOrDefault(tree.Name, []);
             _collections.GetOrAdd(tree.Name, static _ => new SortedKeys())
-                .PublishTree(new TreeLayer(checkpoint, tree.Root));
+                .PublishTree(new TreeLayer(checkpoint, tree.Root, changedHashes: changedHashes));
             documents += tree.Count;
         }
 
@@ -1076,6 +1091,39 @@ internal sealed class VersionedIndex : ICommitState
 
         _evictLater.AddRange(changes.Evictable);
         EvictCheckpointed();
+    }
+
+    /// <summary>The most ids a checkpoint may change in one collection for its new tree to keep the cached documents
+    /// of the others (their hashes are kept with the tree, four bytes each, while it is current or a snapshot reads
+    /// it).</summary>
+    internal const int MaxChangedHashes = 1 << 20;
+
+    /// <summary>Per collection of <paramref name="changes"/>, the sorted hashes (<see cref="IdBytes.HashOf(string)"/>)
+    /// of the ids the checkpoint put or deleted; a collection of more than <see cref="MaxChangedHashes"/> is left
+    /// out of the result, and one with none is empty.</summary>
+    private static Dictionary<string, int[]?> ChangedHashes(CheckpointChanges changes)
+    {
+        var result = new Dictionary<string, int[]?>(StringComparer.Ordinal);
+        foreach (CollectionChanges collection in changes.Collections)
+        {
+            List<TreeChange> list = collection.Changes;
+            if (list.Count > MaxChangedHashes)
+            {
+                result[collection.Name] = null;
+                continue;
+            }
+
+            int[] hashes = new int[list.Count];
+            for (int i = 0; i < hashes.Length; i++)
+            {
+                hashes[i] = IdBytes.HashOf(list[i].Id);
+            }
+
+            Array.Sort(hashes);
+            result[collection.Name] = hashes;
+        }
+
+        return result;
     }
 
     /// <summary>The id filter of <paramref name="collection"/>, or null (tests and diagnostics).</summary>
@@ -1936,7 +1984,14 @@ internal sealed class VersionedIndex : ICommitState
     /// </summary>
     internal sealed class SortedKeys(IdFilter? filter = null)
     {
+        private static long s_lastCacheKey;
+
         private TreeLayer? _tree;
+
+        /// <summary>The key that places the collection's documents in the <see cref="DocumentCache"/>: one per
+        /// collection, never reused, the same for all its trees (an entry moves between them in place).</summary>
+        public long CacheKey { get; } = Interlocked.Increment(ref s_lastCacheKey);
+
         private ReplayedDocuments? _replayed;
         private IdFilter? _filter = filter;
 
@@ -1988,10 +2043,19 @@ internal sealed class VersionedIndex : ICommitState
         /// <see cref="TreeLayer.CacheKey"/>, so the documents cached from that tree stay found.</summary>
         public void PublishTree(TreeLayer layer)
         {
-            if (Volatile.Read(ref _tree) is { Root: { } root } current && ReferenceEquals(root, layer.Root)
-                && current.CacheKey != layer.CacheKey)
+            if (Volatile.Read(ref _tree) is { Root: { } root } current)
             {
-                layer = new TreeLayer(layer.Checkpoint, root, current.CacheKey);
+                if (ReferenceEquals(root, layer.Root))
+                {
+                    if (current.CacheKey != layer.CacheKey)
+                    {
+                        layer = current.In(layer.Checkpoint);
+                    }
+                }
+                else
+                {
+                    layer.Follow(current);
+                }
             }
 
             Volatile.Write(ref _tree, layer);
@@ -2013,7 +2077,8 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>A collection's tree (null: no document) in one checkpoint, which the index pins while the layer is
     /// current.</summary>
-    internal sealed class TreeLayer(PageCheckpoint checkpoint, PageReference? root, long cacheKey = 0)
+    internal sealed class TreeLayer(PageCheckpoint checkpoint, PageReference? root, long cacheKey = 0,
+        int[]? changedHashes = null)
     {
         /// <summary>The mark of a tree whose rightmost leaf holds no id (its highest id is not known).</summary>
         private static readonly string s_unknown = new('?', 1);
@@ -2032,6 +2097,36 @@ internal sealed class VersionedIndex : ICommitState
         /// <summary>The key of the tree's documents in the <see cref="DocumentCache"/>: one per tree, never reused
         /// (a new layer of the same tree takes its key over, see <see cref="SortedKeys.PublishTree"/>).</summary>
         public long CacheKey { get; } = cacheKey != 0 ? cacheKey : Interlocked.Increment(ref s_lastCacheKey);
+
+        /// <summary>The <see cref="CacheKey"/> of the tree this one was made from by one checkpoint, whose documents
+        /// this tree holds at the same versions but for the ids of <see cref="_changedHashes"/>; 0 when there is none
+        /// or those ids are not known. Set by <see cref="SortedKeys.PublishTree"/> before the layer is published
+        /// (release), never after.</summary>
+        public long PreviousCacheKey { get; private set; }
+
+        // The sorted hashes of the ids whose documents the checkpoint put or deleted between the previous tree and
+        // this one (null: not known, so nothing is shared).
+        private readonly int[]? _changedHashes = changedHashes;
+
+        /// <summary>Whether the previous tree's cached document of an id of <paramref name="hash"/> is this tree's
+        /// too: the checkpoint between them changed no id of that hash (ids that share a hash with a changed one are
+        /// read from this tree).</summary>
+        public bool Shares(int hash) => PreviousCacheKey != 0 && Array.BinarySearch(_changedHashes!, hash) < 0;
+
+        /// <summary>Makes <paramref name="previous"/>, the collection's current layer, the tree this one was made from
+        /// (before this one is published), when the ids changed between them are known.</summary>
+        public void Follow(TreeLayer previous)
+        {
+            if (_changedHashes is not null && Root is not null && previous.Root is not null)
+            {
+                PreviousCacheKey = previous.CacheKey;
+            }
+        }
+
+        /// <summary>The same tree in <paramref name="checkpoint"/> (a checkpoint that did not change it): the same
+        /// cache key, and the same tree before it.</summary>
+        public TreeLayer In(PageCheckpoint checkpoint) =>
+            new(checkpoint, Root, CacheKey, _changedHashes) { PreviousCacheKey = PreviousCacheKey };
 
         /// <summary>Whether <paramref name="id"/> sorts after every id of the tree, so the tree cannot hold it: what
         /// a write of a new id that grows (a sequence, a time, a generated id) spares the tree search for. False
