@@ -23,8 +23,9 @@ namespace Folio.Documents;
 /// for its referenced bit and its tree, and it is published into a slot by an interlocked exchange (a full fence: its
 /// fields are written before the slot); a reader loads the slot with an acquire and so sees the fields. A move
 /// changes the tree with a release store and nothing else: the entry's version is what both trees hold, so a reader
-/// that matched the old tree, or that sees the new one (acquire), takes a version right for the tree it read for. A reader that finds its entry sets
-/// the referenced bit with a plain store when it is clear (a lost store only makes the entry look colder); an add
+/// that matched the old tree, or that sees the new one (acquire), takes a version right for the tree it read for. A
+/// reader that finds its entry sets the referenced bit with a plain store when it is clear (a lost store only makes
+/// the entry look colder); an add
 /// that finds no room ages its bucket by clearing the bits with plain stores (a racing reader's store may survive:
 /// the entry looks read once more). Memory is counted in <see cref="_bytes"/> (interlocked adds): an add counts its
 /// entry before publishing it and subtracts the entry it displaced (the exchange returns it, so each entry is

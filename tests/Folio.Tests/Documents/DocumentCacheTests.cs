@@ -346,7 +346,7 @@ public sealed class DocumentCacheTests
     }
 
     [Fact]
-    public async Task A_checkpoint_keeps_the_cached_documents_it_did_not_change_and_never_the_old_version_of_one_it_did()
+    public async Task A_checkpoint_keeps_the_cached_documents_it_did_not_change_and_never_an_old_one_it_changed()
     {
         using var dir = new TempDirectory();
         await FillAsync(dir.Path);
