@@ -7,7 +7,8 @@ namespace Folio.Extensions.Hosting;
 /// Reports the store's health: <c>Unhealthy</c> when it is faulted (a journal write or fsync failed, or a group in the
 /// journal could not be applied to the in-memory state: commits fail until it is reopened) or when the disk is full
 /// (commits fail with <see cref="StoreFullException"/> until space is freed, then it is healthy again) or the journal
-/// cannot create its next segment for another cause (<see cref="StoreDiagnostics.SegmentUnavailable"/>),
+/// cannot create its next segment for another cause (<see cref="StoreDiagnostics.SegmentUnavailable"/>) or it refuses
+/// writes because checkpoints fail on damage in its data file (<see cref="StoreDiagnostics.WritesRefused"/>),
 /// <c>Degraded</c> when the last checkpoint attempt failed (<see cref="StoreDiagnostics.CheckpointFailure"/>) or the
 /// average fsync duration exceeds <see cref="FolioOptions.DegradedSyncLatency"/>, else <c>Healthy</c>. The data
 /// carries the last committed sequence and the fsync figures. Reading them is lock-free; the check never touches the
@@ -40,6 +41,16 @@ internal sealed class FolioHealthCheck : IHealthCheck
                 e));
         }
 
+        return Task.FromResult(Evaluate(diagnostics, context.Registration.FailureStatus,
+            _options.CurrentValue.DegradedSyncLatency));
+    }
+
+    /// <summary>The health <paramref name="diagnostics"/> describe (see the type's summary):
+    /// <paramref name="failureStatus"/> for a store whose commits fail, degraded past
+    /// <paramref name="degradedSyncLatency"/> of average fsync.</summary>
+    internal static HealthCheckResult Evaluate(StoreDiagnostics diagnostics, HealthStatus failureStatus,
+        TimeSpan degradedSyncLatency)
+    {
         var data = new Dictionary<string, object>
         {
             ["lastCommittedSequence"] = diagnostics.LastCommittedSequence,
@@ -55,30 +66,30 @@ internal sealed class FolioHealthCheck : IHealthCheck
             { IsDiskFull: true } => ("The disk is full: commits fail until space is freed: ", diagnostics.DiskFull),
             { SegmentUnavailable: { } unavailable } => (
                 "The journal cannot create its next segment; commits fail until it can: ", unavailable),
+            { WritesRefused: { } damage } => (
+                "Checkpoints fail on damage in the data file; commits fail until the store is repaired: ", damage),
             _ => (null, null),
         };
         if (failure is not null)
         {
-            return Task.FromResult(new HealthCheckResult(context.Registration.FailureStatus, failure + cause?.Message,
-                cause, data));
+            return new HealthCheckResult(failureStatus, failure + cause?.Message, cause, data);
         }
 
         if (diagnostics.CheckpointFailure is { } checkpoint)
         {
-            return Task.FromResult(HealthCheckResult.Degraded(
+            return HealthCheckResult.Degraded(
                 "Checkpoints fail, so the journal is not purged until one succeeds: " + checkpoint.Message,
-                checkpoint, data));
+                checkpoint, data);
         }
 
-        TimeSpan degraded = _options.CurrentValue.DegradedSyncLatency;
-        if (diagnostics.AverageSyncDuration > degraded)
+        if (diagnostics.AverageSyncDuration > degradedSyncLatency)
         {
-            return Task.FromResult(HealthCheckResult.Degraded(
+            return HealthCheckResult.Degraded(
                 $"Journal fsyncs average {diagnostics.AverageSyncDuration.TotalMilliseconds:F1} ms, above " +
-                    $"{degraded.TotalMilliseconds:F1} ms.",
-                data: data));
+                    $"{degradedSyncLatency.TotalMilliseconds:F1} ms.",
+                data: data);
         }
 
-        return Task.FromResult(HealthCheckResult.Healthy("The Folio store is open and committing.", data));
+        return HealthCheckResult.Healthy("The Folio store is open and committing.", data);
     }
 }

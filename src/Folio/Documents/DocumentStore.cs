@@ -514,6 +514,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
         DiskFull = _journal.DiskFull,
         SegmentUnavailable = _journal.SegmentUnavailable,
         CheckpointFailure = _checkpointer.LastFailure,
+        WritesRefused = _checkpointer.RefusesWritesFor,
     };
 
     /// <summary>

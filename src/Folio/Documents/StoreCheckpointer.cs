@@ -616,6 +616,13 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         }
     }
 
+    /// <summary>The damage checkpoints are blocked by, when writes fail for it (the journal after the last checkpoint,
+    /// or the pages the next one would rewrite, passed the backpressure thresholds); else null.</summary>
+    public StoreCorruptedException? RefusesWritesFor => Volatile.Read(ref _blockedBy) is { } damage
+        && (BytesSinceCheckpoint >= _backpressureThreshold || EstimatedCheckpointBytes >= PagesBackpressure)
+        ? damage
+        : null;
+
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
     private void ThrowBlocked(StoreCorruptedException damage)
     {

@@ -40,4 +40,10 @@ public readonly record struct StoreDiagnostics(
     /// <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/> commits wait for each attempt; the store is
     /// not faulted.</summary>
     public Exception? CheckpointFailure { get; init; }
+
+    /// <summary>The damage in the data file that checkpoints fail on, once the journal after the last checkpoint has
+    /// reached <see cref="DocumentStoreOptions.CheckpointBackpressureThreshold"/> and commits fail with it until the
+    /// store is repaired (restore a backup, or salvage it: <see cref="DocumentStore.SalvageFilesAsync"/>); reads go
+    /// on. Null otherwise.</summary>
+    public StoreCorruptedException? WritesRefused { get; init; }
 }

@@ -428,6 +428,7 @@ public sealed class DamagedPageTests
             Assert.Contains("data.folio", failure.Message, StringComparison.Ordinal);
             Assert.NotNull(store.CheckpointsBlockedBy);
             Assert.False(store.GetDiagnostics().IsFaulted);
+            Assert.Null(store.GetDiagnostics().WritesRefused); // not yet: the journal is below the threshold
             await store.PutAsync("Item", "zzz-after", Json(-4, ""));
             Assert.True(store.LastCommittedSequence > before);
 
@@ -450,6 +451,12 @@ public sealed class DamagedPageTests
 
             Assert.NotNull(refused);
             Assert.Contains("refuses writes", refused.Message, StringComparison.Ordinal);
+            Assert.Equal(failure.Offset, store.GetDiagnostics().WritesRefused?.Offset);
+            var health = Folio.Extensions.Hosting.FolioHealthCheck.Evaluate(store.GetDiagnostics(),
+                Microsoft.Extensions.Diagnostics.HealthChecks.HealthStatus.Unhealthy, TimeSpan.FromSeconds(10));
+            Assert.Equal(Microsoft.Extensions.Diagnostics.HealthChecks.HealthStatus.Unhealthy, health.Status);
+            Assert.StartsWith("Checkpoints fail on damage in the data file; commits fail", health.Description,
+                StringComparison.Ordinal);
 
             // The checkpoints due meanwhile (the journal is past the threshold) are tried again after a wait that
             // doubles from a second, not at every tick of the loop: at most two attempts in the next 1.5 s.
