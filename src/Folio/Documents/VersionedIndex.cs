@@ -49,7 +49,12 @@ namespace Folio.Documents;
 /// hides the tree's version. Checkpoints (<see cref="CollectChanges"/>) read the heads: every id written since a
 /// checkpoint took and evicted it. A point read that falls through to a tree asks the <see cref="DocumentCache"/>
 /// first, by the tree's <see cref="TreeLayer.CacheKey"/>, and adds what the tree gave it: an entry is what that tree
-/// holds, so it stays right for as long as the layer is read, and a newer tree has a key of its own.
+/// holds, so it stays right for as long as the layer is read, and a newer tree has a key of its own. A newer tree
+/// keeps the hashes of the ids its checkpoint changed, and the key of the tree it was made from (both set before the
+/// layer is published): a read that misses under its key, for an id of a hash the checkpoint did not change, moves
+/// that older tree's entry to its own key (<see cref="TreeLayer.Shares"/>, <see cref="DocumentCache.TryMove"/>). The
+/// changed ids come from the changes <see cref="CollectChanges"/> took since the last checkpoint that advanced the
+/// index, so they cover every difference between the two trees, a checkpoint whose advance failed included.
 /// </para>
 /// <para>
 /// Moving to a newer checkpoint (the checkpoint's thread, one at a time; the committer keeps committing). Once a
@@ -1099,8 +1104,8 @@ internal sealed class VersionedIndex : ICommitState
     internal const int MaxChangedHashes = 1 << 20;
 
     /// <summary>Per collection of <paramref name="changes"/>, the sorted hashes (<see cref="IdBytes.HashOf(string)"/>)
-    /// of the ids the checkpoint put or deleted; a collection of more than <see cref="MaxChangedHashes"/> is left
-    /// out of the result, and one with none is empty.</summary>
+    /// of the ids the checkpoint put or deleted; null for a collection of more than <see cref="MaxChangedHashes"/>
+    /// (not known); a collection it did not change is not in the result.</summary>
     private static Dictionary<string, int[]?> ChangedHashes(CheckpointChanges changes)
     {
         var result = new Dictionary<string, int[]?>(StringComparer.Ordinal);
@@ -1987,13 +1992,12 @@ internal sealed class VersionedIndex : ICommitState
         private static long s_lastCacheKey;
 
         private TreeLayer? _tree;
+        private ReplayedDocuments? _replayed;
+        private IdFilter? _filter = filter;
 
         /// <summary>The key that places the collection's documents in the <see cref="DocumentCache"/>: one per
         /// collection, never reused, the same for all its trees (an entry moves between them in place).</summary>
         public long CacheKey { get; } = Interlocked.Increment(ref s_lastCacheKey);
-
-        private ReplayedDocuments? _replayed;
-        private IdFilter? _filter = filter;
 
         /// <summary>The filter of the ids the collection's trees may hold, or null (acquire; set with a release by the
         /// checkpoint's thread when it builds one, and by the committer when it drops one: see
