@@ -108,28 +108,46 @@ internal sealed class DocumentCache
     [MethodImpl(MethodImplOptions.AggressiveInlining)]
     public bool TryGet(long collection, long tree, string id, int hash, out DocumentVersion version)
     {
+        if (Find(collection, tree, id, hash) is { } entry)
+        {
+            version = Hit(entry);
+            return true;
+        }
+
+        version = default;
+        return false;
+    }
+
+    /// <summary>The entry of <paramref name="tree"/>'s <paramref name="id"/> in its collection's bucket, or
+    /// null.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private Entry? Find(long collection, long tree, string id, int hash)
+    {
         ref Entry? bucket = ref MemoryMarshal.GetArrayDataReference(_slots);
         int first = (BucketOf(collection, hash) & _bucketMask) * Ways;
         for (int way = 0; way < Ways; way++)
         {
             Entry? entry = Volatile.Read(ref Unsafe.Add(ref bucket, first + way));
-            if (entry is not null && entry.Hash == hash && Volatile.Read(ref entry.Tree) == tree
-                && string.Equals(entry.Id, id))
+            if (entry is not null && entry.Is(tree, id, hash))
             {
-                if (entry.Referenced == 0)
-                {
-                    entry.Referenced = 1;
-                }
-
-                _metrics?.Hit();
-
-                version = new DocumentVersion(entry.Sequence, entry.TimestampTicks, entry.Json, isDeleted: false);
-                return true;
+                return entry;
             }
         }
 
-        version = default;
-        return false;
+        return null;
+    }
+
+    /// <summary>A read found <paramref name="entry"/>: its referenced bit set, the hit counted, its version.</summary>
+    [MethodImpl(MethodImplOptions.AggressiveInlining)]
+    private DocumentVersion Hit(Entry entry)
+    {
+        if (entry.Referenced == 0)
+        {
+            entry.Referenced = 1;
+        }
+
+        _metrics?.Hit();
+        return new DocumentVersion(entry.Sequence, entry.TimestampTicks, entry.Json, isDeleted: false);
     }
 
     /// <summary>Caches <paramref name="version"/> (a document, not a delete; a point read's miss, counted) as what the
@@ -169,7 +187,7 @@ internal sealed class DocumentCache
             {
                 empty = empty < 0 ? first + way : empty;
             }
-            else if (present.Hash == hash && Volatile.Read(ref present.Tree) == tree && string.Equals(present.Id, id))
+            else if (present.Is(tree, id, hash))
             {
                 return; // another reader cached it meanwhile
             }
@@ -232,19 +250,11 @@ internal sealed class DocumentCache
     /// </summary>
     public bool TryMove(long collection, long from, long to, string id, int hash, out DocumentVersion version)
     {
-        int first = (BucketOf(collection, hash) & _bucketMask) * Ways;
-        for (int way = 0; way < Ways; way++)
+        if (Find(collection, from, id, hash) is { } entry)
         {
-            Entry? entry = Volatile.Read(ref _slots[first + way]);
-            if (entry is not null && entry.Hash == hash && Volatile.Read(ref entry.Tree) == from
-                && string.Equals(entry.Id, id))
-            {
-                Volatile.Write(ref entry.Tree, to);
-                entry.Referenced = 1;
-                _metrics?.Hit();
-                version = new DocumentVersion(entry.Sequence, entry.TimestampTicks, entry.Json, isDeleted: false);
-                return true;
-            }
+            Volatile.Write(ref entry.Tree, to);
+            version = Hit(entry);
+            return true;
         }
 
         version = default;
@@ -342,5 +352,10 @@ internal sealed class DocumentCache
 
         /// <summary>1 when a read found the entry since the clock hand last passed it.</summary>
         public byte Referenced;
+
+        /// <summary>Whether this is the entry of <paramref name="tree"/>'s <paramref name="id"/> (of
+        /// <paramref name="hash"/>); the tree is read with an acquire (see the protocol).</summary>
+        public bool Is(long tree, string id, int hash) =>
+            Hash == hash && Volatile.Read(ref Tree) == tree && string.Equals(Id, id);
     }
 }

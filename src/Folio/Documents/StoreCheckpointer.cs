@@ -610,9 +610,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// pages the next one would rewrite, passed the backpressure thresholds (any writer, before it submits).</summary>
     public void ThrowIfBlocked()
     {
-        if (Volatile.Read(ref _blockedBy) is { } damage)
+        if (Volatile.Read(ref _blockedBy) is not null)
         {
-            ThrowBlocked(damage);
+            ThrowBlocked();
         }
     }
 
@@ -624,11 +624,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         : null;
 
     [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
-    private void ThrowBlocked(StoreCorruptedException damage)
+    private void ThrowBlocked()
     {
-        long bytes = BytesSinceCheckpoint;
-        if (bytes >= _backpressureThreshold || EstimatedCheckpointBytes >= PagesBackpressure)
+        if (RefusesWritesFor is { } damage)
         {
+            long bytes = BytesSinceCheckpoint;
             throw new StoreCorruptedException(
                 $"{damage.Message}. Checkpoints fail on this damage, and the {bytes} bytes of journal written since " +
                 "the last one reached the backpressure threshold: the store refuses writes until it is repaired " +

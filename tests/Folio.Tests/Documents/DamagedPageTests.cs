@@ -301,21 +301,8 @@ public sealed class DamagedPageTests
     public async Task A_write_over_a_cached_document_whose_leaf_was_damaged_since_fails_alone_once_damage_is_seen()
     {
         using var dir = new TempDirectory();
-        using var copy = new TempDirectory();
         const int count = 3000;
-        await FillAsync(dir.Path, count, _ => new string('q', 100));
-        string dataFile = Path.Combine(dir.Path, "data.folio");
-        long offset = new FileInfo(dataFile).Length / 2;
-
-        // Which documents the flip damages, found on a copy.
-        StoreCheckpointTests.CopyFolder(dir.Path, copy.Path);
-        FileDamage.FlipByte(Path.Combine(copy.Path, "data.folio"), offset, 0x10);
-        List<string> bad;
-        await using (DocumentStore damaged = DocumentStore.Open(copy.Path, Options()))
-        {
-            bad = Classify(damaged, count).Bad;
-        }
-
+        (string dataFile, long offset, List<string> bad) = await FillAndFindDamageAsync(dir.Path, count);
         Assert.NotEmpty(bad);
         // A page cache of eight pages, which the damaged leaf soon leaves; a document cache for every document.
         DocumentStoreOptions options = Options();
@@ -354,21 +341,8 @@ public sealed class DamagedPageTests
     public async Task An_overwrite_in_a_leaf_damaged_while_the_store_runs_does_not_fault_the_store_nor_lose_a_write()
     {
         using var dir = new TempDirectory();
-        using var copy = new TempDirectory();
         const int count = 3000;
-        await FillAsync(dir.Path, count, _ => new string('q', 100));
-        string dataFile = Path.Combine(dir.Path, "data.folio");
-        long offset = new FileInfo(dataFile).Length / 2;
-
-        // Which documents the flip damages, found on a copy.
-        StoreCheckpointTests.CopyFolder(dir.Path, copy.Path);
-        FileDamage.FlipByte(Path.Combine(copy.Path, "data.folio"), offset, 0x10);
-        List<string> bad;
-        await using (DocumentStore damaged = DocumentStore.Open(copy.Path, Options()))
-        {
-            bad = Classify(damaged, count).Bad;
-        }
-
+        (string dataFile, long offset, List<string> bad) = await FillAndFindDamageAsync(dir.Path, count);
         Assert.True(bad.Count >= 2);
         string first = bad[bad.Count / 2];
         string second = bad[0];
@@ -653,6 +627,22 @@ public sealed class DamagedPageTests
         await FillAsync(folder, count, _ => new string('q', large ? 30_000 : 100));
         string dataFile = Path.Combine(folder, "data.folio");
         FileDamage.FlipByte(dataFile, new FileInfo(dataFile).Length / 2, 0x10);
+    }
+
+    /// <summary>Writes <paramref name="count"/> documents of about 120 bytes (<see cref="FillAsync"/>) and finds which
+    /// of them a byte flipped in the middle of the data file damages, on a copy, leaving the store itself whole: the
+    /// data file, the offset to flip, and the damaged ids.</summary>
+    private static async Task<(string DataFile, long Offset, List<string> Bad)> FillAndFindDamageAsync(
+        string folder, int count)
+    {
+        using var copy = new TempDirectory();
+        await FillAsync(folder, count, _ => new string('q', 100));
+        string dataFile = Path.Combine(folder, "data.folio");
+        long offset = new FileInfo(dataFile).Length / 2;
+        StoreCheckpointTests.CopyFolder(folder, copy.Path);
+        FileDamage.FlipByte(Path.Combine(copy.Path, "data.folio"), offset, 0x10);
+        await using DocumentStore damaged = DocumentStore.Open(copy.Path, Options());
+        return (dataFile, offset, Classify(damaged, count).Bad);
     }
 
     /// <summary>Writes documents 0 to <paramref name="count"/> - 1 (value i, padded with
