@@ -1104,26 +1104,24 @@ internal sealed class VersionedIndex : ICommitState
     internal const int MaxChangedHashes = 1 << 20;
 
     /// <summary>Per collection of <paramref name="changes"/>, the sorted hashes (<see cref="IdBytes.HashOf(string)"/>)
-    /// of the ids the checkpoint put or deleted; null for a collection of more than <see cref="MaxChangedHashes"/>
-    /// (not known); a collection it did not change is not in the result.</summary>
+    /// of the ids the checkpoint put or deleted (<see cref="CollectionChanges.Hashes"/>: the page store lets go of the
+    /// changes themselves once applied); null for a collection of more than <see cref="MaxChangedHashes"/>, or without
+    /// hashes (not known); a collection it did not change is not in the result.</summary>
     private static Dictionary<string, int[]?> ChangedHashes(CheckpointChanges changes)
     {
         var result = new Dictionary<string, int[]?>(StringComparer.Ordinal);
         foreach (CollectionChanges collection in changes.Collections)
         {
-            List<TreeChange> list = collection.Changes;
-            if (list.Count > MaxChangedHashes)
+            // The page store let go of the changes once it applied them; their hashes stay (CollectChanges keeps
+            // them for every collection; without them the changed ids are not known).
+            List<int>? list = collection.Hashes;
+            if (list is null || list.Count > MaxChangedHashes)
             {
                 result[collection.Name] = null;
                 continue;
             }
 
-            int[] hashes = new int[list.Count];
-            for (int i = 0; i < hashes.Length; i++)
-            {
-                hashes[i] = IdBytes.HashOf(list[i].Id);
-            }
-
+            int[] hashes = [.. list];
             Array.Sort(hashes);
             result[collection.Name] = hashes;
         }
@@ -1602,6 +1600,7 @@ internal sealed class VersionedIndex : ICommitState
                             ? TreeChange.Delete(id)
                             : TreeChange.Put(id, new StoredValue(version.Sequence, version.TimestampTicks,
                                 version.Json)));
+                        collected.Hashes.Add(IdBytes.HashOf(id));
                         collected.Positions![id] = collected.Changes.Count;
                     }
                 }
@@ -1665,6 +1664,7 @@ internal sealed class VersionedIndex : ICommitState
                 else
                 {
                     current.Changes.Add(change);
+                    current.Hashes.Add(newest.Hash); // the id's, as every record of it carries
                 }
             }
 
@@ -1676,7 +1676,8 @@ internal sealed class VersionedIndex : ICommitState
         {
             if (collected.Changes.Count > 0)
             {
-                result.Add(new CollectionChanges(name, collected.Changes));
+                result.Add(new CollectionChanges(name, collected.Changes, collected.Hashes,
+                    releaseWhenApplied: true)); // a failed checkpoint's retry collects them anew
             }
         }
 
@@ -1714,6 +1715,9 @@ internal sealed class VersionedIndex : ICommitState
             positions ? new(capacity, StringComparer.Ordinal) : null;
 
         public List<TreeChange> Changes { get; } = new(capacity);
+
+        /// <summary>Each change's id's hash, in the order of <see cref="Changes"/>.</summary>
+        public List<int> Hashes { get; } = new(capacity);
     }
 
     /// <summary>Whether any version was applied or replayed (a checkpoint's trees aside).</summary>

@@ -290,9 +290,11 @@ internal static class BTree
     /// as under single puts, except where the run goes on right after the id just put (the next id sorts before the
     /// page's next one): then the page keeps everything up to that id and the run fills it again, and a branch whose
     /// last child split keeps all but its last child, as single puts keep at the tree's end. So a range of new ids
-    /// fills its pages instead of leaving each half empty.
+    /// fills its pages instead of leaving each half empty. With an <paramref name="encoder"/>, each leaf is encoded
+    /// into its page's bytes as soon as the puts have moved past it (<see cref="LeafEncoder"/>).
     /// </summary>
-    public static long PutSorted(TreeEdit edit, ref PageReference? root, ReadOnlySpan<TreeChange> puts)
+    public static long PutSorted(TreeEdit edit, ref PageReference? root, ReadOnlySpan<TreeChange> puts,
+        LeafEncoder? encoder = null)
     {
         if (puts.IsEmpty)
         {
@@ -305,16 +307,23 @@ internal static class BTree
         while (done < puts.Length)
         {
             TreeNode node = edit.Writable(root, out root);
-            done += PutRun(edit, node, puts[done..], rightmost: true, ref added, out bool atEnd, out int keep);
+            done += PutRun(edit, node, puts[done..], rightmost: true, encoder, ref added, out bool atEnd,
+                out int keep);
             if (node.IsOverfull)
             {
                 TreeNode right = keep > 0
                     ? node.SplitLeafAfter(keep, out string separator)
                     : node.SplitUpperHalf(out separator, atEnd);
+                if (node.IsLeaf)
+                {
+                    encoder?.Split(node, right);
+                }
+
                 root = new PageReference(TreeNode.NewBranch(edit.Epoch, root, separator, new PageReference(right)));
             }
         }
 
+        encoder?.FinishAll();
         return added;
     }
 
@@ -324,13 +333,14 @@ internal static class BTree
     /// last of them went to the subtree's end. <paramref name="keep"/>: for an overfull leaf that the run goes on
     /// filling right after its last put, the entries to keep when it splits (else 0).</summary>
     private static int PutRun(TreeEdit edit, TreeNode node, ReadOnlySpan<TreeChange> puts, bool rightmost,
-        ref long added, out bool atEnd, out int keep)
+        LeafEncoder? encoder, ref long added, out bool atEnd, out int keep)
     {
         atEnd = false;
         keep = 0;
         int used = 0;
         if (node.IsLeaf)
         {
+            encoder?.Enter(node);
             int from = 0; // every id before this index sorts below the next put's
             while (used < puts.Length)
             {
@@ -371,8 +381,8 @@ internal static class BTree
             int run = last ? rest.Length : CountBelow(rest, node.KeyAt(child));
             TreeNode childNode = edit.Writable(node.ChildAt(child), out PageReference childReference);
             node.SetChild(child, childReference);
-            int put = PutRun(edit, childNode, rest[..run], rightmost && last, ref added, out bool childAtEnd,
-                out int childKeep);
+            int put = PutRun(edit, childNode, rest[..run], rightmost && last, encoder, ref added,
+                out bool childAtEnd, out int childKeep);
             used += put;
             atEnd = childAtEnd && last;
             if (childNode.IsOverfull)
@@ -382,6 +392,11 @@ internal static class BTree
                 TreeNode right = childKeep > 0
                     ? childNode.SplitLeafAfter(childKeep, out string separator)
                     : childNode.SplitUpperHalf(out separator, childAtEnd && (put < run || (rightmost && last)));
+                if (childNode.IsLeaf)
+                {
+                    encoder?.Split(childNode, right);
+                }
+
                 node.InsertChild(child, separator, new PageReference(right));
             }
         }

@@ -7,7 +7,8 @@ namespace Folio.Pages;
 /// Protocol. The position is written once, by the checkpoint that saves the child, before any reader can reach the
 /// reference (an unsaved node is only reachable from roots that are not published yet). The node is set by whoever
 /// first decodes a resident branch (<see cref="Cache"/>, a compare-exchange: racing readers agree on one node) and
-/// dropped (<see cref="DropCached"/>) by the checkpoint that saved it when it is not resident, and by tests that
+/// dropped (<see cref="DropCached"/>) by the checkpoint that saved it when it is not resident (an encoded leaf as soon
+/// as the serializer gave it its position, before the tree is written and published), and by tests that
 /// prove a dropped page reads back from its final position; it is never dropped while the child is unsaved.
 /// Readers read it with an acquire load, so a node seen through the reference is fully constructed; a reader that
 /// finds none reads the page through the buffer pool.

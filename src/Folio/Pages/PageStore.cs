@@ -1228,13 +1228,14 @@ internal sealed class PageStore : IDisposable
             TreeChange[] puts = TreeChangeOrder.SortedPuts(changes.Changes, out int putCount);
             try
             {
-                count += BTree.PutSorted(edit, ref root, puts.AsSpan(0, putCount));
+                count += BTree.PutSorted(edit, ref root, puts.AsSpan(0, putCount), new LeafEncoder(new LeafArena()));
             }
             finally
             {
                 TreeChangeOrder.Return(puts);
             }
 
+            changes.Applied();
             Rewritten = BTree.RewriteChunks(edit, ref root, rewrite);
             Root = root;
             Count = count;

@@ -18,11 +18,12 @@ internal sealed class TreeEdit(int epoch, IPageReader reader)
     public List<PagePosition> Superseded => _superseded;
 
     /// <summary>The node behind <paramref name="reference"/> in a form this edit may change: the node itself when
-    /// the edit created it, else a copy (and the saved original is superseded).</summary>
+    /// the edit created it and did not encode it, else a copy (and the saved original is superseded; an encoded leaf
+    /// is decoded into the copy).</summary>
     public TreeNode Writable(PageReference reference, out PageReference writableReference)
     {
         TreeNode node = reference.GetNode(Reader);
-        if (node.Epoch == Epoch && !node.Position.IsSaved)
+        if (node.Epoch == Epoch && !node.Position.IsSaved && !node.IsEncoded)
         {
             writableReference = reference;
             return node;

@@ -12,6 +12,13 @@ namespace Folio.Pages;
 /// <see cref="PageReference"/>. <see cref="Position"/> is set by the checkpoint that saves the node, also before
 /// publication.
 /// </para>
+/// <para>
+/// Encoded leaves. The edit may encode a leaf it finished (<see cref="Encode"/>): the leaf then holds its page's bytes
+/// (<see cref="Encoded"/>, sealed by the serializer with the position it gives out) instead of its ids and values,
+/// and only <see cref="IsLeaf"/>, <see cref="Count"/>, <see cref="ByteSize"/>, <see cref="Position"/> and
+/// <see cref="CopyFor"/> (which decodes the bytes) may be used. The serializer drops it from its reference once it is
+/// saved, so no reader ever meets one.
+/// </para>
 /// </summary>
 internal sealed class TreeNode
 {
@@ -21,6 +28,7 @@ internal sealed class TreeNode
     private int _count;
     private int _byteSize;
     private SearchHints? _hints; // saved nodes only, built on their first search
+    private ReadOnlyMemory<byte> _encoded; // an encoded leaf's page (Encode)
 
     private TreeNode(int epoch, string[] keys, StoredValue[]? values, PageReference[]? children, int count,
         int byteSize, PagePosition position)
@@ -41,6 +49,35 @@ internal sealed class TreeNode
     public PagePosition Position { get; private set; }
 
     public bool IsLeaf => _values is not null;
+
+    /// <summary>Whether the leaf holds its page's bytes (<see cref="Encoded"/>) instead of its entries.</summary>
+    public bool IsEncoded => !_encoded.IsEmpty;
+
+    /// <summary>An encoded leaf's page: <see cref="ByteSize"/> bytes, its checksum not written yet.</summary>
+    public ReadOnlyMemory<byte> Encoded => _encoded;
+
+    /// <summary>Whether <see cref="Encode"/> may encode the node: an unsaved leaf, not encoded, whose every overflow
+    /// value is saved (an unsaved one gets its position from the serializer).</summary>
+    public bool CanEncode
+    {
+        get
+        {
+            if (!IsLeaf || IsEncoded || Position.IsSaved)
+            {
+                return false;
+            }
+
+            foreach (StoredValue value in Values)
+            {
+                if (value.IsOverflow && !value.Overflow.IsSaved)
+                {
+                    return false;
+                }
+            }
+
+            return true;
+        }
+    }
 
     /// <summary>Entries of a leaf, children of a branch.</summary>
     public int Count => _count;
@@ -88,6 +125,11 @@ internal sealed class TreeNode
     /// <summary>A copy of this node owned by <paramref name="epoch"/>, with room to grow.</summary>
     public TreeNode CopyFor(int epoch)
     {
+        if (IsEncoded)
+        {
+            return PageFormat.DecodeChecked(_encoded, default).CopyFor(epoch);
+        }
+
         int capacity = Math.Max(8, _count + 4);
         var keys = new string[capacity];
         _keys.AsSpan(0, IsLeaf ? _count : Math.Max(0, _count - 1)).CopyTo(keys);
@@ -259,6 +301,23 @@ internal sealed class TreeNode
     public void Saved(PagePosition position) => Position = position;
 
     // ---- In-place changes: the owning edit only (Epoch == edit's epoch), before publication. ----
+
+    /// <summary>Encodes this leaf (<see cref="CanEncode"/>) into bytes from <paramref name="arena"/> and lets go of
+    /// its ids and values: from now on it is its page (see the protocol).</summary>
+    public void Encode(LeafArena arena)
+    {
+        System.Diagnostics.Debug.Assert(CanEncode);
+        Memory<byte> page = arena.Allocate(_byteSize);
+        int written = PageFormat.WriteLeaf(page.Span, this);
+        if (written != _byteSize)
+        {
+            ThrowHelper.ThrowInvalidOperation($"A leaf encoded to {written} bytes but was sized {_byteSize}.");
+        }
+
+        _encoded = page;
+        _keys = [];
+        _values = [];
+    }
 
     public void InsertEntry(int index, string key, StoredValue value)
     {

@@ -10,7 +10,8 @@ namespace Folio.Pages;
 /// overflow page's body is its value, which the tree's leaf already holds in memory: for a value larger than
 /// <see cref="CopiedBodyLimit"/> the buffer gets only the page's header, and the value is written from where it lies
 /// (<see cref="BodyOf"/>), so a checkpoint of large documents does not hold a second copy of them; smaller ones are
-/// copied, so a chunk of them is still written in a few large writes rather than two per page.
+/// copied, so a chunk of them is still written in a few large writes rather than two per page. A leaf the edit
+/// encoded already (<see cref="TreeNode.IsEncoded"/>) is copied and sealed, then dropped from its reference.
 /// <para>
 /// Owned by one worker thread for the duration of <see cref="Serialize"/>; it changes the tree's unsaved nodes
 /// (their positions, and overflow values' positions), which belong to the checkpoint's edit and are not published.
@@ -74,6 +75,7 @@ internal sealed class TreeSerializer : IDisposable
         TreeNode node = root.Cached!;
         PagePosition position = node.Position.IsSaved ? node.Position : Write(node);
         root.Saved(position);
+        DropEncoded(root, node);
         return position;
     }
 
@@ -101,6 +103,11 @@ internal sealed class TreeSerializer : IDisposable
     {
         int pages = 1;
         bytes += node.ByteSize;
+        if (node.IsEncoded)
+        {
+            return pages; // its overflow values are saved (TreeNode.CanEncode)
+        }
+
         if (node.IsLeaf)
         {
             foreach (StoredValue value in node.Values)
@@ -129,6 +136,17 @@ internal sealed class TreeSerializer : IDisposable
 
     private PagePosition Write(TreeNode node)
     {
+        PagePosition position;
+        if (node.IsEncoded)
+        {
+            position = NextPosition();
+            Span<byte> encoded = Reserve(node.ByteSize);
+            node.Encoded.Span.CopyTo(encoded);
+            PageFormat.Seal(encoded, position);
+            node.Saved(position);
+            return position;
+        }
+
         if (node.IsLeaf)
         {
             for (int i = 0; i < node.Count; i++)
@@ -161,17 +179,29 @@ internal sealed class TreeSerializer : IDisposable
                 if (child.Cached is { } childNode && !childNode.Position.IsSaved)
                 {
                     child.Saved(Write(childNode));
+                    DropEncoded(child, childNode);
                 }
             }
         }
 
         // The node's own page, after every page it refers to has its position.
-        PagePosition position = NextPosition();
+        position = NextPosition();
         Span<byte> page = Reserve(node.ByteSize);
         CheckSize(node.IsLeaf ? PageFormat.WriteLeaf(page, node) : PageFormat.WriteBranch(page, node), node);
         PageFormat.Seal(page, position);
         node.Saved(position);
         return position;
+    }
+
+    /// <summary>Drops an encoded leaf, now saved, from its reference: its bytes are in the buffer, and a reader of
+    /// the tree once it is published reads the page from the data file (no reader can reach the tree before the
+    /// checkpoint has written it), so none ever meets an encoded leaf.</summary>
+    private static void DropEncoded(PageReference reference, TreeNode node)
+    {
+        if (node.IsEncoded)
+        {
+            reference.DropCached();
+        }
     }
 
     private static void CheckSize(int written, TreeNode node)
