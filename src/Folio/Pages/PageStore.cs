@@ -1,6 +1,7 @@
 using System.Buffers;
 using System.Buffers.Binary;
 using System.Diagnostics;
+using System.Runtime.InteropServices;
 using Folio.Buffers;
 using Folio.Storage;
 using Microsoft.Extensions.Logging;
@@ -793,7 +794,11 @@ internal sealed class PageStore : IDisposable
                 at += length;
                 ReadOnlyMemory<byte> body = part.BodyOf(index);
                 int inBuffer = length - body.Length;
-                if (runs.Count > 0 && ReferenceEquals(runs[^1].Part, part)
+                if (inBuffer == 0)
+                {
+                    // Wholly outside the buffer (an encoded leaf): nothing to add to its run.
+                }
+                else if (runs.Count > 0 && ReferenceEquals(runs[^1].Part, part)
                     && runs[^1].Offset + runs[^1].Length == inPart)
                 {
                     runs[^1] = runs[^1] with { Length = runs[^1].Length + inBuffer };
@@ -805,7 +810,20 @@ internal sealed class PageStore : IDisposable
 
                 if (!body.IsEmpty)
                 {
-                    runs.Add(new ChunkRun(null, 0, body.Length, body)); // an overflow page's value, where it lies
+                    // An overflow page's value or an encoded leaf, where it lies: joined to the run before it when it
+                    // lies right after that run's bytes (leaves encoded one after another).
+                    if (runs.Count > 0 && runs[^1].Part is null && ChunkRun.Follows(runs[^1].Body, body))
+                    {
+                        runs[^1] = runs[^1] with
+                        {
+                            Length = runs[^1].Length + body.Length,
+                            Body = ChunkRun.Join(runs[^1].Body, body.Length),
+                        };
+                    }
+                    else
+                    {
+                        runs.Add(new ChunkRun(null, 0, body.Length, body));
+                    }
                 }
             }
 
@@ -937,6 +955,22 @@ internal sealed class PageStore : IDisposable
     private readonly record struct ChunkRun(TreeSerializer? Part, int Offset, int Length, ReadOnlyMemory<byte> Body)
     {
         public ReadOnlySpan<byte> Span => Part is null ? Body.Span : Part.Bytes.Slice(Offset, Length);
+
+        /// <summary>Whether <paramref name="next"/> lies in the same array right after
+        /// <paramref name="body"/>.</summary>
+        public static bool Follows(ReadOnlyMemory<byte> body, ReadOnlyMemory<byte> next) =>
+            MemoryMarshal.TryGetArray(body, out ArraySegment<byte> before)
+            && MemoryMarshal.TryGetArray(next, out ArraySegment<byte> after)
+            && ReferenceEquals(before.Array, after.Array)
+            && before.Offset + before.Count == after.Offset;
+
+        /// <summary><paramref name="body"/> grown by the <paramref name="length"/> bytes after it (see
+        /// <see cref="Follows"/>).</summary>
+        public static ReadOnlyMemory<byte> Join(ReadOnlyMemory<byte> body, int length)
+        {
+            MemoryMarshal.TryGetArray(body, out ArraySegment<byte> segment);
+            return segment.Array.AsMemory(segment.Offset, segment.Count + length);
+        }
     }
 
     /// <summary>Gives the file's free tail back to the file system once the checkpoint is durable, or once its chunks

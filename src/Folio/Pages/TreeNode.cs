@@ -28,7 +28,7 @@ internal sealed class TreeNode
     private int _count;
     private int _byteSize;
     private SearchHints? _hints; // saved nodes only, built on their first search
-    private ReadOnlyMemory<byte> _encoded; // an encoded leaf's page (Encode)
+    private Memory<byte> _encoded; // an encoded leaf's page (Encode)
 
     private TreeNode(int epoch, string[] keys, StoredValue[]? values, PageReference[]? children, int count,
         int byteSize, PagePosition position)
@@ -53,8 +53,9 @@ internal sealed class TreeNode
     /// <summary>Whether the leaf holds its page's bytes (<see cref="Encoded"/>) instead of its entries.</summary>
     public bool IsEncoded => !_encoded.IsEmpty;
 
-    /// <summary>An encoded leaf's page: <see cref="ByteSize"/> bytes, its checksum not written yet.</summary>
-    public ReadOnlyMemory<byte> Encoded => _encoded;
+    /// <summary>An encoded leaf's page: <see cref="ByteSize"/> bytes, its checksum written by the serializer, in place
+    /// (the chunk is written from here).</summary>
+    public Memory<byte> Encoded => _encoded;
 
     /// <summary>Whether <see cref="Encode"/> may encode the node: an unsaved leaf, not encoded, whose every overflow
     /// value is saved (an unsaved one gets its position from the serializer).</summary>

@@ -11,7 +11,9 @@ namespace Folio.Pages;
 /// <see cref="CopiedBodyLimit"/> the buffer gets only the page's header, and the value is written from where it lies
 /// (<see cref="BodyOf"/>), so a checkpoint of large documents does not hold a second copy of them; smaller ones are
 /// copied, so a chunk of them is still written in a few large writes rather than two per page. A leaf the edit
-/// encoded already (<see cref="TreeNode.IsEncoded"/>) is copied and sealed, then dropped from its reference.
+/// encoded already (<see cref="TreeNode.IsEncoded"/>) is sealed where it lies and written from there as a body (the
+/// leaves encoded one after another lie back to back, so the chunk writes them as one run), then dropped from its
+/// reference.
 /// <para>
 /// Owned by one worker thread for the duration of <see cref="Serialize"/>; it changes the tree's unsaved nodes
 /// (their positions, and overflow values' positions), which belong to the checkpoint's edit and are not published.
@@ -61,7 +63,7 @@ internal sealed class TreeSerializer : IDisposable
 
     /// <summary>The pages <see cref="Serialize"/> will write for the tree at <paramref name="root"/>: its unsaved
     /// nodes and the unsaved overflow values in its unsaved leaves; <paramref name="bytes"/> gets the size they take in
-    /// the buffer (an overflow page's header only).</summary>
+    /// the buffer (an overflow page's header only, an encoded leaf nothing).</summary>
     public static int CountUnsaved(PageReference? root, out long bytes)
     {
         bytes = 0;
@@ -101,13 +103,13 @@ internal sealed class TreeSerializer : IDisposable
 
     private static int Count(TreeNode node, ref long bytes)
     {
-        int pages = 1;
-        bytes += node.ByteSize;
         if (node.IsEncoded)
         {
-            return pages; // its overflow values are saved (TreeNode.CanEncode)
+            return 1; // written from its own bytes; its overflow values are saved (TreeNode.CanEncode)
         }
 
+        int pages = 1;
+        bytes += node.ByteSize;
         if (node.IsLeaf)
         {
             foreach (StoredValue value in node.Values)
@@ -139,10 +141,10 @@ internal sealed class TreeSerializer : IDisposable
         PagePosition position;
         if (node.IsEncoded)
         {
+            // Sealed where the edit encoded it, and written from there: nothing of it goes into the buffer.
             position = NextPosition();
-            Span<byte> encoded = Reserve(node.ByteSize);
-            node.Encoded.Span.CopyTo(encoded);
-            PageFormat.Seal(encoded, position);
+            PageFormat.Seal(node.Encoded.Span, position);
+            Reserve(0, node.Encoded);
             node.Saved(position);
             return position;
         }
