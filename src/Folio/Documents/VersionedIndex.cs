@@ -1122,7 +1122,7 @@ internal sealed class VersionedIndex : ICommitState
             }
 
             int[] hashes = [.. list];
-            Array.Sort(hashes);
+            IntRadixSort.Sort(hashes);
             result[collection.Name] = hashes;
         }
 
@@ -1635,7 +1635,7 @@ internal sealed class VersionedIndex : ICommitState
                 }
             }
 
-            order.AsSpan(0, found).Sort();
+            IntRadixSort.Sort(order.AsSpan(0, found));
             CollectedChanges? current = null;
             foreach (int head in order.AsSpan(0, found))
             {
