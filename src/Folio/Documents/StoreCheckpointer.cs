@@ -186,10 +186,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
     /// <summary>
     /// The memory a checkpoint of <paramref name="commands"/> documents of <paramref name="bytes"/> may take for its
-    /// pages: each document it writes may change a page of its own (the decoded page and its serialized copy,
-    /// <see cref="PageBytesPerCommand"/>), a large document takes twice its bytes (an overflow value of up to 64 KiB is
-    /// copied into the checkpoint's buffer; a larger one is written from where it lies in memory, so for those this
-    /// overstates), and no checkpoint changes more pages than the trees hold plus the new documents' (twice
+    /// pages: each document it writes may change a page of its own (<see cref="PageBytesPerCommand"/>), a large
+    /// document takes twice its bytes (an overflow value of up to 64 KiB is copied into the checkpoint's buffer; a
+    /// larger one is written from where it lies in memory, so for those this overstates), and no checkpoint changes more pages than the trees hold plus the new documents' (twice
     /// <paramref name="liveBytes"/>, the data file's live bytes and the documents'). Scattered writes into a store
     /// larger than memory reach the first bound; writes in id order, or to few documents, touch far fewer pages, so the
     /// bytes a document cost the last checkpoint (<paramref name="bytesPerCommand"/>, <see cref="BytesPerCommand"/>)
@@ -212,7 +211,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     public long PagesBackpressure => 2 * _checkpointMemory;
 
     /// <summary>What one written document may add to a checkpoint's memory: a page decoded and serialized (16 KiB
-    /// each) and its keys' strings.</summary>
+    /// each) and its keys' strings. A leaf is held decoded only while the puts fill it and serialized once, as its
+    /// encoded bytes (<see cref="Pages.LeafEncoder"/>), so this overstates a leaf by about a page: an upper
+    /// bound.</summary>
     internal const long PageBytesPerCommand = (2 * Pages.PageFormat.TargetPageSize) + 4096;
 
     /// <summary>Whether new commits wait for a checkpoint (acquire): checkpoints fell behind the writers.</summary>
