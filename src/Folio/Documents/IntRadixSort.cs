@@ -8,8 +8,9 @@ namespace Folio.Documents;
 /// Sorts ints in ascending order by their bits, eleven at a time from the least significant (an LSD radix sort: three
 /// counting passes at most, each reading the values twice and writing them once, in place of the comparison sort's
 /// n log n steps). A checkpoint sorts hundreds of thousands of ints twice (the heads it takes, into commit order, and
-/// the hashes of the ids it changed), where the comparison sort took a tenth of its thread's time. A pass whose
-/// eleven bits are the same in every value is skipped: head references below 2^22 take two passes.
+/// the hashes of the ids it changed), a cost its thread pays while commits wait for CPU (docs/measurements.md,
+/// "Checkpoints that encode their leaves as they finish them"). A pass whose eleven bits are the same in every value
+/// is skipped: head references below 2^22 take two passes.
 /// </summary>
 internal static class IntRadixSort
 {

@@ -3,13 +3,16 @@ namespace Folio.Pages;
 /// <summary>
 /// Memory for the leaves one checkpoint's edit encodes before it serializes them (<see cref="LeafEncoder"/>): pages
 /// cut front to back from blocks of <see cref="BlockSize"/> bytes. A block is a large object, which the collector
-/// never copies and which holds no references for it to trace, where a leaf's own arrays of ids and values (one small
-/// object per id, and two per leaf) lived through the whole checkpoint and were copied at every collection that
-/// promoted them (docs/measurements.md, "Checkpoints that encode their leaves as they finish them"). The arena is
-/// garbage with its edit: an encoded leaf's bytes are copied into the checkpoint's chunk buffer when it is
-/// serialized, and a leaf decoded again from them keeps its block alive through the slices it holds.
-/// <para>Owned by the thread that applies its edit (a checkpoint applies each collection's edit on one
-/// thread).</para>
+/// never copies and which holds no references for it to trace, whereas a leaf's own arrays of ids and values (one
+/// small object per id, and two per leaf), kept until the checkpoint ends, are copied by every collection that
+/// promotes them (docs/measurements.md, "Checkpoints that encode their leaves as they finish them"). The serializer
+/// seals each encoded page where it lies and the checkpoint writes its chunks from there, so a block is referenced by
+/// its leaves until they are serialized, then by the checkpoint's chunk runs until they are written; after that it is
+/// garbage (a leaf decoded again from its bytes keeps its block alive through the slices it holds). Blocks are not
+/// reused: such a leaf is a node that readers of the published tree may meet until the checkpoint drops it, and a
+/// value they read from it is a slice of the block.
+/// <para>Owned by the thread that applies its edit (a checkpoint applies each collection's edit on one thread); the
+/// serializer of the same tree writes the checksums into its pages later, on the thread that serializes it.</para>
 /// </summary>
 internal sealed class LeafArena
 {
