@@ -190,11 +190,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// document takes twice its bytes (an overflow value of up to 64 KiB is copied into the checkpoint's buffer; a
     /// larger one is written from where it lies in memory, so for those this overstates), and no checkpoint changes
     /// more pages than the trees hold plus the new documents' (twice <paramref name="liveBytes"/>, the data file's live
-    /// bytes and the documents'). Scattered writes into a store
-    /// larger than memory reach the first bound; writes in id order, or to few documents, touch far fewer pages, so the
-    /// bytes a document cost the last checkpoint (<paramref name="bytesPerCommand"/>, <see cref="BytesPerCommand"/>)
-    /// stand for the first bound's per-document cost, but no less than a quarter of a page's (a workload that turns to
-    /// scattered writes then overshoots by at most four times, once).
+    /// bytes and the documents'). Scattered writes into a store larger than memory reach the first bound; writes in id
+    /// order, or to few documents, touch far fewer pages, so the bytes a document cost the last checkpoint
+    /// (<paramref name="bytesPerCommand"/>, <see cref="BytesPerCommand"/>) stand for the first bound's per-document
+    /// cost, but no less than a quarter of a page's (a workload that turns to scattered writes then overshoots by at
+    /// most four times, once).
     /// </summary>
     internal static long EstimatePages(long commands, long bytes, long bytesPerCommand, long liveBytes)
     {

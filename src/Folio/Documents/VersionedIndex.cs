@@ -1112,8 +1112,6 @@ internal sealed class VersionedIndex : ICommitState
         var result = new Dictionary<string, int[]?>(StringComparer.Ordinal);
         foreach (CollectionChanges collection in changes.Collections)
         {
-            // The page store let go of the changes once it applied them; their hashes stay (CollectChanges keeps
-            // them for every collection; without them the changed ids are not known).
             List<int>? list = collection.Hashes;
             if (list is null || list.Count > MaxChangedHashes)
             {

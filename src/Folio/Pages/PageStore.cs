@@ -794,36 +794,16 @@ internal sealed class PageStore : IDisposable
                 at += length;
                 ReadOnlyMemory<byte> body = part.BodyOf(index);
                 int inBuffer = length - body.Length;
-                if (inBuffer == 0)
+                if (inBuffer > 0) // none for an encoded leaf: it lies wholly outside the buffer
                 {
-                    // Wholly outside the buffer (an encoded leaf): nothing to add to its run.
-                }
-                else if (runs.Count > 0 && ReferenceEquals(runs[^1].Part, part)
-                    && runs[^1].Offset + runs[^1].Length == inPart)
-                {
-                    runs[^1] = runs[^1] with { Length = runs[^1].Length + inBuffer };
-                }
-                else
-                {
-                    runs.Add(new ChunkRun(part, inPart, inBuffer, default));
+                    ChunkRun.Append(runs, new ChunkRun(part, inPart, inBuffer, default));
                 }
 
                 if (!body.IsEmpty)
                 {
-                    // An overflow page's value or an encoded leaf, where it lies: joined to the run before it when it
-                    // lies right after that run's bytes (leaves encoded one after another).
-                    if (runs.Count > 0 && runs[^1].Part is null && ChunkRun.Follows(runs[^1].Body, body))
-                    {
-                        runs[^1] = runs[^1] with
-                        {
-                            Length = runs[^1].Length + body.Length,
-                            Body = ChunkRun.Join(runs[^1].Body, body.Length),
-                        };
-                    }
-                    else
-                    {
-                        runs.Add(new ChunkRun(null, 0, body.Length, body));
-                    }
+                    // An overflow page's value or an encoded leaf, where it lies (leaves encoded one after another lie
+                    // back to back, so their bodies join into one run).
+                    ChunkRun.Append(runs, new ChunkRun(null, 0, body.Length, body));
                 }
             }
 
@@ -956,20 +936,41 @@ internal sealed class PageStore : IDisposable
     {
         public ReadOnlySpan<byte> Span => Part is null ? Body.Span : Part.Bytes.Slice(Offset, Length);
 
-        /// <summary>Whether <paramref name="next"/> lies in the same array right after
-        /// <paramref name="body"/>.</summary>
-        public static bool Follows(ReadOnlyMemory<byte> body, ReadOnlyMemory<byte> next) =>
-            MemoryMarshal.TryGetArray(body, out ArraySegment<byte> before)
-            && MemoryMarshal.TryGetArray(next, out ArraySegment<byte> after)
-            && ReferenceEquals(before.Array, after.Array)
-            && before.Offset + before.Count == after.Offset;
-
-        /// <summary><paramref name="body"/> grown by the <paramref name="length"/> bytes after it (see
-        /// <see cref="Follows"/>).</summary>
-        public static ReadOnlyMemory<byte> Join(ReadOnlyMemory<byte> body, int length)
+        /// <summary>Adds <paramref name="run"/> to <paramref name="runs"/>, joined to the last run when its bytes
+        /// follow that run's: the next bytes of the same serializer's buffer, or of the same array.</summary>
+        public static void Append(List<ChunkRun> runs, ChunkRun run)
         {
-            MemoryMarshal.TryGetArray(body, out ArraySegment<byte> segment);
-            return segment.Array.AsMemory(segment.Offset, segment.Count + length);
+            if (runs.Count > 0 && runs[^1].JoinedWith(run) is { } joined)
+            {
+                runs[^1] = joined;
+            }
+            else
+            {
+                runs.Add(run);
+            }
+        }
+
+        /// <summary>This run grown by <paramref name="next"/> when its bytes follow this run's; else null.</summary>
+        private ChunkRun? JoinedWith(ChunkRun next)
+        {
+            if (Part is not null)
+            {
+                return ReferenceEquals(Part, next.Part) && Offset + Length == next.Offset
+                    ? this with { Length = Length + next.Length }
+                    : null;
+            }
+
+            return next.Part is null
+                && MemoryMarshal.TryGetArray(Body, out ArraySegment<byte> before)
+                && MemoryMarshal.TryGetArray(next.Body, out ArraySegment<byte> after)
+                && ReferenceEquals(before.Array, after.Array)
+                && before.Offset + before.Count == after.Offset
+                ? this with
+                {
+                    Length = Length + next.Length,
+                    Body = before.Array.AsMemory(before.Offset, before.Count + next.Length),
+                }
+                : null;
         }
     }
 

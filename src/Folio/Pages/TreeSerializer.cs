@@ -138,15 +138,9 @@ internal sealed class TreeSerializer : IDisposable
 
     private PagePosition Write(TreeNode node)
     {
-        PagePosition position;
         if (node.IsEncoded)
         {
-            // Sealed where the edit encoded it, and written from there: nothing of it goes into the buffer.
-            position = NextPosition();
-            PageFormat.Seal(node.Encoded.Span, position);
-            Reserve(0, node.Encoded);
-            node.Saved(position);
-            return position;
+            return WriteEncoded(node);
         }
 
         if (node.IsLeaf)
@@ -187,7 +181,7 @@ internal sealed class TreeSerializer : IDisposable
         }
 
         // The node's own page, after every page it refers to has its position.
-        position = NextPosition();
+        PagePosition position = NextPosition();
         Span<byte> page = Reserve(node.ByteSize);
         CheckSize(node.IsLeaf ? PageFormat.WriteLeaf(page, node) : PageFormat.WriteBranch(page, node), node);
         PageFormat.Seal(page, position);
@@ -195,9 +189,20 @@ internal sealed class TreeSerializer : IDisposable
         return position;
     }
 
-    /// <summary>Drops an encoded leaf, now saved, from its reference: its bytes are in the buffer, and a reader of
-    /// the tree once it is published reads the page from the data file (no reader can reach the tree before the
-    /// checkpoint has written it), so none ever meets an encoded leaf.</summary>
+    /// <summary>An encoded leaf's page: sealed where the edit encoded it and written from there (a body wholly
+    /// outside the buffer).</summary>
+    private PagePosition WriteEncoded(TreeNode leaf)
+    {
+        PagePosition position = NextPosition();
+        PageFormat.Seal(leaf.Encoded.Span, position);
+        Reserve(0, leaf.Encoded);
+        leaf.Saved(position);
+        return position;
+    }
+
+    /// <summary>Drops an encoded leaf, now saved, from its reference: the chunk is written from its bytes, and a
+    /// reader of the tree once it is published reads the page from the data file (no reader can reach the tree before
+    /// the checkpoint has written it), so none ever meets an encoded leaf.</summary>
     private static void DropEncoded(PageReference reference, TreeNode node)
     {
         if (node.IsEncoded)

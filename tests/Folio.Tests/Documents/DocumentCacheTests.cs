@@ -221,11 +221,8 @@ public sealed class DocumentCacheTests
     public void Hits_misses_entries_and_bytes_are_published_on_the_folio_meter()
     {
         using var meters = new TestMeterFactory();
-        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
-        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, long>();
-        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
-            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
-        listener.Start();
+        using System.Diagnostics.Metrics.MeterListener listener = meters.ListenToTotals(
+            out System.Collections.Concurrent.ConcurrentDictionary<string, long> recorded);
         DocumentCache? counted = null;
         using var metrics = new Folio.Diagnostics.DocumentCacheMetrics(meters, () => counted!.Count,
             () => counted!.Bytes);
@@ -358,11 +355,8 @@ public sealed class DocumentCacheTests
         using var dir = new TempDirectory();
         await FillAsync(dir.Path);
         using var meters = new TestMeterFactory();
-        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
-        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, long>();
-        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
-            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
-        listener.Start();
+        using System.Diagnostics.Metrics.MeterListener listener = meters.ListenToTotals(
+            out System.Collections.Concurrent.ConcurrentDictionary<string, long> recorded);
         DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
         options.MeterFactory = meters;
         await using DocumentStore store = DocumentStore.Open(dir.Path, options);

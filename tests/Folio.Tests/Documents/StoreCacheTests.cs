@@ -77,11 +77,8 @@ public sealed class StoreCacheTests
             }
         }
 
-        using System.Diagnostics.Metrics.MeterListener listener = meters.Listen();
-        var recorded = new System.Collections.Concurrent.ConcurrentDictionary<string, long>();
-        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
-            recorded.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
-        listener.Start();
+        using System.Diagnostics.Metrics.MeterListener listener = meters.ListenToTotals(
+            out System.Collections.Concurrent.ConcurrentDictionary<string, long> recorded);
         List<string> with = await Queries(prefetch: true);
         List<string> without = await Queries(prefetch: false);
         Assert.Equal(without, with);

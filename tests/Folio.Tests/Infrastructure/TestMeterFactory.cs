@@ -22,6 +22,19 @@ internal sealed class TestMeterFactory : IMeterFactory
         },
     };
 
+    /// <summary>A started listener that sums every <see cref="long"/> measurement of this factory's instruments into
+    /// <paramref name="totals"/>, by instrument name.</summary>
+    public MeterListener ListenToTotals(out ConcurrentDictionary<string, long> totals)
+    {
+        var sums = new ConcurrentDictionary<string, long>();
+        MeterListener listener = Listen();
+        listener.SetMeasurementEventCallback<long>((instrument, value, _, _) =>
+            sums.AddOrUpdate(instrument.Name, value, (_, total) => total + value));
+        listener.Start();
+        totals = sums;
+        return listener;
+    }
+
     public Meter Create(MeterOptions options)
     {
         var meter = new Meter(options);
