@@ -23,18 +23,26 @@ internal static class ExportCommand
         command.SetAction((parse, cancellationToken) => ToolStore.RunAsync(async () =>
         {
             string path = ToolStore.RequireStore(parse.GetValue(store)!);
-            StoreInfo info = await DocumentStore.ReadInfoAsync(path, cancellationToken).ConfigureAwait(false);
+            bool salvage = parse.GetValue(skipDamaged);
             long total = 0;
-            foreach (CollectionInfo collection in info.Collections)
+            try
             {
-                total += collection.Documents;
+                StoreInfo info = await DocumentStore.ReadInfoAsync(path, cancellationToken).ConfigureAwait(false);
+                foreach (CollectionInfo collection in info.Collections)
+                {
+                    total += collection.Documents;
+                }
+            }
+            catch (StoreCorruptedException) when (salvage)
+            {
+                // The counts need the journal whole; a salvage reads past its damage, without a total to show.
             }
 
             // The total is the store's a moment before the export's own commit: close enough for a progress bar.
             var display = new ProgressDisplay("export", total, "documents");
             long exported = 0;
             long skipped = 0;
-            IAsyncEnumerable<StoredDocument> documents = parse.GetValue(skipDamaged)
+            IAsyncEnumerable<StoredDocument> documents = salvage
                 ? DocumentStore.SalvageFilesAsync(path, damage =>
                 {
                     skipped++;
@@ -67,12 +75,21 @@ internal static class ExportCommand
         return command;
     }
 
-    /// <summary>One line naming the documents a damaged page held and where it lies.</summary>
+    /// <summary>One line naming the documents a damaged page held, or the commits a damaged journal record held, and
+    /// where the damage lies.</summary>
     private static string Describe(DamagedRange damage)
     {
+        string error = damage.Error.Message.ReplaceLineEndings(" ");
+        if (damage.Collection is null)
+        {
+            string last = damage.ToSequence == long.MaxValue ? "the journal's end" : $"{damage.ToSequence}";
+            return $"commits {damage.FromSequence} to {last} (the documents they wrote may be missing, older, or still "
+                + $"there though deleted): {error}";
+        }
+
         string range = damage.ToId == damage.FromId + "\0" ? $"document '{damage.FromId}'"
             : $"documents from {(damage.FromId is null ? "the first" : $"'{damage.FromId}'")} to before "
             + (damage.ToId is null ? "the end" : $"'{damage.ToId}'");
-        return $"{range} of collection '{damage.Collection}': {damage.Error.Message.ReplaceLineEndings(" ")}";
+        return $"{range} of collection '{damage.Collection}': {error}";
     }
 }

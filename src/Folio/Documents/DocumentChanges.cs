@@ -174,6 +174,19 @@ public sealed class DocumentChanges
             (follower, token) => StreamFiles(follower, storeFolder, follow, token), cancellationToken);
     }
 
+    /// <summary>
+    /// <see cref="ReadFilesAsync(string, long, bool, CancellationToken)"/> to the last complete commit, reading past
+    /// journal damage (a salvage): <paramref name="onDamage"/> is told the first and last sequence each damage took
+    /// (<see cref="JournalFollower"/>), before the changes after it.
+    /// </summary>
+    internal static IAsyncEnumerable<DocumentChange> ReadFilesPastDamageAsync(string folder, long fromSequence,
+        Action<long, long, JournalCorruptedException> onDamage, CancellationToken cancellationToken)
+    {
+        (string storeFolder, string journal) = Documents.StoreFileInfoReader.StoreFolders(folder);
+        return StreamFiles(new JournalFollower(journal, fromSequence, onDamage), storeFolder, follow: false,
+            cancellationToken);
+    }
+
     private static async IAsyncEnumerable<DocumentChange> StreamFiles(JournalFollower follower, string storeFolder,
         bool follow, [EnumeratorCancellation] CancellationToken cancellationToken)
     {

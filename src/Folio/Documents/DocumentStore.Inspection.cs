@@ -82,9 +82,13 @@ public sealed partial class DocumentStore
     /// <see cref="ScanFilesAsync"/> does, but goes on past damage: a page of the data file's checkpoint that fails its
     /// checks, and every page below it, is skipped, as is a document whose own value pages fail theirs, and each is
     /// reported to <paramref name="onDamage"/> (on the enumerating thread, before the documents after it) with the
-    /// ids it may have held. What a store whose data file is damaged can give back, without a backup: write the
-    /// stream into a new store (<c>folio export --skip-damaged</c>, then <c>folio import</c>), and the damaged ranges
-    /// say what is lost. Documents written since the checkpoint come from the journal and are never skipped.
+    /// ids it may have held. Damage to the journal after the checkpoint (a record that fails its checks, a damaged
+    /// segment header, a missing segment no purge removed) is read past too: the commits it took are reported as a
+    /// range of sequences before any document, and the commits after it are applied. What a store whose files are
+    /// damaged can give back, without a backup: write the stream into a new store (<c>folio export
+    /// --skip-damaged</c>, then <c>folio import</c>), and the damaged ranges say what is lost
+    /// (<see cref="DamagedRange"/>). Documents written since the checkpoint by intact commits come from the journal
+    /// and are never skipped.
     /// </summary>
     /// <param name="folder">The store's folder (the one given to <see cref="Open"/>).</param>
     /// <param name="onDamage">Called with each range of documents skipped.</param>
@@ -94,7 +98,6 @@ public sealed partial class DocumentStore
     /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
     /// <exception cref="StoreCorruptedException">The data file's header or its catalog of collections is damaged,
     /// so no checkpoint can be read.</exception>
-    /// <exception cref="JournalCorruptedException">A journal record after the checkpoint is damaged.</exception>
     public static IAsyncEnumerable<StoredDocument> SalvageFilesAsync(string folder, Action<DamagedRange> onDamage,
         CancellationToken cancellationToken = default)
     {

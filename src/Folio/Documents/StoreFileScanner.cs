@@ -34,7 +34,12 @@ internal static class StoreFileScanner
         [EnumeratorCancellation] CancellationToken cancellationToken)
     {
         (string path, _) = StoreFileInfoReader.StoreFolders(folder); // the folder checked by ScanFilesAsync
-        using Snapshot snapshot = await OpenAsync(path, cancellationToken).ConfigureAwait(false);
+        using Snapshot snapshot = await OpenAsync(path, onDamage is not null, cancellationToken).ConfigureAwait(false);
+        foreach (DamagedRange lost in snapshot.LostCommits)
+        {
+            onDamage!(lost);
+        }
+
         foreach (StoredDocument document in snapshot.Documents(onDamage))
         {
             cancellationToken.ThrowIfCancellationRequested();
@@ -42,7 +47,11 @@ internal static class StoreFileScanner
         }
     }
 
-    private static async Task<Snapshot> OpenAsync(string path, CancellationToken cancellationToken)
+    /// <summary>Pins the newest checkpoint and reads the journal after it; past damage when
+    /// <paramref name="pastDamage"/>, each damaged range of commits then kept for
+    /// <see cref="Snapshot.LostCommits"/> (kept, not reported at once, because an attempt that meets a purge starts
+    /// over).</summary>
+    private static async Task<Snapshot> OpenAsync(string path, bool pastDamage, CancellationToken cancellationToken)
     {
         for (int attempt = 1; ; attempt++)
         {
@@ -50,9 +59,10 @@ internal static class StoreFileScanner
             PinnedCheckpoint checkpoint = PinnedCheckpoint.Open(path);
             try
             {
-                Dictionary<string, List<DocumentChange>> changes =
-                    await ReadChangesAsync(path, checkpoint.Sequence, cancellationToken).ConfigureAwait(false);
-                return new Snapshot(checkpoint, changes);
+                var lost = new List<DamagedRange>();
+                Dictionary<string, List<DocumentChange>> changes = await ReadChangesAsync(path, checkpoint.Sequence,
+                    pastDamage ? lost : null, cancellationToken).ConfigureAwait(false);
+                return new Snapshot(checkpoint, changes, lost);
             }
             catch (JournalPositionPurgedException) when (attempt < Attempts)
             {
@@ -67,13 +77,18 @@ internal static class StoreFileScanner
         }
     }
 
-    /// <summary>Each document's last change after <paramref name="after"/>, by collection, sorted by id.</summary>
+    /// <summary>Each document's last change after <paramref name="after"/>, by collection, sorted by id; with
+    /// <paramref name="lost"/>, read past journal damage, each range of commits it took added there.</summary>
     private static async Task<Dictionary<string, List<DocumentChange>>> ReadChangesAsync(string path, long after,
-        CancellationToken cancellationToken)
+        List<DamagedRange>? lost, CancellationToken cancellationToken)
     {
         var last = new Dictionary<(string Collection, string Id), DocumentChange>();
-        await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(path, after + 1, follow: false,
-            cancellationToken).ConfigureAwait(false))
+        IAsyncEnumerable<DocumentChange> read = lost is null
+            ? DocumentChanges.ReadFilesAsync(path, after + 1, follow: false, cancellationToken)
+            : DocumentChanges.ReadFilesPastDamageAsync(path, after + 1, (from, to, damage) => lost.Add(
+                new DamagedRange(null, null, null, damage) { FromSequence = from, ToSequence = to }),
+                cancellationToken);
+        await foreach (DocumentChange change in read.ConfigureAwait(false))
         {
             last[(change.Collection, change.Id)] = change;
         }
@@ -98,10 +113,13 @@ internal static class StoreFileScanner
     }
 
     /// <summary>The pinned checkpoint and the changes after it: the documents of one commit.</summary>
-    private sealed class Snapshot(PinnedCheckpoint checkpoint, Dictionary<string, List<DocumentChange>> changes)
-        : IDisposable
+    private sealed class Snapshot(PinnedCheckpoint checkpoint, Dictionary<string, List<DocumentChange>> changes,
+        List<DamagedRange> lostCommits) : IDisposable
     {
         private readonly PageStore? _pages = checkpoint.Pages;
+
+        /// <summary>The ranges of commits after the checkpoint that journal damage took (salvage only).</summary>
+        public List<DamagedRange> LostCommits => lostCommits;
 
         public IEnumerable<StoredDocument> Documents(Action<DamagedRange>? onDamage)
         {

@@ -1,5 +1,6 @@
 using System.Buffers;
 using System.Buffers.Binary;
+using System.Diagnostics;
 using Folio.Storage;
 using Microsoft.Win32.SafeHandles;
 
@@ -33,6 +34,17 @@ namespace Folio.Journal;
 /// record's header covers (its synced length: what the writer's fdatasync had made durable when it wrote that
 /// record), or one the follower made durable itself (fdatasync of the segment, on Linux) when the caller allows it.
 /// </para>
+/// <para>
+/// Reading past damage (a salvage, with a damage handler). Where the follower would throw
+/// <see cref="JournalCorruptedException"/>, it reports the commits the damage took and reads on from the next intact
+/// record: a damaged record is skipped to the next complete record of its segment with later sequences (found by its
+/// magic and checked as any record is; before it is taken, the damaged one is read again, so a record that was only
+/// being written when first read is taken, not reported); a segment whose header is damaged or names another store is
+/// skipped whole, up to the next segment's first sequence; a gap of sequences between two intact records, or a
+/// missing segment the purge watermark does not cover, is reported as it stands. What a purge removed is still a
+/// <see cref="JournalPositionPurgedException"/>, and damage at the end of the newest segment with nothing intact after
+/// it is the end of the data, as a torn tail is.
+/// </para>
 /// </summary>
 internal sealed class JournalFollower : IDisposable
 {
@@ -46,6 +58,7 @@ internal sealed class JournalFollower : IDisposable
     private long _segmentNext; // the first sequence of the current segment's next record
     private long _durableEnd; // the current segment's bytes a record header says a writer's fdatasync covered
     private readonly List<TakenRecord> _taken = []; // records of the current segment the current call took from
+    private readonly Action<long, long, JournalCorruptedException>? _onDamage; // null: damage throws
     private bool _disposed;
 
     /// <summary>The most bytes of entries one <see cref="ReadAvailable"/> copies unless told otherwise: 4 MiB (past it
@@ -56,11 +69,18 @@ internal sealed class JournalFollower : IDisposable
 
     /// <param name="journalDirectory">The journal's folder (a store's <c>journal</c> folder).</param>
     /// <param name="fromSequence">The first entry to return; 1 or more.</param>
-    public JournalFollower(string journalDirectory, long fromSequence)
+    /// <param name="onDamage">Null: damage throws <see cref="JournalCorruptedException"/>. Otherwise the follower
+    /// reads past it and calls this with the first and last sequence the damage took (the last is
+    /// <see cref="long.MaxValue"/> when nothing after the damage tells where it ends) and the damage itself, before it
+    /// returns any entry after it. Each damage is reported once, which needs every read to allow its sync (none is
+    /// taken back), as a reader that does not follow reads.</param>
+    public JournalFollower(string journalDirectory, long fromSequence,
+        Action<long, long, JournalCorruptedException>? onDamage = null)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(fromSequence, 1);
         _directory = journalDirectory;
         _nextSequence = fromSequence;
+        _onDamage = onDamage;
     }
 
     /// <summary>
@@ -150,6 +170,7 @@ internal sealed class JournalFollower : IDisposable
     {
         HitLimit = false;
         ObjectDisposedException.ThrowIf(_disposed, this);
+        Debug.Assert(allowSync || _onDamage is null, "a follower reading past damage takes back no record");
         if (_segment is null && !OpenFirstSegment())
         {
             return 0;
@@ -256,13 +277,97 @@ internal sealed class JournalFollower : IDisposable
 
             if (_nextSequence < oldest)
             {
-                throw new JournalPositionPurgedException(_nextSequence, oldest);
+                if (FirstRetained() > _nextSequence)
+                {
+                    throw new JournalPositionPurgedException(_nextSequence, oldest);
+                }
+
+                var missing = new JournalCorruptedException(
+                    Path.Combine(_directory, JournalFormat.SegmentFileName(oldest)), 0,
+                    $"the segments holding sequences {_nextSequence} to {oldest - 1}, before this one, are missing, "
+                    + "and no purge removed them");
+                if (_onDamage is null)
+                {
+                    throw missing;
+                }
+
+                ReportDamage(_nextSequence, oldest - 1, missing);
+                continue;
             }
 
-            if (TryOpenSegment(chosen))
+            if (TryOpenSegmentOrSkip(chosen) is bool opened)
             {
-                return true;
+                if (opened)
+                {
+                    return true;
+                }
+
+                continue; // purged meanwhile: list again
             }
+
+            return false; // the only segments left are damaged ones, reported
+        }
+    }
+
+    /// <summary>Opens segment <paramref name="first"/> as <see cref="TryOpenSegment"/> does (false: the file is gone).
+    /// With a damage handler, a damaged segment is reported and skipped: the next segment is opened instead, and null
+    /// is returned when none is left.</summary>
+    private bool? TryOpenSegmentOrSkip(long first)
+    {
+        while (true)
+        {
+            if (_onDamage is null)
+            {
+                return TryOpenSegment(first);
+            }
+
+            try
+            {
+                return TryOpenSegment(first);
+            }
+            catch (JournalCorruptedException damage)
+            {
+                long next = ListSegments(first).Above;
+                ReportDamage(first, next == 0 ? long.MaxValue : next - 1, damage);
+                if (next == 0)
+                {
+                    return null;
+                }
+
+                first = next;
+            }
+        }
+    }
+
+    /// <summary>The first sequence the purge watermark says the journal keeps (0 when there is none, or it is
+    /// damaged: then it tells nothing).</summary>
+    private long FirstRetained()
+    {
+        try
+        {
+            return WriteAheadJournal.ReadPurgeWatermark(PhysicalFileSystem.Instance, _directory).FirstRetained;
+        }
+        catch (JournalCorruptedException)
+        {
+            return 0;
+        }
+    }
+
+    /// <summary>Tells the damage handler that the damage at <paramref name="offset"/> of <paramref name="path"/> took
+    /// commits <paramref name="from"/> to <paramref name="to"/>.</summary>
+    private void ReportDamage(long from, long to, string path, long offset, string reason)
+        => ReportDamage(from, to, new JournalCorruptedException(path, offset, reason));
+
+    /// <summary>Reports the commits from <paramref name="from"/> to <paramref name="to"/> the follower was to return
+    /// (those before <see cref="NextSequence"/> it was not, so a damage that took only those is not reported), and
+    /// moves past them.</summary>
+    private void ReportDamage(long from, long to, JournalCorruptedException damage)
+    {
+        from = Math.Max(from, _nextSequence);
+        if (to >= from)
+        {
+            _onDamage!(from, to, damage);
+            _nextSequence = to == long.MaxValue ? to : to + 1;
         }
     }
 
@@ -339,7 +444,7 @@ internal sealed class JournalFollower : IDisposable
     /// first when this call took records from it that no header covers). Damage left behind in the current segment,
     /// non-zero bytes where no complete record is, is a corruption once the writer has moved on. Also true, without
     /// moving, when a later segment exists and the current one has a record completed since it was last read
-    /// (<see cref="ReadOnOrThrowIfPurgedPast"/>).
+    /// (<see cref="ReadOnOrPastMissingSegment"/>).
     /// </summary>
     private bool TryMoveToNextSegment()
     {
@@ -351,28 +456,40 @@ internal sealed class JournalFollower : IDisposable
         if (string.Equals(nextPath, _segmentPath, StringComparison.Ordinal) || !File.Exists(nextPath))
         {
             AfterNextSegmentMissing?.Invoke();
-            return ReadOnOrThrowIfPurgedPast(next);
+            return ReadOnOrPastMissingSegment(next);
         }
 
-        if (!RestIsZero())
+        // With a damage handler, non-zero bytes here held no commit: the next segment starts right after the last
+        // record read, and the records skipped to get here were reported.
+        if (_onDamage is null && !RestIsZero())
         {
             ThrowHelper.ThrowJournalCorrupted(_segmentPath, _offset,
                 "a damaged record where the writer has moved on to the next segment");
         }
 
+        return MoveTo(next);
+    }
+
+    /// <summary>Leaves the current segment for segment <paramref name="next"/> (syncing the current one first when
+    /// this call took records from it that no header covers); false when it is gone, or when it is damaged and
+    /// skipped with nothing after it.</summary>
+    private bool MoveTo(long next)
+    {
         if (_taken.Count > 0 && _taken[^1].End > _durableEnd)
         {
             Sync(); // what this call took from the segment it leaves is durable before it is returned
         }
 
         _taken.Clear();
-        if (!TryOpenSegment(next))
+        switch (TryOpenSegmentOrSkip(next))
         {
-            ThrowIfPurgedPast(next);
-            return false;
+            case true:
+                return true;
+            case false:
+                return PastMissingSegment(next);
+            default:
+                return false;
         }
-
-        return true;
     }
 
     /// <summary>Tests only: called when the segment after the current one is not there, before the follower looks for
@@ -384,10 +501,9 @@ internal sealed class JournalFollower : IDisposable
     /// later segment exists. Then the writer has moved on from the current segment, and may have completed records
     /// in it since the follower found none at its end (it finished the record being written, then rotated, and the
     /// next segment is named after those records): when the current segment has a complete record now, true, and the
-    /// caller reads it. Otherwise the writer purged the segment the follower needs (a checkpoint covered it) before
-    /// the follower got to it.
+    /// caller reads it. Otherwise, see <see cref="PastMissingSegment"/>.
     /// </summary>
-    private bool ReadOnOrThrowIfPurgedPast(long next)
+    private bool ReadOnOrPastMissingSegment(long next)
     {
         if (ListSegments(next) is not { Above: > 0 })
         {
@@ -399,26 +515,52 @@ internal sealed class JournalFollower : IDisposable
             return true;
         }
 
-        ThrowIfPurgedPast(next);
-        return false;
+        return PastMissingSegment(next);
     }
 
     /// <summary>
-    /// The segment starting at <paramref name="next"/> is not there: the end of the data for now, unless a later
-    /// segment exists, which means the writer purged it (a checkpoint covered it) before the follower got to it.
+    /// The segment starting at <paramref name="next"/> is not there: the end of the data for now (false), unless a
+    /// later segment exists. Then either the writer purged it (a checkpoint covered it) before the follower got to it,
+    /// which the purge watermark says (a purge writes it before it deletes a segment):
+    /// <see cref="JournalPositionPurgedException"/>; or no purge removed it, and the records holding the sequences
+    /// from <paramref name="next"/> to the later segment are damaged (the current segment's last ones) or missing:
+    /// <see cref="JournalCorruptedException"/>, or, with a damage handler, reported and skipped (true: moved to the
+    /// later segment).
     /// </summary>
-    private void ThrowIfPurgedPast(long next)
+    private bool PastMissingSegment(long next)
     {
-        if (ListSegments(next) is { Above: > 0 } segments)
+        if (ListSegments(next) is not { Above: > 0 } segments)
         {
-            throw new JournalPositionPurgedException(Math.Max(_nextSequence, next), segments.Above);
+            return false;
         }
+
+        long needed = Math.Max(_nextSequence, next);
+        if (FirstRetained() > needed)
+        {
+            throw new JournalPositionPurgedException(needed, segments.Above);
+        }
+
+        var damage = new JournalCorruptedException(_segmentPath, _offset,
+            $"the records holding sequences {next} to {segments.Above - 1} are damaged or missing, and no purge "
+            + "removed them");
+        if (_onDamage is null)
+        {
+            throw damage;
+        }
+
+        ReportDamage(next, segments.Above - 1, damage);
+        return MoveTo(segments.Above);
     }
 
     /// <summary>Reads the record at the current offset into the buffer; false unless it is complete and
     /// next.</summary>
     private bool TryReadRecord(out JournalFormat.RecordHeader header)
     {
+        if (_onDamage is not null)
+        {
+            return TryReadRecordSkippingDamage(out header);
+        }
+
         if (!TryReadWholeRecord(_offset, out header, out bool hasShape))
         {
             // Incomplete, or damaged: the writer appends in order, so a complete record right after this one, with
@@ -443,6 +585,95 @@ internal sealed class JournalFollower : IDisposable
 
         return true;
     }
+
+    /// <summary>
+    /// <see cref="TryReadRecord"/> for a follower with a damage handler: an incomplete or damaged record at the current
+    /// offset is skipped to the next complete record of the segment that holds later sequences, if there is one, and a
+    /// record that starts after the sequence expected is taken; the commits in between are reported. A record of
+    /// sequences already read is skipped without a report.
+    /// </summary>
+    private bool TryReadRecordSkippingDamage(out JournalFormat.RecordHeader header)
+    {
+        while (true)
+        {
+            if (!TryReadWholeRecord(_offset, out header, out _))
+            {
+                if (!TryFindRecord(_offset + 1, out long found))
+                {
+                    return false; // the end of the data, or damage at the end of the segment
+                }
+
+                // The writer appends in order: a record complete after this one means this one was written whole
+                // before it, so unless it is complete now (it was being written at the first read), it is damaged.
+                if (!TryReadWholeRecord(_offset, out header, out _))
+                {
+                    long damaged = _offset;
+                    _offset = found;
+                    TryReadWholeRecord(_offset, out header, out _); // found complete: it still is
+                    ReportDamage(_segmentNext, header.FirstSequence - 1, _segmentPath, damaged,
+                        $"a damaged record holding sequences {_segmentNext} to {header.FirstSequence - 1}");
+                    _segmentNext = header.FirstSequence;
+                    return true;
+                }
+            }
+
+            if (header.FirstSequence >= _segmentNext)
+            {
+                ReportDamage(_segmentNext, header.FirstSequence - 1, _segmentPath, _offset,
+                    $"sequences {_segmentNext} to {header.FirstSequence - 1} are missing before this record");
+                _segmentNext = header.FirstSequence;
+                return true;
+            }
+
+            _offset += header.Length; // sequences read already: not this journal's next record
+        }
+    }
+
+    /// <summary>Finds the first complete record of the current segment at or after <paramref name="from"/> that starts
+    /// at the expected sequence or later (a record's magic, then the checks of
+    /// <see cref="TryReadWholeRecord"/>).</summary>
+    private bool TryFindRecord(long from, out long found)
+    {
+        const int Block = 1 << 20;
+        byte[] block = ArrayPool<byte>.Shared.Rent(Block + 2);
+        try
+        {
+            for (long at = from; at + JournalFormat.LegacyRecordHeaderSize <= _segmentLength; at += Block)
+            {
+                int read = RandomAccess.Read(_segment!, block.AsSpan(0, (int)Math.Min(Block + 2,
+                    _segmentLength - at)), at);
+                ReadOnlySpan<byte> bytes = block.AsSpan(0, read);
+                for (int i = bytes.IndexOf(RecordMagicPrefix); i >= 0 && i < Block;)
+                {
+                    // The record's buffer is the follower's own, which the block does not share.
+                    if (TryReadWholeRecord(at + i, out JournalFormat.RecordHeader header, out _)
+                        && header.FirstSequence >= _segmentNext)
+                    {
+                        found = at + i;
+                        return true;
+                    }
+
+                    int next = bytes[(i + 1)..].IndexOf(RecordMagicPrefix);
+                    i = next < 0 ? -1 : i + 1 + next;
+                }
+
+                if (read < Block)
+                {
+                    break;
+                }
+            }
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(block);
+        }
+
+        found = 0;
+        return false;
+    }
+
+    /// <summary>The first three bytes of every record's magic (<c>FJR</c>).</summary>
+    private static ReadOnlySpan<byte> RecordMagicPrefix => "FJR"u8;
 
     /// <summary>
     /// Reads the record at <paramref name="offset"/> of the current segment into the buffer (its length field first,

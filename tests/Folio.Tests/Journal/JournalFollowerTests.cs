@@ -357,6 +357,59 @@ public sealed class JournalFollowerTests
     }
 
     [Fact]
+    public async Task A_missing_segment_no_purge_removed_is_a_corruption_and_a_salvage_reads_past_it()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointOnClose = false;
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            await WriteHistoryAsync(store, 600);
+        }
+
+        string journal = Path.Combine(dir.Path, "journal");
+        string[] segments = Directory.GetFiles(journal, "*.journal").Order(StringComparer.Ordinal).ToArray();
+        Assert.True(segments.Length >= 4, $"rotated ({segments.Length})");
+        List<DocumentChange> whole = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        long First(int segment)
+            => JournalFormat.TryParseSegmentFileName(Path.GetFileName(segments[segment]), out long first) ? first : 0;
+        (long from, long to) = (First(2), First(3) - 1);
+        File.Delete(segments[2]);
+
+        // Not a purge: the watermark does not cover it, so the reader says damage, not "purged".
+        var error = await Assert.ThrowsAsync<JournalCorruptedException>(() =>
+            ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false)));
+        Assert.Contains($"sequences {from} to {to}", error.Message, StringComparison.Ordinal);
+        await Assert.ThrowsAsync<JournalCorruptedException>(() =>
+            ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, from, follow: false)));
+
+        // Past damage: the commits of the missing segment are reported once, before the entries after them, and a
+        // reader that starts after them, or reads only before them, is told of nothing.
+        foreach ((long start, bool reported) in new[] { (1L, true), (from + 1, true), (to + 1, false) })
+        {
+            var damage = new List<(long From, long To, int EntriesBefore)>();
+            var entries = new List<JournalEntryCopy>();
+            using var follower = new JournalFollower(journal, start,
+                (first, last, _) => damage.Add((first, last, entries.Count)));
+            while (follower.ReadAvailable(entries, 64) > 0)
+            {
+            }
+
+            Assert.Equal(reported ? [(Math.Max(start, from), to)] : [],
+                damage.Select(d => (d.From, d.To)).ToList());
+            List<long> expected = whole.Select(c => c.Sequence).Distinct()
+                .Where(sequence => sequence >= start && (sequence < from || sequence > to)).ToList();
+            Assert.Equal(expected, entries.Select(e => e.Sequence).ToList());
+            if (reported)
+            {
+                Assert.All(entries.Take(damage[0].EntriesBefore), e => Assert.True(e.Sequence < from));
+            }
+        }
+    }
+
+    [Fact]
     public async Task A_purged_position_a_bad_sequence_and_a_missing_store_are_refused()
     {
         using var dir = new TempDirectory();

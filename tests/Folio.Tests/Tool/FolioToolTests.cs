@@ -1,6 +1,7 @@
 using System.Globalization;
 using System.Text;
 using System.Text.Json;
+using Folio.Journal;
 using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Tool;
@@ -596,6 +597,55 @@ public sealed class FolioToolTests
         (exit, string again, error) = await FolioToolProcess.RunAsync("export", target);
         Assert.True(exit == 0, error);
         Assert.Equal(Documents(exported), Documents(again));
+    }
+
+    [Fact]
+    public async Task Export_skipping_damage_reads_past_a_damaged_journal_record_and_names_the_commits_it_took()
+    {
+        using var dir = new TempDirectory();
+        string store = Path.Combine(dir.Path, "store");
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        options.CheckpointOnClose = false; // every commit stays in the journal only
+        await using (DocumentStore writer = DocumentStore.Open(store, options))
+        {
+            for (int i = 0; i < 600; i++)
+            {
+                await writer.PutAsync("people", $"p{i:D4}",
+                    Encoding.UTF8.GetBytes($"{{\"n\":{i},\"pad\":\"{new string('x', 200)}\"}}"));
+            }
+        }
+
+        // A flipped byte in the middle record of the second segment, a sealed one.
+        string segment = Directory.GetFiles(Path.Combine(store, "journal"), "*.journal")
+            .Order(StringComparer.Ordinal).ElementAt(1);
+        byte[] bytes = File.ReadAllBytes(segment);
+        var records = new List<(long Offset, JournalFormat.RecordHeader Header)>();
+        for (long at = JournalFormat.SegmentHeaderSize;
+            JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header);
+            at += header.Length)
+        {
+            records.Add((at, header));
+        }
+
+        (long offset, JournalFormat.RecordHeader damaged) = records[records.Count / 2];
+        FileDamage.FlipByte(segment, offset + damaged.Length - 2, 0x20);
+        long last = damaged.FirstSequence + damaged.EntryCount - 1;
+
+        (int plain, string _, string plainError) = await FolioToolProcess.RunAsync("export", store);
+        Assert.Equal(1, plain);
+        Assert.Contains("Store corrupted in", plainError, StringComparison.Ordinal);
+
+        (int exit, string exported, string error) = await FolioToolProcess.RunAsync("export", store, "--skip-damaged");
+        Assert.Equal(2, exit);
+        Assert.Contains($"folio: skipped commits {damaged.FirstSequence} to {last} (the documents they wrote may be",
+            error, StringComparison.Ordinal);
+        Assert.Contains(Path.GetFileName(segment), error, StringComparison.Ordinal);
+        string[] lines = exported.Split('\n', StringSplitOptions.RemoveEmptyEntries);
+        Assert.Equal(600 - damaged.EntryCount, lines.Length); // one new document a commit
+        Assert.Contains($"folio: exported {lines.Length} documents; skipped 1 damaged ranges", error,
+            StringComparison.Ordinal);
     }
 
     /// <summary>Puts 3,000 documents of about 150 bytes (the same ids each round), then checkpoints.</summary>
