@@ -84,20 +84,23 @@ public sealed partial class DocumentStore
     /// reported to <paramref name="onDamage"/> (on the enumerating thread, before the documents after it) with the
     /// ids it may have held. Damage to the journal after the checkpoint (a record that fails its checks, a damaged
     /// segment header, a missing segment no purge removed) is read past too: the commits it took are reported as a
-    /// range of sequences before any document, and the commits after it are applied. What a store whose files are
-    /// damaged can give back, without a backup: write the stream into a new store (<c>folio export
+    /// range of sequences before any document, and the commits after it are applied. A newest checkpoint that cannot
+    /// be read (its header slot, chunk table or catalog is damaged) gives way to the checkpoint before it, which the
+    /// data file keeps until the next checkpoint; the commits the journal purged after the damaged one are in no file
+    /// any more, and are reported as one range of sequences (none when the journal still holds them). What a store
+    /// whose files are damaged can give back, without a backup: write the stream into a new store (<c>folio export
     /// --skip-damaged</c>, then <c>folio import</c>), and the damaged ranges say what is lost
     /// (<see cref="DamagedRange"/>). Documents written since the checkpoint by intact commits come from the journal
     /// and are never skipped.
     /// </summary>
     /// <param name="folder">The store's folder (the one given to <see cref="Open"/>).</param>
-    /// <param name="onDamage">Called with each range of documents skipped.</param>
+    /// <param name="onDamage">Called with each range of documents, or of commits, skipped.</param>
     /// <param name="cancellationToken">Stops the stream.</param>
     /// <returns>The readable documents, collections in ordinal order of their names, each in ordinal order of
     /// ids.</returns>
     /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
-    /// <exception cref="StoreCorruptedException">The data file's header or its catalog of collections is damaged,
-    /// so no checkpoint can be read.</exception>
+    /// <exception cref="StoreCorruptedException">Neither the data file's newest checkpoint nor the one before it can
+    /// be read (their chunk tables or catalogs are damaged); the newest's damage is reported.</exception>
     public static IAsyncEnumerable<StoredDocument> SalvageFilesAsync(string folder, Action<DamagedRange> onDamage,
         CancellationToken cancellationToken = default)
     {

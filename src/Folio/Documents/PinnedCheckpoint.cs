@@ -69,6 +69,15 @@ internal sealed class PinnedCheckpoint : IDisposable
         }
     }
 
+    /// <summary>Mounts and pins the checkpoint before the newest one (the other header slot's), for a salvage whose
+    /// newest checkpoint cannot be mounted; null when the data file holds none. The newest checkpoint's chunks never
+    /// overwrite it, and a writer that checkpoints again honours the pin, so no attempt to remount is made.</summary>
+    public static PinnedCheckpoint? OpenPrevious(string path)
+    {
+        PageStore? pages = StoreFileInfoReader.OpenDataFile(path, previous: true);
+        return pages is null ? null : new PinnedCheckpoint(pages, TryPin(path, pages));
+    }
+
     private static ReaderPin? TryPin(string path, PageStore pages)
     {
         try

@@ -83,12 +83,13 @@ internal static class StoreFileInfoReader
     }
 
     /// <summary>The store's data file mounted for reads only (<see cref="PageStore.OpenForReading"/>), or null when
-    /// it has none yet.</summary>
-    internal static PageStore? OpenDataFile(string path)
+    /// it has none yet; with <paramref name="previous"/>, at the checkpoint before its newest, or null when it holds
+    /// none.</summary>
+    internal static PageStore? OpenDataFile(string path, bool previous = false)
     {
         string dataFile = Path.Combine(path, DocumentStore.DataFileName);
         return File.Exists(dataFile)
-            ? PageStore.OpenForReading(PhysicalFileSystem.Instance, dataFile, CacheBytes)
+            ? PageStore.OpenForReading(PhysicalFileSystem.Instance, dataFile, CacheBytes, previous)
             : null; // a store that never checkpointed may not have one yet
     }
 

@@ -47,21 +47,44 @@ internal static class StoreFileScanner
         }
     }
 
-    /// <summary>Pins the newest checkpoint and reads the journal after it; past damage when
-    /// <paramref name="pastDamage"/>, each damaged range of commits then kept for
-    /// <see cref="Snapshot.LostCommits"/> (kept, not reported at once, because an attempt that meets a purge starts
-    /// over).</summary>
+    /// <summary>
+    /// Pins the newest checkpoint and reads the journal after it. Past damage when <paramref name="pastDamage"/>: each
+    /// damaged range of commits is kept for <see cref="Snapshot.LostCommits"/> (kept, not reported at once, because an
+    /// attempt that meets a purge starts over); a newest checkpoint that cannot be mounted (its chunk table or catalog
+    /// is damaged) gives way to the one before it; and a journal purged past the mounted checkpoint while that
+    /// checkpoint stays the newest mountable one (a newer checkpoint's header is damaged, or the newest could not be
+    /// mounted) loses the commits no file holds any more, which are kept as a range too.
+    /// </summary>
     private static async Task<Snapshot> OpenAsync(string path, bool pastDamage, CancellationToken cancellationToken)
     {
         for (int attempt = 1; ; attempt++)
         {
             cancellationToken.ThrowIfCancellationRequested();
-            PinnedCheckpoint checkpoint = PinnedCheckpoint.Open(path);
+            (PinnedCheckpoint checkpoint, StoreCorruptedException? newestDamage) = OpenCheckpoint(path, pastDamage);
             try
             {
                 var lost = new List<DamagedRange>();
-                Dictionary<string, List<DocumentChange>> changes = await ReadChangesAsync(path, checkpoint.Sequence,
-                    pastDamage ? lost : null, cancellationToken).ConfigureAwait(false);
+                Dictionary<string, List<DocumentChange>> changes;
+                try
+                {
+                    changes = await ReadChangesAsync(path, checkpoint.Sequence, pastDamage ? lost : null,
+                        cancellationToken).ConfigureAwait(false);
+                }
+                catch (JournalPositionPurgedException purged) when (pastDamage
+                    && (newestDamage is not null || !StoreFileInfoReader.HeaderMoved(path, checkpoint.Pages)))
+                {
+                    // No newer checkpoint to start over from: the commits between this one and the journal's oldest
+                    // are in no file any more.
+                    long from = checkpoint.Sequence + 1;
+                    long to = purged.FirstAvailableSequence - 1;
+                    lost.Clear(); // the read starts over after them, and finds again any damage it found past them
+                    lost.Add(new DamagedRange(null, null, null, newestDamage ?? new StoreCorruptedException(
+                        Path.Combine(path, DocumentStore.DataFileName), 0,
+                        $"no readable checkpoint holds commits {from} to {to}, and the journal purged them after a "
+                        + "newer checkpoint, whose header is damaged")) { FromSequence = from, ToSequence = to });
+                    changes = await ReadChangesAsync(path, to, lost, cancellationToken).ConfigureAwait(false);
+                }
+
                 return new Snapshot(checkpoint, changes, lost);
             }
             catch (JournalPositionPurgedException) when (attempt < Attempts)
@@ -74,6 +97,36 @@ internal static class StoreFileScanner
                 checkpoint.Dispose();
                 throw;
             }
+        }
+    }
+
+    /// <summary>The newest checkpoint, pinned; past damage, when it cannot be mounted, the one before it, with the
+    /// damage that stopped the newest.</summary>
+    private static (PinnedCheckpoint Checkpoint, StoreCorruptedException? NewestDamage) OpenCheckpoint(string path,
+        bool pastDamage)
+    {
+        try
+        {
+            return (PinnedCheckpoint.Open(path), null);
+        }
+        catch (StoreCorruptedException damage) when (pastDamage)
+        {
+            PinnedCheckpoint? previous;
+            try
+            {
+                previous = PinnedCheckpoint.OpenPrevious(path);
+            }
+            catch (StoreCorruptedException)
+            {
+                previous = null; // damaged too: the newest's damage is the one to report
+            }
+
+            if (previous is null)
+            {
+                throw;
+            }
+
+            return (previous, damage);
         }
     }
 

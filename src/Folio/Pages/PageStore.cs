@@ -218,7 +218,7 @@ internal sealed class PageStore : IDisposable
             // (they cover the page's place and chunk id), so it fails (or starts over, before its first output),
             // never reads another page's bytes.
             var pins = new MountedPins(fileSystem, pinFolder, TryReadPins(fileSystem, pinFolder, logger) ?? []);
-            PageStore store = Mount(file, cache, logger, pins);
+            PageStore store = Mount(file, cache, logger, pins, previous: false)!;
             PageStoreLog.Mounted(logger, path, store._generation, store.Current.Sequence, file.Chunks.Count,
                 store.Current.Collections.Count);
             return store;
@@ -237,16 +237,26 @@ internal sealed class PageStore : IDisposable
     /// checkpoint through this store fails). The writer frees and reuses the chunks of the mounted checkpoint only
     /// after it has made two newer checkpoints durable; a page read after that fails its checks (a
     /// <see cref="StoreCorruptedException"/>: the checksums cover each page's position and chunk id, never reused), and
-    /// the caller mounts the file again.
+    /// the caller mounts the file again. With <paramref name="previous"/>, mounts the checkpoint before the newest
+    /// valid one instead (the other header slot's, which the newest checkpoint's chunks never overwrite: a salvage's
+    /// way around a newest checkpoint whose chunk or catalog is damaged); null when the file holds no such
+    /// checkpoint.
     /// </summary>
-    public static PageStore OpenForReading(IFileSystem fileSystem, string path, long cacheBytes)
+    public static PageStore? OpenForReading(IFileSystem fileSystem, string path, long cacheBytes, bool previous = false)
     {
         var file = new DataFile(fileSystem.OpenFileForReading(path));
         PageCache? cache = null;
         try
         {
             cache = new PageCache(file, cacheBytes, prefetch: false);
-            return Mount(file, cache, NullLogger.Instance, pins: null);
+            PageStore? store = Mount(file, cache, NullLogger.Instance, pins: null, previous);
+            if (store is null)
+            {
+                file.Dispose();
+                cache.Dispose();
+            }
+
+            return store;
         }
         catch
         {
@@ -1088,21 +1098,41 @@ internal sealed class PageStore : IDisposable
         }
     }
 
-    private static PageStore Mount(DataFile file, PageCache cache, ILogger logger, MountedPins? pins)
+    /// <summary>Mounts the newest valid checkpoint, or with <paramref name="previous"/> the valid one before it (null
+    /// when there is none).</summary>
+    private static PageStore? Mount(DataFile file, PageCache cache, ILogger logger, MountedPins? pins, bool previous)
     {
         DataFileHeader? newest = null;
         long newestSlot = 0;
+        DataFileHeader? older = null;
+        long olderSlot = 0;
         byte[] slot = new byte[DataFileHeader.SlotSize];
         for (int i = 0; i < DataFileHeader.SlotCount; i++)
         {
             long slotOffset = i * (long)DataFileHeader.SlotSize;
             if (file.TryReadExactly(slot, slotOffset)
-                && DataFileHeader.TryRead(slot, file.Path, slotOffset) is { } header
-                && (newest is null || header.Generation > newest.Value.Generation))
+                && DataFileHeader.TryRead(slot, file.Path, slotOffset) is { } header)
             {
-                newest = header;
-                newestSlot = slotOffset;
+                if (newest is null || header.Generation > newest.Value.Generation)
+                {
+                    (older, olderSlot) = (newest, newestSlot);
+                    (newest, newestSlot) = (header, slotOffset);
+                }
+                else
+                {
+                    (older, olderSlot) = (header, slotOffset);
+                }
             }
+        }
+
+        if (previous)
+        {
+            if (older is null)
+            {
+                return null;
+            }
+
+            (newest, newestSlot) = (older, olderSlot);
         }
 
         if (newest is not { } current)

@@ -1,0 +1,164 @@
+using System.Text;
+using System.Text.Json;
+using Folio.Journal;
+using Folio.Pages;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// A salvage (<see cref="DocumentStore.SalvageFilesAsync"/>) of a store whose newest checkpoint cannot be read: its
+/// header slot is damaged (so the data file's other slot, the checkpoint before, is the newest valid one), or its
+/// chunk's metadata is damaged (so it cannot be mounted). The salvage reads the checkpoint before it and the journal
+/// after that; the commits the journal purged after the damaged checkpoint are in no file, and are named as one range.
+/// When the journal still holds every commit after the checkpoint before, nothing is lost and nothing is reported.
+/// </summary>
+public sealed class CheckpointSalvageTests
+{
+    public enum Damage
+    {
+        NewestHeaderSlot,
+        NewestChunkMetadata,
+    }
+
+    [Theory]
+    [InlineData(Damage.NewestHeaderSlot, true)]
+    [InlineData(Damage.NewestChunkMetadata, true)]
+    [InlineData(Damage.NewestChunkMetadata, false)]
+    public async Task A_salvage_reads_the_checkpoint_before_a_damaged_newest_one_and_names_the_commits_purged_since(
+        Damage damage, bool purged)
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = purged ? TestStoreOptions.TinySegments() : TestStoreOptions.SmallSegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        options.CheckpointOnClose = false;
+        var history = new List<(long Sequence, string Id, int Value)>();
+        long first;
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            for (int round = 0; round < 3; round++)
+            {
+                // Round 0: new documents; rounds 1 and 2 overwrite some and add others.
+                for (int i = 0; i < 150; i++)
+                {
+                    string id = $"item-{(round == 0 ? i : (i * 7 + round) % 300):D4}";
+                    int value = round * 1000 + i;
+                    history.Add((await store.PutAsync("items", id, Json(value)), id, value));
+                }
+
+                if (round < 2)
+                {
+                    await store.CheckpointAsync();
+                }
+            }
+
+            first = store.Changes.FirstSequence;
+        }
+
+        string dataFile = Path.Combine(dir.Path, "data.folio");
+        (DataFileHeader newest, DataFileHeader older) = Headers(dataFile);
+        Assert.Equal(newest.Generation - 1, older.Generation);
+        long checkpoint = older.CheckpointSequence; // what the salvage falls back to
+        Assert.Equal(purged, first > checkpoint + 1);
+        if (damage == Damage.NewestHeaderSlot)
+        {
+            FileDamage.FlipByte(dataFile, DataFileHeader.SlotOffset(newest.Generation) + 20, 0x01);
+        }
+        else
+        {
+            FileDamage.FlipByte(dataFile, newest.ChunkOffset + 9, 0x01); // the chunk's sequence, under its checksum
+        }
+
+        if (purged)
+        {
+            Assert.ThrowsAny<StoreCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
+        }
+
+        var ranges = new List<DamagedRange>();
+        var salvaged = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
+        await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, ranges.Add))
+        {
+            salvaged.Add(document.Id, (Value(document.Json), document.Version));
+        }
+
+        (long From, long To) lost = purged ? (checkpoint + 1, first - 1) : (0, -1);
+        if (purged)
+        {
+            DamagedRange range = Assert.Single(ranges);
+            Assert.Null(range.Collection);
+            Assert.Equal(lost, (range.FromSequence, range.ToSequence));
+            Assert.Contains("data.folio", range.Error.Message, StringComparison.Ordinal);
+        }
+        else
+        {
+            Assert.Empty(ranges);
+        }
+
+        var expected = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
+        foreach ((long sequence, string id, int value) in history)
+        {
+            if (sequence < lost.From || sequence > lost.To)
+            {
+                expected[id] = (value, sequence);
+            }
+        }
+
+        Assert.Equal(expected, salvaged);
+    }
+
+    [Fact]
+    public async Task A_salvage_whose_newest_and_previous_checkpoints_are_both_unreadable_reports_the_newest_damage()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            await store.PutAsync("items", "a", Json(1));
+            await store.CheckpointAsync();
+            await store.PutAsync("items", "b", Json(2));
+            await store.CheckpointAsync();
+        }
+
+        string dataFile = Path.Combine(dir.Path, "data.folio");
+        (DataFileHeader newest, DataFileHeader older) = Headers(dataFile);
+        FileDamage.FlipByte(dataFile, newest.ChunkOffset + 9, 0x01);
+        FileDamage.FlipByte(dataFile, older.ChunkOffset + 9, 0x01);
+
+        var error = await Assert.ThrowsAnyAsync<StoreCorruptedException>(async () =>
+        {
+            await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, _ => { }))
+            {
+            }
+        });
+        Assert.Contains($"chunk {newest.ChunkId}", error.Message, StringComparison.Ordinal);
+    }
+
+    /// <summary>The two valid header slots of the data file, newest first.</summary>
+    private static (DataFileHeader Newest, DataFileHeader Older) Headers(string dataFile)
+    {
+        byte[] bytes = File.ReadAllBytes(dataFile);
+        var headers = new List<DataFileHeader>();
+        for (int slot = 0; slot < DataFileHeader.SlotCount; slot++)
+        {
+            int offset = slot * DataFileHeader.SlotSize;
+            if (DataFileHeader.TryRead(bytes.AsSpan(offset, DataFileHeader.SlotSize), dataFile, offset) is { } header)
+            {
+                headers.Add(header);
+            }
+        }
+
+        Assert.Equal(2, headers.Count);
+        headers.Sort((a, b) => b.Generation.CompareTo(a.Generation));
+        return (headers[0], headers[1]);
+    }
+
+    private static byte[] Json(int value)
+        => Encoding.UTF8.GetBytes($"{{\"value\":{value},\"pad\":\"{new string('p', 200 + value % 50)}\"}}");
+
+    private static int Value(ReadOnlyMemory<byte> json)
+    {
+        using JsonDocument document = JsonDocument.Parse(json);
+        return document.RootElement.GetProperty("value").GetInt32();
+    }
+}
