@@ -30,7 +30,8 @@ public sealed record DamagedRange(string? Collection, string? FromId, string? To
     public long FromSequence { get; init; }
 
     /// <summary>For a range of commits, the last commit (sequence) the damage took, or <see cref="long.MaxValue"/> when
-    /// nothing after the damage tells how many it held (a damaged newest segment with no intact record after the
-    /// damage); 0 for a range of documents.</summary>
+    /// nothing after the damage tells how many it held (a damaged newest segment header, or a damaged durable mark,
+    /// which leaves unknown whether the journal's last records were lost: the range then says they may have been);
+    /// 0 for a range of documents.</summary>
     public long ToSequence { get; init; }
 }

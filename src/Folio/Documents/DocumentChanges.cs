@@ -161,8 +161,8 @@ public sealed class DocumentChanges
     /// <exception cref="JournalPositionPurgedException">The position is older than the journal's oldest segment
     /// (a checkpoint covered it and it was purged), at the start or later: a reader that falls behind the store's
     /// purges is told so rather than left waiting.</exception>
-    /// <exception cref="JournalCorruptedException">A segment, or a record the writer has written past, is
-    /// damaged.</exception>
+    /// <exception cref="JournalCorruptedException">A segment, a record the writer has written past, or one the
+    /// journal's durable mark covers, is damaged, or a segment no purge removed is missing.</exception>
     public static IAsyncEnumerable<DocumentChange> ReadFilesAsync(string folder, long fromSequence, bool follow,
         CancellationToken cancellationToken = default)
     {

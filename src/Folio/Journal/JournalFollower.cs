@@ -43,7 +43,14 @@ namespace Folio.Journal;
 /// skipped whole, up to the next segment's first sequence; a gap of sequences between two intact records, or a
 /// missing segment the purge watermark does not cover, is reported as it stands. What a purge removed is still a
 /// <see cref="JournalPositionPurgedException"/>, and damage at the end of the newest segment with nothing intact after
-/// it is the end of the data, as a torn tail is.
+/// it is the end of the data, as a torn tail is, unless the durable mark says otherwise (below).
+/// </para>
+/// <para>
+/// The durable mark. Before its first read the follower reads the journal's durable mark: every entry up to its
+/// sequence was durable then, so the files hold it (the writer only appends, and a purge is told apart by its
+/// watermark). Data that ends before it is damage to the newest segment's last records: a
+/// <see cref="JournalCorruptedException"/>, or reported. A damaged mark tells nothing; with a damage handler, whatever
+/// may follow the last record read is reported as possibly lost.
 /// </para>
 /// </summary>
 internal sealed class JournalFollower : IDisposable
@@ -59,6 +66,8 @@ internal sealed class JournalFollower : IDisposable
     private long _durableEnd; // the current segment's bytes a record header says a writer's fdatasync covered
     private readonly List<TakenRecord> _taken = []; // records of the current segment the current call took from
     private readonly Action<long, long, JournalCorruptedException>? _onDamage; // null: damage throws
+    private long _durableAtStart = -1; // the durable mark's sequence before the first read (-1: not read yet)
+    private JournalCorruptedException? _damagedMark; // the durable mark failed its checks
     private bool _disposed;
 
     /// <summary>The most bytes of entries one <see cref="ReadAvailable"/> copies unless told otherwise: 4 MiB (past it
@@ -171,6 +180,11 @@ internal sealed class JournalFollower : IDisposable
         HitLimit = false;
         ObjectDisposedException.ThrowIf(_disposed, this);
         Debug.Assert(allowSync || _onDamage is null, "a follower reading past damage takes back no record");
+        if (_durableAtStart < 0)
+        {
+            _durableAtStart = ReadDurableMark(); // before any segment is read: what the files must hold
+        }
+
         if (_segment is null && !OpenFirstSegment())
         {
             return 0;
@@ -206,6 +220,7 @@ internal sealed class JournalFollower : IDisposable
             // No complete record here: the end of the data for now, or of this segment if the next one exists.
             if (!TryMoveToNextSegment())
             {
+                CheckEndAgainstDurableMark();
                 break;
             }
         }
@@ -337,6 +352,58 @@ internal sealed class JournalFollower : IDisposable
                 first = next;
             }
         }
+    }
+
+    /// <summary>The sequence up to which the journal's durable mark says every entry was durable (0 when there is no
+    /// mark, or it is damaged: then it tells nothing, and a follower with a damage handler keeps the damage for
+    /// <see cref="CheckEndAgainstDurableMark"/>).</summary>
+    private long ReadDurableMark()
+    {
+        try
+        {
+            return JournalDurableMark.TryRead(PhysicalFileSystem.Instance, _directory, out JournalDurableMark mark)
+                ? mark.Sequence : 0;
+        }
+        catch (JournalCorruptedException damage)
+        {
+            _damagedMark = damage;
+            return 0;
+        }
+    }
+
+    /// <summary>
+    /// At the end of the data: the entries up to the durable mark read before the first read were durable then, so
+    /// the files must hold them (the writer only appends; a purge is found before this). Ending before them means
+    /// the records holding them are damaged or missing at the end of the newest segment, where damage otherwise looks
+    /// like an append a crash tore: a <see cref="JournalCorruptedException"/>, or, with a damage handler, reported.
+    /// </summary>
+    private void CheckEndAgainstDurableMark()
+    {
+        long next = Math.Max(_segmentNext, _nextSequence);
+        if (_segment is not null && _damagedMark is not null && _onDamage is not null && next < long.MaxValue)
+        {
+            // Nothing tells whether the end is a torn append or damage to durable records: what may follow is
+            // reported as possibly lost, once.
+            ReportDamage(next, long.MaxValue, new JournalCorruptedException(_segmentPath, _offset,
+                $"the journal's durable mark is damaged ({_damagedMark.Message}), so whether commits from {next} on "
+                + "were durable, and lost to damage at the end of the newest segment, is unknown"));
+            return;
+        }
+
+        if (_segment is null || next > _durableAtStart)
+        {
+            return;
+        }
+
+        var damage = new JournalCorruptedException(_segmentPath, _offset,
+            $"the journal's durable mark says commits up to {_durableAtStart} were durable, but the records holding "
+            + $"{next} to {_durableAtStart} are damaged or missing");
+        if (_onDamage is null)
+        {
+            throw damage;
+        }
+
+        ReportDamage(next, _durableAtStart, damage);
     }
 
     /// <summary>The first sequence the purge watermark says the journal keeps (0 when there is none, or it is

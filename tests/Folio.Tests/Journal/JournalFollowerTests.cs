@@ -296,8 +296,10 @@ public sealed class JournalFollowerTests
         (long lastOffset, int lastLength) = records[^1];
         byte[] whole = ReadBytes(segment, lastOffset, lastLength);
 
-        // The last record half written: its second half still zero.
+        // The last record half written: its second half still zero. A writer's durable mark never covers a record it
+        // is writing: the clean close's mark goes.
         WriteBytes(segment, lastOffset + (lastLength / 2), new byte[lastLength - (lastLength / 2)]);
+        File.Delete(Path.Combine(dir.Path, "journal", JournalDurableMark.FileName));
         List<DocumentChange> before = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
         long lastSequence = before[^1].Sequence;
 
@@ -333,8 +335,10 @@ public sealed class JournalFollowerTests
         long end = records[^1].Offset + records[^1].Length;
         byte[] first = ReadBytes(segment, firstOffset, firstLength);
 
-        // The segment as a writer that just rotated into it leaves it: its first record half written, nothing after.
+        // The segment as a writer that just rotated into it leaves it: its first record half written, nothing after,
+        // and no durable mark covering it (the clean close's goes).
         WriteBytes(segment, firstOffset + (firstLength / 2), new byte[end - firstOffset - (firstLength / 2)]);
+        File.Delete(Path.Combine(dir.Path, "journal", JournalDurableMark.FileName));
         List<DocumentChange> before = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
         long lastSequence = before.Count > 0 ? before[^1].Sequence : 0;
 
@@ -354,6 +358,41 @@ public sealed class JournalFollowerTests
         var error = await Assert.ThrowsAsync<JournalCorruptedException>(() =>
             ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false)));
         Assert.Contains(Path.GetFileName(segment), error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Damage_to_the_last_records_the_durable_mark_covers_is_a_corruption_not_a_torn_tail()
+    {
+        using var dir = new TempDirectory();
+        (string segment, List<(long Offset, int Length)> records) = await ClosedStoreWithRecordsAsync(dir.Path);
+        (long lastOffset, int lastLength) = records[^1];
+        List<DocumentChange> whole = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        FileDamage.FlipByte(segment, lastOffset + lastLength - 1, 0x08); // nothing after it to tell it from a torn tail
+
+        // The clean close's mark says the record was durable: the reader says so rather than end early.
+        var error = await Assert.ThrowsAsync<JournalCorruptedException>(() =>
+            ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false)));
+        Assert.Contains("durable mark", error.Message, StringComparison.Ordinal);
+
+        // Past damage, the lost commits are the last record's, up to the mark.
+        var damage = new List<(long From, long To)>();
+        var entries = new List<JournalEntryCopy>();
+        using (var follower = new JournalFollower(Path.Combine(dir.Path, "journal"), 1,
+            (from, to, _) => damage.Add((from, to))))
+        {
+            while (follower.ReadAvailable(entries, 64) > 0)
+            {
+            }
+        }
+
+        long last = whole[^1].Sequence;
+        Assert.Equal([(entries[^1].Sequence + 1, last)], damage);
+        Assert.True(entries[^1].Sequence < last);
+
+        // Without a mark, the same bytes are a torn tail: the end of the data.
+        File.Delete(Path.Combine(dir.Path, "journal", JournalDurableMark.FileName));
+        List<DocumentChange> torn = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        Assert.Equal(entries[^1].Sequence, torn[^1].Sequence);
     }
 
     [Fact]
