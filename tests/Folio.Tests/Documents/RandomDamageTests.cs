@@ -1,0 +1,279 @@
+using System.Text;
+using System.Text.Json;
+using Folio.Journal;
+using Folio.Tests.Infrastructure;
+using Xunit.Abstractions;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// A store's files damaged at random, as bit rot leaves them: each round writes a history of puts and deletes over
+/// tiny segments with checkpoints between, closes without a last checkpoint (so the journal after the checkpoint holds
+/// commits), and flips 1 to 3 bits, half of them in a journal segment's records, the rest anywhere in any file of the
+/// store (data file, segments, the durable mark, the purge watermark). Then:
+/// <list type="bullet">
+/// <item><description>a salvage yields only versions that were written, and, where it names no lost commits, exactly
+/// the last version of every document outside the damaged ranges of documents;</description></item>
+/// <item><description>opening the store either refuses with <see cref="StoreCorruptedException"/> or gives every
+/// document's last version (a read of a document in a damaged page may fail with that exception alone), never an
+/// older one, a deleted one back, or none where one was written; and a write afterwards is read
+/// back.</description></item>
+/// </list>
+/// CI runs 24 rounds of each; <c>FOLIO_DAMAGE_ROUNDS</c> and <c>FOLIO_DAMAGE_SEED</c> run more or others (README,
+/// "Longer runs"), and the detailed logger prints what the rounds exercised.
+/// </summary>
+public sealed class RandomDamageTests(ITestOutputHelper output)
+{
+    [Fact]
+    public async Task A_salvage_of_files_damaged_at_random_yields_only_written_versions_and_names_every_loss()
+    {
+        int checkedIds = 0;
+        var outcomes = new Dictionary<string, int>();
+        await ForEachDamagedStoreAsync(async (dir, history, flips) =>
+        {
+            var ranges = new List<DamagedRange>();
+            var salvaged = new Dictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
+            try
+            {
+                await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir, ranges.Add))
+                {
+                    salvaged.Add(document.Id, (Value(document.Json), document.Version));
+                }
+            }
+            catch (StoreCorruptedException e) when (e is not JournalCorruptedException)
+            {
+                // Only when neither checkpoint of the data file can be read (or a header names a chunk past the
+                // file's end): a salvage cannot tell which collections exist without one.
+                Count(outcomes, "refused");
+                return;
+            }
+
+            Count(outcomes, ranges.Count == 0 ? "nothing lost"
+                : string.Join("+", ranges.Select(r => r.Collection is null ? "commits" : "documents").Distinct()
+                    .Order(StringComparer.Ordinal)));
+            string context = $"flips {flips}, ranges " + string.Join("; ", ranges.Select(r =>
+                $"{r.Collection}:{r.FromId}-{r.ToId}:{r.FromSequence}-{r.ToSequence}"));
+            foreach ((string id, (int value, long sequence)) in salvaged)
+            {
+                Assert.True(history.WasWritten(id, value, sequence), $"{id} {value}@{sequence} was written; {context}");
+            }
+
+            if (ranges.Any(r => r.Collection is null))
+            {
+                return; // any document may be older, missing or back: only what was written is checked
+            }
+
+            foreach (string id in history.Ids)
+            {
+                bool inDamagedRange = ranges.Any(r => (r.FromId is null || string.CompareOrdinal(id, r.FromId) >= 0)
+                    && (r.ToId is null || string.CompareOrdinal(id, r.ToId) < 0));
+                (int, long)? expected = history.Last(id);
+                (int, long)? actual = salvaged.TryGetValue(id, out (int, long) got) ? got : null;
+                Assert.True(actual == expected || (inDamagedRange && actual is null),
+                    $"{id}: {actual} where {expected} was last written; {context}");
+                checkedIds++;
+            }
+        });
+
+        string summary = Summary(outcomes);
+        Assert.True(checkedIds > 1000, $"rounds whose every document was checked ({checkedIds} ids; {summary})");
+        Assert.True(outcomes.Keys.Any(o => o.Contains("commits", StringComparison.Ordinal)),
+            $"a round lost commits ({summary})");
+    }
+
+    [Fact]
+    public async Task A_store_whose_files_are_damaged_at_random_refuses_to_open_or_gives_every_last_version()
+    {
+        var outcomes = new Dictionary<string, int>();
+        await ForEachDamagedStoreAsync(async (dir, history, flips) =>
+        {
+            DocumentStore store;
+            try
+            {
+                store = DocumentStore.Open(dir, Options());
+            }
+            catch (StoreCorruptedException)
+            {
+                Count(outcomes, "refused");
+                return;
+            }
+
+            await using (store)
+            {
+                int failed = 0;
+                foreach (string id in history.Ids)
+                {
+                    StoredDocument? document;
+                    try
+                    {
+                        document = store.Get("items", id);
+                    }
+                    catch (StoreCorruptedException)
+                    {
+                        failed++; // the document's page is damaged: it fails alone
+                        continue;
+                    }
+
+                    (int, long)? actual = document is { } found ? (Value(found.Json), found.Version) : null;
+                    Assert.True(actual == history.Last(id),
+                        $"{id}: {actual} where {history.Last(id)} was last written; flips {flips}");
+                }
+
+                Count(outcomes, failed == 0 ? "opened whole" : "opened, damaged pages");
+                try
+                {
+                    long version = await store.PutAsync("items", "zz-after", Json(-1));
+                    Assert.Equal(version, store.Get("items", "zz-after")?.Version);
+                }
+                catch (StoreCorruptedException)
+                {
+                    // The new id's place is in a damaged leaf: the write fails alone.
+                }
+            }
+        });
+
+        Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("opened whole"), Summary(outcomes));
+    }
+
+    /// <summary>Runs <paramref name="check"/> on each round's damaged store: its folder, what was written, and the
+    /// flips (file and offset each).</summary>
+    private async Task ForEachDamagedStoreAsync(Func<string, History, string, Task> check)
+    {
+        int rounds = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_DAMAGE_ROUNDS"), out int asked)
+            ? asked : 24;
+        int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_DAMAGE_SEED"), out int given)
+            ? given : 20261130;
+        var random = new Random(seed);
+        for (int round = 0; round < rounds; round++)
+        {
+            using var dir = new TempDirectory();
+            History history = await WriteHistoryAsync(dir.Path, random);
+            string flips = Damage(dir.Path, random);
+            try
+            {
+                await check(dir.Path, history, flips);
+            }
+            catch (Exception e) when (e is not Xunit.Sdk.XunitException)
+            {
+                throw new InvalidOperationException($"round {round} of seed {seed}, flips {flips}", e);
+            }
+        }
+
+        output.WriteLine($"{rounds} rounds from seed {seed}");
+    }
+
+    /// <summary>400 commits over 250 ids (a tenth of them deletes), a checkpoint every 130, closed without a last
+    /// one.</summary>
+    private static async Task<History> WriteHistoryAsync(string folder, Random random)
+    {
+        var history = new History();
+        await using DocumentStore store = DocumentStore.Open(folder, Options());
+        for (int i = 0; i < 400; i++)
+        {
+            string id = $"item-{random.Next(250):D4}";
+            if (random.Next(10) == 0)
+            {
+                await store.DeleteAsync("items", id);
+                history.Delete(id);
+            }
+            else
+            {
+                history.Put(id, i, await store.PutAsync("items", id, Json(i)));
+            }
+
+            if (i % 130 == 129)
+            {
+                await store.CheckpointAsync();
+            }
+        }
+
+        return history;
+    }
+
+    /// <summary>Flips 1 to 3 bits: half in a journal segment's records, the rest anywhere in any file.</summary>
+    private static string Damage(string folder, Random random)
+    {
+        string[] files = Directory.GetFiles(folder, "*", SearchOption.AllDirectories)
+            .Where(f => !f.EndsWith(".lock", StringComparison.Ordinal) && new FileInfo(f).Length > 0).ToArray();
+        string[] segments = files.Where(f => f.EndsWith(".journal", StringComparison.Ordinal)).ToArray();
+        var flips = new List<string>();
+        for (int flip = random.Next(1, 4); flip > 0; flip--)
+        {
+            string file = random.Next(2) == 0 ? segments[random.Next(segments.Length)]
+                : files[random.Next(files.Length)];
+            long length = segments.Contains(file) && random.Next(4) > 0 ? RecordsEnd(file)
+                : new FileInfo(file).Length;
+            long offset = random.NextInt64(length);
+            FileDamage.FlipByte(file, offset, (byte)(1 << random.Next(8)));
+            flips.Add($"{Path.GetFileName(file)}@{offset}");
+        }
+
+        return string.Join(", ", flips);
+    }
+
+    /// <summary>Where the records of a segment end (its header's size when it holds none).</summary>
+    private static long RecordsEnd(string segment)
+    {
+        byte[] bytes = File.ReadAllBytes(segment);
+        long at = JournalFormat.SegmentHeaderSize;
+        while (at < bytes.Length
+            && JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header))
+        {
+            at += header.Length;
+        }
+
+        return at;
+    }
+
+    private static DocumentStoreOptions Options()
+    {
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        options.CheckpointOnClose = false;
+        return options;
+    }
+
+    private string Summary(Dictionary<string, int> outcomes)
+    {
+        string summary = string.Join(", ", outcomes.OrderBy(o => o.Key, StringComparer.Ordinal)
+            .Select(o => $"{o.Key} {o.Value}"));
+        output.WriteLine(summary);
+        return summary;
+    }
+
+    private static void Count(Dictionary<string, int> outcomes, string outcome)
+        => outcomes[outcome] = outcomes.GetValueOrDefault(outcome) + 1;
+
+    private static byte[] Json(int value)
+        => Encoding.UTF8.GetBytes($"{{\"value\":{value},\"pad\":\"{new string('p', 200 + Math.Abs(value) % 50)}\"}}");
+
+    private static int Value(ReadOnlyMemory<byte> json)
+    {
+        using JsonDocument document = JsonDocument.Parse(json);
+        return document.RootElement.GetProperty("value").GetInt32();
+    }
+
+    /// <summary>Every version each id was given, and its last state (null: deleted).</summary>
+    private sealed class History
+    {
+        private readonly Dictionary<string, HashSet<(int, long)>> _written = new(StringComparer.Ordinal);
+        private readonly Dictionary<string, (int, long)?> _last = new(StringComparer.Ordinal);
+
+        public IEnumerable<string> Ids => _last.Keys;
+
+        public void Put(string id, int value, long sequence)
+        {
+            (_written.TryGetValue(id, out HashSet<(int, long)>? versions) ? versions : _written[id] = [])
+                .Add((value, sequence));
+            _last[id] = (value, sequence);
+        }
+
+        public void Delete(string id) => _last[id] = null;
+
+        public bool WasWritten(string id, int value, long sequence)
+            => _written.TryGetValue(id, out HashSet<(int, long)>? versions) && versions.Contains((value, sequence));
+
+        public (int, long)? Last(string id) => _last.GetValueOrDefault(id);
+    }
+}
