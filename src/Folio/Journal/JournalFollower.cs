@@ -431,7 +431,7 @@ internal sealed class JournalFollower : IDisposable
     private void ReportDamage(long from, long to, JournalCorruptedException damage)
     {
         from = Math.Max(from, _nextSequence);
-        if (to >= from)
+        if (to >= from && from < long.MaxValue) // past a damage that reached the end, nothing is left to report
         {
             _onDamage!(from, to, damage);
             _nextSequence = to == long.MaxValue ? to : to + 1;

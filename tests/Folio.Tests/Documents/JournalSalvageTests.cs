@@ -21,6 +21,7 @@ public sealed class JournalSalvageTests
         SegmentHeader,
         MissingSegment,
         NewestSegmentRecord,
+        NewestSegmentHeader,
     }
 
     [Theory]
@@ -29,6 +30,7 @@ public sealed class JournalSalvageTests
     [InlineData(Damage.SegmentHeader)]
     [InlineData(Damage.MissingSegment)]
     [InlineData(Damage.NewestSegmentRecord)]
+    [InlineData(Damage.NewestSegmentHeader)]
     public async Task A_salvage_reads_past_journal_damage_and_names_exactly_the_commits_it_took(Damage damage)
     {
         using var dir = new TempDirectory();
@@ -171,6 +173,10 @@ public sealed class JournalSalvageTests
             case Damage.MissingSegment:
                 File.Delete(middle.Path);
                 return (middle.First, after.First - 1);
+            case Damage.NewestSegmentHeader:
+                // Nothing after it says how many commits the segment held: the range runs to the end.
+                FileDamage.FlipByte(segments[^1].Path, 20, 0x01);
+                return (segments[^1].First, long.MaxValue);
             default:
                 Segment newest = segments[^1];
                 Assert.True(newest.Records.Count >= 3, "the newest segment holds records");
