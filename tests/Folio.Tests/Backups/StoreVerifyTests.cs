@@ -1,4 +1,5 @@
 using System.Text;
+using Folio.Journal;
 using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Backups;
@@ -185,6 +186,40 @@ public sealed class StoreVerifyTests
         Assert.True(result.JournalSegments >= 2, "the scrub went on past the damaged segment");
         Assert.True(result.JournalRecords > 1000, $"{result.JournalRecords} entries checked after the damage");
         Assert.Equal(result.Bytes, reports[^1].Bytes);
+    }
+
+    [Fact]
+    public async Task The_files_of_a_closed_store_report_damage_to_the_last_journal_record_its_durable_mark_covers()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = TestStoreOptions.TinySegments();
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointOnClose = false;
+        string folder = Path.Combine(dir.Path, "store");
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            await FillAsync(store, 300);
+        }
+
+        // The last record of the newest segment, with nothing after it: bytes like a torn append's, but the clean
+        // close's durable mark says the record was durable.
+        string newest = Directory.GetFiles(Path.Combine(folder, "journal"), "*.journal").Order().Last();
+        byte[] bytes = File.ReadAllBytes(newest);
+        long at = JournalFormat.SegmentHeaderSize;
+        long last = at;
+        while (JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at),
+            out JournalFormat.RecordHeader header))
+        {
+            last = at;
+            at += header.Length;
+        }
+
+        FileDamage.FlipByte(newest, at - 2, 0x10);
+        VerifyResult result = await DocumentStore.VerifyFilesAsync(folder);
+        string problem = Assert.Single(result.Problems);
+        Assert.Contains(Path.GetFileName(newest), problem, StringComparison.Ordinal);
+        Assert.Contains("durable mark", problem, StringComparison.Ordinal);
+        Assert.True(last > JournalFormat.SegmentHeaderSize, "the segment holds more than one record");
     }
 
     [Fact]
