@@ -3,10 +3,11 @@ using Folio.Pages;
 namespace Folio.Documents;
 
 /// <summary>
-/// The newest checkpoint of a store's data file, mounted read-only (<see cref="PageStore.OpenForReading"/>) and
-/// pinned against the process that writes it (<see cref="ReaderPin"/>), for readers of the files of a store another
-/// process holds: <see cref="StoreFileScanner"/> and the backup of a held store. Once <see cref="Open"/> returns, no
-/// chunk the checkpoint reaches is freed or reused until <see cref="Dispose"/>. One reader owns it.
+/// The newest checkpoint of a store's data file (or, for a salvage, the one before it: <see cref="OpenPrevious"/>),
+/// mounted read-only (<see cref="PageStore.OpenForReading"/>) and pinned against the process that writes it
+/// (<see cref="ReaderPin"/>), for readers of the files of a store another process holds: <see cref="StoreFileScanner"/>
+/// and the backup of a held store. Once <see cref="Open"/> returns, no chunk the checkpoint reaches is freed or reused
+/// until <see cref="Dispose"/>. One reader owns it.
 /// </summary>
 internal sealed class PinnedCheckpoint : IDisposable
 {
@@ -71,7 +72,10 @@ internal sealed class PinnedCheckpoint : IDisposable
 
     /// <summary>Mounts and pins the checkpoint before the newest one (the other header slot's), for a salvage whose
     /// newest checkpoint cannot be mounted; null when the data file holds none. The newest checkpoint's chunks never
-    /// overwrite it, and a writer that checkpoints again honours the pin, so no attempt to remount is made.</summary>
+    /// overwrite it, and a writer's later checkpoints honour the pin once it is visible; one that checkpoints twice
+    /// before that may reuse its chunks, and a page read then fails its checks (reported as damage, never another
+    /// page's bytes), so no attempt to remount is made: a newest checkpoint that cannot be mounted has no writer
+    /// making newer ones, unless the damage came after the writer read it.</summary>
     public static PinnedCheckpoint? OpenPrevious(string path)
     {
         PageStore? pages = StoreFileInfoReader.OpenDataFile(path, previous: true);
