@@ -49,8 +49,9 @@ namespace Folio.Journal;
 /// The durable mark. Before its first read the follower reads the journal's durable mark: every entry up to its
 /// sequence was durable then, so the files hold it (the writer only appends, and a purge is told apart by its
 /// watermark). Data that ends before it is damage to the newest segment's last records: a
-/// <see cref="JournalCorruptedException"/>, or reported. A damaged mark tells nothing; with a damage handler, whatever
-/// may follow the last record read is reported as possibly lost.
+/// <see cref="JournalCorruptedException"/>, or reported. A damaged mark leaves the end unchecked, so at the end of
+/// the data it is thrown, as the store's open throws it (unless the writer has replaced it by then), or, with a
+/// damage handler, whatever may follow the last record read is reported as possibly lost.
 /// </para>
 /// </summary>
 internal sealed class JournalFollower : IDisposable
@@ -361,6 +362,7 @@ internal sealed class JournalFollower : IDisposable
     {
         try
         {
+            _damagedMark = null;
             return JournalDurableMark.TryRead(PhysicalFileSystem.Instance, _directory, out JournalDurableMark mark)
                 ? mark.Sequence : 0;
         }
@@ -376,12 +378,23 @@ internal sealed class JournalFollower : IDisposable
     /// the files must hold them (the writer only appends; a purge is found before this). Ending before them means
     /// the records holding them are damaged or missing at the end of the newest segment, where damage otherwise looks
     /// like an append a crash tore: a <see cref="JournalCorruptedException"/>, or, with a damage handler, reported.
+    /// A damaged mark leaves the end unchecked: the mark's damage is thrown as the store's open throws it (unless the
+    /// writer has replaced the mark since: then this follower goes on without one), or, with a damage handler, what
+    /// may follow the last record read is reported as possibly lost.
     /// </summary>
     private void CheckEndAgainstDurableMark()
     {
         long next = Math.Max(_segmentNext, _nextSequence);
-        if (_segment is not null && _damagedMark is not null && _onDamage is not null && next < long.MaxValue)
+        if (_segment is not null && _damagedMark is not null && next < long.MaxValue)
         {
+            if (_onDamage is null)
+            {
+                // A mark that reads whole now was written after the reads began: it bounds nothing they could see.
+                ReadDurableMark();
+                _damagedMark = _damagedMark is { } stillDamaged ? throw stillDamaged : null;
+                return;
+            }
+
             // Nothing tells whether the end is a torn append or damage to durable records: what may follow is
             // reported as possibly lost, once.
             ReportDamage(next, long.MaxValue, new JournalCorruptedException(_segmentPath, _offset,

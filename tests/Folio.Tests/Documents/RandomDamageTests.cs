@@ -17,7 +17,9 @@ namespace Folio.Tests.Documents;
 /// <item><description>opening the store either refuses with <see cref="StoreCorruptedException"/> or gives every
 /// document's last version (a read of a document in a damaged page may fail with that exception alone), never an
 /// older one, a deleted one back, or none where one was written; and a write afterwards is read
-/// back.</description></item>
+/// back;</description></item>
+/// <item><description>a scan of the files (<see cref="DocumentStore.ScanFilesAsync"/>, what <c>folio export</c>
+/// reads) either throws that exception or gives every document's last version.</description></item>
 /// </list>
 /// CI runs 24 rounds of each; <c>FOLIO_DAMAGE_ROUNDS</c> and <c>FOLIO_DAMAGE_SEED</c> run more or others (README,
 /// "Longer runs"), and the detailed logger prints what the rounds exercised.
@@ -133,6 +135,38 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         });
 
         Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("opened whole"), Summary(outcomes));
+    }
+
+    [Fact]
+    public async Task A_scan_of_files_damaged_at_random_throws_or_gives_every_last_version()
+    {
+        var outcomes = new Dictionary<string, int>();
+        await ForEachDamagedStoreAsync(async (dir, history, flips) =>
+        {
+            var scanned = new Dictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
+            try
+            {
+                await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(dir))
+                {
+                    scanned.Add(document.Id, (Value(document.Json), document.Version));
+                }
+            }
+            catch (StoreCorruptedException)
+            {
+                Count(outcomes, "refused");
+                return;
+            }
+
+            Count(outcomes, "read whole");
+            foreach (string id in history.Ids)
+            {
+                (int, long)? actual = scanned.TryGetValue(id, out (int, long) got) ? got : null;
+                Assert.True(actual == history.Last(id),
+                    $"{id}: {actual} where {history.Last(id)} was last written; flips {flips}");
+            }
+        });
+
+        Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("read whole"), Summary(outcomes));
     }
 
     /// <summary>Runs <paramref name="check"/> on each round's damaged store: its folder, what was written, and the
