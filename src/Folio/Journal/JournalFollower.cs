@@ -69,6 +69,7 @@ internal sealed class JournalFollower : IDisposable
     private readonly Action<long, long, JournalCorruptedException>? _onDamage; // null: damage throws
     private long _durableAtStart = -1; // the durable mark's sequence before the first read (-1: not read yet)
     private JournalCorruptedException? _damagedMark; // the durable mark failed its checks
+    private bool _headerOnly; // the record TryReadRecord last returned was passed on its header alone
     private bool _disposed;
 
     /// <summary>The most bytes of entries one <see cref="ReadAvailable"/> copies unless told otherwise: 4 MiB (past it
@@ -200,9 +201,14 @@ internal sealed class JournalFollower : IDisposable
             {
                 var mark = new TakenRecord(entries.Count, _offset, _segmentNext, _nextSequence,
                     _offset + header.Length);
-                _durableEnd = Math.Max(_durableEnd,
-                    header.SyncedLength == JournalFormat.SyncedUpToItself ? _offset : header.SyncedLength);
-                int taken = TakeEntries(header, entries); // those before the starting sequence are skipped
+                if (!_headerOnly) // an unchecked header's synced length proves nothing
+                {
+                    _durableEnd = Math.Max(_durableEnd,
+                        header.SyncedLength == JournalFormat.SyncedUpToItself ? _offset : header.SyncedLength);
+                }
+
+                // Those before the starting sequence are skipped (all of a record taken on its header alone).
+                int taken = _headerOnly ? 0 : TakeEntries(header, entries);
                 if (taken > 0)
                 {
                     _taken.Add(mark);
@@ -636,6 +642,7 @@ internal sealed class JournalFollower : IDisposable
     /// next.</summary>
     private bool TryReadRecord(out JournalFormat.RecordHeader header)
     {
+        _headerOnly = false;
         if (_onDamage is not null)
         {
             return TryReadRecordSkippingDamage(out header);
@@ -643,6 +650,11 @@ internal sealed class JournalFollower : IDisposable
 
         if (!TryReadWholeRecord(_offset, out header, out bool hasShape))
         {
+            if (hasShape && TakeOnHeaderAlone(header))
+            {
+                return true;
+            }
+
             // Incomplete, or damaged: the writer appends in order, so a complete record right after this one, with
             // the sequences that follow it, means this one was written whole and is damaged.
             if (hasShape && TryReadWholeRecord(_offset + header.Length, out JournalFormat.RecordHeader next, out _)
@@ -676,8 +688,13 @@ internal sealed class JournalFollower : IDisposable
     {
         while (true)
         {
-            if (!TryReadWholeRecord(_offset, out header, out _))
+            if (!TryReadWholeRecord(_offset, out header, out bool hasShape))
             {
+                if (hasShape && TakeOnHeaderAlone(header))
+                {
+                    return true;
+                }
+
                 if (!TryFindRecord(_offset + 1, out long found))
                 {
                     return false; // the end of the data, or damage at the end of the segment
@@ -707,6 +724,24 @@ internal sealed class JournalFollower : IDisposable
 
             _offset += header.Length; // sequences read already: not this journal's next record
         }
+    }
+
+    /// <summary>
+    /// Whether a record that failed its checks may be passed on its header alone, as the store's open passes the
+    /// records its checkpoint holds: every entry of it lies before <see cref="NextSequence"/>, so none is returned,
+    /// and its header (magic, length within the segment, entry count) names the sequence expected, so the next record
+    /// is found where it says. Then <see cref="_headerOnly"/> is set: its entries are not read, and its synced length
+    /// counts for nothing. A reader that starts at a later sequence does not fail on damage in history it skips.
+    /// </summary>
+    private bool TakeOnHeaderAlone(in JournalFormat.RecordHeader header)
+    {
+        if (header.FirstSequence != _segmentNext || header.FirstSequence + header.EntryCount > _nextSequence)
+        {
+            return false;
+        }
+
+        _headerOnly = true;
+        return true;
     }
 
     /// <summary>Finds the first complete record of the current segment at or after <paramref name="from"/> that starts

@@ -449,6 +449,37 @@ public sealed class JournalFollowerTests
     }
 
     [Fact]
+    public async Task A_reader_that_starts_after_a_damaged_record_passes_it_on_its_header_alone()
+    {
+        using var dir = new TempDirectory();
+        (string segment, List<(long Offset, int Length)> records) = await ClosedStoreWithRecordsAsync(dir.Path);
+        List<DocumentChange> whole = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, 1, follow: false));
+        (long offset, int length) = records[records.Count / 2];
+        FileDamage.FlipByte(segment, offset + length - 1, 0x10); // in its payload: the header stays whole
+
+        // Its commits and the ones before it are history this reader skips, as the store's open skips what its
+        // checkpoint holds: the damage is not its to report.
+        long after = whole.Where(c => c.Sequence > 0).Select(c => c.Sequence).Distinct().Order()
+            .First(sequence => sequence > DamagedSequences(segment, offset).Last);
+        List<DocumentChange> read = await ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, after, follow: false));
+        AssertSameChanges(whole.Where(c => c.Sequence >= after).ToList(), read);
+
+        // A reader that starts at or before its commits meets it.
+        await Assert.ThrowsAsync<JournalCorruptedException>(() =>
+            ToListAsync(DocumentChanges.ReadFilesAsync(dir.Path, DamagedSequences(segment, offset).First,
+                follow: false)));
+    }
+
+    /// <summary>The first and last sequence of the record at <paramref name="offset"/> of a segment, by its
+    /// header.</summary>
+    private static (long First, long Last) DamagedSequences(string segment, long offset)
+    {
+        Assert.True(JournalFormat.TryReadRecordHeader(File.ReadAllBytes(segment).AsSpan((int)offset),
+            out JournalFormat.RecordHeader header));
+        return (header.FirstSequence, header.FirstSequence + header.EntryCount - 1);
+    }
+
+    [Fact]
     public async Task A_purged_position_a_bad_sequence_and_a_missing_store_are_refused()
     {
         using var dir = new TempDirectory();
