@@ -338,16 +338,11 @@ internal sealed class JournalFollower : IDisposable
     {
         while (true)
         {
-            if (_onDamage is null)
-            {
-                return TryOpenSegment(first);
-            }
-
             try
             {
                 return TryOpenSegment(first);
             }
-            catch (JournalCorruptedException damage)
+            catch (JournalCorruptedException damage) when (_onDamage is not null)
             {
                 long next = ListSegments(first).Above;
                 ReportDamage(first, next == 0 ? long.MaxValue : next - 1, damage);
@@ -395,9 +390,14 @@ internal sealed class JournalFollower : IDisposable
         {
             if (_onDamage is null)
             {
-                // A mark that reads whole now was written after the reads began: it bounds nothing they could see.
+                // A mark that reads whole now was written after the reads began: it bounds nothing they could see,
+                // and the re-read forgets the damage (its sequence is not kept).
                 ReadDurableMark();
-                _damagedMark = _damagedMark is { } stillDamaged ? throw stillDamaged : null;
+                if (_damagedMark is { } stillDamaged)
+                {
+                    throw stillDamaged;
+                }
+
                 return;
             }
 

@@ -192,11 +192,9 @@ public sealed class StoreVerifyTests
     public async Task The_files_of_a_closed_store_report_damage_to_the_last_journal_record_its_durable_mark_covers()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.TinySegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointOnClose = false;
         string folder = Path.Combine(dir.Path, "store");
-        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        await using (DocumentStore store = DocumentStore.Open(folder,
+            TestStoreOptions.KeepingJournal(TestStoreOptions.TinySegments())))
         {
             await FillAsync(store, 300);
         }
@@ -204,17 +202,8 @@ public sealed class StoreVerifyTests
         // The last record of the newest segment, with nothing after it: bytes like a torn append's, but the clean
         // close's durable mark says the record was durable.
         string newest = Directory.GetFiles(Path.Combine(folder, "journal"), "*.journal").Order().Last();
-        byte[] bytes = File.ReadAllBytes(newest);
-        long at = JournalFormat.SegmentHeaderSize;
-        long last = at;
-        while (JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at),
-            out JournalFormat.RecordHeader header))
-        {
-            last = at;
-            at += header.Length;
-        }
-
-        FileDamage.FlipByte(newest, at - 2, 0x10);
+        (long last, JournalFormat.RecordHeader header) = JournalTestExtensions.SegmentRecords(newest)[^1];
+        FileDamage.FlipByte(newest, last + header.Length - 2, 0x10);
         VerifyResult result = await DocumentStore.VerifyFilesAsync(folder);
         string problem = Assert.Single(result.Problems);
         Assert.Contains(Path.GetFileName(newest), problem, StringComparison.Ordinal);

@@ -1,5 +1,4 @@
 using System.Text;
-using System.Text.Json;
 using Folio.Pages;
 using Folio.Tests.Infrastructure;
 
@@ -28,10 +27,8 @@ public sealed class CheckpointSalvageTests
         Damage damage, bool purged)
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = purged ? TestStoreOptions.TinySegments() : TestStoreOptions.SmallSegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
-        options.CheckpointOnClose = false;
+        DocumentStoreOptions options = TestStoreOptions.KeepingJournal(
+            purged ? TestStoreOptions.TinySegments() : TestStoreOptions.SmallSegments());
         var history = new List<(long Sequence, string Id, int Value)>();
         long first;
         await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
@@ -78,7 +75,7 @@ public sealed class CheckpointSalvageTests
         var salvaged = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
         await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, ranges.Add))
         {
-            salvaged.Add(document.Id, (Value(document.Json), document.Version));
+            salvaged.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
         }
 
         (long From, long To) lost = purged ? (checkpoint + 1, first - 1) : (0, -1);
@@ -153,11 +150,5 @@ public sealed class CheckpointSalvageTests
     }
 
     private static byte[] Json(int value)
-        => Encoding.UTF8.GetBytes($"{{\"value\":{value},\"pad\":\"{new string('p', 200 + value % 50)}\"}}");
-
-    private static int Value(ReadOnlyMemory<byte> json)
-    {
-        using JsonDocument document = JsonDocument.Parse(json);
-        return document.RootElement.GetProperty("value").GetInt32();
-    }
+        => Encoding.UTF8.GetBytes($"{{\"Value\":{value},\"Pad\":\"{new string('p', 200 + value % 50)}\"}}");
 }

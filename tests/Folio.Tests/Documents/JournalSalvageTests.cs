@@ -1,5 +1,4 @@
 using System.Text;
-using System.Text.Json;
 using Folio.Journal;
 using Folio.Tests.Infrastructure;
 
@@ -52,7 +51,7 @@ public sealed class JournalSalvageTests
         await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, ranges.Add))
         {
             Assert.DoesNotContain(ranges, r => r.Collection is not null); // the data file is whole
-            salvaged.Add(document.Id, (Value(document.Json), document.Version));
+            salvaged.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
         }
 
         DamagedRange lost = Assert.Single(ranges);
@@ -195,15 +194,9 @@ public sealed class JournalSalvageTests
             .Order(StringComparer.Ordinal))
         {
             Assert.True(JournalFormat.TryParseSegmentFileName(Path.GetFileName(path), out long first));
-            byte[] bytes = File.ReadAllBytes(path);
-            var records = new List<Record>();
-            long at = JournalFormat.SegmentHeaderSize;
-            while (at < bytes.Length
-                && JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header))
-            {
-                records.Add(new Record(at, header.Length, header.FirstSequence, header.EntryCount));
-                at += header.Length;
-            }
+            List<Record> records = JournalTestExtensions.SegmentRecords(path)
+                .Select(r => new Record(r.Offset, r.Header.Length, r.Header.FirstSequence, r.Header.EntryCount))
+                .ToList();
 
             if (records.Count > 0 && records[^1].First + records[^1].Count - 1 > checkpoint)
             {
@@ -214,23 +207,10 @@ public sealed class JournalSalvageTests
         return segments;
     }
 
-    private static DocumentStoreOptions Options()
-    {
-        DocumentStoreOptions options = TestStoreOptions.TinySegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
-        options.CheckpointOnClose = false;
-        return options;
-    }
+    private static DocumentStoreOptions Options() => TestStoreOptions.KeepingJournal(TestStoreOptions.TinySegments());
 
     private static string Id(int i) => $"item-{i:D5}";
 
     private static byte[] Json(int value)
-        => Encoding.UTF8.GetBytes($"{{\"value\":{value},\"pad\":\"{new string('p', 150 + value % 100)}\"}}");
-
-    private static int Value(ReadOnlyMemory<byte> json)
-    {
-        using JsonDocument document = JsonDocument.Parse(json);
-        return document.RootElement.GetProperty("value").GetInt32();
-    }
+        => Encoding.UTF8.GetBytes($"{{\"Value\":{value},\"Pad\":\"{new string('p', 150 + value % 100)}\"}}");
 }

@@ -1,5 +1,4 @@
 using System.Text;
-using System.Text.Json;
 using Folio.Journal;
 using Folio.Tests.Infrastructure;
 using Xunit.Abstractions;
@@ -39,7 +38,7 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
             {
                 await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir, ranges.Add))
                 {
-                    salvaged.Add(document.Id, (Value(document.Json), document.Version));
+                    salvaged.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
                 }
             }
             catch (StoreCorruptedException e) when (e is not JournalCorruptedException)
@@ -116,7 +115,8 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
                         continue;
                     }
 
-                    (int, long)? actual = document is { } found ? (Value(found.Json), found.Version) : null;
+                    (int, long)? actual = document is { } found
+                        ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
                     Assert.True(actual == history.Last(id),
                         $"{id}: {actual} where {history.Last(id)} was last written; flips {flips}");
                 }
@@ -148,7 +148,7 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
             {
                 await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(dir))
                 {
-                    scanned.Add(document.Id, (Value(document.Json), document.Version));
+                    scanned.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
                 }
             }
             catch (StoreCorruptedException)
@@ -247,26 +247,11 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
 
     /// <summary>Where the records of a segment end (its header's size when it holds none).</summary>
     private static long RecordsEnd(string segment)
-    {
-        byte[] bytes = File.ReadAllBytes(segment);
-        long at = JournalFormat.SegmentHeaderSize;
-        while (at < bytes.Length
-            && JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header))
-        {
-            at += header.Length;
-        }
+        => JournalTestExtensions.SegmentRecords(segment) is { Count: > 0 } records
+            ? records[^1].Offset + records[^1].Header.Length
+            : JournalFormat.SegmentHeaderSize;
 
-        return at;
-    }
-
-    private static DocumentStoreOptions Options()
-    {
-        DocumentStoreOptions options = TestStoreOptions.TinySegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
-        options.CheckpointOnClose = false;
-        return options;
-    }
+    private static DocumentStoreOptions Options() => TestStoreOptions.KeepingJournal(TestStoreOptions.TinySegments());
 
     private string Summary(Dictionary<string, int> outcomes)
     {
@@ -280,13 +265,7 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         => outcomes[outcome] = outcomes.GetValueOrDefault(outcome) + 1;
 
     private static byte[] Json(int value)
-        => Encoding.UTF8.GetBytes($"{{\"value\":{value},\"pad\":\"{new string('p', 200 + Math.Abs(value) % 50)}\"}}");
-
-    private static int Value(ReadOnlyMemory<byte> json)
-    {
-        using JsonDocument document = JsonDocument.Parse(json);
-        return document.RootElement.GetProperty("value").GetInt32();
-    }
+        => Encoding.UTF8.GetBytes($"{{\"Value\":{value},\"Pad\":\"{new string('p', 200 + Math.Abs(value) % 50)}\"}}");
 
     /// <summary>Every version each id was given, and its last state (null: deleted).</summary>
     private sealed class History

@@ -24,6 +24,23 @@ internal static class JournalTestExtensions
         return result;
     }
 
+    /// <summary>The records of the segment file at <paramref name="path"/>, by their headers, from the first to the
+    /// first place no header reads (offset and header each).</summary>
+    public static List<(long Offset, JournalFormat.RecordHeader Header)> SegmentRecords(string path)
+    {
+        byte[] bytes = File.ReadAllBytes(path);
+        var records = new List<(long, JournalFormat.RecordHeader)>();
+        long at = JournalFormat.SegmentHeaderSize;
+        while (at < bytes.Length
+            && JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header))
+        {
+            records.Add((at, header));
+            at += header.Length;
+        }
+
+        return records;
+    }
+
     public static JournalOptions Tiny(long segmentSize = 1024, TimeProvider? time = null) => new()
     {
         SegmentSize = segmentSize,

@@ -25,6 +25,17 @@ internal static class TestStoreOptions
         return options;
     }
 
+    /// <summary><paramref name="options"/> with no checkpoint but where the test asks (no interval, a threshold out of
+    /// reach), not even at a clean close: a closed store keeps every commit since its last checkpoint in its journal
+    /// alone, as a killed one does. Returns the same options.</summary>
+    public static DocumentStoreOptions KeepingJournal(DocumentStoreOptions options)
+    {
+        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
+        options.CheckpointThreshold = 1L << 40;
+        options.CheckpointOnClose = false;
+        return options;
+    }
+
     /// <summary>64 KiB segments (documents up to 8 KiB, groups up to 16 KiB): a few thousand small writes rotate
     /// through many segments, for tests whose subject is rotation, purging or damage to a segment.</summary>
     public static DocumentStoreOptions TinySegments()

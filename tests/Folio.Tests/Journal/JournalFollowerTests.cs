@@ -399,11 +399,8 @@ public sealed class JournalFollowerTests
     public async Task A_missing_segment_no_purge_removed_is_a_corruption_and_a_salvage_reads_past_it()
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.TinySegments();
-        options.CheckpointOnClose = false;
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
-        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        await using (DocumentStore store = DocumentStore.Open(dir.Path,
+            TestStoreOptions.KeepingJournal(TestStoreOptions.TinySegments())))
         {
             await WriteHistoryAsync(store, 600);
         }
@@ -568,15 +565,8 @@ public sealed class JournalFollowerTests
     /// <summary>The records of a segment file, by their headers (offset and length each).</summary>
     private static List<(long Offset, int Length)> Records(string segment)
     {
-        byte[] bytes = File.ReadAllBytes(segment);
-        var records = new List<(long, int)>();
-        long at = JournalFormat.SegmentHeaderSize;
-        while (JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header))
-        {
-            records.Add((at, header.Length));
-            at += header.Length;
-        }
-
+        List<(long Offset, int Length)> records = JournalTestExtensions.SegmentRecords(segment)
+            .Select(r => (r.Offset, r.Header.Length)).ToList();
         Assert.True(records.Count >= 4, $"the segment holds records ({records.Count})");
         return records;
     }

@@ -604,11 +604,9 @@ public sealed class FolioToolTests
     {
         using var dir = new TempDirectory();
         string store = Path.Combine(dir.Path, "store");
-        DocumentStoreOptions options = TestStoreOptions.TinySegments();
-        options.CheckpointInterval = Timeout.InfiniteTimeSpan;
-        options.CheckpointThreshold = 1L << 40;
-        options.CheckpointOnClose = false; // every commit stays in the journal only
-        await using (DocumentStore writer = DocumentStore.Open(store, options))
+        // Every commit stays in the journal only.
+        await using (DocumentStore writer = DocumentStore.Open(store,
+            TestStoreOptions.KeepingJournal(TestStoreOptions.TinySegments())))
         {
             for (int i = 0; i < 600; i++)
             {
@@ -620,15 +618,7 @@ public sealed class FolioToolTests
         // A flipped byte in the middle record of the second segment, a sealed one.
         string segment = Directory.GetFiles(Path.Combine(store, "journal"), "*.journal")
             .Order(StringComparer.Ordinal).ElementAt(1);
-        byte[] bytes = File.ReadAllBytes(segment);
-        var records = new List<(long Offset, JournalFormat.RecordHeader Header)>();
-        for (long at = JournalFormat.SegmentHeaderSize;
-            JournalFormat.TryReadRecordHeader(bytes.AsSpan((int)at), out JournalFormat.RecordHeader header);
-            at += header.Length)
-        {
-            records.Add((at, header));
-        }
-
+        List<(long Offset, JournalFormat.RecordHeader Header)> records = JournalTestExtensions.SegmentRecords(segment);
         (long offset, JournalFormat.RecordHeader damaged) = records[records.Count / 2];
         FileDamage.FlipByte(segment, offset + damaged.Length - 2, 0x20);
         long last = damaged.FirstSequence + damaged.EntryCount - 1;
