@@ -7,9 +7,9 @@ namespace Folio.Tests.Documents;
 
 /// <summary>
 /// A store's files damaged at random, as bit rot leaves them: each round writes a history of puts and deletes over
-/// tiny segments with checkpoints between, closes without a last checkpoint (so the journal after the checkpoint holds
-/// commits), and flips 1 to 3 bits, half of them in a journal segment's records, the rest anywhere in any file of the
-/// store (data file, segments, the durable mark, the purge watermark). Then:
+/// tiny segments with checkpoints and compactions between, closes without a last checkpoint (so the journal after the
+/// checkpoint holds commits), and flips 1 to 3 bits, half of them in a journal segment's records, the rest anywhere in
+/// any file of the store (data file, segments, the durable mark, the purge watermark). Then:
 /// <list type="bullet">
 /// <item><description>a salvage yields only versions that were written, and, where it names no lost commits, exactly
 /// the last version of every document outside the damaged ranges of documents;</description></item>
@@ -18,7 +18,10 @@ namespace Folio.Tests.Documents;
 /// older one, a deleted one back, or none where one was written; and a write afterwards is read
 /// back;</description></item>
 /// <item><description>a scan of the files (<see cref="DocumentStore.ScanFilesAsync"/>, what <c>folio export</c>
-/// reads) either throws that exception or gives every document's last version.</description></item>
+/// reads) either throws that exception or gives every document's last version;</description></item>
+/// <item><description>a verify of the files (<see cref="DocumentStore.VerifyFilesAsync"/>, what <c>folio verify</c>
+/// runs) that calls them healthy leaves a store that opens and reads every document's last version, and the open
+/// store's own scrub reports any page a read found damaged.</description></item>
 /// </list>
 /// CI runs 24 rounds of each; <c>FOLIO_DAMAGE_ROUNDS</c> and <c>FOLIO_DAMAGE_SEED</c> run more or others (README,
 /// "Longer runs"), and the detailed logger prints what the rounds exercised.
@@ -169,6 +172,62 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("read whole"), Summary(outcomes));
     }
 
+    [Fact]
+    public async Task A_verify_that_calls_damaged_files_healthy_leaves_a_store_that_opens_and_reads_them_whole()
+    {
+        var outcomes = new Dictionary<string, int>();
+        await ForEachDamagedStoreAsync(async (dir, history, flips) =>
+        {
+            VerifyResult fromFiles = await DocumentStore.VerifyFilesAsync(dir);
+            string context = $"flips {flips}; verify of the files: " + string.Join(" | ", fromFiles.Problems);
+            DocumentStore store;
+            try
+            {
+                store = DocumentStore.Open(dir, Options());
+            }
+            catch (StoreCorruptedException e)
+            {
+                Assert.False(fromFiles.IsHealthy, $"the files were called healthy, the open refused: {e.Message}; "
+                    + context);
+                Count(outcomes, "refused, reported");
+                return;
+            }
+
+            await using (store)
+            {
+                int failed = 0;
+                foreach (string id in history.Ids)
+                {
+                    try
+                    {
+                        StoredDocument? document = store.Get("items", id);
+                        (int, long)? actual = document is { } found
+                            ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
+                        Assert.True(actual == history.Last(id),
+                            $"{id}: {actual} where {history.Last(id)} was last written; {context}");
+                    }
+                    catch (StoreCorruptedException)
+                    {
+                        failed++;
+                    }
+                }
+
+                Assert.True(failed == 0 || !fromFiles.IsHealthy,
+                    $"the files were called healthy, {failed} reads failed; {context}");
+
+                // The store's own scrub of what it opened agrees with the scrub of the files on what the open kept.
+                VerifyResult inStore = await store.VerifyAsync();
+                Assert.True(failed == 0 || !inStore.IsHealthy,
+                    $"the open store's scrub called it healthy, {failed} reads failed; {context}");
+                Count(outcomes, (fromFiles.IsHealthy ? "healthy" : "reported")
+                    + (failed == 0 ? ", opened whole" : ", damaged pages"));
+            }
+        });
+
+        Assert.True(outcomes.ContainsKey("healthy, opened whole") && outcomes.ContainsKey("refused, reported"),
+            Summary(outcomes));
+    }
+
     /// <summary>Runs <paramref name="check"/> on each round's damaged store: its folder, what was written, and the
     /// flips (file and offset each).</summary>
     private async Task ForEachDamagedStoreAsync(Func<string, History, string, Task> check)
@@ -196,7 +255,8 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         output.WriteLine($"{rounds} rounds from seed {seed}");
     }
 
-    /// <summary>400 commits over 250 ids (a tenth of them deletes), a checkpoint every 130, closed without a last
+    /// <summary>400 commits over 250 ids (a tenth of them deletes), a checkpoint every 130 (half of them a compaction,
+    /// which also rewrites sparse chunks and moves the file's last chunks into free space), closed without a last
     /// one.</summary>
     private static async Task<History> WriteHistoryAsync(string folder, Random random)
     {
@@ -217,7 +277,14 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
 
             if (i % 130 == 129)
             {
-                await store.CheckpointAsync();
+                if (random.Next(2) == 0)
+                {
+                    await store.CompactAsync();
+                }
+                else
+                {
+                    await store.CheckpointAsync();
+                }
             }
         }
 
