@@ -14,8 +14,11 @@ namespace Folio.Tests.Documents;
 public sealed class WriteBatchPropertyTests
 {
     // ASCII ids and ids whose UTF-8 is longer than their UTF-16 (two, three and four bytes a character), which the
-    // in-memory layer compares by encoding them.
-    private static readonly string[] s_ids = ["k0", "k1", "k2\u00e9", "k3\u6771\u4eac", "k4\U0001F600", "k5"];
+    // in-memory layer compares by encoding them; after "k4", ids whose order by UTF-8 bytes differs from the ordinal
+    // order of their UTF-16 code units (a surrogate pair, D83D, sorts before E000 and FF21, whose UTF-8 sorts before
+    // the pair's F0), so every layer must order ids the same way.
+    private static readonly string[] s_ids =
+        ["k0", "k1", "k2\u00e9", "k3\u6771\u4eac", "k4", "k4\U0001F600", "k4\uE000", "k4\uFF21", "k5"];
     private static readonly string[] s_collections = [nameof(RawDoc), nameof(OtherDoc)];
 
     [Property(MaxTest = 60, Arbitrary = [typeof(WriteBatchPropertyTests)])]
@@ -191,6 +194,12 @@ public sealed class WriteBatchPropertyTests
             Query(session.QueryByRangeAsync<T>("k1", "k4")));
         Assert.Equal(model.Values.Reverse().Select(v => v.Json),
             Query(session.QueryByPrefixAsync<T>("k", descending: true)));
+        Assert.Equal(model.Where(p => p.Key.StartsWith("k4", StringComparison.Ordinal)).Select(p => p.Value.Json),
+            Query(session.QueryByPrefixAsync<T>("k4")));
+        Assert.Equal(
+            model.Where(p => string.CompareOrdinal(p.Key, "k4\uE000") >= 0 && string.CompareOrdinal(p.Key, "k5") < 0)
+                .Reverse().Select(p => p.Value.Json),
+            Query(session.QueryByRangeAsync<T>("k4\uE000", "k5", descending: true)));
     }
 
     private static List<string> Query<T>(IAsyncEnumerable<T> results)
