@@ -360,6 +360,10 @@ public sealed class FolioToolTests
             [("c", "string")] = "\"just a string\"",
             [("c", "array")] = "[null, true]",
             [("c+", "ü/<x>&")] = "42",
+            // Ids and text with a line separator, a next line, a byte order mark, a private-use character and one
+            // past a surrogate pair in UTF-16 order, raw in the document (JSON escapes none of them).
+            [("c", "\u2028\uFEFF\U0001F600\uE000\uFFFF")] = "{\"s\":\"\u2028\u0085\u00a0\uFEFF\uFF21\"}",
+            [("c", "\uE000")] = "{\"s\":\"\U0001F600\"}",
         };
         string source = Path.Combine(dir.Path, "source");
         DocumentStoreOptions options = TestStoreOptions.SmallSegments();
