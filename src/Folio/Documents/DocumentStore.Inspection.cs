@@ -86,7 +86,8 @@ public sealed partial class DocumentStore
     /// segment header, a missing segment no purge removed) is read past too: the commits it took are reported as a
     /// range of sequences before any document, and the commits after it are applied. A newest checkpoint that cannot
     /// be read (its header slot, chunk table or catalog is damaged) gives way to the checkpoint before it, which the
-    /// data file keeps until the next checkpoint; the commits the journal purged after the damaged one are in no file
+    /// data file keeps until the next checkpoint, and when that cannot be read either, to the journal alone; the
+    /// commits the journal purged after the checkpoint read (or, with none, from the first commit on) are in no file
     /// any more, and are reported as one range of sequences (none when the journal still holds them). What a store
     /// whose files are damaged can give back, without a backup: write the stream into a new store (<c>folio export
     /// --skip-damaged</c>, then <c>folio import</c>), and the damaged ranges say what is lost
@@ -99,8 +100,6 @@ public sealed partial class DocumentStore
     /// <returns>The readable documents, collections in ordinal order of their names, each in ordinal order of
     /// ids.</returns>
     /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
-    /// <exception cref="StoreCorruptedException">Neither the data file's newest checkpoint nor the one before it can
-    /// be read (their chunk tables or catalogs are damaged); the newest's damage is reported.</exception>
     public static IAsyncEnumerable<StoredDocument> SalvageFilesAsync(string folder, Action<DamagedRange> onDamage,
         CancellationToken cancellationToken = default)
     {

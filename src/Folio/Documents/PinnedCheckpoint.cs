@@ -82,6 +82,10 @@ internal sealed class PinnedCheckpoint : IDisposable
         return pages is null ? null : new PinnedCheckpoint(pages, TryPin(path, pages));
     }
 
+    /// <summary>No checkpoint: for a salvage that can mount neither of the data file's checkpoints, which then reads
+    /// the journal alone (<see cref="Sequence"/> 0).</summary>
+    public static PinnedCheckpoint Unreadable() => new(null, null);
+
     private static ReaderPin? TryPin(string path, PageStore pages)
     {
         try

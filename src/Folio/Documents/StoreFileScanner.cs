@@ -51,9 +51,10 @@ internal static class StoreFileScanner
     /// Pins the newest checkpoint and reads the journal after it. Past damage when <paramref name="pastDamage"/>: each
     /// damaged range of commits is kept for <see cref="Snapshot.LostCommits"/> (kept, not reported at once, because an
     /// attempt that meets a purge starts over); a newest checkpoint that cannot be mounted (its chunk table or catalog
-    /// is damaged) gives way to the one before it; and a journal purged past the mounted checkpoint while that
-    /// checkpoint stays the newest mountable one (a newer checkpoint's header is damaged, or the newest could not be
-    /// mounted) loses the commits no file holds any more, which are kept as a range too.
+    /// is damaged) gives way to the one before it, and when that cannot be mounted either, to none: the journal alone,
+    /// from its first commit; and a journal purged past the mounted checkpoint (or past commit 1, without one) while
+    /// that checkpoint stays the newest mountable one (a newer checkpoint's header is damaged, or the newest could not
+    /// be mounted) loses the commits no file holds any more, which are kept as a range too.
     /// </summary>
     private static async Task<Snapshot> OpenAsync(string path, bool pastDamage, CancellationToken cancellationToken)
     {
@@ -100,7 +101,8 @@ internal static class StoreFileScanner
         }
     }
 
-    /// <summary>The newest checkpoint, pinned; past damage, when it cannot be mounted, the one before it, with the
+    /// <summary>The newest checkpoint, pinned; past damage, when it cannot be mounted, the one before it, or when
+    /// neither can be, none (<see cref="PinnedCheckpoint.Unreadable"/>: the journal is then all there is), with the
     /// damage that stopped the newest.</summary>
     private static (PinnedCheckpoint Checkpoint, StoreCorruptedException? NewestDamage) OpenCheckpoint(string path,
         bool pastDamage)
@@ -121,12 +123,8 @@ internal static class StoreFileScanner
                 previous = null; // damaged too: the newest's damage is the one to report
             }
 
-            if (previous is null)
-            {
-                throw;
-            }
-
-            return (previous, damage);
+            // Neither readable (or the file holds no other): the journal alone, whose purged commits are then lost.
+            return (previous ?? PinnedCheckpoint.Unreadable(), damage);
         }
     }
 

@@ -9,7 +9,8 @@ namespace Folio.Tests.Documents;
 /// header slot is damaged (so the data file's other slot, the checkpoint before, is the newest valid one), or its
 /// chunk's metadata is damaged (so it cannot be mounted). The salvage reads the checkpoint before it and the journal
 /// after that; the commits the journal purged after the damaged checkpoint are in no file, and are named as one range.
-/// When the journal still holds every commit after the checkpoint before, nothing is lost and nothing is reported.
+/// When the journal still holds every commit after the checkpoint before, nothing is lost and nothing is reported. When
+/// neither checkpoint can be read, the journal alone is read, and the commits its purges removed are named.
 /// </summary>
 public sealed class CheckpointSalvageTests
 {
@@ -103,31 +104,76 @@ public sealed class CheckpointSalvageTests
         Assert.Equal(expected, salvaged);
     }
 
-    [Fact]
-    public async Task A_salvage_whose_newest_and_previous_checkpoints_are_both_unreadable_reports_the_newest_damage()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task A_salvage_whose_newest_and_previous_checkpoints_are_both_unreadable_reads_the_journal_alone(
+        bool purged)
     {
         using var dir = new TempDirectory();
-        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
+        DocumentStoreOptions options = TestStoreOptions.KeepingJournal(
+            purged ? TestStoreOptions.TinySegments() : TestStoreOptions.SmallSegments());
+        var history = new List<(long Sequence, string Id, int Value)>();
+        long first;
         await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
         {
-            await store.PutAsync("items", "a", Json(1));
-            await store.CheckpointAsync();
-            await store.PutAsync("items", "b", Json(2));
-            await store.CheckpointAsync();
+            for (int round = 0; round < 3; round++)
+            {
+                for (int i = 0; i < 150; i++)
+                {
+                    string id = $"item-{(round == 0 ? i : (i * 7 + round) % 300):D4}";
+                    int value = round * 1000 + i;
+                    history.Add((await store.PutAsync("items", id, Json(value)), id, value));
+                }
+
+                if (round < 2)
+                {
+                    await store.CheckpointAsync();
+                }
+            }
+
+            first = store.Changes.FirstSequence;
         }
 
+        Assert.Equal(purged, first > 1);
         string dataFile = Path.Combine(dir.Path, "data.folio");
         (DataFileHeader newest, DataFileHeader older) = Headers(dataFile);
-        FileDamage.FlipByte(dataFile, newest.ChunkOffset + 9, 0x01);
+        FileDamage.FlipByte(dataFile, newest.ChunkOffset + 9, 0x01); // each chunk's sequence, under its checksum
         FileDamage.FlipByte(dataFile, older.ChunkOffset + 9, 0x01);
+        Assert.ThrowsAny<StoreCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
 
-        var error = await Assert.ThrowsAnyAsync<StoreCorruptedException>(async () =>
+        var ranges = new List<DamagedRange>();
+        var salvaged = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
+        await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, ranges.Add))
         {
-            await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, _ => { }))
+            salvaged.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
+        }
+
+        // The journal holds every commit from the first it keeps: those before it are lost, named with the newest
+        // checkpoint's damage; without a purge, nothing is lost.
+        (long From, long To) lost = purged ? (1, first - 1) : (0, -1);
+        if (purged)
+        {
+            DamagedRange range = Assert.Single(ranges);
+            Assert.Null(range.Collection);
+            Assert.Equal(lost, (range.FromSequence, range.ToSequence));
+            Assert.Contains($"chunk {newest.ChunkId}", range.Error.Message, StringComparison.Ordinal);
+        }
+        else
+        {
+            Assert.Empty(ranges);
+        }
+
+        var expected = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
+        foreach ((long sequence, string id, int value) in history)
+        {
+            if (sequence > lost.To)
             {
+                expected[id] = (value, sequence);
             }
-        });
-        Assert.Contains($"chunk {newest.ChunkId}", error.Message, StringComparison.Ordinal);
+        }
+
+        Assert.Equal(expected, salvaged);
     }
 
     /// <summary>The two valid header slots of the data file, newest first.</summary>

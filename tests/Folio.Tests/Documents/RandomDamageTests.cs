@@ -11,8 +11,8 @@ namespace Folio.Tests.Documents;
 /// checkpoint holds commits), and flips 1 to 3 bits, half of them in a journal segment's records, the rest anywhere in
 /// any file of the store (data file, segments, the durable mark, the purge watermark). Then:
 /// <list type="bullet">
-/// <item><description>a salvage yields only versions that were written, and, where it names no lost commits, exactly
-/// the last version of every document outside the damaged ranges of documents;</description></item>
+/// <item><description>a salvage never refuses, yields only versions that were written, and, where it names no lost
+/// commits, exactly the last version of every document outside the damaged ranges of documents;</description></item>
 /// <item><description>opening the store either refuses with <see cref="StoreCorruptedException"/> or gives every
 /// document's last version (a read of a document in a damaged page may fail with that exception alone), never an
 /// older one, a deleted one back, or none where one was written; and a write afterwards is read
@@ -36,20 +36,13 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         await ForEachDamagedStoreAsync(async (dir, history, flips) =>
         {
             var ranges = new List<DamagedRange>();
-            var salvaged = new Dictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
-            try
+            var salvaged = new Dictionary<(string, string), (int Value, long Sequence)>();
+
+            // Never refused: without a readable checkpoint, the journal alone, with what its purges took named.
+            await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir, ranges.Add))
             {
-                await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir, ranges.Add))
-                {
-                    salvaged.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
-                }
-            }
-            catch (StoreCorruptedException e) when (e is not JournalCorruptedException)
-            {
-                // Only when neither checkpoint of the data file can be read (or a header names a chunk past the
-                // file's end): a salvage cannot tell which collections exist without one.
-                Count(outcomes, "refused");
-                return;
+                salvaged.Add((document.Collection, document.Id),
+                    (DamagedPageTests.JsonValue(document)!.Value, document.Version));
             }
 
             Count(outcomes, ranges.Count == 0 ? "nothing lost"
@@ -57,9 +50,10 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
                     .Order(StringComparer.Ordinal)));
             string context = $"flips {flips}, ranges " + string.Join("; ", ranges.Select(r =>
                 $"{r.Collection}:{r.FromId}-{r.ToId}:{r.FromSequence}-{r.ToSequence}"));
-            foreach ((string id, (int value, long sequence)) in salvaged)
+            foreach (((string collection, string id), (int value, long sequence)) in salvaged)
             {
-                Assert.True(history.WasWritten(id, value, sequence), $"{id} {value}@{sequence} was written; {context}");
+                Assert.True(history.WasWritten((collection, id), value, sequence),
+                    $"{collection}/{id} {value}@{sequence} was written; {context}");
             }
 
             if (ranges.Any(r => r.Collection is null))
@@ -67,14 +61,15 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
                 return; // any document may be older, missing or back: only what was written is checked
             }
 
-            foreach (string id in history.Ids)
+            foreach ((string collection, string id) document in history.Documents)
             {
-                bool inDamagedRange = ranges.Any(r => (r.FromId is null || string.CompareOrdinal(id, r.FromId) >= 0)
-                    && (r.ToId is null || string.CompareOrdinal(id, r.ToId) < 0));
-                (int, long)? expected = history.Last(id);
-                (int, long)? actual = salvaged.TryGetValue(id, out (int, long) got) ? got : null;
+                bool inDamagedRange = ranges.Any(r => r.Collection == document.collection
+                    && (r.FromId is null || string.CompareOrdinal(document.id, r.FromId) >= 0)
+                    && (r.ToId is null || string.CompareOrdinal(document.id, r.ToId) < 0));
+                (int, long)? expected = history.Last(document);
+                (int, long)? actual = salvaged.TryGetValue(document, out (int, long) got) ? got : null;
                 Assert.True(actual == expected || (inDamagedRange && actual is null),
-                    $"{id}: {actual} where {expected} was last written; {context}");
+                    $"{document}: {actual} where {expected} was last written; {context}");
                 checkedIds++;
             }
         });
@@ -105,12 +100,12 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
             await using (store)
             {
                 int failed = 0;
-                foreach (string id in history.Ids)
+                foreach ((string collection, string id) key in history.Documents)
                 {
                     StoredDocument? document;
                     try
                     {
-                        document = store.Get("items", id);
+                        document = store.Get(key.collection, key.id);
                     }
                     catch (StoreCorruptedException)
                     {
@@ -120,8 +115,8 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
 
                     (int, long)? actual = document is { } found
                         ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
-                    Assert.True(actual == history.Last(id),
-                        $"{id}: {actual} where {history.Last(id)} was last written; flips {flips}");
+                    Assert.True(actual == history.Last(key),
+                        $"{key}: {actual} where {history.Last(key)} was last written; flips {flips}");
                 }
 
                 Count(outcomes, failed == 0 ? "opened whole" : "opened, damaged pages");
@@ -146,12 +141,13 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         var outcomes = new Dictionary<string, int>();
         await ForEachDamagedStoreAsync(async (dir, history, flips) =>
         {
-            var scanned = new Dictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
+            var scanned = new Dictionary<(string, string), (int Value, long Sequence)>();
             try
             {
                 await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(dir))
                 {
-                    scanned.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
+                    scanned.Add((document.Collection, document.Id),
+                        (DamagedPageTests.JsonValue(document)!.Value, document.Version));
                 }
             }
             catch (StoreCorruptedException)
@@ -161,11 +157,11 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
             }
 
             Count(outcomes, "read whole");
-            foreach (string id in history.Ids)
+            foreach ((string, string) document in history.Documents)
             {
-                (int, long)? actual = scanned.TryGetValue(id, out (int, long) got) ? got : null;
-                Assert.True(actual == history.Last(id),
-                    $"{id}: {actual} where {history.Last(id)} was last written; flips {flips}");
+                (int, long)? actual = scanned.TryGetValue(document, out (int, long) got) ? got : null;
+                Assert.True(actual == history.Last(document),
+                    $"{document}: {actual} where {history.Last(document)} was last written; flips {flips}");
             }
         });
 
@@ -196,15 +192,15 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
             await using (store)
             {
                 int failed = 0;
-                foreach (string id in history.Ids)
+                foreach ((string collection, string id) key in history.Documents)
                 {
                     try
                     {
-                        StoredDocument? document = store.Get("items", id);
+                        StoredDocument? document = store.Get(key.collection, key.id);
                         (int, long)? actual = document is { } found
                             ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
-                        Assert.True(actual == history.Last(id),
-                            $"{id}: {actual} where {history.Last(id)} was last written; {context}");
+                        Assert.True(actual == history.Last(key),
+                            $"{key}: {actual} where {history.Last(key)} was last written; {context}");
                     }
                     catch (StoreCorruptedException)
                     {
@@ -255,24 +251,25 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         output.WriteLine($"{rounds} rounds from seed {seed}");
     }
 
-    /// <summary>400 commits over 250 ids (a tenth of them deletes), a checkpoint every 130 (half of them a compaction,
-    /// which also rewrites sparse chunks and moves the file's last chunks into free space), closed without a last
-    /// one.</summary>
+    /// <summary>400 commits over 250 ids in two collections (a tenth of them deletes), a checkpoint every 130 (half of
+    /// them a compaction, which also rewrites sparse chunks and moves the file's last chunks into free space), closed
+    /// without a last one.</summary>
     private static async Task<History> WriteHistoryAsync(string folder, Random random)
     {
         var history = new History();
         await using DocumentStore store = DocumentStore.Open(folder, Options());
         for (int i = 0; i < 400; i++)
         {
-            string id = $"item-{random.Next(250):D4}";
+            (string Collection, string Id) key = (random.Next(10) < 7 ? "items" : "others",
+                $"item-{random.Next(250):D4}");
             if (random.Next(10) == 0)
             {
-                await store.DeleteAsync("items", id);
-                history.Delete(id);
+                await store.DeleteAsync(key.Collection, key.Id);
+                history.Delete(key);
             }
             else
             {
-                history.Put(id, i, await store.PutAsync("items", id, Json(i)));
+                history.Put(key, i, await store.PutAsync(key.Collection, key.Id, Json(i)));
             }
 
             if (i % 130 == 129)
@@ -334,26 +331,27 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
     private static byte[] Json(int value)
         => Encoding.UTF8.GetBytes($"{{\"Value\":{value},\"Pad\":\"{new string('p', 200 + Math.Abs(value) % 50)}\"}}");
 
-    /// <summary>Every version each id was given, and its last state (null: deleted).</summary>
+    /// <summary>Every version each document (collection, id) was given, and its last state (null: deleted).</summary>
     private sealed class History
     {
-        private readonly Dictionary<string, HashSet<(int, long)>> _written = new(StringComparer.Ordinal);
-        private readonly Dictionary<string, (int, long)?> _last = new(StringComparer.Ordinal);
+        private readonly Dictionary<(string, string), HashSet<(int, long)>> _written = [];
+        private readonly Dictionary<(string, string), (int, long)?> _last = [];
 
-        public IEnumerable<string> Ids => _last.Keys;
+        public IEnumerable<(string Collection, string Id)> Documents => _last.Keys;
 
-        public void Put(string id, int value, long sequence)
+        public void Put((string, string) document, int value, long sequence)
         {
-            (_written.TryGetValue(id, out HashSet<(int, long)>? versions) ? versions : _written[id] = [])
+            (_written.TryGetValue(document, out HashSet<(int, long)>? versions) ? versions : _written[document] = [])
                 .Add((value, sequence));
-            _last[id] = (value, sequence);
+            _last[document] = (value, sequence);
         }
 
-        public void Delete(string id) => _last[id] = null;
+        public void Delete((string, string) document) => _last[document] = null;
 
-        public bool WasWritten(string id, int value, long sequence)
-            => _written.TryGetValue(id, out HashSet<(int, long)>? versions) && versions.Contains((value, sequence));
+        public bool WasWritten((string, string) document, int value, long sequence)
+            => _written.TryGetValue(document, out HashSet<(int, long)>? versions)
+                && versions.Contains((value, sequence));
 
-        public (int, long)? Last(string id) => _last.GetValueOrDefault(id);
+        public (int, long)? Last((string, string) document) => _last.GetValueOrDefault(document);
     }
 }
