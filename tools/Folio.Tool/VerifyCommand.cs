@@ -35,8 +35,9 @@ internal static class VerifyCommand
 
             if (!result.IsHealthy)
             {
-                await Console.Error.WriteLineAsync($"folio: the store has {result.Problems.Count} damaged parts")
-                    .ConfigureAwait(false);
+                int damaged = result.Problems.Count;
+                await Console.Error.WriteLineAsync(
+                    $"folio: the store has {damaged} damaged part{(damaged == 1 ? "" : "s")}").ConfigureAwait(false);
                 return ToolStore.Damaged;
             }
 
