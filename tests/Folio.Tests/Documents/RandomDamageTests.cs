@@ -19,12 +19,16 @@ namespace Folio.Tests.Documents;
 /// back;</description></item>
 /// <item><description>a scan of the files (<see cref="DocumentStore.ScanFilesAsync"/>, what <c>folio export</c>
 /// reads) either throws that exception or gives every document's last version;</description></item>
+/// <item><description>the change feed of the files (<see cref="DocumentChanges.ReadFilesAsync"/>, what
+/// <c>folio tail</c> reads), from where the journal starts, either throws that exception or gives every commit from
+/// there in order, each exactly as written;</description></item>
 /// <item><description>a verify of the files (<see cref="DocumentStore.VerifyFilesAsync"/>, what <c>folio verify</c>
 /// runs) that calls them healthy leaves a store that opens and reads every document's last version, and the open
 /// store's own scrub reports any page a read found damaged.</description></item>
 /// </list>
-/// CI runs 24 rounds of each; <c>FOLIO_DAMAGE_ROUNDS</c> and <c>FOLIO_DAMAGE_SEED</c> run more or others (README,
-/// "Longer runs"), and the detailed logger prints what the rounds exercised.
+/// CI runs 24 rounds of each (120 of the change feed's, which any damaged record refuses); <c>FOLIO_DAMAGE_ROUNDS</c>
+/// and <c>FOLIO_DAMAGE_SEED</c> run more or others (README, "Longer runs"), and the detailed logger prints what the
+/// rounds exercised.
 /// </summary>
 public sealed class RandomDamageTests(ITestOutputHelper output)
 {
@@ -169,6 +173,53 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
     }
 
     [Fact]
+    public async Task A_change_feed_of_files_damaged_at_random_throws_or_gives_every_commit_the_journal_keeps()
+    {
+        var outcomes = new Dictionary<string, int>();
+        await ForEachDamagedStoreAsync(async (dir, history, flips) =>
+        {
+            var changes = new List<(long, string, string, int?)>();
+            long from = 1;
+            try
+            {
+                while (true)
+                {
+                    try
+                    {
+                        changes.Clear();
+                        await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(dir, from, false))
+                        {
+                            changes.Add((change.Sequence, change.Collection, change.Id,
+                                change.Kind == ChangeKind.Put ? ValueOf(change.Json) : null));
+                        }
+
+                        break;
+                    }
+                    catch (JournalPositionPurgedException purged) when (from == 1)
+                    {
+                        from = purged.FirstAvailableSequence; // where the journal starts after its purges
+                    }
+                }
+            }
+            catch (StoreCorruptedException)
+            {
+                // Any damaged record refuses the feed (half the flips land in records): five times the rounds.
+                Count(outcomes, "refused");
+                return;
+            }
+
+            Count(outcomes, "read whole");
+            Assert.True(from <= history.Commits[^1].Sequence + 1, $"the journal starts at {from}; flips {flips}");
+            var expected = history.Commits.Where(c => c.Sequence >= from).ToList();
+            Assert.True(expected.SequenceEqual(changes),
+                $"from {from}: {changes.Count} changes read where {expected.Count} were committed, first difference " +
+                $"{expected.Zip(changes).FirstOrDefault(p => p.First != p.Second)}; flips {flips}");
+        }, roundsFactor: 5);
+
+        Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("read whole"), Summary(outcomes));
+    }
+
+    [Fact]
     public async Task A_verify_that_calls_damaged_files_healthy_leaves_a_store_that_opens_and_reads_them_whole()
     {
         var outcomes = new Dictionary<string, int>();
@@ -224,12 +275,12 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
             Summary(outcomes));
     }
 
-    /// <summary>Runs <paramref name="check"/> on each round's damaged store: its folder, what was written, and the
-    /// flips (file and offset each).</summary>
-    private async Task ForEachDamagedStoreAsync(Func<string, History, string, Task> check)
+    /// <summary>Runs <paramref name="check"/> on each round's damaged store (<paramref name="roundsFactor"/> times the
+    /// rounds asked): its folder, what was written, and the flips (file and offset each).</summary>
+    private async Task ForEachDamagedStoreAsync(Func<string, History, string, Task> check, int roundsFactor = 1)
     {
-        int rounds = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_DAMAGE_ROUNDS"), out int asked)
-            ? asked : 24;
+        int rounds = roundsFactor * (int.TryParse(Environment.GetEnvironmentVariable("FOLIO_DAMAGE_ROUNDS"),
+            out int asked) ? asked : 24);
         int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_DAMAGE_SEED"), out int given)
             ? given : 20261130;
         var random = new Random(seed);
@@ -264,8 +315,7 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
                 $"item-{random.Next(250):D4}");
             if (random.Next(10) == 0)
             {
-                await store.DeleteAsync(key.Collection, key.Id);
-                history.Delete(key);
+                history.Delete(key, await store.DeleteAsync(key.Collection, key.Id));
             }
             else
             {
@@ -328,10 +378,14 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
     private static void Count(Dictionary<string, int> outcomes, string outcome)
         => outcomes[outcome] = outcomes.GetValueOrDefault(outcome) + 1;
 
+    private static int ValueOf(ReadOnlyMemory<byte> json)
+        => System.Text.Json.JsonDocument.Parse(json).RootElement.GetProperty("Value").GetInt32();
+
     private static byte[] Json(int value)
         => Encoding.UTF8.GetBytes($"{{\"Value\":{value},\"Pad\":\"{new string('p', 200 + Math.Abs(value) % 50)}\"}}");
 
-    /// <summary>Every version each document (collection, id) was given, and its last state (null: deleted).</summary>
+    /// <summary>Every version each document (collection, id) was given, its last state (null: deleted), and every
+    /// commit in order (a delete's value null).</summary>
     private sealed class History
     {
         private readonly Dictionary<(string, string), HashSet<(int, long)>> _written = [];
@@ -339,14 +393,21 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
 
         public IEnumerable<(string Collection, string Id)> Documents => _last.Keys;
 
-        public void Put((string, string) document, int value, long sequence)
+        public List<(long Sequence, string Collection, string Id, int? Value)> Commits { get; } = [];
+
+        public void Put((string Collection, string Id) document, int value, long sequence)
         {
             (_written.TryGetValue(document, out HashSet<(int, long)>? versions) ? versions : _written[document] = [])
                 .Add((value, sequence));
             _last[document] = (value, sequence);
+            Commits.Add((sequence, document.Collection, document.Id, value));
         }
 
-        public void Delete((string, string) document) => _last[document] = null;
+        public void Delete((string Collection, string Id) document, long sequence)
+        {
+            _last[document] = null;
+            Commits.Add((sequence, document.Collection, document.Id, null));
+        }
 
         public bool WasWritten((string, string) document, int value, long sequence)
             => _written.TryGetValue(document, out HashSet<(int, long)>? versions)
