@@ -14,7 +14,8 @@ namespace Folio.Backups;
 /// Ownership: one backup call owns the writer and its frame buffer; it runs beside commits, reads and checkpoints
 /// and takes no store lock. Consistency: it first holds the journal from its first entry on (no purge removes an
 /// entry it will copy), then pins the current checkpoint C (no checkpoint frees or reuses a chunk C reaches), then
-/// copies C's chunks (immutable once written) and the committed journal entries C + 1 .. S, S being the journal's
+/// copies C's chunks (immutable once written; each checked page by page before it is copied, so damage fails the
+/// backup rather than its restore) and the committed journal entries C + 1 .. S, S being the journal's
 /// committed sequence when the copy starts: the backup is the store as of S. Every frame is flushed before the next
 /// is built, so a slow destination holds the backup at one frame (at most 256 KiB) plus what the pipe buffers up to
 /// its pause threshold; the store's memory never grows with the destination's lag. A backup is paced (the bytes it
@@ -262,8 +263,13 @@ internal sealed class BackupWriter : IDisposable
         }
     }
 
+    /// <summary>Checks the chunk (its metadata and every page it lists, as a scrub does) and copies its bytes. A chunk
+    /// that fails its checks fails the backup with <see cref="StoreCorruptedException"/> naming the file and offset:
+    /// copied as it is, it would fail the restore instead, and its damage would be found only when the backup is
+    /// needed.</summary>
     private async ValueTask CopyChunkAsync(PageStore pages, ChunkInfo chunk)
     {
+        pages.VerifyChunk(chunk);
         BinaryPrimitives.WriteUInt32LittleEndian(Payload, chunk.Id);
         BinaryPrimitives.WriteUInt32LittleEndian(Payload[4..], 0);
         BinaryPrimitives.WriteInt64LittleEndian(Payload[8..], chunk.FileOffset);

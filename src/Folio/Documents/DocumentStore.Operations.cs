@@ -172,6 +172,8 @@ public sealed partial class DocumentStore
     /// <returns>What the backup holds.</returns>
     /// <exception cref="DirectoryNotFoundException">The folder holds no store.</exception>
     /// <exception cref="IOException">The file exists, or writing it failed (a full disk, for one).</exception>
+    /// <exception cref="StoreCorruptedException">A chunk the backup copies is damaged (its metadata or a page fails
+    /// its checks); no file is left.</exception>
     public static ValueTask<BackupResult> BackupFilesAsync(string folder, string backupFile,
         IProgress<long>? progress = null, CancellationToken cancellationToken = default) =>
         BackupFilesAsync(folder, backupFile, new BackupFilesOptions { Progress = progress }, cancellationToken);

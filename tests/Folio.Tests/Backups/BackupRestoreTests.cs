@@ -265,6 +265,40 @@ public sealed class BackupRestoreTests
     }
 
     [Fact]
+    public async Task A_backup_of_a_store_whose_page_is_damaged_fails_at_once_and_leaves_no_file()
+    {
+        using var dir = new TempDirectory();
+        string store = Path.Combine(dir.Path, "store");
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
+        await using (DocumentStore writer = DocumentStore.Open(store, options))
+        {
+            for (int i = 0; i < 500; i++)
+            {
+                await writer.PutAsync("items", $"item-{i:D4}", Encoding.UTF8.GetBytes($"{{\"n\":{i}}}"));
+            }
+
+            await writer.CheckpointAsync();
+        }
+
+        // A byte inside the first page of the first chunk (chunks start after the two 4 KiB header slots, pages after
+        // the chunk's 64-byte header): the chunk's metadata stays whole, only that page fails its checksum.
+        FileDamage.FlipByte(Path.Combine(store, "data.folio"), 8192 + 64 + 40, 0x01);
+
+        // Copied as it is, the damage would surface only at the restore, when the backup is needed.
+        string fromFiles = Path.Combine(dir.Path, "files.backup");
+        var error = await Assert.ThrowsAsync<StoreCorruptedException>(
+            () => DocumentStore.BackupFilesAsync(store, fromFiles).AsTask());
+        Assert.Contains("data.folio", error.Message, StringComparison.Ordinal);
+        Assert.False(File.Exists(fromFiles));
+
+        await using DocumentStore opened = DocumentStore.Open(store, options);
+        string online = Path.Combine(dir.Path, "online.backup");
+        await Assert.ThrowsAsync<StoreCorruptedException>(() => opened.BackupAsync(online).AsTask());
+        Assert.False(File.Exists(online));
+        Assert.Empty(Directory.GetFiles(dir.Path, "*.backup*"));
+    }
+
+    [Fact]
     public async Task Bytes_after_the_end_and_a_repeated_frame_are_refused()
     {
         using var dir = new TempDirectory();

@@ -22,6 +22,9 @@ namespace Folio.Tests.Documents;
 /// <item><description>the change feed of the files (<see cref="DocumentChanges.ReadFilesAsync"/>, what
 /// <c>folio tail</c> reads), from where the journal starts, either throws that exception or gives every commit from
 /// there in order, each exactly as written;</description></item>
+/// <item><description>a backup of the files (<see cref="DocumentStore.BackupFilesAsync(string, string,
+/// IProgress{long}, CancellationToken)"/>, what <c>folio backup</c> takes) either fails and leaves no file, or
+/// restores to a store that reads every document's last version;</description></item>
 /// <item><description>a verify of the files (<see cref="DocumentStore.VerifyFilesAsync"/>, what <c>folio verify</c>
 /// runs) that calls them healthy leaves a store that opens and reads every document's last version, and the open
 /// store's own scrub reports any page a read found damaged.</description></item>
@@ -217,6 +220,54 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         }, roundsFactor: 5);
 
         Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("read whole"), Summary(outcomes));
+    }
+
+    [Fact]
+    public async Task A_backup_of_files_damaged_at_random_fails_or_restores_every_last_version()
+    {
+        var outcomes = new Dictionary<string, int>();
+        await ForEachDamagedStoreAsync(async (dir, history, flips) =>
+        {
+            string backup = Path.Combine(Path.GetDirectoryName(dir)!, Path.GetFileName(dir) + ".backup");
+            string restored = Path.Combine(Path.GetDirectoryName(dir)!, Path.GetFileName(dir) + ".restored");
+            try
+            {
+                try
+                {
+                    await DocumentStore.BackupFilesAsync(dir, backup);
+                }
+                catch (Exception e) when (e is StoreCorruptedException or JournalPositionPurgedException)
+                {
+                    Assert.False(File.Exists(backup), $"a failed backup leaves no file; flips {flips}");
+                    Count(outcomes, "refused");
+                    return;
+                }
+
+                // A backup that was taken must restore: what it read, it checked.
+                await DocumentStore.RestoreAsync([backup], restored);
+                await using DocumentStore store = DocumentStore.Open(restored, Options());
+                foreach ((string collection, string id) key in history.Documents)
+                {
+                    StoredDocument? document = store.Get(key.collection, key.id);
+                    (int, long)? actual = document is { } found
+                        ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
+                    Assert.True(actual == history.Last(key),
+                        $"{key}: {actual} where {history.Last(key)} was last written; flips {flips}");
+                }
+
+                Count(outcomes, "restored whole");
+            }
+            finally
+            {
+                File.Delete(backup);
+                if (Directory.Exists(restored))
+                {
+                    Directory.Delete(restored, recursive: true);
+                }
+            }
+        });
+
+        Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("restored whole"), Summary(outcomes));
     }
 
     [Fact]
