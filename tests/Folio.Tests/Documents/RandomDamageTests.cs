@@ -25,6 +25,8 @@ namespace Folio.Tests.Documents;
 /// <item><description>a backup of the files (<see cref="DocumentStore.BackupFilesAsync(string, string,
 /// IProgress{long}, CancellationToken)"/>, what <c>folio backup</c> takes) either fails and leaves no file, or
 /// restores to a store that reads every document's last version;</description></item>
+/// <item><description>a description of the files (<see cref="DocumentStore.ReadInfoAsync"/>, what <c>folio info</c>
+/// prints) either throws that exception or counts every collection's live documents exactly;</description></item>
 /// <item><description>a verify of the files (<see cref="DocumentStore.VerifyFilesAsync"/>, what <c>folio verify</c>
 /// runs) that calls them healthy leaves a store that opens and reads every document's last version, and the open
 /// store's own scrub reports any page a read found damaged.</description></item>
@@ -268,6 +270,37 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
         });
 
         Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("restored whole"), Summary(outcomes));
+    }
+
+    [Fact]
+    public async Task A_description_of_files_damaged_at_random_throws_or_counts_every_collection_exactly()
+    {
+        var outcomes = new Dictionary<string, int>();
+        await ForEachDamagedStoreAsync(async (dir, history, flips) =>
+        {
+            StoreInfo info;
+            try
+            {
+                info = await DocumentStore.ReadInfoAsync(dir);
+            }
+            catch (StoreCorruptedException)
+            {
+                Count(outcomes, "refused");
+                return;
+            }
+
+            Count(outcomes, "described");
+            Assert.Equal(history.Commits[^1].Sequence, info.LastCommittedSequence);
+            var live = history.Documents.Where(d => history.Last(d) is not null)
+                .GroupBy(d => d.Collection).ToDictionary(g => g.Key, g => (long)g.Count());
+            Assert.True(
+                live.OrderBy(p => p.Key, StringComparer.Ordinal).SequenceEqual(info.Collections
+                    .Where(c => c.Documents > 0).Select(c => KeyValuePair.Create(c.Name, c.Documents))),
+                $"counts {string.Join(", ", info.Collections)} where {string.Join(", ", live)} are live; " +
+                $"flips {flips}");
+        });
+
+        Assert.True(outcomes.ContainsKey("refused") && outcomes.ContainsKey("described"), Summary(outcomes));
     }
 
     [Fact]
