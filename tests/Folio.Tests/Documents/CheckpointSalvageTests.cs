@@ -30,29 +30,7 @@ public sealed class CheckpointSalvageTests
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.KeepingJournal(
             purged ? TestStoreOptions.TinySegments() : TestStoreOptions.SmallSegments());
-        var history = new List<(long Sequence, string Id, int Value)>();
-        long first;
-        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
-        {
-            for (int round = 0; round < 3; round++)
-            {
-                // Round 0: new documents; rounds 1 and 2 overwrite some and add others.
-                for (int i = 0; i < 150; i++)
-                {
-                    string id = $"item-{(round == 0 ? i : (i * 7 + round) % 300):D4}";
-                    int value = round * 1000 + i;
-                    history.Add((await store.PutAsync("items", id, Json(value)), id, value));
-                }
-
-                if (round < 2)
-                {
-                    await store.CheckpointAsync();
-                }
-            }
-
-            first = store.Changes.FirstSequence;
-        }
-
+        (List<(long Sequence, string Id, int Value)> history, long first) = await WriteHistoryAsync(dir.Path, options);
         string dataFile = Path.Combine(dir.Path, "data.folio");
         (DataFileHeader newest, DataFileHeader older) = Headers(dataFile);
         Assert.Equal(newest.Generation - 1, older.Generation);
@@ -72,36 +50,7 @@ public sealed class CheckpointSalvageTests
             Assert.ThrowsAny<StoreCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
         }
 
-        var ranges = new List<DamagedRange>();
-        var salvaged = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
-        await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, ranges.Add))
-        {
-            salvaged.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
-        }
-
-        (long From, long To) lost = purged ? (checkpoint + 1, first - 1) : (0, -1);
-        if (purged)
-        {
-            DamagedRange range = Assert.Single(ranges);
-            Assert.Null(range.Collection);
-            Assert.Equal(lost, (range.FromSequence, range.ToSequence));
-            Assert.Contains("data.folio", range.Error.Message, StringComparison.Ordinal);
-        }
-        else
-        {
-            Assert.Empty(ranges);
-        }
-
-        var expected = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
-        foreach ((long sequence, string id, int value) in history)
-        {
-            if (sequence < lost.From || sequence > lost.To)
-            {
-                expected[id] = (value, sequence);
-            }
-        }
-
-        Assert.Equal(expected, salvaged);
+        await AssertSalvageAsync(dir.Path, history, purged ? (checkpoint + 1, first - 1) : null, "data.folio");
     }
 
     [Theory]
@@ -113,28 +62,7 @@ public sealed class CheckpointSalvageTests
         using var dir = new TempDirectory();
         DocumentStoreOptions options = TestStoreOptions.KeepingJournal(
             purged ? TestStoreOptions.TinySegments() : TestStoreOptions.SmallSegments());
-        var history = new List<(long Sequence, string Id, int Value)>();
-        long first;
-        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
-        {
-            for (int round = 0; round < 3; round++)
-            {
-                for (int i = 0; i < 150; i++)
-                {
-                    string id = $"item-{(round == 0 ? i : (i * 7 + round) % 300):D4}";
-                    int value = round * 1000 + i;
-                    history.Add((await store.PutAsync("items", id, Json(value)), id, value));
-                }
-
-                if (round < 2)
-                {
-                    await store.CheckpointAsync();
-                }
-            }
-
-            first = store.Changes.FirstSequence;
-        }
-
+        (List<(long Sequence, string Id, int Value)> history, long first) = await WriteHistoryAsync(dir.Path, options);
         Assert.Equal(purged, first > 1);
         string dataFile = Path.Combine(dir.Path, "data.folio");
         (DataFileHeader newest, DataFileHeader older) = Headers(dataFile);
@@ -142,22 +70,56 @@ public sealed class CheckpointSalvageTests
         FileDamage.FlipByte(dataFile, older.ChunkOffset + 9, 0x01);
         Assert.ThrowsAny<StoreCorruptedException>(() => DocumentStore.Open(dir.Path, options).Dispose());
 
+        // The journal holds every commit from the first it keeps: those before it are lost, named with the newest
+        // checkpoint's damage; without a purge, nothing is lost.
+        await AssertSalvageAsync(dir.Path, history, purged ? (1, first - 1) : null, $"chunk {newest.ChunkId}");
+    }
+
+    /// <summary>450 puts in three rounds (round 0: new documents; rounds 1 and 2 overwrite some and add others), a
+    /// checkpoint after each of the first two, closed without a last one; returns every put and the first commit the
+    /// journal keeps.</summary>
+    private static async Task<(List<(long Sequence, string Id, int Value)> History, long First)> WriteHistoryAsync(
+        string folder, DocumentStoreOptions options)
+    {
+        var history = new List<(long Sequence, string Id, int Value)>();
+        await using DocumentStore store = DocumentStore.Open(folder, options);
+        for (int round = 0; round < 3; round++)
+        {
+            for (int i = 0; i < 150; i++)
+            {
+                string id = $"item-{(round == 0 ? i : (i * 7 + round) % 300):D4}";
+                int value = round * 1000 + i;
+                history.Add((await store.PutAsync("items", id, Json(value)), id, value));
+            }
+
+            if (round < 2)
+            {
+                await store.CheckpointAsync();
+            }
+        }
+
+        return (history, store.Changes.FirstSequence);
+    }
+
+    /// <summary>Salvages <paramref name="folder"/>: it must name exactly the commits <paramref name="lost"/> (one
+    /// range, no collection, its error naming <paramref name="damageNamed"/>; nothing when null) and give the last
+    /// version of every document among the other puts.</summary>
+    private static async Task AssertSalvageAsync(string folder, List<(long Sequence, string Id, int Value)> history,
+        (long From, long To)? lost, string damageNamed)
+    {
         var ranges = new List<DamagedRange>();
         var salvaged = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
-        await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(dir.Path, ranges.Add))
+        await foreach (StoredDocument document in DocumentStore.SalvageFilesAsync(folder, ranges.Add))
         {
             salvaged.Add(document.Id, (DamagedPageTests.JsonValue(document)!.Value, document.Version));
         }
 
-        // The journal holds every commit from the first it keeps: those before it are lost, named with the newest
-        // checkpoint's damage; without a purge, nothing is lost.
-        (long From, long To) lost = purged ? (1, first - 1) : (0, -1);
-        if (purged)
+        if (lost is { } commits)
         {
             DamagedRange range = Assert.Single(ranges);
             Assert.Null(range.Collection);
-            Assert.Equal(lost, (range.FromSequence, range.ToSequence));
-            Assert.Contains($"chunk {newest.ChunkId}", range.Error.Message, StringComparison.Ordinal);
+            Assert.Equal(commits, (range.FromSequence, range.ToSequence));
+            Assert.Contains(damageNamed, range.Error.Message, StringComparison.Ordinal);
         }
         else
         {
@@ -167,7 +129,7 @@ public sealed class CheckpointSalvageTests
         var expected = new SortedDictionary<string, (int Value, long Sequence)>(StringComparer.Ordinal);
         foreach ((long sequence, string id, int value) in history)
         {
-            if (sequence > lost.To)
+            if (lost is not { } gone || sequence < gone.From || sequence > gone.To)
             {
                 expected[id] = (value, sequence);
             }

@@ -108,26 +108,7 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
 
             await using (store)
             {
-                int failed = 0;
-                foreach ((string collection, string id) key in history.Documents)
-                {
-                    StoredDocument? document;
-                    try
-                    {
-                        document = store.Get(key.collection, key.id);
-                    }
-                    catch (StoreCorruptedException)
-                    {
-                        failed++; // the document's page is damaged: it fails alone
-                        continue;
-                    }
-
-                    (int, long)? actual = document is { } found
-                        ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
-                    Assert.True(actual == history.Last(key),
-                        $"{key}: {actual} where {history.Last(key)} was last written; flips {flips}");
-                }
-
+                int failed = AssertLastVersions(store, history, $"flips {flips}");
                 Count(outcomes, failed == 0 ? "opened whole" : "opened, damaged pages");
                 try
                 {
@@ -248,15 +229,8 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
                 // A backup that was taken must restore: what it read, it checked.
                 await DocumentStore.RestoreAsync([backup], restored);
                 await using DocumentStore store = DocumentStore.Open(restored, Options());
-                foreach ((string collection, string id) key in history.Documents)
-                {
-                    StoredDocument? document = store.Get(key.collection, key.id);
-                    (int, long)? actual = document is { } found
-                        ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
-                    Assert.True(actual == history.Last(key),
-                        $"{key}: {actual} where {history.Last(key)} was last written; flips {flips}");
-                }
-
+                int failed = AssertLastVersions(store, history, $"flips {flips}");
+                Assert.True(failed == 0, $"{failed} reads of the restored store failed; flips {flips}");
                 Count(outcomes, "restored whole");
             }
             finally
@@ -326,23 +300,7 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
 
             await using (store)
             {
-                int failed = 0;
-                foreach ((string collection, string id) key in history.Documents)
-                {
-                    try
-                    {
-                        StoredDocument? document = store.Get(key.collection, key.id);
-                        (int, long)? actual = document is { } found
-                            ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
-                        Assert.True(actual == history.Last(key),
-                            $"{key}: {actual} where {history.Last(key)} was last written; {context}");
-                    }
-                    catch (StoreCorruptedException)
-                    {
-                        failed++;
-                    }
-                }
-
+                int failed = AssertLastVersions(store, history, context);
                 Assert.True(failed == 0 || !fromFiles.IsHealthy,
                     $"the files were called healthy, {failed} reads failed; {context}");
 
@@ -357,6 +315,34 @@ public sealed class RandomDamageTests(ITestOutputHelper output)
 
         Assert.True(outcomes.ContainsKey("healthy, opened whole") && outcomes.ContainsKey("refused, reported"),
             Summary(outcomes));
+    }
+
+    /// <summary>Reads every document the history wrote and asserts each read gives its last version (none where it
+    /// was deleted); returns how many reads failed with <see cref="StoreCorruptedException"/> (a document in a damaged
+    /// page fails alone).</summary>
+    private static int AssertLastVersions(DocumentStore store, History history, string context)
+    {
+        int failed = 0;
+        foreach ((string collection, string id) key in history.Documents)
+        {
+            StoredDocument? document;
+            try
+            {
+                document = store.Get(key.collection, key.id);
+            }
+            catch (StoreCorruptedException)
+            {
+                failed++;
+                continue;
+            }
+
+            (int, long)? actual = document is { } found
+                ? (DamagedPageTests.JsonValue(found)!.Value, found.Version) : null;
+            Assert.True(actual == history.Last(key),
+                $"{key}: {actual} where {history.Last(key)} was last written; {context}");
+        }
+
+        return failed;
     }
 
     /// <summary>Runs <paramref name="check"/> on each round's damaged store (<paramref name="roundsFactor"/> times the
