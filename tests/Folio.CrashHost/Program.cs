@@ -11,7 +11,8 @@ using Folio.Transactions;
 // journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>"); a fifth argument
 // "checkpoints" makes that store checkpoint and purge its journal every few milliseconds while it commits. For the
 // journal workload a number as the fourth argument sets the merger's MaxGroupsInFlight (default 1). A first argument
-// "fill" runs the full-disk workload (DiskFullWorkload) instead.
+// "fill" runs the full-disk workload (DiskFullWorkload) instead, and "api" the public-API workload
+// (PublicApiWorkload).
 if (args is ["memory", string memoryFolder, string megabytes, string cacheMiB])
 {
     // Not a crash workload: the memory test's (MemoryWorkload), alone in a process of its own.
@@ -36,13 +37,21 @@ if (args is ["fill", string fillFolder, string fillTag, string fillWriters, stri
         long.Parse(capacity, System.Globalization.CultureInfo.InvariantCulture));
 }
 
+if (args is ["api", string apiFolder, string firstK, string backups])
+{
+    // The public-API crash test's workload (PublicApiWorkload).
+    return await PublicApiWorkload.RunAsync(apiFolder,
+        long.Parse(firstK, System.Globalization.CultureInfo.InvariantCulture), backups);
+}
+
 if (args.Length < 2)
 {
     Console.Error.WriteLine(
         "usage: Folio.CrashHost <folder> <run-tag> [writers] [store [checkpoints] | groups-in-flight]\n"
         + "       Folio.CrashHost memory <folder> <megabytes> <cache MiB>\n"
         + "       Folio.CrashHost collections <folder> <collections> <documents per collection>\n"
-        + "       Folio.CrashHost fill <folder> <run-tag> <writers> <capacity bytes, 0 for the real disk>");
+        + "       Folio.CrashHost fill <folder> <run-tag> <writers> <capacity bytes, 0 for the real disk>\n"
+        + "       Folio.CrashHost api <folder> <first operation> <backup folder>");
     return 2;
 }
 

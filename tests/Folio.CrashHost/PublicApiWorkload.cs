@@ -1,0 +1,160 @@
+using System.Globalization;
+using System.Text;
+
+namespace Folio.CrashHost;
+
+/// <summary>
+/// The public-API crash workload: writers call what applications call (<see cref="DocumentStore.PutAsync"/>,
+/// <see cref="DocumentStore.WriteAsync"/> of a batch, <see cref="DocumentStore.DeleteAsync"/>, a session's
+/// <see cref="DocumentSession.SaveChangesAsync"/>), while one more task takes full backups into files and compacts the
+/// store, back to back. Operation <c>k</c> of writer <c>w</c> is a pure function of both (<see cref="Apply"/>), so the
+/// parent can rebuild every writer's documents from the operations the child acknowledged.
+/// <para>
+/// Output: <c>ACK {writer} {k} {sequence}</c> after each operation returned, <c>BACKUP {file} {sequence}</c> after each
+/// backup was complete and durable. A writer awaits each operation before the next, so at a kill each writer has at
+/// most one operation the parent has no line for: the one after its last acknowledged one.
+/// </para>
+/// </summary>
+public static class PublicApiWorkload
+{
+    /// <summary>The collection that every kind of operation writes.</summary>
+    public const string Main = "A";
+
+    /// <summary>The collection only the batches write, beside <see cref="Main"/>.</summary>
+    public const string Side = "B";
+
+    public const int Writers = 6;
+
+    /// <summary>The ids each writer overwrites again and again, in both collections.</summary>
+    public const int HotIds = 40;
+
+    /// <summary>The store's options: small segments and frequent checkpoints, a page cache of 1 MiB, compaction of any
+    /// chunk under 90% live, and backups unpaced, so kills land in checkpoints, compactions and backups.</summary>
+    public static DocumentStoreOptions Options() => new()
+    {
+        SegmentSize = 1 << 20,
+        MaxDocumentSize = 64 * 1024,
+        MaxGroupBytes = 512 * 1024,
+        CheckpointThreshold = 256 * 1024,
+        CheckpointInterval = TimeSpan.FromMilliseconds(20),
+        CacheSize = 1 << 20,
+        CompactionFillRate = 0.9,
+        BackupBytesPerSecond = 0,
+        CollectionName = _ => Main, // the sessions' entities share the collection the raw writes use
+    };
+
+    /// <summary>The id operation <paramref name="k"/> of writer <paramref name="writer"/> writes.</summary>
+    public static string Id(int writer, long k) =>
+        string.Create(CultureInfo.InvariantCulture, $"w{writer}-{k % HotIds}");
+
+    /// <summary>Applies operation <paramref name="k"/> of <paramref name="writer"/> to <paramref name="state"/>
+    /// ("collection/id" to the operation that wrote the document last): kinds 0 and 1 put, 2 is a batch of two puts
+    /// (one in each collection) and a delete of another id, 3 a session that loads, changes and saves, 4 a
+    /// delete.</summary>
+    public static void Apply(Dictionary<string, long> state, int writer, long k)
+    {
+        string id = Id(writer, k);
+        switch (k % 5)
+        {
+            case 0 or 1 or 3:
+                state[Main + "/" + id] = k;
+                break;
+            case 2:
+                state[Main + "/" + id] = k;
+                state[Side + "/" + id] = k;
+                state.Remove(Main + "/" + Id(writer, k + 7));
+                break;
+            default:
+                state.Remove(Main + "/" + id);
+                break;
+        }
+    }
+
+    /// <summary>The child: commits until it is killed.</summary>
+    public static async Task<int> RunAsync(string folder, long firstK, string backups)
+    {
+        await using DocumentStore store = DocumentStore.Open(folder, Options());
+        var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
+        object gate = new();
+        Console.Error.WriteLine($"READY {store.LastCommittedSequence}");
+        var tasks = new List<Task>();
+        for (int w = 0; w < Writers; w++)
+        {
+            int writer = w;
+            tasks.Add(Task.Run(async () =>
+            {
+                for (long k = firstK; ; k++)
+                {
+                    long sequence = await WriteAsync(store, writer, k).ConfigureAwait(false);
+                    lock (gate)
+                    {
+                        output.WriteLine(string.Create(CultureInfo.InvariantCulture, $"ACK {writer} {k} {sequence}"));
+                    }
+                }
+            }));
+        }
+
+        tasks.Add(Task.Run(async () =>
+        {
+            for (int n = 0; ; n++)
+            {
+                string file = Path.Combine(backups, string.Create(CultureInfo.InvariantCulture, $"b{firstK}-{n}"));
+                BackupResult backup = await store.BackupAsync(file).ConfigureAwait(false);
+                lock (gate)
+                {
+                    output.WriteLine(string.Create(CultureInfo.InvariantCulture, $"BACKUP {file} {backup.Sequence}"));
+                }
+
+                await store.CompactAsync().ConfigureAwait(false);
+            }
+        }));
+        await Task.WhenAll(tasks).ConfigureAwait(false);
+        return 0;
+    }
+
+    private static async Task<long> WriteAsync(DocumentStore store, int writer, long k)
+    {
+        string id = Id(writer, k);
+        byte[] json = Encoding.UTF8.GetBytes(string.Create(CultureInfo.InvariantCulture,
+            $"{{\"Id\":\"{id}\",\"K\":{k},\"Pad\":\"{new string('p', (int)(k % 300))}\"}}"));
+        switch (k % 5)
+        {
+            case 0 or 1:
+                return await store.PutAsync(Main, id, json).ConfigureAwait(false);
+            case 2:
+                var batch = new CommitBatch();
+                batch.Put(Main, id, json);
+                batch.Put(Side, id, json);
+                batch.Delete(Main, Id(writer, k + 7));
+                return (await store.WriteAsync(batch).ConfigureAwait(false)).Sequence;
+            case 3:
+                await using (DocumentSession session = store.OpenSession())
+                {
+                    Entry? entry = await session.LoadAsync<Entry>(id).ConfigureAwait(false);
+                    if (entry is null)
+                    {
+                        entry = new Entry { Id = id };
+                        session.Store(entry);
+                    }
+
+                    entry.K = k;
+                    entry.Pad = new string('s', (int)(k % 200));
+                    await session.SaveChangesAsync().ConfigureAwait(false);
+                    return session.GetVersion(entry);
+                }
+
+            default:
+                return await store.DeleteAsync(Main, id).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>What the sessions load and save.</summary>
+    public sealed class Entry
+    {
+        public string? Id { get; set; }
+
+        public long K { get; set; }
+
+        public string? Pad { get; set; }
+    }
+}
