@@ -11,7 +11,7 @@ using Folio.Transactions;
 // journal into the index (StoreCrashWorkload's batches, "ACK <sequence> <writer> <batch>"); a fifth argument
 // "checkpoints" makes that store checkpoint and purge its journal every few milliseconds while it commits. For the
 // journal workload a number as the fourth argument sets the merger's MaxGroupsInFlight (default 1). A first argument
-// "fill" runs the full-disk workload (DiskFullWorkload) instead, and "api" the public-API workload
+// "fill" runs the full-disk workload (DiskFullWorkload) instead, and "api" and "bank" the public-API workloads
 // (PublicApiWorkload).
 if (args is ["memory", string memoryFolder, string megabytes, string cacheMiB])
 {
@@ -37,6 +37,12 @@ if (args is ["fill", string fillFolder, string fillTag, string fillWriters, stri
         long.Parse(capacity, System.Globalization.CultureInfo.InvariantCulture));
 }
 
+if (args is ["bank", string bankFolder])
+{
+    // The public-API crash test's transfers between accounts (PublicApiWorkload.RunBankAsync).
+    return await PublicApiWorkload.RunBankAsync(bankFolder);
+}
+
 if (args is ["api", string apiFolder, string firstK, string backups])
 {
     // The public-API crash test's workload (PublicApiWorkload).
@@ -51,7 +57,8 @@ if (args.Length < 2)
         + "       Folio.CrashHost memory <folder> <megabytes> <cache MiB>\n"
         + "       Folio.CrashHost collections <folder> <collections> <documents per collection>\n"
         + "       Folio.CrashHost fill <folder> <run-tag> <writers> <capacity bytes, 0 for the real disk>\n"
-        + "       Folio.CrashHost api <folder> <first operation> <backup folder>");
+        + "       Folio.CrashHost api <folder> <first operation> <backup folder>\n"
+        + "       Folio.CrashHost bank <folder>");
     return 2;
 }
 

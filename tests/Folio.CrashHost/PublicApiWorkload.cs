@@ -148,6 +148,112 @@ public static class PublicApiWorkload
         }
     }
 
+    /// <summary>The accounts of the bank workload, in their own collection.</summary>
+    public const int Accounts = 40;
+
+    /// <summary>Each account's opening balance.</summary>
+    public const long OpeningBalance = 1_000;
+
+    /// <summary>The bank workload's account ids.</summary>
+    public static string AccountId(int account) =>
+        string.Create(CultureInfo.InvariantCulture, $"acct-{account:D2}");
+
+    /// <summary>
+    /// The bank child: eight tasks move random amounts between two random accounts, each transfer one session that
+    /// loads both, changes both and saves (a <see cref="ConcurrencyException"/> retries it in a new session), and
+    /// prints <c>ACK</c> after each saved transfer; two readers load every account in one session and print
+    /// <c>BADSUM {total}</c> if a snapshot's balances do not add up. Opens the accounts on its first run.
+    /// </summary>
+    public static async Task<int> RunBankAsync(string folder)
+    {
+        await using DocumentStore store = DocumentStore.Open(folder, Options());
+        if (store.Get(Main, AccountId(0)) is null)
+        {
+            await using DocumentSession opening = store.OpenSession();
+            for (int a = 0; a < Accounts; a++)
+            {
+                opening.Store(new Account { Id = AccountId(a), Balance = OpeningBalance });
+            }
+
+            await opening.SaveChangesAsync().ConfigureAwait(false);
+        }
+
+        var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
+        object gate = new();
+        Console.Error.WriteLine($"READY {store.LastCommittedSequence}");
+        var tasks = new List<Task>();
+        for (int t = 0; t < 8; t++)
+        {
+            var random = new Random(Environment.ProcessId * 31 + t);
+            tasks.Add(Task.Run(async () =>
+            {
+                while (true)
+                {
+                    int from = random.Next(Accounts);
+                    int to = (from + 1 + random.Next(Accounts - 1)) % Accounts;
+                    try
+                    {
+                        await using DocumentSession session = store.OpenSession();
+                        Account source = (await session.LoadAsync<Account>(AccountId(from)).ConfigureAwait(false))!;
+                        Account target = (await session.LoadAsync<Account>(AccountId(to)).ConfigureAwait(false))!;
+                        long amount = Math.Min(source.Balance, 1 + random.Next(100));
+                        source.Balance -= amount;
+                        target.Balance += amount;
+                        source.Transfers++;
+                        target.Transfers++;
+                        await session.SaveChangesAsync().ConfigureAwait(false);
+                        lock (gate)
+                        {
+                            output.WriteLine("ACK");
+                        }
+                    }
+                    catch (ConcurrencyException)
+                    {
+                        // another transfer changed one of the two first: try another
+                    }
+                }
+            }));
+        }
+
+        for (int r = 0; r < 2; r++)
+        {
+            tasks.Add(Task.Run(async () =>
+            {
+                while (true)
+                {
+                    await using DocumentSession session = store.OpenSession();
+                    long total = 0;
+                    for (int a = 0; a < Accounts; a++)
+                    {
+                        total += (await session.LoadAsync<Account>(AccountId(a)).ConfigureAwait(false))!.Balance;
+                    }
+
+                    if (total != Accounts * OpeningBalance)
+                    {
+                        lock (gate)
+                        {
+                            output.WriteLine(string.Create(CultureInfo.InvariantCulture, $"BADSUM {total}"));
+                        }
+                    }
+                }
+            }));
+        }
+
+        await Task.WhenAll(tasks).ConfigureAwait(false);
+        return 0;
+    }
+
+    /// <summary>An account of the bank workload.</summary>
+    public sealed class Account
+    {
+        public string? Id { get; set; }
+
+        public long Balance { get; set; }
+
+        /// <summary>Transfers saved that moved money from or to this account.</summary>
+        public long Transfers { get; set; }
+    }
+
     /// <summary>What the sessions load and save.</summary>
     public sealed class Entry
     {
