@@ -15,7 +15,9 @@ namespace Folio.Tests.Documents;
 /// (all of a batch or none of it); and the last backup the child completed restores to exactly the state at the
 /// sequence it reported, give or take that one operation in flight. A second workload moves money between accounts in
 /// sessions from eight tasks (<see cref="PublicApiWorkload.RunBankAsync"/>): no snapshot a reader loads, and no store
-/// after a kill, may show a total other than the opening one, and every acknowledged transfer must hold. Each test
+/// after a kill, may show a total other than the opening one, and every acknowledged transfer must hold. A third reads
+/// the change feed from the files (<see cref="DocumentChanges.ReadFilesAsync"/>) in the test's process through all the
+/// kills: every commit once, in order, exactly as the reopened store keeps it (none a kill took back). Each test
 /// keeps one store through all its cycles. A few cycles in CI; FOLIO_CRASH_CYCLES sets how many.
 /// </summary>
 public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
@@ -172,6 +174,140 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         }
 
         output.WriteLine($"{cycles} SIGKILL cycles, {acknowledgedTotal} acknowledged transfers, {committed} held");
+    }
+
+    [Fact]
+    public async Task A_follower_of_the_files_sees_every_commit_once_in_order_across_the_writers_kills()
+    {
+        int cycles = CrashHostProcess.Cycles;
+        using var root = new TempDirectory();
+        string folder = Path.Combine(root.Path, "store");
+        string backups = Path.Combine(root.Path, "backups");
+        Directory.CreateDirectory(backups);
+        var random = new Random(Environment.TickCount);
+        var seen = new List<DocumentChange>();
+        using var stopFollowing = new CancellationTokenSource();
+        Task? follower = null;
+        var acknowledged = new List<(int Writer, long K, long Sequence)>();
+        for (int cycle = 0; cycle < cycles; cycle++)
+        {
+            long firstK = (cycle + 1) * 1_000_000L;
+            Task<(List<(int Writer, long K, long Sequence)> Acks, string? Backup, long BackupSequence)> run =
+                RunChildUntilKilledAsync(folder, firstK, backups, random);
+            if (follower is null)
+            {
+                // Once the first child has created the store: one follower, in this process, through every kill.
+                while (!File.Exists(Path.Combine(folder, "data.folio")))
+                {
+                    await Task.Delay(5);
+                }
+
+                follower = Task.Run(async () =>
+                {
+                    try
+                    {
+                        await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(folder, 1, follow: true,
+                            stopFollowing.Token))
+                        {
+                            lock (seen)
+                            {
+                                seen.Add(change);
+                            }
+                        }
+                    }
+                    catch (OperationCanceledException) when (stopFollowing.IsCancellationRequested)
+                    {
+                    }
+                });
+            }
+
+            acknowledged.AddRange((await run).Acks);
+            foreach (string file in Directory.GetFiles(backups))
+            {
+                File.Delete(file);
+            }
+        }
+
+        // The last child's torn tail is the reopen's to cut: the follower reads on to the reopened store's last commit.
+        List<DocumentChange> history = [];
+        await using (DocumentStore store = DocumentStore.Open(folder, PublicApiWorkload.Options()))
+        {
+            long last = store.LastCommittedSequence;
+            var waited = Stopwatch.StartNew();
+            while (LastSeen(seen) < last)
+            {
+                Assert.True(waited.Elapsed < TestDeadline.Hang, $"the follower stopped at {LastSeen(seen)} of {last}");
+                Assert.False(follower!.IsCompleted, $"the follower ended: {follower.Exception}");
+                await Task.Delay(10);
+            }
+
+            await foreach (DocumentChange change in store.Changes.ReadAsync(store.Changes.FirstSequence, last))
+            {
+                history.Add(change);
+            }
+        }
+
+        await stopFollowing.CancelAsync();
+        await follower!.WaitAsync(TestDeadline.Hang);
+        List<DocumentChange> changes;
+        lock (seen)
+        {
+            changes = [.. seen];
+        }
+
+        // Each commit once, in order, none skipped: sequences from 1 without a gap (a commit's changes share one).
+        long expected = 1;
+        foreach (DocumentChange change in changes)
+        {
+            Assert.True(change.Sequence == expected || change.Sequence == expected - 1,
+                $"the follower read commit {change.Sequence} after {expected - 1}");
+            expected = change.Sequence + 1;
+        }
+
+        // What it read is what the store holds: no change a kill took back, none that differs.
+        var bySequence = changes.GroupBy(change => change.Sequence).ToDictionary(group => group.Key,
+            group => group.Select(Describe).ToList());
+        foreach (IGrouping<long, DocumentChange> commit in history.GroupBy(change => change.Sequence))
+        {
+            Assert.Equal(commit.Select(Describe).ToList(), bySequence[commit.Key]);
+        }
+
+        // And every acknowledged operation is among them, at its sequence.
+        foreach ((int writer, long k, long sequence) in acknowledged)
+        {
+            Assert.Contains(Expected(writer, k), bySequence[sequence]);
+        }
+
+        output.WriteLine($"{cycles} SIGKILL cycles, {acknowledged.Count} acknowledged operations, the follower read " +
+            $"{changes.Count} changes of {LastSeen(seen)} commits; {history.Count} changes compared with the store's");
+    }
+
+    private static long LastSeen(List<DocumentChange> seen)
+    {
+        lock (seen)
+        {
+            return seen.Count == 0 ? 0 : seen[^1].Sequence;
+        }
+    }
+
+    /// <summary>A change as "kind collection/id K", K from its JSON (-1 for a delete).</summary>
+    private static string Describe(DocumentChange change)
+    {
+        long k = -1;
+        if (change.Kind == ChangeKind.Put)
+        {
+            using JsonDocument json = JsonDocument.Parse(change.Json);
+            k = json.RootElement.GetProperty("K").GetInt64();
+        }
+
+        return string.Create(CultureInfo.InvariantCulture, $"{change.Kind} {change.Collection}/{change.Id} {k}");
+    }
+
+    /// <summary>The first change operation <paramref name="k"/> of <paramref name="writer"/> makes.</summary>
+    private static string Expected(int writer, long k)
+    {
+        string key = PublicApiWorkload.Main + "/" + PublicApiWorkload.Id(writer, k);
+        return k % 5 == 4 ? $"Delete {key} -1" : string.Create(CultureInfo.InvariantCulture, $"Put {key} {k}");
     }
 
     /// <summary>Starts the child, lets it run until it has completed a backup and for a random moment more, kills it
