@@ -8,7 +8,9 @@ namespace Folio.CrashHost;
 /// <see cref="DocumentStore.WriteAsync"/> of a batch, <see cref="DocumentStore.DeleteAsync"/>, a session's
 /// <see cref="DocumentSession.SaveChangesAsync"/>), while one more task takes full backups into files and compacts the
 /// store, back to back. Operation <c>k</c> of writer <c>w</c> is a pure function of both (<see cref="Apply"/>), so the
-/// parent can rebuild every writer's documents from the operations the child acknowledged.
+/// parent can rebuild every writer's documents from the operations the child acknowledged. Every other run is
+/// <see cref="DurabilityMode.Buffered"/> (<see cref="RunDurability"/>), which promises to survive a process crash too,
+/// and in every run a third of the writers save their batches and sessions with the other durability.
 /// <para>
 /// Output: <c>ACK {writer} {k} {sequence}</c> after each operation returned, <c>BACKUP {file} {sequence}</c> after each
 /// backup was complete and durable. A writer awaits each operation before the next, so at a kill each writer has at
@@ -70,10 +72,22 @@ public static class PublicApiWorkload
         }
     }
 
-    /// <summary>The child: commits until it is killed.</summary>
+    /// <summary>The durability of a run's writes: every other run (by <paramref name="firstK"/>) acknowledges commits
+    /// once they are written (<see cref="DurabilityMode.Buffered"/>), which a killed process must not lose either.
+    /// </summary>
+    public static DurabilityMode RunDurability(long firstK) =>
+        firstK / 1_000_000 % 2 == 0 ? DurabilityMode.Buffered : DurabilityMode.Durable;
+
+    /// <summary>The child: commits until it is killed. Its batches and sessions of every third writer take the other
+    /// durability than the run's, so groups mix both.</summary>
     public static async Task<int> RunAsync(string folder, long firstK, string backups)
     {
-        await using DocumentStore store = DocumentStore.Open(folder, Options());
+        DocumentStoreOptions options = Options();
+        options.Durability = RunDurability(firstK);
+        DurabilityMode other = options.Durability == DurabilityMode.Durable
+            ? DurabilityMode.Buffered
+            : DurabilityMode.Durable;
+        await using DocumentStore store = DocumentStore.Open(folder, options);
         var output = new StreamWriter(Console.OpenStandardOutput(), new UTF8Encoding(false)) { AutoFlush = true };
         object gate = new();
         Console.Error.WriteLine($"READY {store.LastCommittedSequence}");
@@ -85,7 +99,8 @@ public static class PublicApiWorkload
             {
                 for (long k = firstK; ; k++)
                 {
-                    long sequence = await WriteAsync(store, writer, k).ConfigureAwait(false);
+                    long sequence = await WriteAsync(store, writer, k, writer % 3 == 0 ? other : null)
+                        .ConfigureAwait(false);
                     lock (gate)
                     {
                         output.WriteLine(string.Create(CultureInfo.InvariantCulture, $"ACK {writer} {k} {sequence}"));
@@ -112,7 +127,7 @@ public static class PublicApiWorkload
         return 0;
     }
 
-    private static async Task<long> WriteAsync(DocumentStore store, int writer, long k)
+    private static async Task<long> WriteAsync(DocumentStore store, int writer, long k, DurabilityMode? durability)
     {
         string id = Id(writer, k);
         byte[] json = Encoding.UTF8.GetBytes(string.Create(CultureInfo.InvariantCulture,
@@ -122,7 +137,7 @@ public static class PublicApiWorkload
             case 0 or 1:
                 return await store.PutAsync(Main, id, json).ConfigureAwait(false);
             case 2:
-                var batch = new CommitBatch();
+                var batch = new CommitBatch { Durability = durability };
                 batch.Put(Main, id, json);
                 batch.Put(Side, id, json);
                 batch.Delete(Main, Id(writer, k + 7));
@@ -130,6 +145,7 @@ public static class PublicApiWorkload
             case 3:
                 await using (DocumentSession session = store.OpenSession())
                 {
+                    session.Durability = durability;
                     Entry? entry = await session.LoadAsync<Entry>(id).ConfigureAwait(false);
                     if (entry is null)
                     {

@@ -10,15 +10,17 @@ namespace Folio.Tests.Documents;
 /// <summary>
 /// Kills a child process with SIGKILL while it calls only the public API (puts, batches, deletes and session saves from
 /// several writers, with full backups into files and compactions back to back beside them, and checkpoints every few
-/// milliseconds: <see cref="PublicApiWorkload"/>). After each kill: the files verify healthy; every writer's documents
-/// are exactly the state after its acknowledged operations, or after those and the one operation it had in flight
-/// (all of a batch or none of it); and the last backup the child completed restores to exactly the state at the
-/// sequence it reported, give or take that one operation in flight. A second workload moves money between accounts in
-/// sessions from eight tasks (<see cref="PublicApiWorkload.RunBankAsync"/>): no snapshot a reader loads, and no store
-/// after a kill, may show a total other than the opening one, and every acknowledged transfer must hold. A third reads
-/// the change feed from the files (<see cref="DocumentChanges.ReadFilesAsync"/>) in the test's process through all the
-/// kills: every commit once, in order, exactly as the reopened store keeps it (none a kill took back). Each test
-/// keeps one store through all its cycles. A few cycles in CI; FOLIO_CRASH_CYCLES sets how many.
+/// milliseconds; every other run acknowledges commits before their fsync, as <see cref="DurabilityMode.Buffered"/>,
+/// which must survive a process crash too: <see cref="PublicApiWorkload"/>). After each kill: the files verify healthy;
+/// every writer's documents are exactly the state after its acknowledged operations, or after those and the one
+/// operation it had in flight (all of a batch or none of it); and the last backup the child completed restores to
+/// exactly the state at the sequence it reported, give or take that one operation in flight. A second workload moves
+/// money between accounts in sessions from eight tasks (<see cref="PublicApiWorkload.RunBankAsync"/>): no snapshot a
+/// reader loads, and no store after a kill, may show a total other than the opening one, and every acknowledged
+/// transfer must hold. A third reads the change feed from the files (<see cref="DocumentChanges.ReadFilesAsync"/>) in
+/// the test's process through all the kills: every commit once, in order, exactly as the reopened store keeps it (none
+/// a kill took back). Each test keeps one store through all its cycles. A few cycles in CI; FOLIO_CRASH_CYCLES sets
+/// how many.
 /// </summary>
 public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
 {
