@@ -6,8 +6,9 @@ namespace Folio.CrashHost;
 /// <summary>
 /// The public-API crash workload: writers call what applications call (<see cref="DocumentStore.PutAsync"/>,
 /// <see cref="DocumentStore.WriteAsync"/> of a batch, <see cref="DocumentStore.DeleteAsync"/>, a session's
-/// <see cref="DocumentSession.SaveChangesAsync"/>), while one more task takes full backups into files and compacts the
-/// store, back to back. Operation <c>k</c> of writer <c>w</c> is a pure function of both (<see cref="Apply"/>), so the
+/// <see cref="DocumentSession.SaveChangesAsync"/>), while one more task takes full backups into files, compacts,
+/// checkpoints and now and then scrubs the store (printing <c>UNHEALTHY</c> if a scrub finds a problem), back to
+/// back. Operation <c>k</c> of writer <c>w</c> is a pure function of both (<see cref="Apply"/>), so the
 /// parent can rebuild every writer's documents from the operations the child acknowledged. Every other run is
 /// <see cref="DurabilityMode.Buffered"/> (<see cref="RunDurability"/>), which promises to survive a process crash too,
 /// and in every run a third of the writers save their batches and sessions with the other durability.
@@ -121,6 +122,18 @@ public static class PublicApiWorkload
                 }
 
                 await store.CompactAsync().ConfigureAwait(false);
+                await store.CheckpointAsync().ConfigureAwait(false);
+                if (n % 4 == 3)
+                {
+                    VerifyResult verified = await store.VerifyAsync().ConfigureAwait(false);
+                    if (!verified.IsHealthy)
+                    {
+                        lock (gate)
+                        {
+                            output.WriteLine("UNHEALTHY " + string.Join(" | ", verified.Problems));
+                        }
+                    }
+                }
             }
         }));
         await Task.WhenAll(tasks).ConfigureAwait(false);

@@ -9,18 +9,18 @@ namespace Folio.Tests.Documents;
 
 /// <summary>
 /// Kills a child process with SIGKILL while it calls only the public API (puts, batches, deletes and session saves from
-/// several writers, with full backups into files and compactions back to back beside them, and checkpoints every few
-/// milliseconds; every other run acknowledges commits before their fsync, as <see cref="DurabilityMode.Buffered"/>,
-/// which must survive a process crash too: <see cref="PublicApiWorkload"/>). After each kill: the files verify healthy;
-/// every writer's documents are exactly the state after its acknowledged operations, or after those and the one
-/// operation it had in flight (all of a batch or none of it); and the last backup the child completed restores to
-/// exactly the state at the sequence it reported, give or take that one operation in flight. A second workload moves
-/// money between accounts in sessions from eight tasks (<see cref="PublicApiWorkload.RunBankAsync"/>): no snapshot a
-/// reader loads, and no store after a kill, may show a total other than the opening one, and every acknowledged
-/// transfer must hold. A third reads the change feed from the files (<see cref="DocumentChanges.ReadFilesAsync"/>) in
-/// the test's process through all the kills: every commit once, in order, exactly as the reopened store keeps it (none
-/// a kill took back). Each test keeps one store through all its cycles. A few cycles in CI; FOLIO_CRASH_CYCLES sets
-/// how many.
+/// several writers, with full backups into files, compactions, checkpoints and scrubs back to back beside them, which
+/// must find nothing wrong, and background checkpoints every few milliseconds; every other run acknowledges commits
+/// before their fsync, as <see cref="DurabilityMode.Buffered"/>, which must survive a process crash too:
+/// <see cref="PublicApiWorkload"/>). After each kill: the files verify healthy; every writer's documents are exactly
+/// the state after its acknowledged operations, or after those and the one operation it had in flight (all of a batch
+/// or none of it); and the last backup the child completed restores to exactly the state at the sequence it reported,
+/// give or take that one operation in flight. A second workload moves money between accounts in sessions from eight
+/// tasks (<see cref="PublicApiWorkload.RunBankAsync"/>): no snapshot a reader loads, and no store after a kill, may
+/// show a total other than the opening one, and every acknowledged transfer must hold. A third reads the change feed
+/// from the files (<see cref="DocumentChanges.ReadFilesAsync"/>) in the test's process through all the kills: every
+/// commit once, in order, exactly as the reopened store keeps it (none a kill took back). Each test keeps one store
+/// through all its cycles. A few cycles in CI; FOLIO_CRASH_CYCLES sets how many.
 /// </summary>
 public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
 {
@@ -320,6 +320,7 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         using Process child = CrashHostProcess.Start("api", folder,
             firstK.ToString(CultureInfo.InvariantCulture), backups);
         var acks = new List<(int, long, long)>();
+        var unexpected = new List<string>();
         string? backup = null;
         long backupSequence = 0;
         var reading = Task.Run(() =>
@@ -340,6 +341,10 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
                         backup = file;
                         backupSequence = long.Parse(sequence2, CultureInfo.InvariantCulture);
                     }
+                    else
+                    {
+                        unexpected.Add(line); // a scrub that found a problem, or anything else
+                    }
                 }
             }
         });
@@ -356,6 +361,7 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         await CrashHostProcess.KillAsync(child, reading);
         lock (acks)
         {
+            Assert.True(unexpected.Count == 0, "the child printed: " + string.Join(" / ", unexpected.Take(3)));
             return ([.. acks], backup, backupSequence);
         }
     }
