@@ -189,41 +189,34 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         var random = new Random(Environment.TickCount);
         var seen = new List<DocumentChange>();
         using var stopFollowing = new CancellationTokenSource();
-        Task? follower = null;
+        await using (DocumentStore.Open(folder, PublicApiWorkload.Options()))
+        {
+            // An empty store for the follower to start on, before the first child.
+        }
+
+        // One follower, in this process, through every kill.
+        Task follower = Task.Run(async () =>
+        {
+            try
+            {
+                await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(folder, 1, follow: true,
+                    stopFollowing.Token))
+                {
+                    lock (seen)
+                    {
+                        seen.Add(change);
+                    }
+                }
+            }
+            catch (OperationCanceledException) when (stopFollowing.IsCancellationRequested)
+            {
+            }
+        });
         var acknowledged = new List<(int Writer, long K, long Sequence)>();
         for (int cycle = 0; cycle < cycles; cycle++)
         {
             long firstK = (cycle + 1) * 1_000_000L;
-            Task<(List<(int Writer, long K, long Sequence)> Acks, string? Backup, long BackupSequence)> run =
-                RunChildUntilKilledAsync(folder, firstK, backups, random);
-            if (follower is null)
-            {
-                // Once the first child has created the store: one follower, in this process, through every kill.
-                while (!File.Exists(Path.Combine(folder, "data.folio")))
-                {
-                    await Task.Delay(5);
-                }
-
-                follower = Task.Run(async () =>
-                {
-                    try
-                    {
-                        await foreach (DocumentChange change in DocumentChanges.ReadFilesAsync(folder, 1, follow: true,
-                            stopFollowing.Token))
-                        {
-                            lock (seen)
-                            {
-                                seen.Add(change);
-                            }
-                        }
-                    }
-                    catch (OperationCanceledException) when (stopFollowing.IsCancellationRequested)
-                    {
-                    }
-                });
-            }
-
-            acknowledged.AddRange((await run).Acks);
+            acknowledged.AddRange((await RunChildUntilKilledAsync(folder, firstK, backups, random)).Acks);
             foreach (string file in Directory.GetFiles(backups))
             {
                 File.Delete(file);
@@ -239,7 +232,7 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
             while (LastSeen(seen) < last)
             {
                 Assert.True(waited.Elapsed < TestDeadline.Hang, $"the follower stopped at {LastSeen(seen)} of {last}");
-                Assert.False(follower!.IsCompleted, $"the follower ended: {follower.Exception}");
+                Assert.False(follower.IsCompleted, $"the follower ended: {follower.Exception}");
                 await Task.Delay(10);
             }
 
@@ -250,7 +243,7 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         }
 
         await stopFollowing.CancelAsync();
-        await follower!.WaitAsync(TestDeadline.Hang);
+        await follower.WaitAsync(TestDeadline.Hang);
         List<DocumentChange> changes;
         lock (seen)
         {
