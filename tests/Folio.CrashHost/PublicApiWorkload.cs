@@ -13,9 +13,10 @@ namespace Folio.CrashHost;
 /// <see cref="DurabilityMode.Buffered"/> (<see cref="RunDurability"/>), which promises to survive a process crash too,
 /// and in every run a third of the writers save their batches and sessions with the other durability.
 /// <para>
-/// Output: <c>ACK {writer} {k} {sequence}</c> after each operation returned, <c>BACKUP {file} {sequence}</c> after each
-/// backup was complete and durable. A writer awaits each operation before the next, so at a kill each writer has at
-/// most one operation the parent has no line for: the one after its last acknowledged one.
+/// Output: <c>ACK {writer} {k} {sequence}</c> after each operation returned, <c>BACKUP {file} {sequence}
+/// {checkpoint sequence}</c> after each backup was complete and durable. A writer awaits each operation before the
+/// next, so at a kill each writer has at most one operation the parent has no line for: the one after its last
+/// acknowledged one.
 /// </para>
 /// </summary>
 public static class PublicApiWorkload
@@ -118,7 +119,8 @@ public static class PublicApiWorkload
                 BackupResult backup = await store.BackupAsync(file).ConfigureAwait(false);
                 lock (gate)
                 {
-                    output.WriteLine(string.Create(CultureInfo.InvariantCulture, $"BACKUP {file} {backup.Sequence}"));
+                    output.WriteLine(string.Create(CultureInfo.InvariantCulture,
+                        $"BACKUP {file} {backup.Sequence} {backup.CheckpointSequence}"));
                 }
 
                 await store.CompactAsync().ConfigureAwait(false);

@@ -15,7 +15,8 @@ namespace Folio.Tests.Documents;
 /// <see cref="PublicApiWorkload"/>). After each kill: the files verify healthy; every writer's documents are exactly
 /// the state after its acknowledged operations, or after those and the one operation it had in flight (all of a batch
 /// or none of it); and the last backup the child completed restores to exactly the state at the sequence it reported,
-/// give or take that one operation in flight. A second workload moves money between accounts in sessions from eight
+/// and to a point in time between its checkpoint and that sequence to the state there, give or take that one
+/// operation in flight. A second workload moves money between accounts in sessions from eight
 /// tasks (<see cref="PublicApiWorkload.RunBankAsync"/>): no snapshot a reader loads, and no store after a kill, may
 /// show a total other than the opening one, and every acknowledged transfer must hold. A third reads the change feed
 /// from the files (<see cref="DocumentChanges.ReadFilesAsync"/>) in the test's process through all the kills: every
@@ -49,8 +50,8 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         for (int cycle = 0; cycle < cycles; cycle++)
         {
             long firstK = (cycle + 1) * 1_000_000L;
-            (List<(int Writer, long K, long Sequence)> acks, string? backup, long backupSequence) =
-                await RunChildUntilKilledAsync(folder, firstK, backups, random);
+            (List<(int Writer, long K, long Sequence)> acks, string? backup, long backupSequence,
+                long backupCheckpoint) = await RunChildUntilKilledAsync(folder, firstK, backups, random);
 
             var inFlight = new long[Writers]; // each writer's operation after its last acknowledged one
             Array.Fill(inFlight, firstK);
@@ -88,8 +89,12 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
 
             if (backup is not null)
             {
-                await CheckBackupAsync(backup, backupSequence, Path.Combine(root.Path, "restored"), history, inFlight,
-                    cycle);
+                string restored = Path.Combine(root.Path, "restored");
+                await CheckBackupAsync(backup, backupSequence, null, restored, history, inFlight, cycle);
+                // And to a point in time between the backup's checkpoint and its end.
+                long pointInTime = backupCheckpoint + random.NextInt64(backupSequence - backupCheckpoint + 1);
+                await CheckBackupAsync(backup, pointInTime, new RestoreOptions { ToSequence = pointInTime }, restored,
+                    history, inFlight, cycle);
                 backupsRestored++;
             }
 
@@ -101,7 +106,7 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
 
         Assert.True(backupsRestored > 0, "no backup completed before a kill");
         output.WriteLine($"{cycles} SIGKILL cycles, {acknowledged} acknowledged operations, {inFlightFound} " +
-            $"committed without an acknowledgement, {backupsRestored} backups restored and checked");
+            $"committed without an acknowledgement, {backupsRestored} backups restored whole and to a point in time");
     }
 
     [Fact]
@@ -307,8 +312,8 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
 
     /// <summary>Starts the child, lets it run until it has completed a backup and for a random moment more, kills it
     /// and returns its acknowledgements and its last completed backup.</summary>
-    private static async Task<(List<(int Writer, long K, long Sequence)> Acks, string? Backup, long BackupSequence)>
-        RunChildUntilKilledAsync(string folder, long firstK, string backups, Random random)
+    private static async Task<(List<(int Writer, long K, long Sequence)> Acks, string? Backup, long BackupSequence,
+        long BackupCheckpoint)> RunChildUntilKilledAsync(string folder, long firstK, string backups, Random random)
     {
         using Process child = CrashHostProcess.Start("api", folder,
             firstK.ToString(CultureInfo.InvariantCulture), backups);
@@ -316,6 +321,7 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         var unexpected = new List<string>();
         string? backup = null;
         long backupSequence = 0;
+        long backupCheckpoint = 0;
         var reading = Task.Run(() =>
         {
             while (child.StandardOutput.ReadLine() is { } line)
@@ -329,10 +335,11 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
                             long.Parse(k, CultureInfo.InvariantCulture),
                             long.Parse(sequence, CultureInfo.InvariantCulture)));
                     }
-                    else if (parts is ["BACKUP", string file, string sequence2])
+                    else if (parts is ["BACKUP", string file, string sequence2, string checkpoint])
                     {
                         backup = file;
                         backupSequence = long.Parse(sequence2, CultureInfo.InvariantCulture);
+                        backupCheckpoint = long.Parse(checkpoint, CultureInfo.InvariantCulture);
                     }
                     else
                     {
@@ -355,22 +362,23 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         lock (acks)
         {
             Assert.True(unexpected.Count == 0, "the child printed: " + string.Join(" / ", unexpected.Take(3)));
-            return ([.. acks], backup, backupSequence);
+            return ([.. acks], backup, backupSequence, backupCheckpoint);
         }
     }
 
-    /// <summary>Restores <paramref name="backup"/> and checks it holds, per writer, the operations at or below its
-    /// sequence, and perhaps the writer's operation that was in flight at the kill (it may have committed below the
-    /// sequence without the child living to acknowledge it), but no later one.</summary>
-    private static async Task CheckBackupAsync(string backup, long sequence, string restored,
-        List<(long K, long Sequence)>[] history, long[] inFlight, int cycle)
+    /// <summary>Restores <paramref name="backup"/> (to <paramref name="sequence"/>, its end or the point in time
+    /// <paramref name="options"/> name) and checks it holds, per writer, the operations at or below that sequence, and
+    /// perhaps the writer's operation that was in flight at the kill (it may have committed below the sequence without
+    /// the child living to acknowledge it), but no later one.</summary>
+    private static async Task CheckBackupAsync(string backup, long sequence, RestoreOptions? options,
+        string restored, List<(long K, long Sequence)>[] history, long[] inFlight, int cycle)
     {
         if (Directory.Exists(restored))
         {
             Directory.Delete(restored, recursive: true);
         }
 
-        RestoreResult result = await DocumentStore.RestoreAsync(backup, restored);
+        RestoreResult result = await DocumentStore.RestoreAsync(backup, restored, options);
         Assert.Equal(sequence, result.Sequence);
         await using (DocumentStore store = DocumentStore.Open(restored, PublicApiWorkload.Options()))
         {
