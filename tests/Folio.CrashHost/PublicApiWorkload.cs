@@ -182,6 +182,9 @@ public static class PublicApiWorkload
     /// <summary>The accounts of the bank workload, in their own collection.</summary>
     public const int Accounts = 40;
 
+    /// <summary>The bank workload's tasks that transfer (each has at most one transfer in flight at a kill).</summary>
+    public const int TransferTasks = 8;
+
     /// <summary>Each account's opening balance.</summary>
     public const long OpeningBalance = 1_000;
 
@@ -213,7 +216,7 @@ public static class PublicApiWorkload
         object gate = new();
         Console.Error.WriteLine($"READY {store.LastCommittedSequence}");
         var tasks = new List<Task>();
-        for (int t = 0; t < 8; t++)
+        for (int t = 0; t < TransferTasks; t++)
         {
             var random = new Random(Environment.ProcessId * 31 + t);
             tasks.Add(Task.Run(async () =>

@@ -174,8 +174,8 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
             Assert.Equal(0, transfers % 2);
             // Every acknowledged transfer held, and at most one more per transferring task committed unacknowledged.
             long held = (transfers / 2) - committed;
-            Assert.True(held >= acknowledged && held <= acknowledged + 8, $"cycle {cycle}: {acknowledged} " +
-                $"transfers acknowledged, {held} in the store");
+            Assert.True(held >= acknowledged && held <= acknowledged + PublicApiWorkload.TransferTasks,
+                $"cycle {cycle}: {acknowledged} transfers acknowledged, {held} in the store");
             committed = transfers / 2;
             acknowledgedTotal += acknowledged;
         }

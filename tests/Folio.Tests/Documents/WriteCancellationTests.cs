@@ -27,7 +27,7 @@ public sealed class WriteCancellationTests
         var acknowledged = new ConcurrentQueue<(int Kind, string Id)>();
         var refused = new ConcurrentQueue<(int Kind, string Id)>();
         long lateAcknowledged = 0; // returned although the token had fired: it was taken into a group first
-        long refusedInFlight = 0; // refused by a token that fired after the call began
+        long refusedInFlight = 0; // refused by a token that was not cancelled before the call
         double seconds = StressDuration.Seconds(2);
         using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
             () => Interlocked.Read(ref lateAcknowledged) < 20 || Interlocked.Read(ref refusedInFlight) < 20,
@@ -120,7 +120,7 @@ public sealed class WriteCancellationTests
         Assert.True(Interlocked.Read(ref lateAcknowledged) >= 20,
             $"only {lateAcknowledged} writes were acknowledged after their token fired");
         Assert.True(Interlocked.Read(ref refusedInFlight) >= 20,
-            $"only {refusedInFlight} writes were refused by a token that fired during the call");
+            $"only {refusedInFlight} writes were refused by a token not cancelled before the call");
     }
 
     [Fact]
