@@ -1650,12 +1650,31 @@ internal sealed class VersionedIndex : ICommitState
                 }
 
                 current ??= CollectedOf(byCollection, name, heads.Count, positions: false);
-                string id = Encoding.UTF8.GetString(newest.Id); // the tree's key, from the record's own copy if any
                 ref readonly HeadRecord record = ref heads.Record(version);
-                TreeChange change = record.IsDeleted
-                    ? TreeChange.Delete(id)
-                    : TreeChange.Put(id, new StoredValue(record.Sequence, record.TimestampTicks, record.Value));
-                if (current.Positions is { } positions && positions.TryGetValue(id, out int replayedAt))
+                TreeChange change;
+                int replayedAt = 0;
+                if (current.Positions is null && newest.IdOffset >= 0 && Ascii.IsValid(newest.Id))
+                {
+                    // The id's bytes in the commit's entry, which no one writes again and the record keeps alive: no
+                    // string until a leaf takes the id (TreeChange says why).
+                    change = record.IsDeleted
+                        ? TreeChange.DeleteAscii(newest.Buffer, newest.IdOffset, newest.IdLength)
+                        : TreeChange.PutAscii(newest.Buffer, newest.IdOffset, newest.IdLength,
+                            new StoredValue(record.Sequence, record.TimestampTicks, record.Value));
+                }
+                else
+                {
+                    string id = Encoding.UTF8.GetString(newest.Id); // from the record's own copy if any
+                    change = record.IsDeleted
+                        ? TreeChange.Delete(id)
+                        : TreeChange.Put(id, new StoredValue(record.Sequence, record.TimestampTicks, record.Value));
+                    if (current.Positions is { } positions)
+                    {
+                        positions.TryGetValue(id, out replayedAt);
+                    }
+                }
+
+                if (replayedAt > 0)
                 {
                     current.Changes[replayedAt - 1] = change;
                 }

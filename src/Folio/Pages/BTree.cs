@@ -345,7 +345,7 @@ internal static class BTree
             while (used < puts.Length)
             {
                 ref readonly TreeChange put = ref puts[used++];
-                int index = node.SearchFrom(put.Id, from);
+                int index = node.SearchFrom(put, from);
                 if (index >= 0)
                 {
                     atEnd = false;
@@ -364,7 +364,7 @@ internal static class BTree
                 if (node.IsOverfull)
                 {
                     bool follows = used < puts.Length
-                        && (from == node.Count || string.CompareOrdinal(puts[used].Id, node.KeyAt(from)) < 0);
+                        && (from == node.Count || puts[used].CompareTo(node.KeyAt(from)) < 0);
                     keep = follows && from < node.Count && node.LeafPrefixFits(from) ? from : 0;
                     break;
                 }
@@ -376,7 +376,7 @@ internal static class BTree
         while (used < puts.Length && !node.IsOverfull)
         {
             ReadOnlySpan<TreeChange> rest = puts[used..];
-            int child = node.ChildIndex(rest[0].Id);
+            int child = node.ChildIndex(rest[0]);
             bool last = child == node.Count - 1;
             int run = last ? rest.Length : CountBelow(rest, node.KeyAt(child));
             TreeNode childNode = edit.Writable(node.ChildAt(child), out PageReference childReference);
@@ -412,7 +412,7 @@ internal static class BTree
         while (low <= high)
         {
             int middle = (low + high) >>> 1;
-            if (string.CompareOrdinal(puts[middle].Id, bound) < 0)
+            if (puts[middle].CompareTo(bound) < 0)
             {
                 low = middle + 1;
             }

@@ -21,8 +21,8 @@ internal sealed class CollectionChanges(string name, List<TreeChange>? changes =
     public List<int>? Hashes { get; } = hashes;
 
     /// <summary>The changes are in the checkpoint's tree, which holds them from now on. Changes for one attempt let
-    /// go of their list, so its ids (a string each) are garbage while the checkpoint goes on serializing and writing,
-    /// rather than after it.</summary>
+    /// go of their list, so what it holds (ids given as strings, references to the commits' entries) is garbage
+    /// while the checkpoint goes on serializing and writing, rather than after it.</summary>
     public void Applied()
     {
         if (releaseWhenApplied)

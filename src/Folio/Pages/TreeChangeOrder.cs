@@ -11,7 +11,8 @@ namespace Folio.Pages;
 /// seven bits when they are all ASCII, else eight of sixteen; a shorter id packs zeros, as <see cref="SearchHints"/>
 /// does) and sorts those as primitives with the ids' indexes; ids that pack the same are sorted among themselves by
 /// their next code units the same way, after any their run all share (a radix sort from the most significant end),
-/// and compared as strings only where none is left.
+/// and compared unit by unit only where none is left. An id may be a string or ASCII bytes
+/// (<see cref="TreeChange"/>); both give their code units.
 /// </summary>
 internal static class TreeChangeOrder
 {
@@ -27,24 +28,24 @@ internal static class TreeChangeOrder
     {
         ReadOnlySpan<TreeChange> all = CollectionsMarshal.AsSpan(changes);
         count = 0;
-        string? first = null;
+        int first = -1;
         int prefix = int.MaxValue;
-        foreach (ref readonly TreeChange change in all)
+        for (int i = 0; i < all.Length; i++)
         {
-            if (change.IsDelete)
+            if (all[i].IsDelete)
             {
                 continue;
             }
 
             count++;
-            if (first is null)
+            if (first < 0)
             {
-                first = change.Id;
-                prefix = first.Length;
+                first = i;
+                prefix = all[i].IdLength;
             }
             else if (prefix > 0)
             {
-                prefix = Math.Min(prefix, first.AsSpan(0, prefix).CommonPrefixLength(change.Id));
+                prefix = all[first].CommonUnits(all[i], 0, prefix);
             }
         }
 
@@ -108,16 +109,16 @@ internal static class TreeChangeOrder
 
                 // The run's ids agree on their code units before next; skip those after it that they all share too,
                 // so ids with long common stretches (a tenant's prefix, a path) cost one pass, not one per eight units.
-                string first = all[tie[0]].Id;
-                int shared = Math.Max(0, first.Length - next);
+                ref readonly TreeChange first = ref all[tie[0]];
+                int shared = Math.Max(0, first.IdLength - next);
                 bool longer = false;
                 foreach (int index in tie)
                 {
-                    string id = all[index].Id;
-                    longer |= id.Length > next;
+                    ref readonly TreeChange id = ref all[index];
+                    longer |= id.IdLength > next;
                     if (shared > 0)
                     {
-                        shared = id.Length > next ? first.AsSpan(next, shared).CommonPrefixLength(id.AsSpan(next)) : 0;
+                        shared = id.IdLength > next ? first.CommonUnits(id, next, shared) : 0;
                     }
                 }
 
@@ -147,12 +148,12 @@ internal static class TreeChangeOrder
     {
         for (int i = 0; i < order.Length; i++)
         {
-            if (!TryPackAscii(all[order[i]].Id, start, out keys[i]))
+            if (!TryPackAscii(all[order[i]], start, out keys[i]))
             {
                 for (int j = 0; j < order.Length; j++)
                 {
-                    string id = all[order[j]].Id;
-                    keys[j] = new UInt128(SearchHints.Pack(id, start), SearchHints.Pack(id, start + 4));
+                    ref readonly TreeChange id = ref all[order[j]];
+                    keys[j] = new UInt128(PackSixteenBits(id, start), PackSixteenBits(id, start + 4));
                 }
 
                 return 8;
@@ -164,7 +165,7 @@ internal static class TreeChangeOrder
 
     /// <summary>Eighteen code units of <paramref name="id"/> from <paramref name="start"/>, seven bits each, nine in
     /// each half; false when one of them is not ASCII.</summary>
-    private static bool TryPackAscii(string id, int start, out UInt128 key)
+    private static bool TryPackAscii(in TreeChange id, int start, out UInt128 key)
     {
         uint any = 0;
         ulong high = PackSevenBits(id, start, ref any);
@@ -176,15 +177,29 @@ internal static class TreeChangeOrder
     /// <summary>Nine code units of <paramref name="id"/> from <paramref name="start"/>, seven bits each (zeros past
     /// its end); <paramref name="any"/> gets every unit or-ed in, so the caller can tell whether all were
     /// ASCII.</summary>
-    private static ulong PackSevenBits(string id, int start, ref uint any)
+    private static ulong PackSevenBits(in TreeChange id, int start, ref uint any)
     {
         ulong packed = 0;
         for (int i = 0; i < AsciiUnits / 2; i++)
         {
             int at = start + i;
-            uint unit = at < id.Length ? id[at] : 0u;
+            uint unit = at < id.IdLength ? id.UnitAt(at) : 0u;
             any |= unit;
             packed = (packed << 7) | unit;
+        }
+
+        return packed;
+    }
+
+    /// <summary>Four code units of <paramref name="id"/> from <paramref name="start"/>, sixteen bits each (zeros past
+    /// its end), as <see cref="SearchHints.Pack"/> packs a key.</summary>
+    private static ulong PackSixteenBits(in TreeChange id, int start)
+    {
+        ulong packed = 0;
+        for (int i = 0; i < 4; i++)
+        {
+            int at = start + i;
+            packed = (packed << 16) | (at < id.IdLength ? id.UnitAt(at) : 0u);
         }
 
         return packed;
@@ -193,7 +208,10 @@ internal static class TreeChangeOrder
     /// <summary>Orders change indexes by their ids' code units after the prefix every id shares.</summary>
     private readonly struct TailComparer(List<TreeChange> changes, int prefix) : IComparer<int>
     {
-        public int Compare(int x, int y) =>
-            changes[x].Id.AsSpan(prefix).SequenceCompareTo(changes[y].Id.AsSpan(prefix));
+        public int Compare(int x, int y)
+        {
+            ReadOnlySpan<TreeChange> all = CollectionsMarshal.AsSpan(changes);
+            return all[x].CompareFrom(all[y], prefix);
+        }
     }
 }

@@ -179,23 +179,23 @@ internal sealed class TreeNode
         return ~low;
     }
 
-    /// <summary>Like <see cref="Search"/>, for a key known to sort after every id before index
-    /// <paramref name="from"/> (ids placed in ascending order); compares the strings, as an unsaved node has no
-    /// hints.</summary>
-    public int SearchFrom(string key, int from)
+    /// <summary>Like <see cref="Search"/>, for the id of <paramref name="change"/>, known to sort after every id
+    /// before index <paramref name="from"/> (ids placed in ascending order); compares code units, as an unsaved node
+    /// has no hints (and the change's id may be bytes).</summary>
+    public int SearchFrom(in TreeChange change, int from)
     {
         int low = from;
         int high = _count - 1;
         while (low <= high)
         {
             int middle = (low + high) >>> 1;
-            int comparison = string.CompareOrdinal(_keys[middle], key);
+            int comparison = change.CompareTo(_keys[middle]);
             if (comparison == 0)
             {
                 return middle;
             }
 
-            if (comparison < 0)
+            if (comparison > 0)
             {
                 low = middle + 1;
             }
@@ -225,6 +225,28 @@ internal sealed class TreeNode
         {
             int middle = (low + high) >>> 1;
             if (CompareAt(middle, key, packedKeys, packed) <= 0)
+            {
+                low = middle + 1;
+            }
+            else
+            {
+                high = middle - 1;
+            }
+        }
+
+        return low;
+    }
+
+    /// <summary>Like <see cref="ChildIndex(string)"/>, for the id of <paramref name="change"/> (a string or bytes),
+    /// without the hints: a checkpoint routes each run of its puts through a branch once.</summary>
+    public int ChildIndex(in TreeChange change)
+    {
+        int low = 0;
+        int high = _count - 2;
+        while (low <= high)
+        {
+            int middle = (low + high) >>> 1;
+            if (change.CompareTo(_keys[middle]) >= 0)
             {
                 low = middle + 1;
             }

@@ -9,7 +9,9 @@ namespace Folio.Tests.Pages;
 /// A checkpoint sorts its puts through packed code units and places them run by run. The order must be the ordinal
 /// order of the ids (ids that share long prefixes, ids that are prefixes of others, U+0000, surrogates, U+FFFF); the
 /// tree must hold what single puts leave, in pages that fit, over an empty tree and over a tree of an earlier edit
-/// that the batch copies on write without changing; and a range of new ids fills its pages.
+/// that the batch copies on write without changing; and a range of new ids fills its pages. A change's id is a string
+/// or, for an ASCII id, bytes in a commit's entry: the tests mix both forms, the bytes at random offsets of larger
+/// buffers, and the forms must compare as the strings do.
 /// </summary>
 public sealed class TreeChangeOrderTests
 {
@@ -36,11 +38,11 @@ public sealed class TreeChangeOrderTests
         {
             if (random.Next(5) == 0)
             {
-                changes.Add(TreeChange.Delete(id));
+                changes.Add(Change(random, id, value: null));
             }
             else
             {
-                changes.Add(TreeChange.Put(id, Value(random, id.Length)));
+                changes.Add(Change(random, id, Value(random, id.Length)));
                 expected.Add(id);
             }
         }
@@ -110,7 +112,7 @@ public sealed class TreeChangeOrderTests
             string id = Id(random);
             if (seen.Add(id))
             {
-                changes.Add(TreeChange.Put(id, Value(random, id.Length)));
+                changes.Add(Change(random, id, Value(random, id.Length)));
             }
         }
 
@@ -169,7 +171,66 @@ public sealed class TreeChangeOrderTests
         }
     }
 
+    [Property(MaxTest = 300, Arbitrary = [typeof(TreeChangeOrderTests)])]
+    public void A_change_compares_its_id_as_the_strings_compare_whether_it_holds_a_string_or_bytes(int seed)
+    {
+        var random = new Random(seed);
+        string prefix = random.Next(2) == 0 ? string.Empty : AsciiWord(random, random.Next(1, 20));
+        for (int i = 0; i < 200; i++)
+        {
+            string left = prefix
+                + (random.Next(3) == 0 ? Word(random, random.Next(0, 6)) : AsciiWord(random, random.Next(0, 6)));
+            string right = random.Next(4) == 0 ? left : prefix + AsciiWord(random, random.Next(0, 6));
+            TreeChange a = Change(random, left, Value(random, 1));
+            TreeChange b = Change(random, right, Value(random, 1));
+            int start = random.Next(0, Math.Min(left.Length, right.Length) + 1);
+            int limit = random.Next(0, 30);
+
+            Assert.Equal(left, a.Id);
+            Assert.Equal(left.Length, a.IdLength);
+            Assert.Equal(Math.Sign(string.CompareOrdinal(left, right)), Math.Sign(a.CompareTo(right)));
+            Assert.Equal(Math.Sign(left.AsSpan(start).SequenceCompareTo(right.AsSpan(start))),
+                Math.Sign(a.CompareFrom(b, start)));
+            int common = Math.Min(limit, left.AsSpan(start).CommonPrefixLength(right.AsSpan(start)));
+            Assert.Equal(common, a.CommonUnits(b, start, limit));
+            for (int unit = 0; unit < left.Length; unit++)
+            {
+                Assert.Equal(left[unit], a.UnitAt(unit));
+            }
+        }
+    }
+
     public static Arbitrary<int> Seeds() => Gen.Choose(0, int.MaxValue).ToArbitrary();
+
+    /// <summary>A put of <paramref name="value"/> (a delete when null) of <paramref name="id"/>: an ASCII id as bytes
+    /// at a random offset of a larger buffer half of the time, as a checkpoint takes ids from commits' entries, else
+    /// as a string.</summary>
+    private static TreeChange Change(Random random, string id, StoredValue? value)
+    {
+        if (!System.Text.Ascii.IsValid(id) || random.Next(2) == 0)
+        {
+            return value is { } put ? TreeChange.Put(id, put) : TreeChange.Delete(id);
+        }
+
+        int offset = random.Next(0, 16);
+        byte[] buffer = new byte[offset + id.Length + random.Next(0, 16)];
+        random.NextBytes(buffer); // bytes around the id that a comparison must not read
+        System.Text.Encoding.ASCII.GetBytes(id, buffer.AsSpan(offset));
+        return value is { } bytesPut
+            ? TreeChange.PutAscii(buffer, offset, id.Length, bytesPut)
+            : TreeChange.DeleteAscii(buffer, offset, id.Length);
+    }
+
+    private static string AsciiWord(Random random, int length)
+    {
+        var chars = new char[length];
+        for (int i = 0; i < length; i++)
+        {
+            chars[i] = (char)random.Next(0, 128);
+        }
+
+        return new string(chars);
+    }
 
     /// <summary>Ids of a few shapes: writer-interleaved counters, ids sharing long prefixes, and short words.</summary>
     private static string Id(Random random) => random.Next(3) switch
