@@ -133,6 +133,10 @@ internal sealed class DataFile : IDisposable
 
     public void Sync() => _file.Sync();
 
+    /// <summary>Starts (and with <paramref name="wait"/> waits for) the write-back of written bytes
+    /// (<see cref="IStorageFile.WriteBack"/>).</summary>
+    public void WriteBack(long offset, long length, bool wait) => _file.WriteBack(offset, length, wait);
+
     /// <summary>Cuts the file to <paramref name="length"/> bytes (its free tail; see the page store).</summary>
     public void Truncate(long length) => _file.Truncate(length);
 

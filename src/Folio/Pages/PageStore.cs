@@ -31,6 +31,10 @@ internal sealed class PageStore : IDisposable
     /// <summary>The cache a store gets when its opener names none: 256 MiB.</summary>
     public const long DefaultCacheBytes = 256L * 1024 * 1024;
 
+    /// <summary>The bytes of chunks a checkpoint lets be on their way to the disk before it writes more
+    /// (<see cref="WriteDurably"/>): 4 MiB, about one chunk of the most pages a chunk holds.</summary>
+    private const long WriteBackWindow = 4L * 1024 * 1024;
+
     /// <summary>A checkpoint's parallel phases use at most one thread per processor: more would only time-slice
     /// the same cores and share their caches.</summary>
     private static readonly ParallelOptions s_workers = new() { MaxDegreeOfParallelism = Environment.ProcessorCount };
@@ -845,15 +849,34 @@ internal sealed class PageStore : IDisposable
         return planned;
     }
 
-    /// <summary>Writes the chunks and fsyncs, then the header slot of <paramref name="generation"/> naming the last
-    /// one, and fsyncs again (the checkpoint's thread, under the checkpoint lock).</summary>
+    /// <summary>
+    /// Writes the chunks and fsyncs, then the header slot of <paramref name="generation"/> naming the last one, and
+    /// fsyncs again (the checkpoint's thread, under the checkpoint lock). The chunks' bytes go to the disk as they are
+    /// written, at most <see cref="WriteBackWindow"/> of them on their way at a time (the write of the next chunk
+    /// waits for the oldest): a checkpoint writes tens of megabytes, and left to the fsync they would reach the disk
+    /// in one burst that the journal's fsyncs, on the same disk, wait behind for tens of milliseconds, stalling every
+    /// commit (docs/measurements.md, "Sixteenth round"). The fsync still makes them durable; a write-back that fails
+    /// fails the checkpoint, as a failed write does.
+    /// </summary>
     private void WriteDurably(NewChunk[] chunks, long generation, long sequence)
     {
         try
         {
+            var writing = new Queue<ChunkInfo>();
+            long inFlight = 0;
             foreach (NewChunk chunk in chunks)
             {
+                while (writing.Count > 0 && inFlight + chunk.Info.Length > WriteBackWindow)
+                {
+                    ChunkInfo oldest = writing.Dequeue();
+                    _file.WriteBack(oldest.FileOffset, oldest.Length, wait: true);
+                    inFlight -= oldest.Length;
+                }
+
                 WriteChunk(chunk);
+                _file.WriteBack(chunk.Info.FileOffset, chunk.Info.Length, wait: false);
+                writing.Enqueue(chunk.Info);
+                inFlight += chunk.Info.Length;
             }
 
             _file.Sync();

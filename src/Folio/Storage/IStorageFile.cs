@@ -30,6 +30,17 @@ internal interface IStorageFile : IDisposable
     {
     }
 
+    /// <summary>Starts writing <paramref name="length"/> bytes at <paramref name="offset"/> that were written to the
+    /// file to the disk without making them durable, and with <paramref name="wait"/> waits until they are written.
+    /// A writer of many megabytes calls it as it goes, so the disk takes them in steps rather than all at the fsync
+    /// that makes them durable, where a journal's fsync on the same disk would queue behind them. Advice: a file
+    /// system may ignore it (the default does), and only <see cref="Sync"/> makes anything durable.</summary>
+    /// <exception cref="IOException">The write-back failed: the writes it covers must be treated as failed (the next
+    /// <see cref="Sync"/> may not report the error again).</exception>
+    void WriteBack(long offset, long length, bool wait)
+    {
+    }
+
     /// <summary>Cuts the file to <paramref name="length"/> bytes (a size change, durable with the next
     /// <see cref="Sync"/> or at the file system's leisure). A file system that cannot may ignore it (the default
     /// does): callers use it only to give unused space back.</summary>

@@ -47,6 +47,9 @@ internal sealed class PhysicalStorageFile : IStorageFile
 
     public void AdviseWillNeed(long offset, long length) => NativeMethods.AdviseWillNeed(_handle, offset, length);
 
+    public void WriteBack(long offset, long length, bool wait) =>
+        NativeMethods.WriteBack(_handle, Path, offset, length, wait);
+
     public void Truncate(long length) => _stream.SetLength(length);
 
     public void SetLength(long length) => _stream.SetLength(length);

@@ -651,6 +651,7 @@ public sealed class StoreCheckpointTests
     [InlineData(FileFault.SyncFails, 0)]
     [InlineData(FileFault.WriteFails, 1)]
     [InlineData(FileFault.SyncFails, 1)]
+    [InlineData(FileFault.WriteBackFails, 0)]
     public async Task A_checkpoint_that_fails_leaves_the_store_serving_and_the_next_one_takes_its_changes(
         FileFault fault, int skip)
     {

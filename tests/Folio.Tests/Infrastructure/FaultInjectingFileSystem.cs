@@ -10,11 +10,13 @@ public enum FileFault
     ShortWrite,
     DiskFull,
     SyncFails,
+    WriteBackFails,
 }
 
 /// <summary>
 /// The real file system with faults on demand: arm a fault and the next write or sync of a matching file fails
-/// the way the fault says (an I/O error, a short write that lands half the bytes, ENOSPC, a failed fsync).
+/// the way the fault says (an I/O error, a short write that lands half the bytes, ENOSPC, a failed fsync, a failed
+/// early write-back). Matching write-backs are recorded (<see cref="WriteBacks"/>).
 /// </summary>
 internal sealed class FaultInjectingFileSystem : IFileSystem
 {
@@ -26,6 +28,10 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
 
     public int Writes;
     public int Syncs;
+
+    /// <summary>Every write-back asked of a matching file, in order: its range and whether it waited.</summary>
+    public System.Collections.Concurrent.ConcurrentQueue<(string Path, long Offset, long Length, bool Wait)> WriteBacks
+        { get; } = new();
 
     /// <summary>Matching syncs that returned successfully.</summary>
     public int SyncsCompleted;
@@ -262,6 +268,20 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
             {
                 Interlocked.Increment(ref owner.SyncsCompleted);
             }
+        }
+
+        public void WriteBack(long offset, long length, bool wait)
+        {
+            if (owner.Matches(Path))
+            {
+                owner.WriteBacks.Enqueue((Path, offset, length, wait));
+                if (owner.TryTake(FileFault.WriteBackFails))
+                {
+                    throw new IOException("Injected write-back failure (EIO).", 5);
+                }
+            }
+
+            inner.WriteBack(offset, length, wait);
         }
 
         public StorageMapping MapReadOnly(long length) => inner.MapReadOnly(length);

@@ -315,10 +315,12 @@ public sealed class PageStoreTests
     [InlineData(FileFault.DiskFull, 1)]
     [InlineData(FileFault.SyncFails, 0)]
     [InlineData(FileFault.SyncFails, 1)]
+    [InlineData(FileFault.WriteBackFails, 0)]
     public void A_failed_write_or_fsync_of_a_checkpoint_leaves_the_previous_checkpoint_current(FileFault fault,
         int skip)
     {
-        // A checkpoint writes its chunk, fsyncs, writes its header slot, fsyncs: skip 0 hits the chunk, 1 the header.
+        // A checkpoint writes its chunk, starts its write-back, fsyncs, writes its header slot, fsyncs: skip 0 hits
+        // the chunk, 1 the header.
         using var dir = new TempDirectory();
         string path = Path.Combine(dir.Path, "data.folio");
         var fileSystem = new FaultInjectingFileSystem
@@ -353,6 +355,50 @@ public sealed class PageStoreTests
         using var reopened = PageStore.Open(PhysicalFileSystem.Instance, path);
         Assert.Equal(4, reopened.Current.Generation);
         PageStoreModel.AssertHolds(model.Durable, reopened.Current, reopened.Reader);
+    }
+
+    [Fact]
+    public void A_checkpoint_starts_each_chunks_write_back_once_written_and_keeps_at_most_one_window_on_its_way()
+    {
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        var fileSystem = new FaultInjectingFileSystem
+        {
+            Matches = static p => p.EndsWith(".folio", StringComparison.Ordinal),
+        };
+        var model = new PageStoreModel();
+        using var store = PageStore.Open(fileSystem, path);
+        Fill(model, collections: 3, documents: 8_000, round: 0); // about 13 MB of pages: several chunks
+        store.Checkpoint(model.Sequence, model.Changes());
+        model.Checkpointed();
+
+        const long Window = 4L * 1024 * 1024;
+        var started = new List<(long Offset, long Length)>();
+        var onItsWay = new Queue<(long Offset, long Length)>();
+        long inFlight = 0;
+        foreach ((string _, long offset, long length, bool wait) in fileSystem.WriteBacks)
+        {
+            if (wait)
+            {
+                // The oldest chunk still on its way, and only to make room for the next.
+                Assert.Equal(onItsWay.Dequeue(), (offset, length));
+                inFlight -= length;
+                continue;
+            }
+
+            Assert.True(inFlight == 0 || inFlight + length <= Window, $"{inFlight} + {length} bytes on their way");
+            Assert.True(length is > 0 and <= Window + (64 * 1024), $"a chunk of {length} bytes");
+            Assert.All(started, earlier => Assert.True(
+                offset >= earlier.Offset + earlier.Length || offset + length <= earlier.Offset, "chunks overlap"));
+            started.Add((offset, length));
+            onItsWay.Enqueue((offset, length));
+            inFlight += length;
+        }
+
+        Assert.True(started.Count >= 3, $"{started.Count} chunks");
+        Assert.True(started.Sum(chunk => chunk.Length) <= new FileInfo(path).Length);
+        PageStoreModel.DropCachedPages(store.Current);
+        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader);
     }
 
     [Fact]
