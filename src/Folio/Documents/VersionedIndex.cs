@@ -1651,6 +1651,7 @@ internal sealed class VersionedIndex : ICommitState
 
                 current ??= CollectedOf(byCollection, name, heads.Count, positions: false);
                 ref readonly HeadRecord record = ref heads.Record(version);
+                var value = new StoredValue(record.Sequence, record.TimestampTicks, record.Value);
                 TreeChange change;
                 int replayedAt = 0;
                 if (current.Positions is null && newest.IdOffset >= 0 && Ascii.IsValid(newest.Id))
@@ -1659,15 +1660,12 @@ internal sealed class VersionedIndex : ICommitState
                     // string until a leaf takes the id (TreeChange says why).
                     change = record.IsDeleted
                         ? TreeChange.DeleteAscii(newest.Buffer, newest.IdOffset, newest.IdLength)
-                        : TreeChange.PutAscii(newest.Buffer, newest.IdOffset, newest.IdLength,
-                            new StoredValue(record.Sequence, record.TimestampTicks, record.Value));
+                        : TreeChange.PutAscii(newest.Buffer, newest.IdOffset, newest.IdLength, value);
                 }
                 else
                 {
                     string id = Encoding.UTF8.GetString(newest.Id); // from the record's own copy if any
-                    change = record.IsDeleted
-                        ? TreeChange.Delete(id)
-                        : TreeChange.Put(id, new StoredValue(record.Sequence, record.TimestampTicks, record.Value));
+                    change = record.IsDeleted ? TreeChange.Delete(id) : TreeChange.Put(id, value);
                     if (current.Positions is { } positions)
                     {
                         positions.TryGetValue(id, out replayedAt);

@@ -862,21 +862,21 @@ internal sealed class PageStore : IDisposable
     {
         try
         {
-            var writing = new Queue<ChunkInfo>();
-            long inFlight = 0;
-            foreach (NewChunk chunk in chunks)
+            int oldest = 0; // the first chunk whose write-back was started and not yet waited for
+            long inFlight = 0; // the bytes of chunks [oldest, i)
+            for (int i = 0; i < chunks.Length; i++)
             {
-                while (writing.Count > 0 && inFlight + chunk.Info.Length > WriteBackWindow)
+                ChunkInfo chunk = chunks[i].Info;
+                while (oldest < i && inFlight + chunk.Length > WriteBackWindow)
                 {
-                    ChunkInfo oldest = writing.Dequeue();
-                    _file.WriteBack(oldest.FileOffset, oldest.Length, wait: true);
-                    inFlight -= oldest.Length;
+                    ChunkInfo written = chunks[oldest++].Info;
+                    _file.WriteBack(written.FileOffset, written.Length, wait: true);
+                    inFlight -= written.Length;
                 }
 
-                WriteChunk(chunk);
-                _file.WriteBack(chunk.Info.FileOffset, chunk.Info.Length, wait: false);
-                writing.Enqueue(chunk.Info);
-                inFlight += chunk.Info.Length;
+                WriteChunk(chunks[i]);
+                _file.WriteBack(chunk.FileOffset, chunk.Length, wait: false);
+                inFlight += chunk.Length;
             }
 
             _file.Sync();

@@ -46,14 +46,14 @@ internal readonly struct TreeChange
     /// from <paramref name="offset"/>; the bytes must not change while the change is in use.</summary>
     public static TreeChange PutAscii(byte[] buffer, int offset, int length, StoredValue value)
     {
-        System.Diagnostics.Debug.Assert(System.Text.Ascii.IsValid(buffer.AsSpan(offset, length)));
+        System.Diagnostics.Debug.Assert(Ascii.IsValid(buffer.AsSpan(offset, length)));
         return new(null, buffer, offset, length, value, false);
     }
 
     /// <summary>A delete of an id held as ASCII bytes (see <see cref="PutAscii"/>).</summary>
     public static TreeChange DeleteAscii(byte[] buffer, int offset, int length)
     {
-        System.Diagnostics.Debug.Assert(System.Text.Ascii.IsValid(buffer.AsSpan(offset, length)));
+        System.Diagnostics.Debug.Assert(Ascii.IsValid(buffer.AsSpan(offset, length)));
         return new(null, buffer, offset, length, default, true);
     }
 
