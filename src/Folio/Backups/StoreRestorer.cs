@@ -18,7 +18,11 @@ namespace Folio.Backups;
 /// backup's checkpoint; a journal that starts after the checkpoint, filled record by record with the original commit
 /// times, up to the point in time asked for. Only after the End frame matched, both files were synced and the staged
 /// store opened and passed a full verification (every page and journal record from disk) is the staging folder
-/// renamed to the target. Any failure deletes the staging folder: a restore leaves a verified store or nothing.
+/// renamed to the target. Any failure deletes the staging folder: a restore leaves a verified store or nothing. The
+/// chunks' bytes go to the disk as they are written, in pieces of <see cref="WriteBackPiece"/> with at most
+/// <see cref="WriteBackLimit"/> on their way (<see cref="WriteBackWindow"/>), so the disk writes while the backup is
+/// read rather than all at the sync and the page cache holds few of them dirty; a write-back that fails fails the
+/// restore.
 /// </para>
 /// <para>
 /// A restore killed midway cannot delete its staging folder. Each restore holds an exclusive lock on a file beside its
@@ -35,6 +39,14 @@ internal sealed class StoreRestorer : IDisposable
 
     /// <summary>The suffix of the lock file beside a staging folder, held while its restore runs.</summary>
     internal const string LockSuffix = ".lock";
+
+    /// <summary>Chunk bytes written before their write-back is started (the disk takes them in pieces this size).
+    /// </summary>
+    private const long WriteBackPiece = 4L * 1024 * 1024;
+
+    /// <summary>The most chunk bytes on their way to the disk at a time: the restore waits when the disk is behind
+    /// by more.</summary>
+    private const long WriteBackLimit = 32L * 1024 * 1024;
 
     private readonly string _staging;
     private readonly RestoreOptions _options;
@@ -56,6 +68,9 @@ internal sealed class StoreRestorer : IDisposable
 
     // Chunks.
     private IStorageFile? _data;
+    private WriteBackWindow? _dataWriteBack;
+    private long _writeBackFrom; // the written range of the data file whose write-back is not started yet
+    private long _writeBackLength;
     private readonly List<(long Offset, long Length)> _chunks = [];
     private long _chunkWritten = -1; // bytes of the current chunk written; -1: none open
     private long _chunkBytes;
@@ -484,6 +499,7 @@ internal sealed class StoreRestorer : IDisposable
         if (begin.Generation > 0)
         {
             _data = _fileSystem.OpenFile(Path.Combine(_staging, DocumentStore.DataFileName), FileMode.CreateNew);
+            _dataWriteBack = new WriteBackWindow(_data.WriteBack, WriteBackLimit);
         }
     }
 
@@ -577,8 +593,34 @@ internal sealed class StoreRestorer : IDisposable
             Corrupt("chunk data runs past its chunk");
         }
 
-        _data!.Write(payload, offset + _chunkWritten);
+        long at = offset + _chunkWritten;
+        _data!.Write(payload, at);
         _chunkWritten += payload.Length;
+        if (_writeBackLength > 0 && _writeBackFrom + _writeBackLength != at)
+        {
+            StartWriteBack();
+        }
+
+        if (_writeBackLength == 0)
+        {
+            _writeBackFrom = at;
+        }
+
+        _writeBackLength += payload.Length;
+        if (_writeBackLength >= WriteBackPiece)
+        {
+            StartWriteBack();
+        }
+    }
+
+    /// <summary>Sends the chunk bytes written since the last call to the disk (<see cref="WriteBackWindow"/>). A
+    /// restore of a gigabyte otherwise leaves all of it dirty in the page cache (charged to a container's memory)
+    /// until the data file's sync at the end, which then sends it in one burst.</summary>
+    private void StartWriteBack()
+    {
+        _dataWriteBack!.MakeRoom(_writeBackLength);
+        _dataWriteBack.Start(_writeBackFrom, _writeBackLength);
+        _writeBackLength = 0;
     }
 
     /// <summary>After the last chunk: checks that every chunk arrived whole, then writes the header slot that makes
@@ -600,6 +642,11 @@ internal sealed class StoreRestorer : IDisposable
         _chunksDone = true;
         if (_data is not null)
         {
+            if (_writeBackLength > 0)
+            {
+                StartWriteBack();
+            }
+
             byte[] slot = new byte[DataFileHeader.SlotSize];
             new DataFileHeader(_begin.Generation, _begin.ChunkId, _begin.ChunkOffset, _begin.ChunkLength,
                 _begin.CheckpointSequence).Write(slot);

@@ -33,7 +33,7 @@ internal sealed class PageStore : IDisposable
 
     /// <summary>The bytes of chunks a checkpoint lets be on their way to the disk before it writes more
     /// (<see cref="WriteDurably"/>): 4 MiB, about one chunk of the most pages a chunk holds.</summary>
-    private const long WriteBackWindow = 4L * 1024 * 1024;
+    private const long WriteBackLimit = 4L * 1024 * 1024;
 
     /// <summary>A checkpoint's parallel phases use at most one thread per processor: more would only time-slice
     /// the same cores and share their caches.</summary>
@@ -852,7 +852,7 @@ internal sealed class PageStore : IDisposable
     /// <summary>
     /// Writes the chunks and fsyncs, then the header slot of <paramref name="generation"/> naming the last one, and
     /// fsyncs again (the checkpoint's thread, under the checkpoint lock). The chunks' bytes go to the disk as they are
-    /// written, at most <see cref="WriteBackWindow"/> of them on their way at a time (the write of the next chunk
+    /// written, at most <see cref="WriteBackLimit"/> of them on their way at a time (the write of the next chunk
     /// waits for the oldest): a checkpoint writes tens of megabytes, and left to the fsync they would reach the disk
     /// in one burst that the journal's fsyncs, on the same disk, wait behind for tens of milliseconds, stalling every
     /// commit (docs/measurements.md, "Sixteenth round"). The fsync still makes them durable; a write-back that fails
@@ -862,21 +862,12 @@ internal sealed class PageStore : IDisposable
     {
         try
         {
-            int oldest = 0; // the first chunk whose write-back was started and not yet waited for
-            long inFlight = 0; // the bytes of chunks [oldest, i)
-            for (int i = 0; i < chunks.Length; i++)
+            var window = new WriteBackWindow(_file.WriteBack, WriteBackLimit);
+            foreach (NewChunk chunk in chunks)
             {
-                ChunkInfo chunk = chunks[i].Info;
-                while (oldest < i && inFlight + chunk.Length > WriteBackWindow)
-                {
-                    ChunkInfo written = chunks[oldest++].Info;
-                    _file.WriteBack(written.FileOffset, written.Length, wait: true);
-                    inFlight -= written.Length;
-                }
-
-                WriteChunk(chunks[i]);
-                _file.WriteBack(chunk.FileOffset, chunk.Length, wait: false);
-                inFlight += chunk.Length;
+                window.MakeRoom(chunk.Info.Length);
+                WriteChunk(chunk);
+                window.Start(chunk.Info.FileOffset, chunk.Info.Length);
             }
 
             _file.Sync();

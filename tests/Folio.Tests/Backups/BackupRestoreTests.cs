@@ -1150,6 +1150,88 @@ public sealed class BackupRestoreTests
     }
 
     [Fact]
+    public async Task A_restore_sends_the_chunks_to_the_disk_as_it_writes_them_and_fails_when_that_fails()
+    {
+        using var dir = new TempDirectory();
+        string source = Path.Combine(dir.Path, "source");
+        string backup = Path.Combine(dir.Path, "store.backup");
+        await using (var store = DocumentStore.Open(source, TestStoreOptions.ManualCheckpoints()))
+        {
+            // About 12 MB of pages: chunk bytes for several write-back pieces of 4 MiB.
+            byte[] json = Encoding.UTF8.GetBytes($"{{\"pad\":\"{new string('x', 1000)}\"}}");
+            for (int i = 0; i < 10_000; i += 500)
+            {
+                var batch = new CommitBatch();
+                for (int k = i; k < i + 500; k++)
+                {
+                    batch.Put("Doc", $"d{k:D5}", json);
+                }
+
+                await store.WriteAsync(batch);
+            }
+
+            await store.CheckpointAsync();
+            await store.BackupAsync(backup);
+        }
+
+        var files = new FaultInjectingFileSystem
+        {
+            Matches = static path => Path.GetFileName(path) == DocumentStore.DataFileName,
+        };
+        DocumentStoreOptions storeOptions = TestStoreOptions.ManualCheckpoints();
+        storeOptions.FileSystem = files;
+        string target = Path.Combine(dir.Path, "restored");
+        async Task<RestoreResult> RestoreAsync()
+        {
+            await using FileStream stream = File.OpenRead(backup);
+            return await Folio.Backups.StoreRestorer.RestoreAsync([PipeReader.Create(stream)], target,
+                new RestoreOptions(), storeOptions, CancellationToken.None);
+        }
+
+        // A write-back that fails fails the restore, which leaves nothing.
+        files.Arm(FileFault.WriteBackFails, 1);
+        await Assert.ThrowsAnyAsync<IOException>(RestoreAsync);
+        Assert.Equal(FileFault.None, files.Armed);
+        Assert.Equal(["source", "store.backup"],
+            Directory.GetFileSystemEntries(dir.Path).Select(Path.GetFileName).Order(StringComparer.Ordinal));
+
+        files.WriteBacks.Clear();
+        RestoreResult restored = await RestoreAsync();
+        Assert.Equal(10_000, restored.Documents);
+
+        // Pieces of at most 4 MiB (and a frame), started in file order within the chunks, never overlapping, the
+        // oldest waited for first and at most 32 MiB on their way; together they cover the chunks' bytes.
+        const long Piece = 4L * 1024 * 1024;
+        var onItsWay = new Queue<(long Offset, long Length)>();
+        long inFlight = 0;
+        long started = 0;
+        var ranges = new List<(long Offset, long Length)>();
+        foreach ((string _, long offset, long length, bool wait) in files.WriteBacks)
+        {
+            if (wait)
+            {
+                Assert.Equal(onItsWay.Dequeue(), (offset, length));
+                inFlight -= length;
+                continue;
+            }
+
+            Assert.True(length is > 0 and < Piece + (1024 * 1024), $"a piece of {length} bytes");
+            Assert.True(inFlight + length <= 8 * Piece || inFlight == 0, $"{inFlight} + {length} bytes on their way");
+            Assert.All(ranges, earlier => Assert.True(
+                offset >= earlier.Offset + earlier.Length || offset + length <= earlier.Offset, "pieces overlap"));
+            ranges.Add((offset, length));
+            onItsWay.Enqueue((offset, length));
+            inFlight += length;
+            started += length;
+        }
+
+        long dataFile = new FileInfo(Path.Combine(target, DocumentStore.DataFileName)).Length;
+        Assert.True(ranges.Count >= 3, $"{ranges.Count} pieces");
+        Assert.True(ranges.All(range => range.Offset >= 8192 && range.Offset + range.Length <= dataFile));
+        Assert.True(started > dataFile * 9 / 10, $"{started} of {dataFile} bytes sent");
+    }
+
+    [Fact]
     public async Task A_restore_removes_what_killed_restores_into_its_folder_left_and_keeps_running_ones()
     {
         using var dir = new TempDirectory();
