@@ -69,10 +69,9 @@ internal sealed class StoreRestorer : IDisposable
     // Chunks.
     private IStorageFile? _data;
     private WriteBackWindow? _dataWriteBack;
-    private long _writeBackFrom; // the written range of the data file whose write-back is not started yet
-    private long _writeBackLength;
     private readonly List<(long Offset, long Length)> _chunks = [];
     private long _chunkWritten = -1; // bytes of the current chunk written; -1: none open
+    private long _chunkSent; // bytes of the current chunk whose write-back was started
     private long _chunkBytes;
     private bool _chunksDone;
 
@@ -583,6 +582,7 @@ internal sealed class StoreRestorer : IDisposable
         _chunks.Add((offset, length));
         _chunkBytes += length;
         _chunkWritten = 0;
+        _chunkSent = 0;
     }
 
     private void WriteChunkData(ReadOnlySpan<byte> payload)
@@ -593,34 +593,19 @@ internal sealed class StoreRestorer : IDisposable
             Corrupt("chunk data runs past its chunk");
         }
 
-        long at = offset + _chunkWritten;
-        _data!.Write(payload, at);
+        _data!.Write(payload, offset + _chunkWritten);
         _chunkWritten += payload.Length;
-        if (_writeBackLength > 0 && _writeBackFrom + _writeBackLength != at)
-        {
-            StartWriteBack();
-        }
 
-        if (_writeBackLength == 0)
+        // The chunk's bytes written since the last piece go to the disk once they make a piece or end the chunk. A
+        // restore of a gigabyte otherwise leaves all of it dirty in the page cache (charged to a container's memory)
+        // until the data file's sync at the end, which then sends it in one burst.
+        long unsent = _chunkWritten - _chunkSent;
+        if (unsent >= WriteBackPiece || _chunkWritten == length)
         {
-            _writeBackFrom = at;
+            _dataWriteBack!.MakeRoom(unsent);
+            _dataWriteBack.Start(offset + _chunkSent, unsent);
+            _chunkSent = _chunkWritten;
         }
-
-        _writeBackLength += payload.Length;
-        if (_writeBackLength >= WriteBackPiece)
-        {
-            StartWriteBack();
-        }
-    }
-
-    /// <summary>Sends the chunk bytes written since the last call to the disk (<see cref="WriteBackWindow"/>). A
-    /// restore of a gigabyte otherwise leaves all of it dirty in the page cache (charged to a container's memory)
-    /// until the data file's sync at the end, which then sends it in one burst.</summary>
-    private void StartWriteBack()
-    {
-        _dataWriteBack!.MakeRoom(_writeBackLength);
-        _dataWriteBack.Start(_writeBackFrom, _writeBackLength);
-        _writeBackLength = 0;
     }
 
     /// <summary>After the last chunk: checks that every chunk arrived whole, then writes the header slot that makes
@@ -642,11 +627,6 @@ internal sealed class StoreRestorer : IDisposable
         _chunksDone = true;
         if (_data is not null)
         {
-            if (_writeBackLength > 0)
-            {
-                StartWriteBack();
-            }
-
             byte[] slot = new byte[DataFileHeader.SlotSize];
             new DataFileHeader(_begin.Generation, _begin.ChunkId, _begin.ChunkOffset, _begin.ChunkLength,
                 _begin.CheckpointSequence).Write(slot);
