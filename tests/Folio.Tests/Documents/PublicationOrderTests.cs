@@ -103,7 +103,7 @@ public sealed class PublicationOrderTests
     }
 
     /// <summary>
-    /// A group of many batches is applied to the index while its fsync runs (on the sync thread): when that fsync
+    /// A group of many batches is applied to the index (on the apply thread) while its fsync runs: when that fsync
     /// fails, none of the group's documents may become visible (by id, by range, or in the visible sequence), and
     /// the commit acknowledged before it stays readable.
     /// </summary>
@@ -124,8 +124,9 @@ public sealed class PublicationOrderTests
         // may commit inline
         Task<long> first = Task.Run(() => store.PutAsync("users", "first", "{}"u8.ToArray()).AsTask());
         Assert.True(files.SyncWaiting.Wait(TimeSpan.FromSeconds(30)), "the first group reached its fsync");
-        var group = Enumerable.Range(0, 16).Select(i => store.PutAsync("users", $"g/{i:D2}", "{}"u8.ToArray()).AsTask())
-            .ToList();
+        int size = CommitPipeline.MinBatchesToApplyDuringSync + 8;
+        var group = Enumerable.Range(0, size)
+            .Select(i => store.PutAsync("users", $"g/{i:D2}", "{}"u8.ToArray()).AsTask()).ToList();
         // the first group's sync is past its fault check: the next sync, the group's, fails
         files.Arm(FileFault.SyncFails);
         gate.Set();
@@ -140,7 +141,7 @@ public sealed class PublicationOrderTests
         Assert.Equal(firstSequence, store.LastCommittedSequence);
         Assert.NotNull(store.Get("users", "before"));
         Assert.NotNull(store.Get("users", "first"));
-        for (int i = 0; i < 16; i++)
+        for (int i = 0; i < size; i++)
         {
             Assert.Null(store.Get("users", $"g/{i:D2}"));
         }

@@ -1,5 +1,6 @@
 using System.Collections.Concurrent;
 using Folio.Pages;
+using Folio.Transactions;
 using Folio.Tests.Infrastructure;
 
 namespace Folio.Tests.Documents;
@@ -7,7 +8,8 @@ namespace Folio.Tests.Documents;
 /// <summary>
 /// A process that cannot create another thread (its threads, memory or file descriptors exhausted, as under a
 /// container's pids limit): <see cref="Thread.Start()"/> throws <see cref="OutOfMemoryException"/>. An open fails
-/// saying why and leaves nothing running; a commit whose group would sync on the sync thread syncs on its committer;
+/// saying why and leaves nothing running; a group that would be applied on the apply thread during its sync is
+/// applied by its committer after the sync;
 /// a range read goes on without its prefetch. The refusal is process-wide (<see cref="DedicatedThread.Refuse"/>), so
 /// these tests run alone.
 /// </summary>
@@ -40,24 +42,24 @@ public sealed class ThreadStartFailureTests : IDisposable
     }
 
     [Fact]
-    public async Task Commits_whose_sync_thread_cannot_be_started_sync_on_their_committer_and_all_succeed()
+    public async Task Commits_whose_apply_thread_cannot_be_started_are_applied_by_their_committer_and_all_succeed()
     {
         using var dir = new TempDirectory();
         int refused = 0;
-        DedicatedThread.Refuse = name => name == "Folio group sync" && Interlocked.Increment(ref refused) > 0;
+        DedicatedThread.Refuse = name => name == ApplyThread.ThreadName && Interlocked.Increment(ref refused) > 0;
         var files = new FaultInjectingFileSystem { SyncGateHoldsOne = true };
         DocumentStoreOptions options = TestStoreOptions.TinySegments();
         options.FileSystem = files;
         var acknowledged = new Dictionary<string, long>();
         await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
         {
-            // The first commit's fsync is held, so the next 16 queue behind it and form one group: a group of 4 or
-            // more batches syncs on the sync thread while its committer applies it.
+            // The first commit's fsync is held, so the next ones queue behind it and form one group, large enough to
+            // be applied on the apply thread while its committer syncs it.
             using var gate = new ManualResetEventSlim();
             files.SyncGate = gate;
             Task<long> first = Task.Run(async () => await store.PutAsync("c", "first", "{}"u8.ToArray()));
             Assert.True(files.SyncWaiting.Wait(TestDeadline.Hang));
-            Task<long>[] queued = Enumerable.Range(0, 16)
+            Task<long>[] queued = Enumerable.Range(0, CommitPipeline.MinBatchesToApplyDuringSync + 8)
                 .Select(i => Task.Run(async () => await store.PutAsync("c", $"q{i}", "{}"u8.ToArray()))).ToArray();
             await Task.Delay(100); // they reach the queue
             gate.Set();
@@ -67,7 +69,7 @@ public sealed class ThreadStartFailureTests : IDisposable
                 acknowledged[$"q{i}"] = await queued[i].WaitAsync(TestDeadline.Hang);
             }
 
-            Assert.True(refused > 0, "no group was large enough to want the sync thread");
+            Assert.True(refused > 0, "no group was large enough to want the apply thread");
             Assert.False(store.IsFaulted);
             acknowledged["after"] = await store.PutAsync("c", "after", "{}"u8.ToArray());
         }

@@ -298,16 +298,20 @@ public sealed class TransactionMergerTests
         Assert.Equal(0, fixture.State.GetVersion(new DocumentKey("c", "p0")));
     }
 
+    /// <summary><paramref name="groupSize"/> 0: one commit, inline on its caller's thread; 3: a group applied after
+    /// its fsync; past <see cref="CommitPipeline.MinBatchesToApplyDuringSync"/>: a group applied on the apply thread
+    /// while its fsync runs.</summary>
     [Theory]
-    [InlineData(false)]
-    [InlineData(true)]
+    [InlineData(0)]
+    [InlineData(3)]
+    [InlineData(CommitPipeline.MinBatchesToApplyDuringSync + 4)]
     public async Task A_group_in_the_journal_that_the_state_fails_to_apply_faults_the_store_and_tells_its_waiters(
-        bool merged)
+        int groupSize)
     {
         var fixture = new MergerFixture(OneGroupInFlight);
         try
         {
-            await ApplyFailureFaultsTheStore(fixture, merged);
+            await ApplyFailureFaultsTheStore(fixture, groupSize);
         }
         finally
         {
@@ -315,21 +319,32 @@ public sealed class TransactionMergerTests
         }
     }
 
-    private static async Task ApplyFailureFaultsTheStore(MergerFixture fixture, bool merged)
+    private static async Task ApplyFailureFaultsTheStore(MergerFixture fixture, int groupSize)
     {
-        fixture.State.ApplyFault = static batch => batch.Commands[0].Key.Id == "boom"
-            ? new InvalidOperationException("apply failed") : null;
+        string? appliedOn = null;
+        fixture.State.ApplyFault = batch =>
+        {
+            if (batch.Commands[0].Key.Id != "boom")
+            {
+                return null;
+            }
+
+            appliedOn = Thread.CurrentThread.Name;
+            return new InvalidOperationException("apply failed");
+        };
         await fixture.Merger.CommitAsync(new CommitBatch().Put("c", "before", Json("{}")));
 
         List<Task<CommitResult>> group;
-        if (merged)
+        if (groupSize > 0)
         {
             // Pool committer: "boom" and its neighbours queue behind a held fsync and commit as one group.
             Task<CommitResult>? first = null;
             var gate = fixture.HoldNextSync(()
                 => first = Task.Run(()
                 => fixture.Merger.CommitAsync(new CommitBatch().Put("c", "first", Json("{}"))).AsTask()));
-            group = new[] { "left", "boom", "right" }.Select(id
+            IEnumerable<string> ids = Enumerable.Range(0, groupSize)
+                .Select(i => i == groupSize / 2 ? "boom" : $"n{i}");
+            group = ids.Select(id
                 => fixture.Merger.CommitAsync(new CommitBatch().Put("c", id, Json("{}"))).AsTask()).ToList();
             gate.Set();
             await first!.WaitAsync(TestDeadline.Hang);
@@ -347,6 +362,8 @@ public sealed class TransactionMergerTests
             Assert.IsType<InvalidOperationException>(error.InnerException);
             Assert.Contains("written to the journal", error.Message, StringComparison.Ordinal);
         }
+
+        Assert.Equal(groupSize >= CommitPipeline.MinBatchesToApplyDuringSync, appliedOn == ApplyThread.ThreadName);
 
         // The store is faulted and says so at once. The group was never published to journal readers (it was not
         // applied), but it is in the journal: reopening replays it.
