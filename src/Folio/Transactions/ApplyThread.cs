@@ -29,9 +29,11 @@ internal sealed class ApplyThread : IDisposable
     /// <summary>The thread's name, which tests refuse to start (<see cref="DedicatedThread.Refuse"/>).</summary>
     public const string ThreadName = "Folio group apply";
 
-    /// <summary>How long <see cref="Wait"/> spins before it sleeps: 200 µs, in Stopwatch ticks. By then the apply is
-    /// running (it started before the fsync did), and a sleeping committer would pay a wake-up on top.</summary>
-    private static readonly long s_spinTicks = Stopwatch.Frequency / 5_000;
+    /// <summary>How long <see cref="Wait"/> spins (yielding its processor to any thread that is ready) before it
+    /// sleeps: 1 ms, in Stopwatch ticks, about the apply of 600 single-document batches. The apply started before the
+    /// fsync did and is running, so the wait is short, and a committer that slept would pay a wake-up on top of it
+    /// (the largest groups apply for longer than a fast disk's fsync takes).</summary>
+    private static readonly long s_spinTicks = Stopwatch.Frequency / 1_000;
 
     private readonly Action<InFlightGroup> _apply;
     private readonly Thread _thread;
