@@ -494,7 +494,7 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
         return !_pending.IsEmpty || Volatile.Read(ref _committerActive) != 0 || _pipeline.GroupsInFlight != 0;
     }
 
-    /// <summary>After the drain: syncs (and so publishes) what was appended, and releases the sync thread, the metrics
+    /// <summary>After the drain: syncs (and so publishes) what was appended, and releases the apply thread, the metrics
     /// and the queue's semaphore.</summary>
     private void CloseAfterDrain()
     {
