@@ -7,8 +7,10 @@ namespace Folio.Transactions;
 /// <para>
 /// Owners. The committer fills it (every field but <see cref="Done"/>) before the group enters the pipeline's
 /// in-flight queue, under the pipeline's lock; from then on the thread that finishes it writes the sync's outcome
-/// (<see cref="SyncElapsed"/>, <see cref="Failure"/>, the apply-during-sync fields) before it takes the lock and sets
-/// <see cref="Done"/>, and whichever thread completes it reads them under the lock. <see cref="Writes"/> is read
+/// (<see cref="SyncElapsed"/>, <see cref="Failure"/>, <see cref="Applied"/>) before it takes the lock and sets
+/// <see cref="Done"/>, and whichever thread completes it reads them under the lock. A group applied during its sync
+/// is applied by the <see cref="ApplyThread"/>, which writes <see cref="ApplyFailure"/> before it signals the
+/// finishing thread, whose wait for that signal returns before it takes the lock. <see cref="Writes"/> is read
 /// without the lock by a later committer's validation (see <see cref="CommitPipeline"/>): it is filled before the
 /// group is queued and cleared only when the committer rents the group again.
 /// </para>

@@ -9,9 +9,8 @@ namespace Folio.Tests.Documents;
 /// A process that cannot create another thread (its threads, memory or file descriptors exhausted, as under a
 /// container's pids limit): <see cref="Thread.Start()"/> throws <see cref="OutOfMemoryException"/>. An open fails
 /// saying why and leaves nothing running; a group that would be applied on the apply thread during its sync is
-/// applied by its committer after the sync;
-/// a range read goes on without its prefetch. The refusal is process-wide (<see cref="DedicatedThread.Refuse"/>), so
-/// these tests run alone.
+/// applied by its committer after the sync; a range read goes on without its prefetch. The refusal is process-wide
+/// (<see cref="DedicatedThread.Refuse"/>), so these tests run alone.
 /// </summary>
 [Collection(SerialTests.Name)]
 public sealed class ThreadStartFailureTests : IDisposable
