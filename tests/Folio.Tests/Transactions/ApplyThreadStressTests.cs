@@ -1,0 +1,89 @@
+using System.Text;
+using Folio.Tests.Infrastructure;
+using Folio.Transactions;
+
+namespace Folio.Tests.Transactions;
+
+/// <summary>
+/// Groups large enough to be applied on the <see cref="ApplyThread"/> while their committer syncs them, under 64
+/// writers, with readers checking every version they read: a version is never visible before its group is durable,
+/// never goes back, and is visible by the time its commit is acknowledged; the journal holds every acknowledged commit.
+/// </summary>
+public sealed class ApplyThreadStressTests
+{
+    private const int Writers = 64;
+
+    [Fact]
+    public async Task Commits_applied_beside_their_fsync_are_visible_in_order_and_never_before_they_are_durable()
+    {
+        using var fixture = new MergerFixture(static o => o.MaxGroupsInFlight = 1);
+        int onApplyThread = 0;
+        fixture.State.ApplyFault = _ =>
+        {
+            if (Thread.CurrentThread.Name == ApplyThread.ThreadName)
+            {
+                Interlocked.Increment(ref onApplyThread);
+            }
+
+            return null;
+        };
+        DocumentKey[] keys = [.. Enumerable.Range(0, Writers).Select(w => new DocumentKey("c", $"w{w}"))];
+        var acknowledged = new long[Writers];
+        string? violation = null;
+        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(StressDuration.Seconds(3)));
+        byte[] json = Encoding.UTF8.GetBytes("{}");
+
+        Task[] writers = [.. Enumerable.Range(0, Writers).Select(w => Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                CommitResult result = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"w{w}", json));
+                long seen = fixture.State.GetVersion(keys[w]); // only this writer writes its key
+                if (seen != result.Sequence)
+                {
+                    Interlocked.CompareExchange(ref violation,
+                        $"writer {w} read {seen} right after commit {result.Sequence} was acknowledged", null);
+                }
+
+                Volatile.Write(ref acknowledged[w], result.Sequence);
+            }
+        }))];
+        Task[] readers = [.. Enumerable.Range(0, 2).Select(_ => Task.Run(() =>
+        {
+            var last = new long[Writers];
+            while (!stop.IsCancellationRequested)
+            {
+                for (int w = 0; w < Writers; w++)
+                {
+                    long acked = Volatile.Read(ref acknowledged[w]);
+                    long version = fixture.State.GetVersion(keys[w]);
+                    long durable = fixture.Journal.DurableSequence;
+                    string? problem = version < last[w] ? $"went back from {last[w]} to {version}"
+                        : version < acked ? $"is {version} after commit {acked} was acknowledged"
+                        : version > durable ? $"is {version} before it was durable ({durable})"
+                        : null;
+                    if (problem is not null)
+                    {
+                        Interlocked.CompareExchange(ref violation, $"key w{w} {problem}", null);
+                    }
+
+                    last[w] = version;
+                }
+            }
+        }))];
+        await Task.WhenAll([.. writers, .. readers]).WaitAsync(TestDeadline.Hang);
+
+        Assert.Null(violation);
+        Assert.True(onApplyThread > 0, "no group was large enough to be applied on the apply thread");
+        var lastInJournal = new Dictionary<string, long>();
+        foreach ((long sequence, long _, List<BatchCommand> commands) in fixture.ReadBatches())
+        {
+            lastInJournal[commands[0].Key.Id] = sequence;
+        }
+
+        for (int w = 0; w < Writers; w++)
+        {
+            Assert.Equal(acknowledged[w], lastInJournal.GetValueOrDefault($"w{w}"));
+        }
+    }
+}
