@@ -74,6 +74,7 @@ internal sealed class CommitPipeline : IDisposable
     private int _inFlightCount;
     private long _batchesInFlight;
     private int _stragglers;
+    private long _groupsAppliedDuringSync;
     private ApplyThread? _applyThread; // created by the first group applied during its sync; one group in flight then
 
     public CommitPipeline(WriteAheadJournal journal, ICommitState state, TransactionMergerOptions options,
@@ -104,6 +105,9 @@ internal sealed class CommitPipeline : IDisposable
     /// it completed (before its acknowledgements, when none of its writers can be back yet): the group fill's hint.
     /// </summary>
     public int Stragglers => Volatile.Read(ref _stragglers);
+
+    /// <summary>Groups handed to the <see cref="ApplyThread"/> while their fsync ran.</summary>
+    public long GroupsAppliedDuringSync => Volatile.Read(ref _groupsAppliedDuringSync);
 
     /// <summary>
     /// Under the committer role: reserves a slot unless all are taken, and copies the groups in flight, oldest first,
@@ -179,6 +183,7 @@ internal sealed class CommitPipeline : IDisposable
             if (apply is not null)
             {
                 group.Applied = true;
+                Volatile.Write(ref _groupsAppliedDuringSync, _groupsAppliedDuringSync + 1); // one group in flight
                 apply.Start(group);
             }
 

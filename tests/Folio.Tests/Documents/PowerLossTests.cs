@@ -29,6 +29,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
     private const int DefaultCuts = 300;
     private const int CutsPerChain = 15;
     private const int Writers = 3;
+    private const int DefaultWideCuts = 60;
+    private const int WideWriters = 48;
 
     [Fact]
     public void The_simulator_keeps_synced_writes_and_synced_names_and_may_lose_the_rest()
@@ -81,10 +83,22 @@ public sealed class PowerLossTests(ITestOutputHelper output)
     }
 
     [Fact]
-    public async Task Every_durable_commit_survives_power_cuts_no_batch_is_partial_and_nothing_unwritten_appears()
+    public Task Every_durable_commit_survives_power_cuts_no_batch_is_partial_and_nothing_unwritten_appears() =>
+        CutAndRecoverAsync(Writers, DefaultCuts, wide: false);
+
+    /// <summary>
+    /// The same with <see cref="WideWriters"/> writers of small batches, durable, one group in flight: groups of
+    /// <see cref="CommitPipeline.MinBatchesToApplyDuringSync"/> batches and more are applied on the apply thread while
+    /// their fsync runs, so cuts land while a group sits applied and unpublished, and its failed sync must fail it.
+    /// </summary>
+    [Fact]
+    public Task Every_durable_commit_survives_power_cuts_while_large_groups_are_applied_beside_their_fsync() =>
+        CutAndRecoverAsync(WideWriters, DefaultWideCuts, wide: true);
+
+    private async Task CutAndRecoverAsync(int writerCount, int defaultCuts, bool wide)
     {
         int cuts = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_CUTS"), out int c) ? c
-            : DefaultCuts;
+            : defaultCuts;
         int seed = int.TryParse(Environment.GetEnvironmentVariable("FOLIO_POWERLOSS_SEED"), out int s) ? s
             : Random.Shared.Next();
         var random = new Random(seed);
@@ -105,11 +119,20 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                 }
 
                 current = Path.Combine(work.Path, $"g{generation++}");
-                writers = [.. Enumerable.Range(0, Writers).Select(w => new WriterModel(w))];
+                writers = [.. Enumerable.Range(0, writerCount).Select(w => new WriterModel(w))];
             }
 
             var files = new PowerLossFileSystem(current);
             DocumentStoreOptions options = RandomOptions(random, files);
+            if (wide)
+            {
+                // Small batches, many to a group, and one group in flight, so large groups apply beside their sync.
+                options.Durability = DurabilityMode.Durable;
+                options.MaxGroupsInFlight = 1;
+                options.SegmentSize = 256 * 1024;
+                options.MaxGroupBytes = 64 * 1024;
+            }
+
             string context = $"seed {seed}, cut {cut}, options {Describe(options)}; the last cut kept:\n  " +
                 $"{string.Join("\n  ", lastCut)}";
             DocumentStore store;
@@ -131,11 +154,15 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                 }
 
                 DurabilityMode?[] modes = [.. writers.Select(_
-                    => (DurabilityMode?)(
-                    random.Next(3) switch { 0 => DurabilityMode.Durable, 1 => DurabilityMode.Buffered, _ => null }))];
+                    => (DurabilityMode?)(random.Next(wide ? 12 : 3) switch
+                    {
+                        0 => DurabilityMode.Durable, 1 => DurabilityMode.Buffered, _ => null,
+                    }))];
+                (int Min, int Max) padding = wide ? (10, 100) : (100, 1500);
                 List<Task> running = [.. writers.Select((w, i)
                     => Task.Run(()
-                    => WriteUntilThePowerGoesAsync(store, w, modes[i] ?? options.Durability, modes[i], stats)))];
+                    => WriteUntilThePowerGoesAsync(store, w, modes[i] ?? options.Durability, modes[i], padding,
+                        stats)))];
 
                 // The cut comes from a thread of its own: writers whose commits complete inline can keep the pool's
                 // threads busy, and a timer's callback would wait for them.
@@ -148,6 +175,7 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                 cutter.Start();
                 await Task.WhenAll(running).WaitAsync(TestDeadline.Hang);
                 cutter.Join();
+                stats.GroupsAppliedDuringSync += store.Merger.GroupsAppliedDuringSync;
             }
             finally
             {
@@ -174,8 +202,10 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             $"({stats.AcknowledgedDurable} durable), {stats.DurableChecked} durable acknowledgements checked after a " +
                 $"cut, " +
             $"{stats.BufferedLost} buffered acknowledgements lost as allowed, {stats.MaxSegments} segments at most, " +
-            $"{stats.OpensFromCheckpoint} opens from a checkpoint, {stats.OpensOfPurgedJournal} of a purged journal");
+            $"{stats.OpensFromCheckpoint} opens from a checkpoint, {stats.OpensOfPurgedJournal} of a purged journal, " +
+            $"{stats.GroupsAppliedDuringSync} groups applied beside their fsync");
         Assert.Equal(cuts, stats.Cuts);
+        Assert.True(!wide || stats.GroupsAppliedDuringSync > 0, "no group was applied beside its fsync");
         Assert.True(stats.DurableChecked > 0 && stats.MaxSegments > 2,
             $"the workload must acknowledge durable commits and rotate: {stats.DurableChecked}, {stats.MaxSegments}");
         Assert.True(stats.OpensFromCheckpoint > 0 && stats.OpensOfPurgedJournal > 0,
@@ -336,13 +366,13 @@ public sealed class PowerLossTests(ITestOutputHelper output)
 
     /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
     private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer,
-        DurabilityMode effective, DurabilityMode? sessionMode, Stats stats)
+        DurabilityMode effective, DurabilityMode? sessionMode, (int Min, int Max) paddingLength, Stats stats)
     {
         var random = new Random(writer.Id * 7919 + (int)writer.Attempted);
         while (true)
         {
             long batch = ++writer.Attempted;
-            string padding = new('p', random.Next(100, 1500));
+            string padding = new('p', random.Next(paddingLength.Min, paddingLength.Max));
             try
             {
                 await using DocumentSession session = store.OpenSession();
@@ -474,6 +504,7 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         public int MaxSegments;
         public int OpensFromCheckpoint;
         public int OpensOfPurgedJournal;
+        public long GroupsAppliedDuringSync;
     }
 
     /// <summary>Disposes a storage file at the end of a using block.</summary>
