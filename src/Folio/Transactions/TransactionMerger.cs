@@ -105,7 +105,8 @@ internal sealed class TransactionMerger : IDisposable, IAsyncDisposable
     /// <summary>Groups written and not yet completed (diagnostics and tests).</summary>
     public int GroupsInFlight => _pipeline.GroupsInFlight;
 
-    /// <summary>Groups handed to the apply thread while their fsync ran (tests: a workload reaches that path).</summary>
+    /// <summary>Groups handed to the apply thread while their fsync ran (tests: a workload reaches that
+    /// path).</summary>
     public long GroupsAppliedDuringSync => _pipeline.GroupsAppliedDuringSync;
 
     /// <summary>
