@@ -108,7 +108,8 @@ public sealed class WriteCancellationTests
                     await racer;
                 }
             }))];
-            await Task.WhenAll(writers).WaitAsync(TestDeadline.Hang);
+            // The writers run until the timer stops them (the run's length, extended by at most 60 s) and then finish.
+            await Task.WhenAll(writers).WaitAsync(TimeSpan.FromSeconds(seconds + 60) + TestDeadline.Hang);
             AssertOutcomes(store, acknowledged, refused);
         }
 

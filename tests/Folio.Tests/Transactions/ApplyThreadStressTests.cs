@@ -30,7 +30,8 @@ public sealed class ApplyThreadStressTests
         DocumentKey[] keys = [.. Enumerable.Range(0, Writers).Select(w => new DocumentKey("c", $"w{w}"))];
         var acknowledged = new long[Writers];
         string? violation = null;
-        using var stop = new CancellationTokenSource(TimeSpan.FromSeconds(StressDuration.Seconds(3)));
+        TimeSpan duration = TimeSpan.FromSeconds(StressDuration.Seconds(3));
+        using var stop = new CancellationTokenSource(duration);
         byte[] json = Encoding.UTF8.GetBytes("{}");
 
         Task[] writers = [.. Enumerable.Range(0, Writers).Select(w => Task.Run(async () =>
@@ -71,7 +72,7 @@ public sealed class ApplyThreadStressTests
                 }
             }
         }))];
-        await Task.WhenAll([.. writers, .. readers]).WaitAsync(TestDeadline.Hang);
+        await Task.WhenAll([.. writers, .. readers]).WaitAsync(duration + TestDeadline.Hang); // a hang past the run
 
         Assert.Null(violation);
         Assert.True(onApplyThread > 0, "no group was large enough to be applied on the apply thread");
