@@ -129,7 +129,7 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                 // Small batches, many to a group, and one group in flight, so large groups apply beside their sync.
                 options.Durability = DurabilityMode.Durable;
                 options.MaxGroupsInFlight = 1;
-                options.SegmentSize = 256 * 1024;
+                options.SegmentSize = 128 * 1024;
                 options.MaxGroupBytes = 64 * 1024;
             }
 
@@ -206,7 +206,9 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             $"{stats.GroupsAppliedDuringSync} groups applied beside their fsync");
         Assert.Equal(cuts, stats.Cuts);
         Assert.True(!wide || stats.GroupsAppliedDuringSync > 0, "no group was applied beside its fsync");
-        Assert.True(stats.DurableChecked > 0 && stats.MaxSegments > 2,
+        // The wide workload's checkpoints purge its few larger segments as fast as it fills them, so it may never
+        // hold three at an open; a purged journal at an open shows that it rotated.
+        Assert.True(stats.DurableChecked > 0 && (wide || stats.MaxSegments > 2),
             $"the workload must acknowledge durable commits and rotate: {stats.DurableChecked}, {stats.MaxSegments}");
         Assert.True(stats.OpensFromCheckpoint > 0 && stats.OpensOfPurgedJournal > 0,
             $"checkpoints and purges must run: {stats.OpensFromCheckpoint}, {stats.OpensOfPurgedJournal}");
