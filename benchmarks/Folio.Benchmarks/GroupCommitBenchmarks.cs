@@ -177,12 +177,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         _merger = new TransactionMerger(_journal, _versions, new TransactionMergerOptions());
         _store = DocumentStore.Open(NewFolder("folio"),
             new DocumentStoreOptions { Durability = DurabilityMode.Durable });
-        _storeWithoutCheckpoints = DocumentStore.Open(NewFolder("folio-no-checkpoints"), new DocumentStoreOptions
-        {
-            Durability = DurabilityMode.Durable,
-            CheckpointThreshold = 1L << 50,
-            CheckpointInterval = Timeout.InfiniteTimeSpan,
-        });
+        _storeWithoutCheckpoints = DocumentStore.Open(NewFolder("folio-no-checkpoints"),
+            JournalOnlyStoreOptions.Create(DurabilityMode.Durable));
 
         string sqlitePath = Path.Combine(NewFolder("sqlite"), "db.sqlite");
         _sqlite = new SqliteConnection[Writers];

@@ -33,17 +33,7 @@ public class OpenBenchmarks : BenchmarkDirectory
         _checkpointed = NewFolder("checkpointed");
         _replay = NewFolder("replay");
         Build(_checkpointed, new DocumentStoreOptions());
-        // No checkpoint of any kind: not by journal size (nor by the backpressure threshold's half, which the default
-        // sizes from the machine's memory), not on a timer, not when the changes outgrow the memory the store gives
-        // them; any of them would purge the journal this case must replay whole.
-        Build(_replay, new DocumentStoreOptions
-        {
-            CheckpointThreshold = 1L << 50,
-            CheckpointBackpressureThreshold = 1L << 50,
-            CheckpointInterval = Timeout.InfiniteTimeSpan,
-            TestCheckpointMemory = 1L << 50,
-            CheckpointOnClose = false,
-        });
+        Build(_replay, JournalOnlyStoreOptions.Create(DurabilityMode.Buffered));
         File.Delete(Path.Combine(_replay, "data.folio"));
         long checkpointedBytes = FolderBytes(_checkpointed);
         long replayBytes = FolderBytes(_replay);

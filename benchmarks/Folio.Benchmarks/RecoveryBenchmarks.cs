@@ -35,9 +35,7 @@ public class RecoveryBenchmarks : BenchmarkDirectory
     {
         CreateRoot();
         _folder = NewFolder("store");
-        DocumentStoreOptions options = ReplayOptions();
-        options.Durability = DurabilityMode.Buffered;
-        using var store = DocumentStore.Open(_folder, options);
+        using var store = DocumentStore.Open(_folder, JournalOnlyStoreOptions.Create(DurabilityMode.Buffered));
         long valueBytes = 0;
         for (int start = 0; start < Documents; start += 1000)
         {
@@ -85,18 +83,10 @@ public class RecoveryBenchmarks : BenchmarkDirectory
     [Benchmark]
     public long OpenAndReplay()
     {
-        using var store = DocumentStore.Open(_folder, ReplayOptions());
+        using var store = DocumentStore.Open(_folder, JournalOnlyStoreOptions.Create(DurabilityMode.Durable));
         return store.LastCommittedSequence;
     }
 
-    /// <summary>A store that never checkpoints, not even at its close, so every open replays the whole journal (with
-    /// the defaults, the first close would checkpoint it and later opens replay nothing).</summary>
-    private static DocumentStoreOptions ReplayOptions() => new()
-    {
-        CheckpointThreshold = long.MaxValue / 8,
-        CheckpointInterval = Timeout.InfiniteTimeSpan,
-        CheckpointOnClose = false,
-    };
 
     /// <summary>Adds the two server-GC jobs to the shared one.</summary>
     private sealed class GarbageCollectors : ManualConfig
