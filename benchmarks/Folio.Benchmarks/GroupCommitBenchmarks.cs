@@ -26,8 +26,20 @@ namespace Folio.Benchmarks;
 /// group-commit-stats.csv in the benchmark folder. The fsync duration gives the latency-bound ceiling: W writers that
 /// each wait for their own commit can at best complete W commits per group fsync, so W / (average group fsync)
 /// commits/s.
+/// <para>
+/// Every case runs in <see cref="BenchmarkConstants.GroupCommitRounds"/> interleaved rounds of
+/// <see cref="BenchmarkConstants.GroupCommitIterations"/> measured iterations (<see cref="InterleavedRoundsOrderer"/>:
+/// at each writer count, every method of round 1, then every method of round 2 in reverse order, and so on), so the
+/// methods a target compares run beside each other four times instead of minutes apart once; the report pools the
+/// rounds. The stores of <c>FolioPut</c> and <c>FolioSession</c> are kept from one round to the next (closed without a
+/// checkpoint and reopened), so each round's window falls at another point of the store's checkpoint cycle, as in a
+/// service that has run for a while; a fresh store per round would put every window at the same point of the cycle,
+/// after the same warm-up. The other methods start afresh each round: nothing in them runs in cycles that long.
+/// </para>
 /// </summary>
 [IterationCount(BenchmarkConstants.GroupCommitIterations)]
+[WarmupCount(1)]
+[Config(typeof(InterleavedRoundsConfig))]
 public class GroupCommitBenchmarks : BenchmarkDirectory
 {
     /// <summary>Commits per invocation of the peers that commit one at a time (2048 commits take them 0.6-3.5
@@ -39,13 +51,13 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
 
     /// <summary>
     /// Commits per invocation of the Folio methods, <see cref="SqliteBatched"/> and <see cref="RawFdatasync"/>: 32768,
-    /// and 16 measured iterations. A store checkpoints every 64 MiB of journal (about 250,000 of these commits), and
-    /// a checkpoint takes CPU from the writers while it runs, so a window much shorter than that measures whether a
-    /// checkpoint happened to run in it, not the steady state: at 64 and 256 writers the 16 iterations are about
-    /// 520,000 commits, two checkpoints' worth. Every invocation starts its writers with Task.Run and waits for all
-    /// of them, a fixed cost of 0.3-3.5 ms (waking parked pool threads) that this many commits make negligible. The
-    /// raw loop gets the same count, so the one-writer comparison measures both over windows of the same length
-    /// (the disk's speed drifts within seconds).
+    /// and 4 rounds of 4 measured iterations. A store checkpoints every 64 MiB of journal (about 250,000 of these
+    /// commits), and a checkpoint takes CPU from the writers while it runs, so a window much shorter than that
+    /// measures whether a checkpoint happened to run in it, not the steady state: the 16 iterations are about 520,000
+    /// commits, two checkpoints' worth, on a store kept across the rounds. Every invocation starts its writers with
+    /// Task.Run and waits for all of them, a fixed cost of 0.3-3.5 ms (waking parked pool threads) that this many
+    /// commits make negligible. The raw loop gets the same count, so the one-writer comparison measures both over
+    /// windows of the same length (the disk's speed drifts within seconds).
     /// </summary>
     private const int CommitsPerInvoke = BenchmarkConstants.GroupCommitCommits;
 
@@ -63,7 +75,7 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     private byte[][] _documents = null!;
     private string[] _documentStrings = null!;
     private BenchUser[] _users = null!;
-    private int _round; // a new id per commit: ids are "u{writer}-{round}-{i}", the round advancing per invocation
+    private int _invocation; // a new id per commit: "u{writer}-{Round}.{invocation}-{i}", advancing per invocation
     private long[] _latencies = null!;
     private int _latencyCount;
     private long _groupsBefore;
@@ -78,10 +90,16 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     [Params(1, 16, 64, 256)]
     public int Writers { get; set; }
 
+    /// <summary>The round (1 to <see cref="BenchmarkConstants.GroupCommitRounds"/>); see the class's remarks.</summary>
+    [ParamsSource(nameof(Rounds))]
+    public int Round { get; set; }
+
+    public static IEnumerable<int> Rounds => Enumerable.Range(1, BenchmarkConstants.GroupCommitRounds);
+
     /// <summary>
     /// How long each method runs before BenchmarkDotNet's own warm-up: 5 s, at least one invocation. The
     /// per-iteration statistics need [IterationSetup], which makes every iteration a single invocation, so the job's
-    /// two warm-up iterations alone would measure code the JIT has not optimized yet (tier 0); and at 64 and 256
+    /// one warm-up iteration alone would measure code the JIT has not optimized yet (tier 0); and at 64 and 256
     /// writers 5 s hold the store's first checkpoints, whose code runs unoptimized too (a store checkpoints about
     /// every 1.2 s there, so the first one would otherwise fall into the measured window).
     /// </summary>
@@ -90,56 +108,56 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     [GlobalSetup(Target = nameof(FolioPut))]
     public void SetupFolioPut()
     {
-        Setup();
+        Setup(nameof(FolioPut));
         WarmUp(FolioPut);
     }
 
     [GlobalSetup(Target = nameof(FolioPutWithoutCheckpoints))]
     public void SetupFolioPutWithoutCheckpoints()
     {
-        Setup();
+        Setup(nameof(FolioPutWithoutCheckpoints));
         WarmUp(FolioPutWithoutCheckpoints);
     }
 
     [GlobalSetup(Target = nameof(FolioSession))]
     public void SetupFolioSession()
     {
-        Setup();
+        Setup(nameof(FolioSession));
         WarmUp(FolioSession);
     }
 
     [GlobalSetup(Target = nameof(Merger))]
     public void SetupMerger()
     {
-        Setup();
+        Setup(nameof(Merger));
         WarmUp(Merger);
     }
 
     [GlobalSetup(Target = nameof(Sqlite))]
     public void SetupSqlite()
     {
-        Setup();
+        Setup(nameof(Sqlite));
         WarmUp(Sqlite);
     }
 
     [GlobalSetup(Target = nameof(SqliteBatched))]
     public void SetupSqliteBatched()
     {
-        Setup();
+        Setup(nameof(SqliteBatched));
         WarmUp(SqliteBatched);
     }
 
     [GlobalSetup(Target = nameof(LiteDb))]
     public void SetupLiteDb()
     {
-        Setup();
+        Setup(nameof(LiteDb));
         WarmUp(LiteDb);
     }
 
     [GlobalSetup(Target = nameof(RawFdatasync))]
     public void SetupRawFdatasync()
     {
-        Setup();
+        Setup(nameof(RawFdatasync));
         WarmUp(RawFdatasync);
     }
 
@@ -159,7 +177,7 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         _groupsMeasured = 0;
     }
 
-    private void Setup()
+    private void Setup(string method)
     {
         CreateRoot();
         ThreadPool.SetMinThreads(Math.Max(Writers + 8, 16), 16);
@@ -175,8 +193,9 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         _journal = WriteAheadJournal.Open(NewFolder("merger"));
         _versions = new VersionTable();
         _merger = new TransactionMerger(_journal, _versions, new TransactionMergerOptions());
-        _store = DocumentStore.Open(NewFolder("folio"),
-            new DocumentStoreOptions { Durability = DurabilityMode.Durable });
+        // The defaults, but no checkpoint at close: the kept store's next round starts where this one's cycle was.
+        _store = DocumentStore.Open(StoreFolder(method),
+            new DocumentStoreOptions { Durability = DurabilityMode.Durable, CheckpointOnClose = false });
         _storeWithoutCheckpoints = DocumentStore.Open(NewFolder("folio-no-checkpoints"),
             JournalOnlyStoreOptions.Create(DurabilityMode.Durable));
 
@@ -208,6 +227,30 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         _raw = new RawDurableFile(Path.Combine(NewFolder("raw"), "raw.bin"), zeroFill: 64L << 20);
     }
 
+    /// <summary>
+    /// The folder of <see cref="_store"/>: for <c>FolioPut</c> and <c>FolioSession</c> one kept across the rounds in
+    /// <see cref="BenchmarkDirectory.DataFolder"/> (emptied by round 1, removed after the last round), for the other
+    /// methods, which do not use that store, a fresh one.
+    /// </summary>
+    private string StoreFolder(string method)
+    {
+        if (method is not (nameof(FolioPut) or nameof(FolioSession)))
+        {
+            return NewFolder("folio");
+        }
+
+        _keptStore = Path.Combine(DataFolder, FormattableString.Invariant($"group-commit-{method}-{Writers}"));
+        if (Round == 1 && Directory.Exists(_keptStore))
+        {
+            Directory.Delete(_keptStore, recursive: true);
+        }
+
+        Directory.CreateDirectory(_keptStore);
+        return _keptStore;
+    }
+
+    private string? _keptStore;
+
     [GlobalCleanup]
     public void Cleanup()
     {
@@ -229,6 +272,10 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
         _lite.Dispose();
         _raw.Dispose();
         DeleteRoot();
+        if (_keptStore is not null && Round == BenchmarkConstants.GroupCommitRounds)
+        {
+            Directory.Delete(_keptStore, recursive: true);
+        }
     }
 
     [IterationSetup]
@@ -275,7 +322,8 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
             double p50 = Percentile(0.50);
             double p99 = Percentile(0.99);
             string line = FormattableString.Invariant(
-                $"{DateTime.UtcNow:O},{Writers},{_method},{p50:F1},{p99:F1},{batchesPerGroup:F1},{averageSyncUs:F1}");
+                $"{DateTime.UtcNow:O},{Writers},{_method},{p50:F1},{p99:F1},{batchesPerGroup:F1},{averageSyncUs:F1}")
+                + FormattableString.Invariant($",{Round}");
             File.AppendAllText(StatsFile("group-commit-stats.csv"), line + Environment.NewLine);
         }
 
@@ -307,9 +355,10 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public void FolioPut()
     {
         _method = nameof(FolioPut);
-        int round = _round++;
+        int invocation = _invocation++;
         RunWriters(CommitsPerInvoke, async (w, i) =>
-            await _store.PutAsync("users", $"u{w}-{round}-{i}", _documents[(w + i) & 1023]).ConfigureAwait(false));
+            await _store.PutAsync("users", $"u{w}-{Round}.{invocation}-{i}", _documents[(w + i) & 1023])
+                .ConfigureAwait(false));
     }
 
     /// <summary><c>FolioPut</c> on a store whose background checkpoints are off (the threshold out of reach, no
@@ -319,20 +368,20 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public void FolioPutWithoutCheckpoints()
     {
         _method = nameof(FolioPutWithoutCheckpoints);
-        int round = _round++;
+        int invocation = _invocation++;
         RunWriters(CommitsPerInvoke, async (w, i) => await _storeWithoutCheckpoints
-            .PutAsync("users", $"u{w}-{round}-{i}", _documents[(w + i) & 1023]).ConfigureAwait(false));
+            .PutAsync("users", $"u{w}-{Round}.{invocation}-{i}", _documents[(w + i) & 1023]).ConfigureAwait(false));
     }
 
     [Benchmark(OperationsPerInvoke = CommitsPerInvoke)]
     public void FolioSession()
     {
         _method = nameof(FolioSession);
-        int round = _round++;
+        int invocation = _invocation++;
         RunWriters(CommitsPerInvoke, async (w, i) =>
         {
             await using DocumentSession session = _store.OpenSession();
-            session.Store(_users[(w + i) & 1023], $"u{w}-{round}-{i}");
+            session.Store(_users[(w + i) & 1023], $"u{w}-{Round}.{invocation}-{i}");
             await session.SaveChangesAsync().ConfigureAwait(false);
         });
     }
@@ -342,10 +391,10 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public void Merger()
     {
         _method = nameof(Merger);
-        int round = _round++;
+        int invocation = _invocation++;
         RunWriters(CommitsPerInvoke, async (w, i) =>
         {
-            var batch = new CommitBatch().Put("users", $"u{w}-{round}-{i}", _documents[(w + i) & 1023]);
+            var batch = new CommitBatch().Put("users", $"u{w}-{Round}.{invocation}-{i}", _documents[(w + i) & 1023]);
             await _merger.CommitAsync(batch).ConfigureAwait(false);
         });
     }
@@ -354,11 +403,11 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public void Sqlite()
     {
         _method = nameof(Sqlite);
-        int round = _round++;
+        int invocation = _invocation++;
         RunWriters(PeerCommitsPerInvoke, (w, i) =>
         {
             SqliteCommand insert = _sqliteInserts[w];
-            insert.Parameters[0].Value = $"u{w}-{round}-{i}";
+            insert.Parameters[0].Value = $"u{w}-{Round}.{invocation}-{i}";
             insert.Parameters[1].Value = _documentStrings[(w + i) & 1023];
             insert.ExecuteNonQuery();
             return ValueTask.CompletedTask;
@@ -369,19 +418,20 @@ public class GroupCommitBenchmarks : BenchmarkDirectory
     public void SqliteBatched()
     {
         _method = nameof(SqliteBatched);
-        int round = _round++;
+        int invocation = _invocation++;
         RunWriters(CommitsPerInvoke, (w, i)
-            => new ValueTask(_sqliteBatcher.InsertAsync($"u{w}-{round}-{i}", _documentStrings[(w + i) & 1023])));
+            => new ValueTask(_sqliteBatcher.InsertAsync($"u{w}-{Round}.{invocation}-{i}",
+                _documentStrings[(w + i) & 1023])));
     }
 
     [Benchmark(OperationsPerInvoke = PeerCommitsPerInvoke)]
     public void LiteDb()
     {
         _method = nameof(LiteDb);
-        int round = _round++;
+        int invocation = _invocation++;
         RunWriters(PeerCommitsPerInvoke, (w, i) =>
         {
-            var document = new BsonDocument { ["_id"] = $"u{w}-{round}-{i}",
+            var document = new BsonDocument { ["_id"] = $"u{w}-{Round}.{invocation}-{i}",
                 ["json"] = _documentStrings[(w + i) & 1023] };
             _liteDocuments.Upsert(document);
             return ValueTask.CompletedTask;

@@ -14,8 +14,11 @@ internal static class BenchmarkConstants
     /// per writer, LiteDB).</summary>
     public const int GroupCommitPeerCommits = 2_048;
 
-    /// <summary>Measured iterations of every group-commit case.</summary>
-    public const int GroupCommitIterations = 16;
+    /// <summary>Measured iterations of every group-commit case in each of its rounds.</summary>
+    public const int GroupCommitIterations = 4;
+
+    /// <summary>Interleaved rounds of the group-commit benchmark (<c>InterleavedRoundsOrderer</c>).</summary>
+    public const int GroupCommitRounds = 4;
 
     /// <summary>Seconds each group-commit case runs before BenchmarkDotNet's own warm-up.</summary>
     public const int GroupCommitWarmUpSeconds = 5;
