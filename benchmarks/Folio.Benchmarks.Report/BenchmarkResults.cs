@@ -103,8 +103,72 @@ internal sealed class BenchmarkResults
             }
         }
 
+        results.PoolRounds();
         return results;
     }
+
+    /// <summary>
+    /// Replaces the cases of a class that ran in interleaved rounds (a <c>Round</c> parameter) by one case per method
+    /// and other parameters, pooled over its rounds, and keeps each round's case for <see cref="Rounds"/>. Every round
+    /// runs the same number of iterations of the same number of operations, so the pooled mean per operation is the
+    /// mean of the rounds' means (total time over total operations), and the pooled standard deviation combines each
+    /// round's spread with the spread of the rounds' means.
+    /// </summary>
+    private void PoolRounds()
+    {
+        var pooled = new Dictionary<string, List<BenchmarkResult>>(StringComparer.Ordinal);
+        var order = new List<string>();
+        for (int i = _results.Count - 1; i >= 0; i--)
+        {
+            BenchmarkResult result = _results[i];
+            if (!result.Parameters.ContainsKey(RoundParameter))
+            {
+                continue;
+            }
+
+            string key = result.Type + "." + result.Method + ":" + result.Job + "?" + string.Join('&',
+                result.Parameters.Where(p => p.Key != RoundParameter).OrderBy(p => p.Key, StringComparer.Ordinal)
+                    .Select(p => p.Key + "=" + p.Value));
+            if (!pooled.TryGetValue(key, out List<BenchmarkResult>? rounds))
+            {
+                pooled[key] = rounds = [];
+                order.Add(key);
+            }
+
+            rounds.Add(result);
+            _rounds.Add(result);
+            _results.RemoveAt(i);
+        }
+
+        order.Reverse();
+        foreach (string key in order)
+        {
+            List<BenchmarkResult> rounds = pooled[key];
+            double mean = rounds.Average(r => r.MeanNs);
+            double secondMoment = rounds.Average(r => (r.StdDevNs * r.StdDevNs) + (r.MeanNs * r.MeanNs));
+            BenchmarkResult first = rounds[0];
+            var parameters = first.Parameters.Where(p => p.Key != RoundParameter)
+                .ToDictionary(p => p.Key, p => p.Value, StringComparer.Ordinal);
+            long? allocated = rounds.All(r => r.AllocatedBytes is not null)
+                ? (long)rounds.Average(r => r.AllocatedBytes!.Value) : null;
+            _results.Add(new BenchmarkResult(first.Type, first.Method, parameters, mean,
+                GroupCommitStats.Median(rounds.Select(r => r.MedianNs)),
+                Math.Sqrt(Math.Max(0, secondMoment - (mean * mean))), allocated, first.Job));
+        }
+    }
+
+    /// <summary>The parameter of a class that runs in interleaved rounds (<c>InterleavedRoundsOrderer</c>).</summary>
+    public const string RoundParameter = "Round";
+
+    private readonly List<BenchmarkResult> _rounds = [];
+
+    /// <summary>
+    /// The per-round cases of <paramref name="type"/>.<paramref name="method"/> with one parameter value, in round
+    /// order (empty when the class did not run in rounds).
+    /// </summary>
+    public IReadOnlyList<BenchmarkResult> Rounds(string type, string method, string parameter, string value) =>
+        _rounds.Where(r => r.Type == type && r.Method == method && r.Parameter(parameter) == value)
+            .OrderBy(r => int.Parse(r.Parameter(RoundParameter), CultureInfo.InvariantCulture)).ToList();
 
     /// <summary>The job id in a display string such as <c>RecoveryBenchmarks.OpenAndReplay: ServerGc(Server=True,
     /// ...)</c>.</summary>
@@ -156,8 +220,8 @@ internal sealed class BenchmarkResults
 
 /// <summary>
 /// The group-commit benchmark's own statistics (p50/p99 commit latency and average group size per iteration), from the
-/// CSV it appends to: <c>time,writers,method,p50 µs,p99 µs,average group[,average group fsync µs of the iteration]</c>
-/// (the last column was added later; older rows read as NaN).
+/// CSV it appends to: <c>time,writers,method,p50 µs,p99 µs,average group[,average group fsync µs of the
+/// iteration[,round]]</c> (the last two columns were added later; older rows read as NaN and round 1).
 /// </summary>
 internal sealed record GroupCommitStats(int Writers, string Method, double P50Us, double P99Us, double AverageGroup,
     double AverageSyncUs)
@@ -170,31 +234,43 @@ internal sealed record GroupCommitStats(int Writers, string Method, double P50Us
     /// per group fsync.</summary>
     public double CeilingPerSecond => Writers * 1e6 / AverageSyncUs;
 
-    public static IReadOnlyList<GroupCommitStats> Load(string file)
+    /// <summary>
+    /// Per (writers, method), pooled over the rounds: the median of the measured iterations' percentiles and fsync
+    /// averages, and the mean of the rounds' group sizes. A round's rows are its jitting, warm-up and measured
+    /// iterations in order; only its last <paramref name="measured"/> rows are measured ones. The group size is
+    /// cumulative over a round, so a round's last row.
+    /// </summary>
+    public static IReadOnlyList<GroupCommitStats> Load(string file, int measured)
     {
         if (!File.Exists(file))
         {
             return [];
         }
 
-        var rows = new List<(int Writers, string Method, double P50, double P99, double Group, double Sync)>();
+        var rows = new List<(int Writers, string Method, int Round, double P50, double P99, double Group,
+            double Sync)>();
         foreach (string line in File.ReadLines(file))
         {
             string[] f = line.Split(',');
-            if (f.Length is 6 or 7 && int.TryParse(f[1], CultureInfo.InvariantCulture, out int writers))
+            if (f.Length is >= 6 and <= 8 && int.TryParse(f[1], CultureInfo.InvariantCulture, out int writers))
             {
-                rows.Add(
-                    (writers, f[2], Parse(f[3]), Parse(f[4]), Parse(f[5]), f.Length == 7 ? Parse(f[6]) : double.NaN));
+                int round = f.Length == 8 ? int.Parse(f[7], CultureInfo.InvariantCulture) : 1;
+                rows.Add((writers, f[2], round, Parse(f[3]), Parse(f[4]), Parse(f[5]),
+                    f.Length >= 7 ? Parse(f[6]) : double.NaN));
             }
         }
 
-        // Per (writers, method): the median of the per-iteration percentiles and fsync averages; the group size is
-        // cumulative, so the last row.
-        return rows.GroupBy(r => (r.Writers, r.Method))
-            .Select(g
-                => new GroupCommitStats(g.Key.Writers, g.Key.Method, Median(g.Select(r => r.P50)),
-                Median(g.Select(r => r.P99)), g.Last().Group, Median(g.Select(r => r.Sync).Where(v => v > 0))))
-            .ToList();
+        var stats = new List<GroupCommitStats>();
+        foreach (var cell in rows.GroupBy(r => (r.Writers, r.Method)))
+        {
+            var rounds = cell.GroupBy(r => r.Round).Select(g => g.ToList()).ToList();
+            var kept = rounds.SelectMany(r => r.Skip(Math.Max(0, r.Count - measured))).ToList();
+            stats.Add(new GroupCommitStats(cell.Key.Writers, cell.Key.Method, Median(kept.Select(r => r.P50)),
+                Median(kept.Select(r => r.P99)), rounds.Average(r => r[^1].Group),
+                Median(kept.Select(r => r.Sync).Where(v => v > 0))));
+        }
+
+        return stats;
 
         static double Parse(string text) => double.Parse(text, NumberStyles.Float, CultureInfo.InvariantCulture);
     }

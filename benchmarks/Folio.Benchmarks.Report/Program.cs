@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using Folio.Benchmarks;
 using Folio.Benchmarks.Report;
 
 // One command runs the headline benchmarks and regenerates the report in docs/benchmarks.md with its charts:
@@ -98,7 +99,8 @@ if (loaded.All.Count == 0)
     return 1;
 }
 
-IReadOnlyList<GroupCommitStats> groupStats = GroupCommitStats.Load(Path.Combine(results, "group-commit-stats.csv"));
+IReadOnlyList<GroupCommitStats> groupStats = GroupCommitStats.Load(Path.Combine(results, "group-commit-stats.csv"),
+    BenchmarkConstants.GroupCommitIterations);
 RecoveryStats? recoveryStats = RecoveryStats.Load(Path.Combine(results, "recovery-stats.csv"));
 Charts.CommitsPerWriters(loaded, Path.Combine(images, "commits-per-writers.png"));
 Charts.PointReads(loaded, Path.Combine(images, "point-reads.png"));

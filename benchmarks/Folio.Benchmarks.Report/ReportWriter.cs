@@ -87,14 +87,28 @@ internal static class ReportWriter
             "over iterations of the average duration of the store's group fdatasyncs; since each writer waits for " +
             "its own commit, W");
         md.AppendLine(
-            "writers complete at most W commits per group fsync: the fsync-bound ceiling is W / group fsync. Each " +
+            "writers complete at most W commits per group fsync: the fsync-bound ceiling is W / group fsync.");
+        md.AppendLine(
+            Invariant($"Every case runs in {BenchmarkConstants.GroupCommitRounds} interleaved rounds: ") +
+            "at each writer count, every method once (`RawFdatasync` first, `LiteDb` last), then once in the " +
+            "reverse order, and so on,");
+        md.AppendLine(
+            "so the methods a target compares run beside each other several times rather than minutes apart once " +
+            "(this disk's fsync drifts");
+        md.AppendLine(
+            "2x within a minute, and the reversal cancels a drift that is steady over the rounds). Each round of a " +
             Invariant($"method runs {BenchmarkConstants.GroupCommitWarmUpSeconds} s before"));
         md.AppendLine(
             Invariant($"{BenchmarkConstants.GroupCommitIterations} measured iterations of ") +
             Invariant($"{BenchmarkConstants.GroupCommitCommits:N0} commits ") +
-            Invariant($"({BenchmarkConstants.GroupCommitPeerCommits:N0} for `Sqlite` and `LiteDb`), so at 64 ") +
-            "and 256 writers the window spans");
-        md.AppendLine("about two of the store's background checkpoints, as a long-running service sees them.");
+            Invariant($"({BenchmarkConstants.GroupCommitPeerCommits:N0} for `Sqlite` and `LiteDb`); the figures ") +
+            "pool the rounds. `FolioPut` and `FolioSession`");
+        md.AppendLine(
+            "keep their store from round to round (closed without a checkpoint, reopened), so at 64 and 256 " +
+            "writers their windows span");
+        md.AppendLine(
+            "about two of the store's background checkpoints at different points of its cycle, as a long-running " +
+            "service sees them.");
         md.AppendLine();
         md.AppendLine($"![Durable commits per second against concurrent writers]({images}commits-per-writers.png)");
         md.AppendLine();
@@ -137,21 +151,26 @@ internal static class ReportWriter
             md.AppendLine(
                 Invariant($"- `FolioPut`, 1 writer, within 15% of the raw fdatasync loop: ") +
                 Invariant($"{Verdict(f1.MeanNs <= r1.MeanNs * 1.15)} ({f1.MeanNs / 1000:N1} vs ") +
-                    Invariant($"{r1.MeanNs / 1000:N1} µs per commit, {Percent(f1.MeanNs / r1.MeanNs - 1)})."));
+                    Invariant($"{r1.MeanNs / 1000:N1} µs per commit, {Percent(f1.MeanNs / r1.MeanNs - 1)}") +
+                    PerRound(results, type, "FolioPut", "RawFdatasync", "1", (ours, other) => ours / other - 1,
+                        Percent) + ").");
         }
 
         if (f64 is not null && s64 is not null)
         {
             md.AppendLine(
                 Invariant($"- `FolioPut`, 64 writers, at least 30x `Sqlite`: ") +
-                Invariant($"{Verdict(s64.MeanNs / f64.MeanNs >= 30)} ({s64.MeanNs / f64.MeanNs:N1}x)."));
+                Invariant($"{Verdict(s64.MeanNs / f64.MeanNs >= 30)} ({s64.MeanNs / f64.MeanNs:N1}x") +
+                PerRound(results, type, "FolioPut", "Sqlite", "64", (ours, other) => other / ours, Times) + ").");
         }
 
         if (f64 is not null && b64 is not null)
         {
             md.AppendLine(
                 Invariant($"- `FolioPut`, 64 writers, at least 3x `SqliteBatched`: ") +
-                Invariant($"{Verdict(b64.MeanNs / f64.MeanNs >= 3)} ({b64.MeanNs / f64.MeanNs:N1}x)."));
+                Invariant($"{Verdict(b64.MeanNs / f64.MeanNs >= 3)} ({b64.MeanNs / f64.MeanNs:N1}x") +
+                PerRound(results, type, "FolioPut", "SqliteBatched", "64", (ours, other) => other / ours, Times) +
+                ").");
         }
 
         foreach (string w in new[] { "64", "256" })
@@ -163,7 +182,8 @@ internal static class ReportWriter
                 md.AppendLine(
                     Invariant($"- `FolioPut`, {w} writers, at least 85% of `Merger`: ") +
                     Invariant($"{Verdict(merger.MeanNs / put.MeanNs >= 0.85)} ") +
-                    Invariant($"({100 * merger.MeanNs / put.MeanNs:N0}%)."));
+                    Invariant($"({100 * merger.MeanNs / put.MeanNs:N0}%") +
+                    PerRound(results, type, "FolioPut", "Merger", w, (ours, other) => other / ours, Share) + ").");
             }
         }
 
@@ -182,7 +202,9 @@ internal static class ReportWriter
                     Invariant($"- `FolioPut`, {w} writers, while checkpoints run, at least 80% of the commits/s ") +
                     Invariant($"without them (`FolioPutWithoutCheckpoints`): ") +
                     Invariant($"{Verdict(without.MeanNs / put.MeanNs >= 0.80)} ") +
-                    Invariant($"({100 * without.MeanNs / put.MeanNs:N0}%)") +
+                    Invariant($"({100 * without.MeanNs / put.MeanNs:N0}%") +
+                    PerRound(results, type, "FolioPut", "FolioPutWithoutCheckpoints", w,
+                        (ours, other) => other / ours, Share) + ")" +
                     (withStats is null || withoutStats is null ? "." : Invariant($"; p99 at most 2x: ") +
                         Invariant($"{Verdict(withStats.P99Us <= 2 * withoutStats.P99Us)} ") +
                         Invariant($"({withStats.P99Us:N0} vs {withoutStats.P99Us:N0} µs).")));
@@ -203,6 +225,35 @@ internal static class ReportWriter
 
         md.AppendLine();
     }
+
+    /// <summary>
+    /// "; per round: a, b, c, d": <paramref name="ratio"/> of the mean per operation of <paramref name="ours"/> and
+    /// <paramref name="other"/> in each round both ran, formatted; empty when the class did not run in rounds.
+    /// </summary>
+    private static string PerRound(BenchmarkResults results, string type, string ours, string other, string writers,
+        Func<double, double, double> ratio, Func<double, string> format)
+    {
+        IReadOnlyList<BenchmarkResult> a = results.Rounds(type, ours, "Writers", writers);
+        IReadOnlyList<BenchmarkResult> b = results.Rounds(type, other, "Writers", writers);
+        var parts = new List<string>();
+        foreach (BenchmarkResult x in a)
+        {
+            string round = x.Parameter(BenchmarkResults.RoundParameter);
+            foreach (BenchmarkResult y in b)
+            {
+                if (y.Parameter(BenchmarkResults.RoundParameter) == round)
+                {
+                    parts.Add(format(ratio(x.MeanNs, y.MeanNs)));
+                }
+            }
+        }
+
+        return parts.Count < 2 ? "" : "; per round: " + string.Join(", ", parts);
+    }
+
+    private static string Times(double ratio) => Invariant($"{ratio:N1}x");
+
+    private static string Share(double fraction) => Invariant($"{100 * fraction:N0}%");
 
     private static string SyncUs(GroupCommitStats? s) => s is { HasSync: true } ? Invariant($"{s.AverageSyncUs:N0} µs")
         : "n/a";
