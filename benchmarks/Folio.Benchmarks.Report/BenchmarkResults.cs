@@ -112,7 +112,8 @@ internal sealed class BenchmarkResults
     /// and other parameters, pooled over its rounds, and keeps each round's case for <see cref="Rounds"/>. Every round
     /// runs the same number of iterations of the same number of operations, so the pooled mean per operation is the
     /// mean of the rounds' means (total time over total operations), and the pooled standard deviation combines each
-    /// round's spread with the spread of the rounds' means.
+    /// round's spread with the spread of the rounds' means. The pooled median is the median of the rounds' medians
+    /// (the iterations themselves are not in the export).
     /// </summary>
     private void PoolRounds()
     {
@@ -121,14 +122,14 @@ internal sealed class BenchmarkResults
         for (int i = _results.Count - 1; i >= 0; i--)
         {
             BenchmarkResult result = _results[i];
-            if (!result.Parameters.ContainsKey(RoundParameter))
+            if (!result.Parameters.ContainsKey(BenchmarkConstants.RoundParameter))
             {
                 continue;
             }
 
             string key = result.Type + "." + result.Method + ":" + result.Job + "?" + string.Join('&',
-                result.Parameters.Where(p => p.Key != RoundParameter).OrderBy(p => p.Key, StringComparer.Ordinal)
-                    .Select(p => p.Key + "=" + p.Value));
+                result.Parameters.Where(p => p.Key != BenchmarkConstants.RoundParameter)
+                    .OrderBy(p => p.Key, StringComparer.Ordinal).Select(p => p.Key + "=" + p.Value));
             if (!pooled.TryGetValue(key, out List<BenchmarkResult>? rounds))
             {
                 pooled[key] = rounds = [];
@@ -147,7 +148,7 @@ internal sealed class BenchmarkResults
             double mean = rounds.Average(r => r.MeanNs);
             double secondMoment = rounds.Average(r => (r.StdDevNs * r.StdDevNs) + (r.MeanNs * r.MeanNs));
             BenchmarkResult first = rounds[0];
-            var parameters = first.Parameters.Where(p => p.Key != RoundParameter)
+            var parameters = first.Parameters.Where(p => p.Key != BenchmarkConstants.RoundParameter)
                 .ToDictionary(p => p.Key, p => p.Value, StringComparer.Ordinal);
             long? allocated = rounds.All(r => r.AllocatedBytes is not null)
                 ? (long)rounds.Average(r => r.AllocatedBytes!.Value) : null;
@@ -157,9 +158,6 @@ internal sealed class BenchmarkResults
         }
     }
 
-    /// <summary>The parameter of a class that runs in interleaved rounds (<c>InterleavedRoundsOrderer</c>).</summary>
-    public const string RoundParameter = "Round";
-
     private readonly List<BenchmarkResult> _rounds = [];
 
     /// <summary>
@@ -168,7 +166,8 @@ internal sealed class BenchmarkResults
     /// </summary>
     public IReadOnlyList<BenchmarkResult> Rounds(string type, string method, string parameter, string value) =>
         _rounds.Where(r => r.Type == type && r.Method == method && r.Parameter(parameter) == value)
-            .OrderBy(r => int.Parse(r.Parameter(RoundParameter), CultureInfo.InvariantCulture)).ToList();
+            .OrderBy(r => int.Parse(r.Parameter(BenchmarkConstants.RoundParameter), CultureInfo.InvariantCulture))
+            .ToList();
 
     /// <summary>The job id in a display string such as <c>RecoveryBenchmarks.OpenAndReplay: ServerGc(Server=True,
     /// ...)</c>.</summary>

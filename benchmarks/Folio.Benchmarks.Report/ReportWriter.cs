@@ -233,18 +233,18 @@ internal static class ReportWriter
     private static string PerRound(BenchmarkResults results, string type, string ours, string other, string writers,
         Func<double, double, double> ratio, Func<double, string> format)
     {
-        IReadOnlyList<BenchmarkResult> a = results.Rounds(type, ours, "Writers", writers);
-        IReadOnlyList<BenchmarkResult> b = results.Rounds(type, other, "Writers", writers);
-        var parts = new List<string>();
-        foreach (BenchmarkResult x in a)
+        var others = new Dictionary<string, double>(StringComparer.Ordinal);
+        foreach (BenchmarkResult y in results.Rounds(type, other, "Writers", writers))
         {
-            string round = x.Parameter(BenchmarkResults.RoundParameter);
-            foreach (BenchmarkResult y in b)
+            others[y.Parameter(BenchmarkConstants.RoundParameter)] = y.MeanNs;
+        }
+
+        var parts = new List<string>();
+        foreach (BenchmarkResult x in results.Rounds(type, ours, "Writers", writers))
+        {
+            if (others.TryGetValue(x.Parameter(BenchmarkConstants.RoundParameter), out double otherMean))
             {
-                if (y.Parameter(BenchmarkResults.RoundParameter) == round)
-                {
-                    parts.Add(format(ratio(x.MeanNs, y.MeanNs)));
-                }
+                parts.Add(format(ratio(x.MeanNs, otherMean)));
             }
         }
 

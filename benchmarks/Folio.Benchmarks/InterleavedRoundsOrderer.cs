@@ -8,16 +8,13 @@ namespace Folio.Benchmarks;
 /// <summary>
 /// Runs a class's methods in interleaved rounds: for each value of the other parameters, every method of round 1, then
 /// every method of round 2 in the reverse order, then round 3 in the declared order again, and so on. A class opts in
-/// with an integer parameter named <see cref="RoundParameter"/>. BenchmarkDotNet otherwise runs each case's iterations
-/// back to back, so two methods compared in a report meet whatever the disk did during their own minutes; on this
-/// host the fsync drifts by 2x within a minute. In rounds, the methods compared run beside each other several times,
-/// and the reversal (A B B A) cancels a drift that is linear over the rounds.
+/// with an integer parameter named <see cref="BenchmarkConstants.RoundParameter"/>. BenchmarkDotNet otherwise runs
+/// each case's iterations back to back, so two methods compared in a report meet whatever the disk did during their
+/// own minutes; on this host the fsync drifts by 2x within a minute. In rounds, the methods compared run beside each
+/// other several times, and the reversal (A B B A) cancels a drift that is linear over the rounds.
 /// </summary>
 public sealed class InterleavedRoundsOrderer : DefaultOrderer
 {
-    /// <summary>The parameter that numbers the rounds (1, 2, ...).</summary>
-    public const string RoundParameter = "Round";
-
     public override IEnumerable<BenchmarkCase> GetExecutionOrder(ImmutableArray<BenchmarkCase> benchmarkCases,
         IEnumerable<BenchmarkLogicalGroupRule>? order = null)
     {
@@ -42,7 +39,7 @@ public sealed class InterleavedRoundsOrderer : DefaultOrderer
     {
         foreach (BenchmarkDotNet.Parameters.ParameterInstance parameter in benchmark.Parameters.Items)
         {
-            if (parameter.Name == RoundParameter && parameter.Value is int round)
+            if (parameter.Name == BenchmarkConstants.RoundParameter && parameter.Value is int round)
             {
                 return round;
             }
@@ -56,7 +53,7 @@ public sealed class InterleavedRoundsOrderer : DefaultOrderer
         var key = new System.Text.StringBuilder();
         foreach (BenchmarkDotNet.Parameters.ParameterInstance parameter in benchmark.Parameters.Items)
         {
-            if (parameter.Name != RoundParameter)
+            if (parameter.Name != BenchmarkConstants.RoundParameter)
             {
                 key.Append(parameter.Name).Append('=').Append(parameter.Value).Append('&');
             }

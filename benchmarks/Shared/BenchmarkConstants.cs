@@ -20,6 +20,10 @@ internal static class BenchmarkConstants
     /// <summary>Interleaved rounds of the group-commit benchmark (<c>InterleavedRoundsOrderer</c>).</summary>
     public const int GroupCommitRounds = 4;
 
+    /// <summary>The parameter that numbers a class's interleaved rounds (1, 2, ...): the orderer runs by it, the
+    /// report pools over it.</summary>
+    public const string RoundParameter = "Round";
+
     /// <summary>Seconds each group-commit case runs before BenchmarkDotNet's own warm-up.</summary>
     public const int GroupCommitWarmUpSeconds = 5;
 
