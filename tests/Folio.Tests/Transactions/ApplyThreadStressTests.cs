@@ -6,8 +6,9 @@ namespace Folio.Tests.Transactions;
 
 /// <summary>
 /// Groups large enough to be applied on the <see cref="ApplyThread"/> while their committer syncs them, under 64
-/// writers, with readers checking every version they read: a version is never visible before its group is durable,
+/// writers, with a reader checking every version it reads: a version is never visible before its group is durable,
 /// never goes back, and is visible by the time its commit is acknowledged; the journal holds every acknowledged commit.
+/// Until one group has been applied beside its sync, the test holds syncs until every writer waits, so that one does.
 /// </summary>
 public sealed class ApplyThreadStressTests
 {
@@ -23,12 +24,15 @@ public sealed class ApplyThreadStressTests
         TimeSpan duration = TimeSpan.FromSeconds(StressDuration.Seconds(3));
         using var stop = new CancellationTokenSource(duration);
         byte[] json = Encoding.UTF8.GetBytes("{}");
+        int inCommit = 0;
 
         Task[] writers = [.. Enumerable.Range(0, Writers).Select(w => Task.Run(async () =>
         {
             while (!stop.IsCancellationRequested)
             {
+                Interlocked.Increment(ref inCommit);
                 CommitResult result = await fixture.Merger.CommitAsync(new CommitBatch().Put("c", $"w{w}", json));
+                Interlocked.Decrement(ref inCommit);
                 long seen = fixture.State.GetVersion(keys[w]); // only this writer writes its key
                 if (seen != result.Sequence)
                 {
@@ -39,7 +43,10 @@ public sealed class ApplyThreadStressTests
                 Volatile.Write(ref acknowledged[w], result.Sequence);
             }
         }))];
-        Task[] readers = [.. Enumerable.Range(0, 2).Select(_ => Task.Run(() =>
+        // One reader, spinning on a thread of its own: spinning on both cores would keep the thread pool from adding
+        // the threads the writers' continuations need while the test host's own threads block on the pool (it adds
+        // threads to a starved pool only while the CPU is not saturated).
+        Task reader = Task.Factory.StartNew(() =>
         {
             var last = new long[Writers];
             while (!stop.IsCancellationRequested)
@@ -61,8 +68,24 @@ public sealed class ApplyThreadStressTests
                     last[w] = version;
                 }
             }
-        }))];
-        await Task.WhenAll([.. writers, .. readers]).WaitAsync(duration + TestDeadline.Hang); // a hang past the run
+        }, TaskCreationOptions.LongRunning);
+        // On a loaded machine the writers may never pile up behind a fast fsync on their own: until a group has been
+        // applied beside its sync, hold a sync until every writer waits in a commit, so the group after it is large.
+        Task holder = Task.Factory.StartNew(() =>
+        {
+            while (!stop.IsCancellationRequested && fixture.Merger.GroupsAppliedDuringSync == 0)
+            {
+                var gate = new ManualResetEventSlim();
+                fixture.Files.SyncGateHoldsOne = true;
+                fixture.Files.SyncWaiting.Reset();
+                fixture.Files.SyncGate = gate;
+                SpinWait.SpinUntil(() => fixture.Files.SyncWaiting.IsSet && Volatile.Read(ref inCommit) == Writers
+                    || stop.IsCancellationRequested);
+                gate.Set(); // a sync that takes the gate after the run stopped finds it open
+            }
+        }, TaskCreationOptions.LongRunning);
+        Task all = Task.WhenAll([.. writers, reader, holder]);
+        await all.WaitAsync(duration + TestDeadline.Hang); // a hang past the run
 
         Assert.Null(violation);
         Assert.True(fixture.Merger.GroupsAppliedDuringSync > 0,
