@@ -58,9 +58,16 @@ public sealed class ThreadStartFailureTests : IDisposable
             files.SyncGate = gate;
             Task<long> first = Task.Run(async () => await store.PutAsync("c", "first", "{}"u8.ToArray()));
             Assert.True(files.SyncWaiting.Wait(TestDeadline.Hang));
+            int calling = 0;
             Task<long>[] queued = Enumerable.Range(0, CommitPipeline.MinBatchesToApplyDuringSync + 8)
-                .Select(i => Task.Run(async () => await store.PutAsync("c", $"q{i}", "{}"u8.ToArray()))).ToArray();
-            await Task.Delay(100); // they reach the queue
+                .Select(i => Task.Run(async () =>
+                {
+                    Interlocked.Increment(ref calling);
+                    return await store.PutAsync("c", $"q{i}", "{}"u8.ToArray());
+                })).ToArray();
+            // Every caller started (however slowly a busy pool runs them), then a moment to reach the queue.
+            Assert.True(SpinWait.SpinUntil(() => Volatile.Read(ref calling) == queued.Length, TestDeadline.Hang));
+            await Task.Delay(100);
             gate.Set();
             acknowledged["first"] = await first.WaitAsync(TestDeadline.Hang);
             for (int i = 0; i < queued.Length; i++)
