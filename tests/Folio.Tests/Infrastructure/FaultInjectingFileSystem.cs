@@ -62,12 +62,20 @@ internal sealed class FaultInjectingFileSystem : IFileSystem
     public (ManualResetEventSlim Gate, TTask Started) HoldNextSync<TTask>(Func<TTask> start)
         where TTask : Task
     {
-        var gate = new ManualResetEventSlim();
-        SyncWaiting.Reset();
-        SyncGate = gate;
+        ManualResetEventSlim gate = ArmSyncGate();
         TTask started = start();
         Assert.True(SyncWaiting.Wait(TestDeadline.Hang), "a sync reached the gate");
         return (gate, started);
+    }
+
+    /// <summary>Holds the next sync (every sync, unless <see cref="SyncGateHoldsOne"/>) until the returned gate is set,
+    /// with <see cref="SyncWaiting"/> reset so that it tells when a sync waits.</summary>
+    public ManualResetEventSlim ArmSyncGate()
+    {
+        var gate = new ManualResetEventSlim();
+        SyncWaiting.Reset();
+        SyncGate = gate;
+        return gate;
     }
 
     private int _skip;

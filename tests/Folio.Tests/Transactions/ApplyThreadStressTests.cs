@@ -75,10 +75,8 @@ public sealed class ApplyThreadStressTests
         {
             while (!stop.IsCancellationRequested && fixture.Merger.GroupsAppliedDuringSync == 0)
             {
-                var gate = new ManualResetEventSlim();
                 fixture.Files.SyncGateHoldsOne = true;
-                fixture.Files.SyncWaiting.Reset();
-                fixture.Files.SyncGate = gate;
+                ManualResetEventSlim gate = fixture.Files.ArmSyncGate();
                 SpinWait.SpinUntil(() => fixture.Files.SyncWaiting.IsSet && Volatile.Read(ref inCommit) == Writers
                     || stop.IsCancellationRequested);
                 gate.Set(); // a sync that takes the gate after the run stopped finds it open
