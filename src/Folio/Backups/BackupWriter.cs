@@ -90,7 +90,13 @@ internal sealed class BackupWriter : IDisposable
         {
             // The journal publishes a group after the index shows it, and a checkpoint covers what the index shows:
             // wait for the journal to publish what the checkpoint holds, so the copy starts at or after it.
-            while (journal.CommittedSequence < checkpoint.Sequence)
+            long holds = checkpoint.Sequence; // and, for a slice of a checkpoint pass, what its trees are ahead to
+            foreach (CollectionTree tree in checkpoint.Collections.Values)
+            {
+                holds = Math.Max(holds, tree.AheadSequence);
+            }
+
+            while (journal.CommittedSequence < holds)
             {
                 await Task.Delay(1, cancellationToken).ConfigureAwait(false);
             }

@@ -269,6 +269,19 @@ internal sealed class StoreRestorer : IDisposable
 
         await using (store.ConfigureAwait(false))
         {
+            // A backup of a checkpoint written in slices (CheckpointPass) holds some documents as of the pass's
+            // sequence: it restores that sequence and later ones only.
+            long last = store.LastCommittedSequence;
+            foreach (CollectionTree tree in store.Pages.Current.Collections.Values)
+            {
+                if (tree.AheadSequence > last)
+                {
+                    ThrowHelper.ThrowArgumentOutOfRange("options", last,
+                        $"This backup's checkpoint holds documents of collection '{tree.Name}' as of sequence "
+                        + $"{tree.AheadSequence}: it restores sequences {tree.AheadSequence} and later.");
+                }
+            }
+
             VerifyResult verified = await store.VerifyAsync(null, cancellationToken).ConfigureAwait(false);
             if (!verified.IsHealthy)
             {

@@ -66,6 +66,19 @@ public sealed class DocumentStoreOptions
     /// so the restored store keeps the backup's journal after its checkpoint, as the source had it.</summary>
     internal bool CheckpointOnClose { get; set; } = true;
 
+    /// <summary>A checkpoint whose pages would rewrite more than this share of the data file's live pages (one
+    /// over it; at least <see cref="MinCheckpointSliceBytes"/>) is written in slices by id range, each durable and
+    /// freeing what it replaced (<c>Documents.CheckpointSlicer</c>), so the file need not hold two whole trees. 0 or 1:
+    /// whole checkpoints. Default 4.</summary>
+    internal int CheckpointSlices { get; set; } = 4;
+
+    /// <summary>The smallest slice a checkpoint is cut into: 8 MiB (tests lower it).</summary>
+    internal long MinCheckpointSliceBytes { get; set; } = 8L << 20;
+
+    /// <summary>Tests only: called with a slice's index before each slice after the first is written; what it throws
+    /// fails the checkpoint there, as a failed write would.</summary>
+    internal Action<int>? TestBeforeSlice { get; set; }
+
     /// <summary>The least time between two background compaction passes (the rate limit's second); tests shorten
     /// it.</summary>
     internal TimeSpan CompactionPassInterval { get; set; } = TimeSpan.FromSeconds(1);

@@ -823,7 +823,20 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
                 // The chains were read under the snapshot; had it outlived MaxSnapshotAge meanwhile, a prune may have
                 // cut what the reads needed: then this checkpoint is abandoned (the heads stay) and retried.
                 snapshot.ThrowIfExpired();
-                _pages.Checkpoint(sequence, changes.Collections, compaction: compaction);
+                for (int attempt = 1; ; attempt++)
+                {
+                    try
+                    {
+                        CheckpointInSlices(sequence, changes, compaction);
+                        break;
+                    }
+                    catch (StoreCorruptedException) when (attempt < 4 && _pages.TakeNearlyEmptiedFailure())
+                    {
+                        // A damaged page in a chunk the checkpoint chose to empty, not in what it had to write: the
+                        // page store leaves that chunk alone now, so the same changes, collected again, can land.
+                        changes = _index.CollectChanges(sequence, _lastSequence);
+                    }
+                }
             }
             catch (Exception error)
             {
@@ -867,6 +880,59 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         Volatile.Write(ref _lastFailure, null);
         Interlocked.Exchange(ref _lastTimestamp, Environment.TickCount64);
         return sequence;
+    }
+
+    /// <summary>
+    /// Writes the checkpoint at <paramref name="sequence"/> of <paramref name="changes"/>: whole, or in slices
+    /// (<see cref="CheckpointSlicer"/>) when it would rewrite more than a slice's share of the live pages. Every slice
+    /// but the last is a checkpoint at the sequence already durable whose trees are ahead for the ids it covered
+    /// (<see cref="CheckpointPass"/>); the index moves to each (its heads keep every change until the last slice, so
+    /// reads answer as before, see <see cref="VersionedIndex"/>), and the next slice frees the pages it replaced.
+    /// A failure between slices leaves such a checkpoint current: the journal after its sequence, still held, makes
+    /// it complete at the open, and the next checkpoint, written whole, settles it.
+    /// </summary>
+    private void CheckpointInSlices(long sequence, CheckpointChanges changes, CompactionRequest? compaction)
+    {
+        PageCheckpoint current = _pages.Current;
+        List<CheckpointSlicer.Slice>? slices = null;
+        if (_options.CheckpointSlices > 1 && !current.IsPartial)
+        {
+            var counts = new Dictionary<string, long>(StringComparer.Ordinal);
+            foreach (CollectionTree tree in current.Collections.Values)
+            {
+                counts[tree.Name] = tree.Count;
+            }
+
+            long live = _pages.LiveBytes;
+            slices = CheckpointSlicer.Cut(changes.Collections, counts, live,
+                Math.Max(_options.MinCheckpointSliceBytes, live / _options.CheckpointSlices));
+        }
+
+        if (slices is null)
+        {
+            _pages.Checkpoint(sequence, changes.Collections, compaction: compaction);
+            return;
+        }
+
+        foreach (CollectionChanges collection in changes.Collections)
+        {
+            collection.Applied(); // the slices hold the changes now; the hashes stay for the index
+        }
+
+        long durable = current.Sequence;
+        for (int i = 0; i < slices.Count - 1; i++)
+        {
+            if (i > 0)
+            {
+                _options.TestBeforeSlice?.Invoke(i);
+            }
+
+            _pages.Checkpoint(durable, slices[i].Changes, pass: new CheckpointPass(sequence, slices[i].Ahead));
+            _index.AdvanceCheckpoint(_pages.Pin(), new CheckpointChanges(slices[i].Changes, false, []));
+        }
+
+        _options.TestBeforeSlice?.Invoke(slices.Count - 1);
+        _pages.Checkpoint(sequence, slices[^1].Changes, compaction: compaction);
     }
 
     /// <summary>

@@ -609,7 +609,7 @@ internal sealed class VersionedIndex : ICommitState
             IdSkipList added = addedIds.Sorted();
             foreach (string id in MergeSinceOpen(replayed, 0, replayed.Length, added, null, null, descending: false))
             {
-                bool inTree = layer?.Root is not null && InTree(keys, id, snapshot, layer);
+                bool inTree = layer?.Root is not null && InTree(keys, collection, id, snapshot, layer);
                 bool live = IsLive(keys, id, snapshot, layer, inTree);
                 count += (live ? 1 : 0) - (inTree ? 1 : 0);
             }
@@ -627,18 +627,20 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>
     /// Whether the tree of <paramref name="layer"/> (pinned, with a root) holds <paramref name="id"/>, read from the
-    /// id's chain when it can be: its newest version at or below the layer's sequence is what the tree holds, and a
+    /// id's chain when it can be: its newest version at or below the sequence the tree holds the id at
+    /// (<see cref="PageCheckpoint.SequenceOf"/>) is what the tree holds, and a
     /// chain whose versions are all above it but whose oldest is the id's first (<see cref="DocumentVersion.IsFirst"/>)
     /// at or below <paramref name="snapshot"/> means the tree lacks it (that version was written before this count
     /// pinned the layer, so against a layer at most as new, which lacked the id, and nothing wrote the id between).
     /// Otherwise (no chain, or one pruned below the layer) the tree is searched.
     /// </summary>
-    private bool InTree(SortedKeys keys, string id, long snapshot, TreeLayer layer)
+    private bool InTree(SortedKeys keys, string collection, string id, long snapshot, TreeLayer layer)
     {
         HeadTable heads = keys.Heads;
         if (heads.Find(id, IdBytes.HashOf(id)) is int version and not 0)
         {
-            long treeSequence = layer.Checkpoint.Sequence;
+            // A slice of a checkpoint pass holds some ids at its pass's sequence (CollectionTree.AheadSequence).
+            long treeSequence = layer.Checkpoint.SequenceOf(collection, id);
             int oldest = version;
             while (version != 0 && heads.Record(version).Sequence > treeSequence)
             {

@@ -2,7 +2,8 @@ namespace Folio.Pages;
 
 /// <summary>
 /// The state a checkpoint made durable: its generation, the sequence C it covers (every commit at or below C is in
-/// its trees, none above), and its collections' trees. Immutable once published.
+/// its trees, none above but where a tree is ahead: <see cref="CollectionTree.AheadSequence"/>), and its collections'
+/// trees. Immutable once published.
 /// <para>
 /// Protocol. Readers that may read pages from disk pin the checkpoint they read (<see cref="PageStore.Pin"/>): the
 /// pin is an interlocked increment followed by a re-read of the store's current checkpoint, and the checkpoint's
@@ -21,6 +22,10 @@ internal sealed class PageCheckpoint
         Generation = generation;
         Sequence = sequence;
         Collections = collections;
+        foreach (CollectionTree tree in collections.Values)
+        {
+            IsPartial |= tree.AheadSequence > 0;
+        }
     }
 
     /// <summary>The state of a data file no checkpoint has written yet.</summary>
@@ -29,8 +34,19 @@ internal sealed class PageCheckpoint
     /// <summary>The checkpoint's number (0: none yet).</summary>
     public long Generation { get; }
 
-    /// <summary>Every commit up to and including this sequence is in the trees.</summary>
+    /// <summary>Every commit up to and including this sequence is in the trees (and, for the ids a tree is ahead
+    /// for, every commit up to its <see cref="CollectionTree.AheadSequence"/>).</summary>
     public long Sequence { get; }
+
+    /// <summary>Whether a tree is ahead of <see cref="Sequence"/> for some ids: a slice of a
+    /// <see cref="CheckpointPass"/> other than its last. A backup, which restores to points in time from the
+    /// checkpoint's sequence on, waits for a checkpoint that is not.</summary>
+    public bool IsPartial { get; }
+
+    /// <summary>The sequence whose state the trees hold for <paramref name="id"/> of
+    /// <paramref name="collection"/>.</summary>
+    public long SequenceOf(string collection, string id) =>
+        Collections.TryGetValue(collection, out CollectionTree? tree) ? tree.SequenceOf(id, Sequence) : Sequence;
 
     public IReadOnlyDictionary<string, CollectionTree> Collections { get; }
 

@@ -47,6 +47,8 @@ internal sealed class PageStore : IDisposable
     private long _liveBytes; // LiveBytes: as _unusedBytes
     private readonly List<PageCheckpoint> _retired = [];
     private readonly List<(long Offset, long Extent)> _orphans = [];
+    private readonly HashSet<uint> _unmovable = []; // chunks a nearly-emptied move met damage in (checkpoint lock)
+    private bool _nearlyEmptiedFailed; // the last checkpoint failed in that move (checkpoint lock)
     private readonly ChunkSpace _space;
     private readonly IFileSystem? _fileSystem; // with the pins' folder: null when mounted for reads only
     private readonly string? _pinFolder;
@@ -339,7 +341,7 @@ internal sealed class PageStore : IDisposable
     /// (an <see cref="IOException"/>) when a write or fsync fails; the previous checkpoint then stays current.
     /// </summary>
     public PageCheckpoint Checkpoint(long sequence, IReadOnlyList<CollectionChanges> changes, bool parallel = true,
-        CompactionRequest? compaction = null)
+        CompactionRequest? compaction = null, CheckpointPass? pass = null)
     {
         lock (_checkpointLock)
         {
@@ -349,6 +351,12 @@ internal sealed class PageStore : IDisposable
             {
                 ThrowHelper.ThrowArgumentOutOfRange(nameof(sequence), sequence,
                     $"A checkpoint cannot go back before sequence {current.Sequence}.");
+            }
+
+            if (pass is not null && (sequence != current.Sequence || pass.Sequence <= sequence))
+            {
+                ThrowHelper.ThrowArgumentOutOfRange(nameof(pass), pass.Sequence,
+                    $"A slice of a checkpoint pass is at the current sequence {current.Sequence}, its pass after it.");
             }
 
             long started = Stopwatch.GetTimestamp();
@@ -389,10 +397,39 @@ internal sealed class PageStore : IDisposable
                 }
             }
 
+            // Chunks the changes left nearly empty give up their last live pages too, so they die with this
+            // checkpoint instead of waiting for compaction: changes spread over a tree leave a few untouched pages in
+            // nearly every chunk of the tree they replace, and a checkpoint written in slices reuses the space of
+            // the chunks an earlier slice emptied.
+            HashSet<uint> emptied = SelectNearlyEmptied(edits, rewrite);
+            _nearlyEmptiedFailed = false;
+            if (emptied.Count > 0)
+            {
+                try
+                {
+                    RewriteNearlyEmptied(current, changed, edits, emptied, rewrite, epoch, parallel);
+                }
+                catch (Exception error) when (AsDamage(error) is { } damage)
+                {
+                    // A page these moves read is damaged: such chunks are left to compaction from now on, and the
+                    // caller may retry the checkpoint without them (TakeNearlyEmptiedFailure).
+                    _unmovable.UnionWith(emptied);
+                    _nearlyEmptiedFailed = true;
+                    System.Runtime.ExceptionServices.ExceptionDispatchInfo.Throw(damage);
+                }
+
+                emptied.UnionWith(rewrite);
+            }
+            else
+            {
+                emptied = rewrite;
+            }
+
             long applied = Stopwatch.GetTimestamp();
             try
             {
-                return Save(current, sequence, [.. edits], epoch, parallel, started, applied, freed, rewrite);
+                return Save(current, sequence, [.. edits], epoch, parallel, started, applied, freed, rewrite, emptied,
+                    pass);
             }
             catch (Exception error) when (error is not ObjectDisposedException)
             {
@@ -457,6 +494,107 @@ internal sealed class PageStore : IDisposable
         return chosen;
     }
 
+    /// <summary>Moves the live pages of the nearly emptied chunks <paramref name="emptied"/> out of every tree (a tree
+    /// the changes did not edit gets an edit of its own).</summary>
+    private void RewriteNearlyEmptied(PageCheckpoint current, HashSet<string> changed, List<CollectionEdit> edits,
+        HashSet<uint> emptied, HashSet<uint> rewrite, int epoch, bool parallel)
+    {
+        if (rewrite.Count == 0)
+        {
+            foreach ((string name, CollectionTree tree) in current.Collections)
+            {
+                if (!changed.Contains(name))
+                {
+                    edits.Add(new CollectionEdit(new CollectionChanges(name), tree, new TreeEdit(epoch, _cache),
+                        rewrite));
+                }
+            }
+        }
+
+        if (parallel && edits.Count > 1)
+        {
+            Parallel.For(0, edits.Count, s_workers, i => edits[i].RewriteAlso(emptied));
+        }
+        else
+        {
+            foreach (CollectionEdit edit in edits)
+            {
+                edit.RewriteAlso(emptied);
+            }
+        }
+    }
+
+    /// <summary>The damage <paramref name="error"/> reports, itself or as the one exception a parallel loop wrapped;
+    /// null for any other error.</summary>
+    private static StoreCorruptedException? AsDamage(Exception error) => error switch
+    {
+        StoreCorruptedException damage => damage,
+        AggregateException { InnerExceptions: [StoreCorruptedException damage] } => damage,
+        _ => null,
+    };
+
+    /// <summary>Whether the last checkpoint failed on a damaged page while it moved the pages of nearly emptied
+    /// chunks (<see cref="SelectNearlyEmptied"/>), which later checkpoints leave alone: a retry can succeed. Reading it
+    /// clears it. The checkpoint's thread.</summary>
+    public bool TakeNearlyEmptiedFailure()
+    {
+        lock (_checkpointLock)
+        {
+            bool failed = _nearlyEmptiedFailed;
+            _nearlyEmptiedFailed = false;
+            return failed;
+        }
+    }
+
+    /// <summary>The share of a chunk's pages below which a checkpoint that supersedes some of them moves the rest
+    /// (<see cref="SelectNearlyEmptied"/>).</summary>
+    internal const double NearlyEmptyFill = 0.25;
+
+    /// <summary>The live chunks that the applied <paramref name="edits"/> supersede pages of and leave with live pages
+    /// under <see cref="NearlyEmptyFill"/> of their pages, other than those <paramref name="rewrite"/> moves
+    /// already or a move found damaged, emptiest first while their live pages stay within a quarter of the pages
+    /// superseded (at least 16).</summary>
+    private HashSet<uint> SelectNearlyEmptied(List<CollectionEdit> edits, HashSet<uint> rewrite)
+    {
+        var superseded = new Dictionary<uint, int>();
+        foreach (CollectionEdit edit in edits)
+        {
+            CountSuperseded(edit.TreeEdit.Superseded, superseded);
+        }
+
+        var candidates = new List<(uint Id, int Left)>();
+        IReadOnlyDictionary<uint, ChunkInfo> chunks = _file.Chunks;
+        int supersededPages = 0;
+        foreach ((uint id, int count) in superseded)
+        {
+            supersededPages += count;
+            if (chunks.TryGetValue(id, out ChunkInfo? chunk) && chunk.DeadAt == 0 && !rewrite.Contains(id)
+                && !_unmovable.Contains(id)
+                && chunk.LivePages - count is int left && left > 0 && left < chunk.PageCount * NearlyEmptyFill)
+            {
+                candidates.Add((id, left));
+            }
+        }
+
+        // The emptiest first, moving at most a quarter of the pages the changes wrote, so the moves add little to
+        // what the checkpoint holds in memory (its changes are sized to that memory).
+        candidates.Sort((a, b) => a.Left.CompareTo(b.Left));
+        var chosen = new HashSet<uint>();
+        int budget = Math.Max(16, supersededPages / 4);
+        foreach ((uint id, int left) in candidates)
+        {
+            if (left > budget)
+            {
+                break;
+            }
+
+            budget -= left;
+            chosen.Add(id);
+        }
+
+        return chosen;
+    }
+
     /// <summary>Compaction's tail move: the live chunks at the end of the file, last first, while their live pages
     /// (with room for the branches above them) fit in four fifths of the free extents, so this checkpoint's chunks
     /// land in those extents and the end of the file is free once they are; at most the request's bytes (at least
@@ -491,7 +629,8 @@ internal sealed class PageStore : IDisposable
     }
 
     private PageCheckpoint Save(PageCheckpoint current, long sequence, CollectionEdit[] edits, int epoch,
-        bool parallel, long started, long applied, int freed, HashSet<uint> rewrite)
+        bool parallel, long started, long applied, int freed, HashSet<uint> rewrite, HashSet<uint> moved,
+        CheckpointPass? pass)
     {
         uint firstChunkId = _lastChunkId + 1;
 
@@ -530,6 +669,7 @@ internal sealed class PageStore : IDisposable
             var catalogEdit = new TreeEdit(epoch, _cache);
             var collections = new Dictionary<string, CollectionTree>(current.Collections, StringComparer.Ordinal);
             PageReference? catalogRoot = _catalogRoot;
+            var entries = new HashSet<string>(StringComparer.Ordinal); // catalog entries to write
             foreach (CollectionEdit edit in edits)
             {
                 if (edit.Root is null)
@@ -542,19 +682,29 @@ internal sealed class PageStore : IDisposable
                     continue;
                 }
 
-                if (collections.TryGetValue(edit.Name, out CollectionTree? before) && before.Root == edit.Root)
+                collections.TryGetValue(edit.Name, out CollectionTree? before);
+                if (before is not null && before.Root == edit.Root)
                 {
                     continue;
                 }
 
-                collections[edit.Name] = new CollectionTree(edit.Name, edit.Root, edit.Count);
-                byte[] entry = new byte[16];
-                BinaryPrimitives.WriteUInt64LittleEndian(entry, edit.Root.Position.Value);
-                BinaryPrimitives.WriteInt64LittleEndian(entry.AsSpan(8), edit.Count);
-                BTree.Put(catalogEdit, ref catalogRoot, edit.Name, new StoredValue(0, 0, entry));
+                collections[edit.Name] = new CollectionTree(edit.Name, edit.Root, edit.Count)
+                {
+                    AheadSequence = before?.AheadSequence ?? 0,
+                    AheadBefore = before?.AheadBefore,
+                };
+                entries.Add(edit.Name);
             }
 
-            int rewritten = BTree.RewriteChunks(catalogEdit, ref catalogRoot, rewrite);
+            bool settle = sequence > current.Sequence;
+            MarkAhead(collections, entries, settle ? null : pass, settle);
+            foreach (string name in entries)
+            {
+                byte[] entry = EncodeCatalogEntry(collections[name]);
+                BTree.Put(catalogEdit, ref catalogRoot, name, new StoredValue(0, 0, entry));
+            }
+
+            int rewritten = BTree.RewriteChunks(catalogEdit, ref catalogRoot, moved);
             foreach (CollectionEdit edit in edits)
             {
                 rewritten += edit.Rewritten;
@@ -702,6 +852,121 @@ internal sealed class PageStore : IDisposable
 
             catalogSerializer?.Dispose();
         }
+    }
+
+    /// <summary>
+    /// The trees' ahead marks (<see cref="CollectionTree.AheadSequence"/>) for a new checkpoint, adding the collections
+    /// whose mark changed to <paramref name="entries"/>: a checkpoint past the current sequence
+    /// (<paramref name="settle"/>) holds every commit up to it, so no tree is ahead; a slice of
+    /// <paramref name="pass"/> marks the ids its pass has covered so far; any other checkpoint at the current sequence
+    /// (compaction) keeps the marks it found.
+    /// </summary>
+    private static void MarkAhead(Dictionary<string, CollectionTree> collections, HashSet<string> entries,
+        CheckpointPass? pass, bool settle)
+    {
+        var marked = new List<CollectionTree>();
+        foreach (CollectionTree tree in collections.Values)
+        {
+            if (settle)
+            {
+                if (tree.AheadSequence != 0)
+                {
+                    marked.Add(tree.Settled());
+                }
+            }
+            else if (pass is not null && pass.Ahead.TryGetValue(tree.Name, out string? before))
+            {
+                CollectionTree ahead = tree with { AheadSequence = pass.Sequence, AheadBefore = before };
+                if (ahead != tree)
+                {
+                    marked.Add(ahead);
+                }
+            }
+        }
+
+        foreach (CollectionTree tree in marked)
+        {
+            collections[tree.Name] = tree;
+            entries.Add(tree.Name);
+        }
+    }
+
+    /// <summary>Limits the ids a slice's mark may name (<see cref="CollectionTree.AheadBefore"/>), so that a catalog
+    /// entry stays inline in its leaf.</summary>
+    internal const int MaxAheadIdLength = 512;
+
+    /// <summary>
+    /// A catalog entry: u64 root position, i64 count; for a tree ahead of its checkpoint, then i64 ahead sequence, i32
+    /// length in UTF-16 code units of the first id not ahead (-1: every id is), and those code units (little-endian).
+    /// </summary>
+    private static byte[] EncodeCatalogEntry(CollectionTree tree)
+    {
+        int units = tree.AheadBefore?.Length ?? 0;
+        byte[] entry = new byte[tree.AheadSequence == 0 ? 16 : 28 + (2 * units)];
+        BinaryPrimitives.WriteUInt64LittleEndian(entry, tree.Root.Position.Value);
+        BinaryPrimitives.WriteInt64LittleEndian(entry.AsSpan(8), tree.Count);
+        if (tree.AheadSequence != 0)
+        {
+            BinaryPrimitives.WriteInt64LittleEndian(entry.AsSpan(16), tree.AheadSequence);
+            BinaryPrimitives.WriteInt32LittleEndian(entry.AsSpan(24), tree.AheadBefore is null ? -1 : units);
+            for (int i = 0; i < units; i++)
+            {
+                BinaryPrimitives.WriteUInt16LittleEndian(entry.AsSpan(28 + (2 * i)), tree.AheadBefore![i]);
+            }
+        }
+
+        return entry;
+    }
+
+    /// <summary>Decodes a catalog entry (<see cref="EncodeCatalogEntry"/>); null when it is malformed.</summary>
+    private static CollectionTree? DecodeCatalogEntry(string name, ReadOnlySpan<byte> value)
+    {
+        if (value.Length < 16)
+        {
+            return null;
+        }
+
+        var root = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(value));
+        long count = BinaryPrimitives.ReadInt64LittleEndian(value[8..]);
+        if (!root.IsSaved || count < 0)
+        {
+            return null;
+        }
+
+        if (value.Length == 16)
+        {
+            return new CollectionTree(name, new PageReference(root), count);
+        }
+
+        if (value.Length < 28)
+        {
+            return null;
+        }
+
+        long aheadSequence = BinaryPrimitives.ReadInt64LittleEndian(value[16..]);
+        int units = BinaryPrimitives.ReadInt32LittleEndian(value[24..]);
+        if (aheadSequence <= 0 || units < -1 || value.Length != 28 + (2 * Math.Max(units, 0)))
+        {
+            return null;
+        }
+
+        string? before = null;
+        if (units >= 0)
+        {
+            char[] chars = new char[units];
+            for (int i = 0; i < units; i++)
+            {
+                chars[i] = (char)BinaryPrimitives.ReadUInt16LittleEndian(value[(28 + (2 * i))..]);
+            }
+
+            before = new string(chars);
+        }
+
+        return new CollectionTree(name, new PageReference(root), count)
+        {
+            AheadSequence = aheadSequence,
+            AheadBefore = before,
+        };
     }
 
     /// <summary>Live pages over all pages of the live chunks; 1 when there are none.</summary>
@@ -1209,16 +1474,14 @@ internal sealed class PageStore : IDisposable
             chunkHeader.CatalogRoot.IsSaved ? new PageReference(chunkHeader.CatalogRoot) : null;
         foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(catalogRoot, null, null, false, cache))
         {
-            ReadOnlySpan<byte> value = entry.Value.Inline.Span;
-            var root = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(value));
-            if (value.Length != 16 || !root.IsSaved)
+            if (DecodeCatalogEntry(entry.Key, entry.Value.Inline.Span) is not { } tree)
             {
                 ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
                     $"the catalog entry of collection '{entry.Key}' is damaged");
+                return null!;
             }
 
-            collections[entry.Key] = new CollectionTree(entry.Key, new PageReference(root),
-                BinaryPrimitives.ReadInt64LittleEndian(value[8..]));
+            collections[entry.Key] = tree;
         }
 
         var checkpoint = new PageCheckpoint(current.Generation, current.CheckpointSequence, collections)
@@ -1318,6 +1581,14 @@ internal sealed class PageStore : IDisposable
             Rewritten = BTree.RewriteChunks(edit, ref root, rewrite);
             Root = root;
             Count = count;
+        }
+
+        /// <summary>After <see cref="Apply"/>: moves the live pages of <paramref name="chunks"/> too.</summary>
+        public void RewriteAlso(IReadOnlySet<uint> chunks)
+        {
+            PageReference? root = Root;
+            Rewritten += BTree.RewriteChunks(edit, ref root, chunks);
+            Root = root;
         }
     }
 }

@@ -356,6 +356,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         CompactionPassInterval = TimeSpan.FromMilliseconds(random.Next(2, 20)),
         // Chunks of 256 pages (a checkpoint here is one chunk), or of 2 or 5 (several, cut anywhere between them).
         PagesPerChunk = random.Next(3) switch { 0 => ChunkFormat.MaxPagesPerChunk, 1 => 5, _ => 2 },
+        // Half the runs write every checkpoint in slices, so cuts land between them (trees ahead for some ids).
+        MinCheckpointSliceBytes = random.Next(2) == 0 ? 1 : 8L << 20,
     };
 
     private static string Describe(DocumentStoreOptions options) =>
@@ -364,7 +366,7 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             $", cache {(options.TestCacheBytes > 0 ? options.TestCacheBytes : options.CacheSize)}" +
             $" bytes, checkpoint interval {options.CheckpointInterval.TotalMilliseconds} ms, compaction below " +
             $"{options.CompactionFillRate}, {options.CompactionBytesPerSecond} bytes a pass, " +
-            $"{options.PagesPerChunk} pages a chunk";
+            $"{options.PagesPerChunk} pages a chunk, slices of at least {options.MinCheckpointSliceBytes} bytes";
 
     /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
     private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer,

@@ -1,0 +1,245 @@
+using System.Text;
+using Folio.Documents;
+using Folio.Pages;
+using Folio.Tests.Infrastructure;
+
+namespace Folio.Tests.Documents;
+
+/// <summary>
+/// Checkpoints written in slices by id range (<see cref="CheckpointSlicer"/>, <see cref="CheckpointPass"/>): a large
+/// checkpoint becomes several durable checkpoints, every document and count stays right, and a checkpoint left ahead
+/// of its sequence for some ids (a failure between slices) reads, counts, reopens, backs up and restores as the model
+/// says, until the next checkpoint settles it.
+/// </summary>
+public sealed class CheckpointSliceTests
+{
+    private const string Collection = "docs";
+
+    [Fact]
+    public async Task A_checkpoint_larger_than_a_slice_is_written_in_slices_and_keeps_every_document_and_count()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            await StoreCompactionTests.PutAsync(store, model, Enumerable.Range(0, 3000), round: 0, pad: 250);
+            await store.CheckpointAsync();
+            long before = store.Pages.Current.Generation;
+            await ChangeAsync(store, model, round: 1);
+            await store.CheckpointAsync();
+            long slices = store.Pages.Current.Generation - before;
+            Assert.True(slices >= 3, $"{slices} checkpoints written for one");
+            Assert.False(store.Pages.Current.IsPartial);
+            AssertAgrees(store, model);
+        }
+
+        await using (DocumentStore reopened = DocumentStore.Open(dir.Path, options))
+        {
+            Assert.False(reopened.Pages.Current.IsPartial);
+            AssertAgrees(reopened, model);
+            Assert.True((await reopened.VerifyAsync()).IsHealthy);
+        }
+    }
+
+    [Fact]
+    public async Task A_failure_between_slices_leaves_a_checkpoint_ahead_for_some_ids_that_reads_reopens_and_restores()
+    {
+        using var dir = new TempDirectory();
+        string folder = Path.Combine(dir.Path, "store");
+        DocumentStoreOptions options = Options();
+        int failAt = 2;
+        options.TestBeforeSlice = slice =>
+        {
+            if (slice == Volatile.Read(ref failAt))
+            {
+                throw new IOException("injected: the disk failed between slices");
+            }
+        };
+        var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        long aheadTo;
+        long settledBefore;
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            await StoreCompactionTests.PutAsync(store, model, Enumerable.Range(0, 3000), round: 0, pad: 250);
+            await store.CheckpointAsync();
+            settledBefore = store.Pages.Current.Sequence;
+            await ChangeAsync(store, model, round: 1);
+            aheadTo = store.LastCommittedSequence;
+            await Assert.ThrowsAnyAsync<IOException>(async () => await store.CheckpointAsync());
+
+            PageCheckpoint partial = store.Pages.Current;
+            Assert.True(partial.IsPartial);
+            Assert.Equal(settledBefore, partial.Sequence);
+            CollectionTree tree = partial.Collections[Collection];
+            Assert.Equal(aheadTo, tree.AheadSequence);
+            Assert.NotNull(tree.AheadBefore); // cut inside the collection: some ids ahead, the others not
+            Assert.Equal(aheadTo, partial.SequenceOf(Collection, StoreCompactionTests.Id(0)));
+            Assert.Equal(settledBefore, partial.SequenceOf(Collection, StoreCompactionTests.Id(2999)));
+            AssertAgrees(store, model);
+
+            // Writes over the partial trees, on both sides of the cut, then read and counted again.
+            await ChangeAsync(store, model, round: 2);
+            AssertAgrees(store, model);
+            Volatile.Write(ref failAt, -1);
+        }
+
+        // Closed without a checkpoint: the open mounts the partial checkpoint and replays the journal after it.
+        string backup = Path.Combine(dir.Path, "partial.backup");
+        await using (DocumentStore reopened = DocumentStore.Open(folder, options))
+        {
+            Assert.True(reopened.Pages.Current.IsPartial);
+            AssertAgrees(reopened, model);
+            await reopened.BackupAsync(backup);
+        }
+
+        await using (DocumentStore restored = await RestoreAsync(backup, Path.Combine(dir.Path, "restored"), null))
+        {
+            AssertAgrees(restored, model);
+        }
+
+        // A point in time before the sequence the checkpoint holds some ids at cannot come from this backup.
+        await Assert.ThrowsAsync<ArgumentOutOfRangeException>(async () => await DocumentStore.RestoreAsync(backup,
+            Path.Combine(dir.Path, "too-early"), new RestoreOptions { ToSequence = aheadTo - 1 }));
+        Assert.False(Directory.Exists(Path.Combine(dir.Path, "too-early")));
+
+        await using (DocumentStore reopened = DocumentStore.Open(folder, options))
+        {
+            await ChangeAsync(reopened, model, round: 3);
+            await reopened.CheckpointAsync();
+            Assert.False(reopened.Pages.Current.IsPartial);
+            AssertAgrees(reopened, model);
+        }
+
+        await using (DocumentStore settled = DocumentStore.Open(folder, options))
+        {
+            Assert.False(settled.Pages.Current.IsPartial);
+            AssertAgrees(settled, model);
+            Assert.True((await settled.VerifyAsync()).IsHealthy);
+        }
+    }
+
+    [Fact]
+    public void Slices_cover_every_change_once_in_id_order_and_mark_what_each_has_covered()
+    {
+        var random = new Random(7);
+        var changes = new List<CollectionChanges>();
+        var expected = new Dictionary<string, HashSet<string>>(StringComparer.Ordinal);
+        var counts = new Dictionary<string, long>(StringComparer.Ordinal);
+        foreach ((string name, int count) in new[] { ("b", 5000), ("a", 20), ("c", 30), ("d", 9000) })
+        {
+            var list = new List<TreeChange>();
+            var hashes = new List<int>();
+            var ids = new HashSet<string>(StringComparer.Ordinal);
+            for (int i = 0; i < count; i++)
+            {
+                string id = $"{name}/{random.Next(1_000_000):D7}";
+                if (ids.Add(id))
+                {
+                    list.Add(i % 5 == 0 ? TreeChange.Delete(id) : TreeChange.Put(id, default));
+                    hashes.Add(id.GetHashCode(StringComparison.Ordinal));
+                }
+            }
+
+            changes.Add(new CollectionChanges(name, list, hashes));
+            expected[name] = ids;
+            counts[name] = count * 10L;
+        }
+
+        List<CheckpointSlicer.Slice>? slices = CheckpointSlicer.Cut(changes, counts, liveBytes: 100L << 20,
+            sliceBytes: 10L << 20);
+        Assert.NotNull(slices);
+        Assert.True(slices.Count >= 4, $"{slices.Count} slices");
+        var seen = new Dictionary<string, List<string>>(StringComparer.Ordinal);
+        string? lastCollection = null;
+        foreach (CheckpointSlicer.Slice slice in slices)
+        {
+            foreach (CollectionChanges part in slice.Changes)
+            {
+                Assert.True(lastCollection is null || string.CompareOrdinal(lastCollection, part.Name) <= 0);
+                lastCollection = part.Name;
+                Assert.Equal(part.Changes.Count, part.Hashes!.Count);
+                List<string> ids = seen.TryGetValue(part.Name, out List<string>? list) ? list : seen[part.Name] = [];
+                foreach (TreeChange change in part.Changes)
+                {
+                    ids.Add(change.Id);
+                    // Every id this slice or an earlier one wrote is ahead by the slice's marks.
+                    Assert.True(slice.Ahead.TryGetValue(part.Name, out string? before));
+                    Assert.True(before is null || string.CompareOrdinal(change.Id, before) < 0,
+                        $"{change.Id} written by a slice whose mark stops at {before}");
+                }
+            }
+
+            // No id a later slice writes is ahead by this slice's marks.
+            foreach (CheckpointSlicer.Slice later in slices.SkipWhile(s => s != slice).Skip(1))
+            {
+                foreach (CollectionChanges part in later.Changes)
+                {
+                    if (slice.Ahead.TryGetValue(part.Name, out string? before))
+                    {
+                        Assert.NotNull(before);
+                        Assert.All(part.Changes, c => Assert.True(c.CompareTo(before) >= 0));
+                    }
+                }
+            }
+        }
+
+        foreach ((string name, HashSet<string> ids) in expected)
+        {
+            Assert.Equal(ids.Count, seen[name].Count);
+            Assert.True(ids.SetEquals(seen[name]));
+        }
+
+        Assert.Null(CheckpointSlicer.Cut(changes, counts, liveBytes: 100L << 20, sliceBytes: 200L << 20));
+    }
+
+    private static DocumentStoreOptions Options()
+    {
+        DocumentStoreOptions options = TestStoreOptions.ManualCheckpoints();
+        options.CheckpointOnClose = false;
+        options.CacheSize = 2 << 20;
+        options.CompactionFillRate = 0;
+        options.MinCheckpointSliceBytes = 64 * 1024;
+        options.CheckpointSlices = 4;
+        return options;
+    }
+
+    /// <summary>Overwrites every other id, deletes every seventh (putting back those deleted before) and adds 200 new
+    /// ones, recording each in <paramref name="model"/>.</summary>
+    private static async Task ChangeAsync(DocumentStore store, SortedDictionary<string, string> model, int round)
+    {
+        await StoreCompactionTests.PutAsync(store, model,
+            Enumerable.Range(0, 3000).Where(i => i % 2 == round % 2 || !model.ContainsKey(StoreCompactionTests.Id(i))),
+            round, pad: 250);
+        foreach (int i in Enumerable.Range(0, 3000).Where(i => (i + round) % 7 == 0))
+        {
+            await store.DeleteAsync(Collection, StoreCompactionTests.Id(i));
+            model.Remove(StoreCompactionTests.Id(i));
+        }
+
+        await StoreCompactionTests.PutAsync(store, model, Enumerable.Range(3000 + (round * 200), 200), round, pad: 250);
+    }
+
+    /// <summary>Scans, point reads and counts of the store agree with <paramref name="model"/>.</summary>
+    private static void AssertAgrees(DocumentStore store, SortedDictionary<string, string> model)
+    {
+        StoreCompactionTests.AssertHolds(store, model);
+        for (int i = 0; i < 4000; i++)
+        {
+            string id = StoreCompactionTests.Id(i);
+            StoredDocument? document = store.Get(Collection, id);
+            Assert.Equal(model.GetValueOrDefault(id),
+                document is { } found ? Encoding.UTF8.GetString(found.Json.Span) : null);
+        }
+
+        long sequence = store.LastCommittedSequence;
+        Assert.Equal(model.Count, store.Index.Count(Collection, sequence));
+        Assert.Equal(model.Count, store.Index.CountByWalking(Collection, sequence));
+    }
+
+    private static async Task<DocumentStore> RestoreAsync(string backup, string folder, RestoreOptions? options)
+    {
+        await DocumentStore.RestoreAsync(backup, folder, options);
+        return DocumentStore.Open(folder, TestStoreOptions.ManualCheckpoints());
+    }
+}
