@@ -9,10 +9,10 @@ namespace Folio.Documents;
 /// replaces must stay until its header is durable: the data file then holds two trees. In slices, each freeing the
 /// pages of the one before, it holds the old trees and one slice.
 /// <para>
-/// The rewrite of a collection is estimated as its share of the live pages (by documents), at most a page per
-/// change. The boundaries are quantiles of a sample of the changed ids, so each slice of a collection takes about as
-/// many changes (and, for changes spread evenly, as much of its tree). Collections small enough share a slice. Pure:
-/// the checkpoint's thread calls it with changes it owns.
+/// What a collection's changes would supersede is the caller's estimate (the leaves they fall in). The boundaries are
+/// quantiles of a sample of the changed ids, so each slice of a collection takes about as many changes (and, for
+/// changes spread evenly, as much of its tree). Collections small enough share a slice. Pure: the checkpoint's thread
+/// calls it with changes it owns.
 /// </para>
 /// </summary>
 internal static class CheckpointSlicer
@@ -30,30 +30,22 @@ internal static class CheckpointSlicer
     /// each by ascending ids); null when one checkpoint is small enough (at most <paramref name="sliceBytes"/>).
     /// </summary>
     /// <param name="changes">Each collection's changes, ids in any order, each at most once.</param>
-    /// <param name="collectionCounts">Documents per collection in the current checkpoint.</param>
-    /// <param name="liveBytes">The bytes of the current checkpoint's live pages.</param>
-    /// <param name="sliceBytes">The most bytes of pages a slice should rewrite.</param>
+    /// <param name="supersededBytes">The bytes of the current trees' pages a collection's changes would supersede
+    /// (<see cref="PageStore.EstimateSupersededBytes"/>).</param>
+    /// <param name="sliceBytes">The most bytes of pages a slice should supersede.</param>
     public static List<Slice>? Cut(IReadOnlyList<CollectionChanges> changes,
-        IReadOnlyDictionary<string, long> collectionCounts, long liveBytes, long sliceBytes)
+        Func<CollectionChanges, long> supersededBytes, long sliceBytes)
     {
         if (sliceBytes <= 0 || changes.Count == 0)
         {
             return null;
         }
 
-        long documents = 0;
-        foreach (long count in collectionCounts.Values)
-        {
-            documents += count;
-        }
-
         var ordered = new List<(CollectionChanges Changes, long Bytes)>(changes.Count);
         long total = 0;
         foreach (CollectionChanges collection in changes)
         {
-            long treeBytes = documents == 0 ? 0
-                : (long)(liveBytes * ((double)collectionCounts.GetValueOrDefault(collection.Name) / documents));
-            long bytes = Math.Min(treeBytes, collection.Changes.Count * (long)PageFormat.TargetPageSize);
+            long bytes = supersededBytes(collection);
             ordered.Add((collection, bytes));
             total += bytes;
         }

@@ -884,8 +884,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
     /// <summary>
     /// Writes the checkpoint at <paramref name="sequence"/> of <paramref name="changes"/>: whole, or in slices
-    /// (<see cref="CheckpointSlicer"/>) when it would rewrite more than a slice's share of the live pages. Every slice
-    /// but the last is a checkpoint at the sequence already durable whose trees are ahead for the ids it covered
+    /// (<see cref="CheckpointSlicer"/>) when it would supersede more than a slice's share of the live pages. Every
+    /// slice but the last is a checkpoint at the sequence already durable whose trees are ahead for the ids it covered
     /// (<see cref="CheckpointPass"/>); the index moves to each (its heads keep every change until the last slice, so
     /// reads answer as before, see <see cref="VersionedIndex"/>), and the next slice frees the pages it replaced.
     /// A failure between slices leaves such a checkpoint current: the journal after its sequence, still held, makes
@@ -897,15 +897,9 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         List<CheckpointSlicer.Slice>? slices = null;
         if (_options.CheckpointSlices > 1 && !current.IsPartial)
         {
-            var counts = new Dictionary<string, long>(StringComparer.Ordinal);
-            foreach (CollectionTree tree in current.Collections.Values)
-            {
-                counts[tree.Name] = tree.Count;
-            }
-
-            long live = _pages.LiveBytes;
-            slices = CheckpointSlicer.Cut(changes.Collections, counts, live,
-                Math.Max(_options.MinCheckpointSliceBytes, live / _options.CheckpointSlices));
+            slices = CheckpointSlicer.Cut(changes.Collections,
+                collection => _pages.EstimateSupersededBytes(collection, CheckpointSlicer.SampleSize),
+                Math.Max(_options.MinCheckpointSliceBytes, _pages.LiveBytes / _options.CheckpointSlices));
         }
 
         if (slices is null)

@@ -627,8 +627,8 @@ internal sealed class VersionedIndex : ICommitState
 
     /// <summary>
     /// Whether the tree of <paramref name="layer"/> (pinned, with a root) holds <paramref name="id"/>, read from the
-    /// id's chain when it can be: its newest version at or below the sequence the tree holds the id at
-    /// (<see cref="PageCheckpoint.SequenceOf"/>) is what the tree holds, and a
+    /// id's chain when it can be (not for an id the tree is ahead for, <see cref="PageCheckpoint.SequenceOf"/>): its
+    /// newest version at or below the layer's sequence is what the tree holds, and a
     /// chain whose versions are all above it but whose oldest is the id's first (<see cref="DocumentVersion.IsFirst"/>)
     /// at or below <paramref name="snapshot"/> means the tree lacks it (that version was written before this count
     /// pinned the layer, so against a layer at most as new, which lacked the id, and nothing wrote the id between).
@@ -637,10 +637,12 @@ internal sealed class VersionedIndex : ICommitState
     private bool InTree(SortedKeys keys, string collection, string id, long snapshot, TreeLayer layer)
     {
         HeadTable heads = keys.Heads;
-        if (heads.Find(id, IdBytes.HashOf(id)) is int version and not 0)
+        long treeSequence = layer.Checkpoint.Sequence;
+        // A tree ahead of its checkpoint for the id (CollectionTree.AheadSequence) may hold a version newer than
+        // the checkpoint's: only the tree itself says whether it holds the id.
+        if (heads.Find(id, IdBytes.HashOf(id)) is int version and not 0
+            && layer.Checkpoint.SequenceOf(collection, id) == treeSequence)
         {
-            // A slice of a checkpoint pass holds some ids at its pass's sequence (CollectionTree.AheadSequence).
-            long treeSequence = layer.Checkpoint.SequenceOf(collection, id);
             int oldest = version;
             while (version != 0 && heads.Record(version).Sequence > treeSequence)
             {

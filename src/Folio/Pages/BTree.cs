@@ -425,6 +425,32 @@ internal static class BTree
         return low;
     }
 
+    /// <summary>The levels below <paramref name="root"/> down to its leaves (reads the leftmost path).</summary>
+    public static int LeafDepth(PageReference root, IPageReader reader)
+    {
+        int depth = 0;
+        for (TreeNode node = root.GetNode(reader); !node.IsLeaf; node = node.ChildAt(0).GetNode(reader))
+        {
+            depth++;
+        }
+
+        return depth;
+    }
+
+    /// <summary>The position of the leaf whose range holds <paramref name="key"/>, read from the branches above it
+    /// (<paramref name="depth"/>: <see cref="LeafDepth"/>), without reading the leaf.</summary>
+    public static PagePosition LeafOf(PageReference root, string key, int depth, IPageReader reader)
+    {
+        PageReference reference = root;
+        for (int level = 0; level < depth; level++)
+        {
+            TreeNode node = reference.GetNode(reader);
+            reference = node.ChildAt(node.ChildIndex(key));
+        }
+
+        return reference.Position;
+    }
+
     /// <summary>
     /// Compaction: copies into <paramref name="edit"/> every saved page of the tree that lies in one of
     /// <paramref name="chunks"/>, with the branches above it, so the checkpoint writes them into its own chunk and

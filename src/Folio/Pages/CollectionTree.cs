@@ -5,8 +5,10 @@ namespace Folio.Pages;
 /// <para>
 /// A checkpoint written in slices (<see cref="CheckpointPass"/>) publishes trees that are ahead of the checkpoint's
 /// sequence for part of their keys: every id before <see cref="AheadBefore"/> (in the trees' ordinal order; every id
-/// when it is null) holds its newest version at or below <see cref="AheadSequence"/>, the pass's sequence; the other
-/// ids hold theirs at or below the checkpoint's own sequence. <see cref="AheadSequence"/> 0: not ahead.
+/// when it is null) may hold a version up to <see cref="AheadSequence"/>, the pass's sequence (a slice holds exactly
+/// its newest at or below it; a later checkpoint below that sequence, one of the pieces an open writes a journal
+/// backlog in, keeps the mark, as it may have left some of those versions); the other ids hold their newest version
+/// at or below the checkpoint's own sequence. <see cref="AheadSequence"/> 0: not ahead.
 /// </para>
 /// </summary>
 internal sealed record CollectionTree(string Name, PageReference Root, long Count)

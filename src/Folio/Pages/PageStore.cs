@@ -546,6 +546,52 @@ internal sealed class PageStore : IDisposable
         }
     }
 
+    /// <summary>
+    /// An estimate of the bytes of the current checkpoint's leaves that <paramref name="changes"/> would supersede:
+    /// the leaves that a sample of their ids falls in (found from the branches, no leaf read), extrapolated to all of
+    /// them with the Chao1 estimator of distinct classes (ids that land in few leaves, as appends at a few places do,
+    /// repeat those leaves in the sample and are estimated as few), a full page each, at most the tree's share of the
+    /// live pages. The checkpoint's thread (<see cref="Documents.CheckpointSlicer"/>).
+    /// </summary>
+    public long EstimateSupersededBytes(CollectionChanges changes, int sampleSize)
+    {
+        PageCheckpoint current = Current;
+        if (changes.Changes.Count == 0 || !current.Collections.TryGetValue(changes.Name, out CollectionTree? tree))
+        {
+            return 0;
+        }
+
+        long documents = 0;
+        foreach (CollectionTree each in current.Collections.Values)
+        {
+            documents += each.Count;
+        }
+
+        long treeBytes = documents == 0 ? 0 : (long)(LiveBytes * ((double)tree.Count / documents));
+        List<TreeChange> list = changes.Changes;
+        int depth = BTree.LeafDepth(tree.Root, _cache);
+        int step = Math.Max(1, list.Count / sampleSize);
+        var seen = new Dictionary<ulong, int>();
+        int sampled = 0;
+        for (int i = 0; i < list.Count; i += step)
+        {
+            PagePosition leaf = BTree.LeafOf(tree.Root, list[i].Id, depth, _cache);
+            seen[leaf.Value] = seen.GetValueOrDefault(leaf.Value) + 1;
+            sampled++;
+        }
+
+        double once = 0;
+        double twice = 0;
+        foreach (int count in seen.Values)
+        {
+            once += count == 1 ? 1 : 0;
+            twice += count == 2 ? 1 : 0;
+        }
+
+        double leaves = sampled >= list.Count ? seen.Count : seen.Count + (once * (once - 1) / (2 * (twice + 1)));
+        return (long)Math.Min(treeBytes, leaves * PageFormat.TargetPageSize);
+    }
+
     /// <summary>The share of a chunk's pages below which a checkpoint that supersedes some of them moves the rest
     /// (<see cref="SelectNearlyEmptied"/>).</summary>
     internal const double NearlyEmptyFill = 0.25;
@@ -697,7 +743,7 @@ internal sealed class PageStore : IDisposable
             }
 
             bool settle = sequence > current.Sequence;
-            MarkAhead(collections, entries, settle ? null : pass, settle);
+            MarkAhead(collections, entries, settle ? null : pass, settle, sequence);
             foreach (string name in entries)
             {
                 byte[] entry = EncodeCatalogEntry(collections[name]);
@@ -857,19 +903,20 @@ internal sealed class PageStore : IDisposable
     /// <summary>
     /// The trees' ahead marks (<see cref="CollectionTree.AheadSequence"/>) for a new checkpoint, adding the collections
     /// whose mark changed to <paramref name="entries"/>: a checkpoint past the current sequence
-    /// (<paramref name="settle"/>) holds every commit up to it, so no tree is ahead; a slice of
+    /// (<paramref name="settle"/>) holds every commit up to <paramref name="sequence"/>, so no tree is ahead to a
+    /// sequence at or below it (a mark beyond it stays: see <see cref="CollectionTree"/>); a slice of
     /// <paramref name="pass"/> marks the ids its pass has covered so far; any other checkpoint at the current sequence
     /// (compaction) keeps the marks it found.
     /// </summary>
     private static void MarkAhead(Dictionary<string, CollectionTree> collections, HashSet<string> entries,
-        CheckpointPass? pass, bool settle)
+        CheckpointPass? pass, bool settle, long sequence)
     {
         var marked = new List<CollectionTree>();
         foreach (CollectionTree tree in collections.Values)
         {
             if (settle)
             {
-                if (tree.AheadSequence != 0)
+                if (tree.AheadSequence != 0 && tree.AheadSequence <= sequence)
                 {
                     marked.Add(tree.Settled());
                 }

@@ -55,11 +55,14 @@ public sealed class CountTests
                 }
             }
         })).ToList();
+        int slicedCheckpoints = 0;
         var checkpointer = Task.Run(async () =>
         {
             while (!stop.IsCancellationRequested)
             {
+                long generation = store.Pages.Current.Generation;
                 await store.CheckpointAsync();
+                slicedCheckpoints += store.Pages.Current.Generation - generation > 1 ? 1 : 0;
                 await Task.Delay(3);
             }
         });
@@ -89,6 +92,7 @@ public sealed class CountTests
         await Task.WhenAll(writers.Concat(counters).Append(checkpointer));
         Assert.True(failures.IsEmpty, string.Join("\n", failures.Take(10)));
         Assert.True(Interlocked.Read(ref counted) > 20, $"{counted} counts made");
+        Assert.True(!sliced || slicedCheckpoints > 0, "no checkpoint was written in slices");
         Assert.Equal(store.Index.CountByWalking(Collection, store.LastCommittedSequence),
             store.Index.Count(Collection, store.LastCommittedSequence));
     }
