@@ -90,11 +90,7 @@ internal sealed class BackupWriter : IDisposable
         {
             // The journal publishes a group after the index shows it, and a checkpoint covers what the index shows:
             // wait for the journal to publish what the checkpoint holds, so the copy starts at or after it.
-            long holds = checkpoint.Sequence; // and, for a slice of a checkpoint pass, what its trees are ahead to
-            foreach (CollectionTree tree in checkpoint.Collections.Values)
-            {
-                holds = Math.Max(holds, tree.AheadSequence);
-            }
+            long holds = Math.Max(checkpoint.Sequence, checkpoint.PassSequence); // a slice: what its pass covers
 
             while (journal.CommittedSequence < holds)
             {

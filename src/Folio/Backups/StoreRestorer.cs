@@ -272,14 +272,12 @@ internal sealed class StoreRestorer : IDisposable
             // A backup of a checkpoint written in slices (CheckpointPass) holds some documents as of the pass's
             // sequence: it restores that sequence and later ones only.
             long last = store.LastCommittedSequence;
-            foreach (CollectionTree tree in store.Pages.Current.Collections.Values)
+            long pass = store.Pages.Current.PassSequence;
+            if (pass > last)
             {
-                if (tree.AheadSequence > last)
-                {
-                    ThrowHelper.ThrowArgumentOutOfRange("options", last,
-                        $"This backup's checkpoint holds documents of collection '{tree.Name}' as of sequence "
-                        + $"{tree.AheadSequence}: it restores sequences {tree.AheadSequence} and later.");
-                }
+                ThrowHelper.ThrowArgumentOutOfRange("options", last,
+                    $"This backup's checkpoint holds some documents as of sequence {pass}: it restores sequences "
+                    + $"{pass} and later.");
             }
 
             VerifyResult verified = await store.VerifyAsync(null, cancellationToken).ConfigureAwait(false);

@@ -24,9 +24,11 @@ internal sealed class PageCheckpoint
         Collections = collections;
         foreach (CollectionTree tree in collections.Values)
         {
-            IsPartial |= tree.AheadSequence > 0;
+            _treesAhead |= tree.AheadSequence > 0;
         }
     }
+
+    private readonly bool _treesAhead;
 
     /// <summary>The state of a data file no checkpoint has written yet.</summary>
     public static PageCheckpoint Empty { get; } = new(0, 0, s_none);
@@ -41,7 +43,12 @@ internal sealed class PageCheckpoint
     /// <summary>Whether a tree is ahead of <see cref="Sequence"/> for some ids: a slice of a
     /// <see cref="CheckpointPass"/> other than its last. A backup, which restores to points in time from the
     /// checkpoint's sequence on, waits for a checkpoint that is not.</summary>
-    public bool IsPartial { get; }
+    public bool IsPartial => PassSequence > 0 || _treesAhead;
+
+    /// <summary>For a slice of a <see cref="CheckpointPass"/> (or a checkpoint below its sequence since), the pass's
+    /// sequence: some of the trees may hold versions up to it (a collection a slice emptied has no tree left to carry
+    /// a mark); 0 otherwise. Kept in the catalog (<see cref="PageStore.PassEntry"/>).</summary>
+    public long PassSequence { get; init; }
 
     /// <summary>The sequence whose state the trees hold for <paramref name="id"/> of
     /// <paramref name="collection"/>.</summary>

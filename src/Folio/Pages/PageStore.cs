@@ -750,6 +750,23 @@ internal sealed class PageStore : IDisposable
                 BTree.Put(catalogEdit, ref catalogRoot, name, new StoredValue(0, 0, entry));
             }
 
+            // The pass a slice belongs to, kept until a checkpoint reaches its sequence (compaction keeps it).
+            long passSequence = pass?.Sequence
+                ?? (settle && current.PassSequence <= sequence ? 0 : current.PassSequence);
+            if (passSequence != current.PassSequence)
+            {
+                if (passSequence == 0)
+                {
+                    BTree.Remove(catalogEdit, ref catalogRoot, PassEntry);
+                }
+                else
+                {
+                    byte[] entry = new byte[8];
+                    BinaryPrimitives.WriteInt64LittleEndian(entry, passSequence);
+                    BTree.Put(catalogEdit, ref catalogRoot, PassEntry, new StoredValue(0, 0, entry));
+                }
+            }
+
             int rewritten = BTree.RewriteChunks(catalogEdit, ref catalogRoot, moved);
             foreach (CollectionEdit edit in edits)
             {
@@ -854,6 +871,7 @@ internal sealed class PageStore : IDisposable
             {
                 Header = new DataFileHeader(generation, chunkId, last.Info.FileOffset, last.Info.Length, sequence,
                     StoreId),
+                PassSequence = passSequence,
             };
             PageCheckpoint previous = Interlocked.Exchange(ref _current, checkpoint);
             _retired.Add(previous);
@@ -937,6 +955,10 @@ internal sealed class PageStore : IDisposable
             entries.Add(tree.Name);
         }
     }
+
+    /// <summary>The catalog's entry for the pass a slice belongs to (<see cref="PageCheckpoint.PassSequence"/>, an
+    /// i64): a control character, which no collection name holds.</summary>
+    internal const string PassEntry = "\u0001pass";
 
     /// <summary>Limits the ids a slice's mark may name (<see cref="CollectionTree.AheadBefore"/>), so that a catalog
     /// entry stays inline in its leaf.</summary>
@@ -1519,8 +1541,22 @@ internal sealed class PageStore : IDisposable
         var collections = new Dictionary<string, CollectionTree>(StringComparer.Ordinal);
         PageReference? catalogRoot =
             chunkHeader.CatalogRoot.IsSaved ? new PageReference(chunkHeader.CatalogRoot) : null;
+        long passSequence = 0;
         foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(catalogRoot, null, null, false, cache))
         {
+            if (entry.Key == PassEntry)
+            {
+                ReadOnlySpan<byte> value = entry.Value.Inline.Span;
+                passSequence = value.Length == 8 ? BinaryPrimitives.ReadInt64LittleEndian(value) : -1;
+                if (passSequence <= current.CheckpointSequence)
+                {
+                    ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
+                        "the catalog's pass entry is damaged");
+                }
+
+                continue;
+            }
+
             if (DecodeCatalogEntry(entry.Key, entry.Value.Inline.Span) is not { } tree)
             {
                 ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
@@ -1534,6 +1570,7 @@ internal sealed class PageStore : IDisposable
         var checkpoint = new PageCheckpoint(current.Generation, current.CheckpointSequence, collections)
         {
             Header = current,
+            PassSequence = passSequence,
         };
         return new PageStore(file, cache, ChunkSpace.FromUsed(used), checkpoint, catalogRoot, lastChunkId, logger,
             pins) { StoreId = current.StoreId };
