@@ -897,9 +897,18 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         List<CheckpointSlicer.Slice>? slices = null;
         if (_options.CheckpointSlices > 1 && !current.IsPartial)
         {
-            slices = CheckpointSlicer.Cut(changes.Collections,
-                collection => _pages.EstimateSupersededBytes(collection, CheckpointSlicer.SampleSize),
-                Math.Max(_options.MinCheckpointSliceBytes, _pages.LiveBytes / _options.CheckpointSlices));
+            try
+            {
+                slices = CheckpointSlicer.Cut(changes.Collections,
+                    collection => _pages.EstimateSupersededBytes(collection, CheckpointSlicer.SampleSize),
+                    Math.Max(_options.MinCheckpointSliceBytes, _pages.LiveBytes / _options.CheckpointSlices));
+            }
+            catch (StoreCorruptedException)
+            {
+                // A damaged branch the estimate read: the checkpoint goes whole, and meets the damage only if it
+                // must read that page to write its changes.
+                slices = null;
+            }
         }
 
         if (slices is null)
