@@ -92,31 +92,39 @@ internal sealed class PageStoreModel
     {
         foreach ((string collection, Dictionary<string, (long Sequence, byte[]? Bytes)> changes) in Pending)
         {
-            if (!Durable.TryGetValue(collection, out SortedDictionary<string, (long, byte[])>? documents))
-            {
-                documents = new SortedDictionary<string, (long, byte[])>(StringComparer.Ordinal);
-                Durable[collection] = documents;
-            }
-
-            foreach ((string id, (long sequence, byte[]? bytes)) in changes)
-            {
-                if (bytes is null)
-                {
-                    documents.Remove(id);
-                }
-                else
-                {
-                    documents[id] = (sequence, bytes);
-                }
-            }
-
-            if (documents.Count == 0)
-            {
-                Durable.Remove(collection);
-            }
+            Apply(Durable, collection, changes);
         }
 
         Pending.Clear();
+    }
+
+    /// <summary>Applies <paramref name="changes"/> (a null value: a delete) to <paramref name="collection"/> of
+    /// <paramref name="state"/>, which loses a collection left empty.</summary>
+    public static void Apply(Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> state,
+        string collection, IEnumerable<KeyValuePair<string, (long Sequence, byte[]? Bytes)>> changes)
+    {
+        if (!state.TryGetValue(collection, out SortedDictionary<string, (long, byte[])>? documents))
+        {
+            documents = new SortedDictionary<string, (long, byte[])>(StringComparer.Ordinal);
+            state[collection] = documents;
+        }
+
+        foreach ((string id, (long sequence, byte[]? bytes)) in changes)
+        {
+            if (bytes is null)
+            {
+                documents.Remove(id);
+            }
+            else
+            {
+                documents[id] = (sequence, bytes);
+            }
+        }
+
+        if (documents.Count == 0)
+        {
+            state.Remove(collection);
+        }
     }
 
     /// <summary>The durable state as of <paramref name="checkpoint"/>: the model's, when the model has not moved past

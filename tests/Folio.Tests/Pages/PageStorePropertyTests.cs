@@ -16,56 +16,7 @@ namespace Folio.Tests.Pages;
 public sealed class PageStorePropertyTests
 {
     [Property(MaxTest = 60, Arbitrary = [typeof(PageStorePropertyTests)])]
-    public void The_page_store_agrees_with_a_sorted_dictionary(int[] program)
-    {
-        using var dir = new TempDirectory();
-        string path = Path.Combine(dir.Path, "data.folio");
-        var model = new PageStoreModel();
-        var store = PageStore.Open(PhysicalFileSystem.Instance, path);
-        var random = new Random(program.Length);
-        try
-        {
-            foreach (int op in program)
-            {
-                (int kind, int argument, string collection) = PageStoreModel.Decode(op, kindBits: 4);
-                switch (kind)
-                {
-                    case <= 7:
-                        int step = kind switch { <= 3 => 0, 4 => 1, 5 or 6 => 2, _ => 3 };
-                        model.WriteStep(step, collection, Id, argument, Length(argument));
-                        break;
-                    case 8 or 9 or 10:
-                        store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);
-                        model.Checkpointed();
-                        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
-                        PageStoreModel.AssertLiveCountsMatchTheTrees(store);
-                        break;
-                    case 11:
-                        store.Dispose();
-                        model.Pending.Clear();
-                        store = PageStore.Open(PhysicalFileSystem.Instance, path);
-                        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
-                        PageStoreModel.AssertLiveCountsMatchTheTrees(store);
-                        break;
-                    case 12:
-                        PageStoreModel.DropCachedPages(store.Current);
-                        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
-                        break;
-                    default:
-                        break;
-                }
-            }
-
-            store.Checkpoint(model.Sequence, model.Changes());
-            model.Checkpointed();
-            PageStoreModel.DropCachedPages(store.Current);
-            PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
-        }
-        finally
-        {
-            store.Dispose();
-        }
-    }
+    public void The_page_store_agrees_with_a_sorted_dictionary(int[] program) => Run(program, sliced: false);
 
     /// <summary>
     /// The same with every checkpoint written in slices (<see cref="CheckpointSlicer"/>, <see cref="CheckpointPass"/>),
@@ -74,7 +25,13 @@ public sealed class PageStorePropertyTests
     /// are ahead; the next checkpoint, written whole, settles them.
     /// </summary>
     [Property(MaxTest = 40, Arbitrary = [typeof(PageStorePropertyTests)])]
-    public void The_page_store_agrees_with_a_sorted_dictionary_when_checkpoints_are_written_in_slices(int[] program)
+    public void The_page_store_agrees_with_a_sorted_dictionary_when_checkpoints_are_written_in_slices(int[] program) =>
+        Run(program, sliced: true);
+
+    /// <summary>Runs <paramref name="program"/>: op kinds 0-7 write, 8-10 checkpoint (13 too, cutting its pass short,
+    /// when <paramref name="sliced"/>), 11 reopens, 12 drops the cached pages; checks the store against the model after
+    /// each checkpoint, reopen and drop.</summary>
+    private static void Run(int[] program, bool sliced)
     {
         using var dir = new TempDirectory();
         string path = Path.Combine(dir.Path, "data.folio");
@@ -94,18 +51,19 @@ public sealed class PageStorePropertyTests
                         int step = kind switch { <= 3 => 0, 4 => 1, 5 or 6 => 2, _ => 3 };
                         model.WriteStep(step, collection, Id, argument, Length(argument));
                         break;
+                    case 13 when !sliced:
+                        break;
+                    case 8 or 9 or 10 or 13
+                        when !sliced || partial is not null || model.Sequence == store.Current.Sequence:
+                        // After a cut pass the next checkpoint is whole, as the store writes it.
+                        store.Checkpoint(model.Sequence, model.Changes(), parallel: (op & 1) == 0);
+                        model.Checkpointed();
+                        partial = null;
+                        PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
+                        PageStoreModel.AssertLiveCountsMatchTheTrees(store);
+                        Assert.False(store.Current.IsPartial);
+                        break;
                     case 8 or 9 or 10 or 13:
-                        if (partial is not null || model.Sequence == store.Current.Sequence)
-                        {
-                            // After a cut pass the next checkpoint is whole, as the store writes it.
-                            store.Checkpoint(model.Sequence, model.Changes());
-                            model.Checkpointed();
-                            partial = null;
-                            PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
-                            Assert.False(store.Current.IsPartial);
-                            break;
-                        }
-
                         partialPass = model.Sequence;
                         partial = WriteSlices(store, model, random, cut: kind == 13, argument);
                         break;
@@ -113,7 +71,7 @@ public sealed class PageStorePropertyTests
                         store.Dispose();
                         store = PageStore.Open(PhysicalFileSystem.Instance, path);
                         PageStoreModel.AssertHolds(partial ?? model.Durable, store.Current, store.Reader, random);
-                        Assert.Equal(partial is not null, store.Current.IsPartial);
+                        PageStoreModel.AssertLiveCountsMatchTheTrees(store);
                         Assert.Equal(partial is null ? 0 : partialPass, store.Current.PassSequence);
                         if (partial is null)
                         {
@@ -171,7 +129,7 @@ public sealed class PageStorePropertyTests
             store.Checkpoint(durable, slice.Changes, pass: new CheckpointPass(model.Sequence, slice.Ahead));
             foreach ((string name, HashSet<string> ids) in written)
             {
-                Apply(expected, name, model.Pending[name].Where(change => ids.Contains(change.Key)));
+                PageStoreModel.Apply(expected, name, model.Pending[name].Where(change => ids.Contains(change.Key)));
             }
 
             Assert.True(store.Current.IsPartial);
@@ -199,33 +157,6 @@ public sealed class PageStorePropertyTests
         PageStoreModel.AssertHolds(model.Durable, store.Current, store.Reader, random);
         PageStoreModel.AssertLiveCountsMatchTheTrees(store);
         return null;
-    }
-
-    private static void Apply(Dictionary<string, SortedDictionary<string, (long Sequence, byte[] Bytes)>> state,
-        string collection, IEnumerable<KeyValuePair<string, (long Sequence, byte[]? Bytes)>> changes)
-    {
-        if (!state.TryGetValue(collection, out SortedDictionary<string, (long, byte[])>? documents))
-        {
-            documents = new SortedDictionary<string, (long, byte[])>(StringComparer.Ordinal);
-            state[collection] = documents;
-        }
-
-        foreach ((string id, (long sequence, byte[]? bytes)) in changes)
-        {
-            if (bytes is null)
-            {
-                documents.Remove(id);
-            }
-            else
-            {
-                documents[id] = (sequence, bytes);
-            }
-        }
-
-        if (documents.Count == 0)
-        {
-            state.Remove(collection);
-        }
     }
 
     public static Arbitrary<int[]> Programs() => PageStoreModel.Programs(maxLength: 120);
