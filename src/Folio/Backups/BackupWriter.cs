@@ -91,7 +91,6 @@ internal sealed class BackupWriter : IDisposable
             // The journal publishes a group after the index shows it, and a checkpoint covers what the index shows:
             // wait for the journal to publish what the checkpoint holds, so the copy starts at or after it.
             long holds = Math.Max(checkpoint.Sequence, checkpoint.PassSequence); // a slice: what its pass covers
-
             while (journal.CommittedSequence < holds)
             {
                 await Task.Delay(1, cancellationToken).ConfigureAwait(false);

@@ -67,11 +67,9 @@ internal static class CheckpointSlicer
             if (boundaries.Length == 0)
             {
                 // Whole, sharing a slice with its neighbours while they fit.
-                if (pending.Count > 0 && pendingBytes + bytes > sliceBytes)
+                if (pendingBytes + bytes > sliceBytes)
                 {
-                    slices.Add(new Slice(pending, new Dictionary<string, string?>(ahead)));
-                    pending = [];
-                    pendingBytes = 0;
+                    FlushPending();
                 }
 
                 pending.Add(collection);
@@ -80,13 +78,7 @@ internal static class CheckpointSlicer
                 continue;
             }
 
-            if (pending.Count > 0)
-            {
-                slices.Add(new Slice(pending, new Dictionary<string, string?>(ahead)));
-                pending = [];
-                pendingBytes = 0;
-            }
-
+            FlushPending();
             List<CollectionChanges> pieces = Split(collection, boundaries);
             for (int i = 0; i < pieces.Count; i++)
             {
@@ -95,12 +87,19 @@ internal static class CheckpointSlicer
             }
         }
 
-        if (pending.Count > 0)
-        {
-            slices.Add(new Slice(pending, new Dictionary<string, string?>(ahead)));
-        }
-
+        FlushPending();
         return slices.Count > 1 ? slices : null;
+
+        // The collections gathered whole so far become a slice of their own.
+        void FlushPending()
+        {
+            if (pending.Count > 0)
+            {
+                slices.Add(new Slice(pending, new Dictionary<string, string?>(ahead)));
+                pending = [];
+                pendingBytes = 0;
+            }
+        }
     }
 
     /// <summary>Up to <paramref name="parts"/> - 1 distinct ids cutting <paramref name="changes"/> into parts of

@@ -466,12 +466,7 @@ internal static class BTree
             return 0;
         }
 
-        int depth = 0; // levels below the root down to the leaves
-        for (TreeNode node = root.GetNode(edit.Reader); !node.IsLeaf; node = node.ChildAt(0).GetNode(edit.Reader))
-        {
-            depth++;
-        }
-
+        int depth = LeafDepth(root, edit.Reader);
         int rewritten = 0;
         if (Rewrite(edit, root, depth, chunks, ref rewritten) is { } changed)
         {

@@ -374,28 +374,10 @@ internal sealed class PageStore : IDisposable
 
             if (rewrite.Count > 0)
             {
-                // Compaction reaches every tree, changed or not.
-                foreach ((string name, CollectionTree tree) in current.Collections)
-                {
-                    if (!changed.Contains(name))
-                    {
-                        edits.Add(new CollectionEdit(new CollectionChanges(name), tree,
-                            new TreeEdit(epoch, _cache), rewrite));
-                    }
-                }
+                AddUnchangedTrees(current, changed, edits, epoch, rewrite); // compaction reaches every tree
             }
 
-            if (parallel && edits.Count > 1)
-            {
-                Parallel.For(0, edits.Count, s_workers, i => edits[i].Apply());
-            }
-            else
-            {
-                foreach (CollectionEdit edit in edits)
-                {
-                    edit.Apply();
-                }
-            }
+            ForEachEdit(edits, parallel, static edit => edit.Apply());
 
             // Chunks the changes left nearly empty give up their last live pages too, so they die with this
             // checkpoint instead of waiting for compaction: changes spread over a tree leave a few untouched pages in
@@ -501,25 +483,39 @@ internal sealed class PageStore : IDisposable
     {
         if (rewrite.Count == 0)
         {
-            foreach ((string name, CollectionTree tree) in current.Collections)
-            {
-                if (!changed.Contains(name))
-                {
-                    edits.Add(new CollectionEdit(new CollectionChanges(name), tree, new TreeEdit(epoch, _cache),
-                        rewrite));
-                }
-            }
+            AddUnchangedTrees(current, changed, edits, epoch, rewrite); // else compaction added them already
         }
 
+        ForEachEdit(edits, parallel, edit => edit.RewriteAlso(emptied));
+    }
+
+    /// <summary>Adds an edit without changes for every tree of <paramref name="current"/> the changes do not edit
+    /// (<paramref name="changed"/>), so that moving the pages of chunks reaches it too.</summary>
+    private void AddUnchangedTrees(PageCheckpoint current, HashSet<string> changed, List<CollectionEdit> edits,
+        int epoch, HashSet<uint> rewrite)
+    {
+        foreach ((string name, CollectionTree tree) in current.Collections)
+        {
+            if (!changed.Contains(name))
+            {
+                edits.Add(new CollectionEdit(new CollectionChanges(name), tree, new TreeEdit(epoch, _cache), rewrite));
+            }
+        }
+    }
+
+    /// <summary>Runs <paramref name="work"/> on every edit: in parallel (one worker per processor) when asked and
+    /// there are several, else one after another on this thread.</summary>
+    private static void ForEachEdit(List<CollectionEdit> edits, bool parallel, Action<CollectionEdit> work)
+    {
         if (parallel && edits.Count > 1)
         {
-            Parallel.For(0, edits.Count, s_workers, i => edits[i].RewriteAlso(emptied));
+            Parallel.For(0, edits.Count, s_workers, i => work(edits[i]));
         }
         else
         {
             foreach (CollectionEdit edit in edits)
             {
-                edit.RewriteAlso(emptied);
+                work(edit);
             }
         }
     }

@@ -356,7 +356,8 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         CompactionPassInterval = TimeSpan.FromMilliseconds(random.Next(2, 20)),
         // Chunks of 256 pages (a checkpoint here is one chunk), or of 2 or 5 (several, cut anywhere between them).
         PagesPerChunk = random.Next(3) switch { 0 => ChunkFormat.MaxPagesPerChunk, 1 => 5, _ => 2 },
-        // Half the runs write every checkpoint in slices, so cuts land between them (trees ahead for some ids).
+        // Half the runs slice every checkpoint that supersedes more than a quarter of the leaves, so cuts land
+        // between slices (trees ahead for some ids).
         MinCheckpointSliceBytes = random.Next(2) == 0 ? 1 : 8L << 20,
     };
 
