@@ -29,10 +29,11 @@ public sealed class LinearizabilityTests
     private const string Collection = "Reg";
 
     [Theory]
-    [InlineData(DurabilityMode.Durable)]
-    [InlineData(DurabilityMode.Buffered)]
+    [InlineData(DurabilityMode.Durable, false)]
+    [InlineData(DurabilityMode.Buffered, false)]
+    [InlineData(DurabilityMode.Durable, true)] // checkpoints in slices: reads across trees ahead for some ids
     public async Task A_concurrent_history_of_writes_reads_and_session_snapshots_is_linearizable(
-        DurabilityMode durability)
+        DurabilityMode durability, bool sliced)
     {
         double seconds = StressDuration.Seconds(3);
         using var dir = new TempDirectory();
@@ -42,6 +43,19 @@ public sealed class LinearizabilityTests
         options.CheckpointThreshold = 32 * 1024;
         options.CheckpointInterval = TimeSpan.FromMilliseconds(20);
         options.CompactionPassInterval = TimeSpan.FromMilliseconds(50);
+        long slicedCheckpoints = 0;
+        if (sliced)
+        {
+            options.MinCheckpointSliceBytes = 1; // slices of a quarter of the live pages (the default share)
+            options.TestBeforeSlice = slice =>
+            {
+                if (slice > 0)
+                {
+                    Interlocked.Increment(ref slicedCheckpoints); // a slice after the first: a pass in slices
+                }
+            };
+        }
+
         await using DocumentStore store = DocumentStore.Open(dir.Path, options);
         string[] ids = [.. Enumerable.Range(0, 12).Select(i => $"r{i:D2}")];
         var writes = new ConcurrentQueue<Write>();
@@ -51,7 +65,8 @@ public sealed class LinearizabilityTests
         long conditionalWins = 0;
         using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
             () => store.Pages.LastCheckpoint.Generation < 5 || Interlocked.Read(ref sessionReads) < 50
-                || Interlocked.Read(ref conditionalWins) < 20,
+                || Interlocked.Read(ref conditionalWins) < 20
+                || (sliced && Interlocked.Read(ref slicedCheckpoints) < 5),
             TimeSpan.FromSeconds(60));
 
         Task[] writers = [.. Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
@@ -171,6 +186,7 @@ public sealed class LinearizabilityTests
         Assert.True(reads.Count > 1000 && sessions.Count >= 50 && conditionalWins >= 20,
             $"{reads.Count} reads, {sessions.Count} session reads, {conditionalWins} conditional puts");
         Assert.True(store.Pages.LastCheckpoint.Generation >= 5, "checkpoints ran during the history");
+        Assert.True(!sliced || slicedCheckpoints >= 5, $"{slicedCheckpoints} slices after a pass's first");
     }
 
     /// <summary>A commit that completed before another was invoked has the lower sequence.</summary>
