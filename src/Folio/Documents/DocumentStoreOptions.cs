@@ -75,9 +75,9 @@ public sealed class DocumentStoreOptions
     /// <summary>The smallest slice a checkpoint is cut into: 8 MiB (tests lower it).</summary>
     internal long MinCheckpointSliceBytes { get; set; } = 8L << 20;
 
-    /// <summary>Tests only: called with a slice's index before each slice after the first is written; what it throws
-    /// fails the checkpoint there, as a failed write would.</summary>
-    internal Action<int>? TestBeforeSlice { get; set; }
+    /// <summary>Tests only: called with a slice's index and the pass's count of slices before each slice after the
+    /// first is written; what it throws fails the checkpoint there, as a failed write would.</summary>
+    internal Action<int, int>? TestBeforeSlice { get; set; }
 
     /// <summary>The least time between two background compaction passes (the rate limit's second); tests shorten
     /// it.</summary>

@@ -927,14 +927,14 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
         {
             if (i > 0)
             {
-                _options.TestBeforeSlice?.Invoke(i);
+                _options.TestBeforeSlice?.Invoke(i, slices.Count);
             }
 
             _pages.Checkpoint(durable, slices[i].Changes, pass: new CheckpointPass(sequence, slices[i].Ahead));
             _index.AdvanceCheckpoint(_pages.Pin(), new CheckpointChanges(slices[i].Changes, false, []));
         }
 
-        _options.TestBeforeSlice?.Invoke(slices.Count - 1);
+        _options.TestBeforeSlice?.Invoke(slices.Count - 1, slices.Count);
         _pages.Checkpoint(sequence, slices[^1].Changes, compaction: compaction);
     }
 

@@ -49,7 +49,7 @@ public sealed class CheckpointSliceTests
         string folder = Path.Combine(dir.Path, "store");
         DocumentStoreOptions options = Options();
         int failAt = 2;
-        options.TestBeforeSlice = slice =>
+        options.TestBeforeSlice = (slice, _) =>
         {
             if (slice == Volatile.Read(ref failAt))
             {
@@ -100,6 +100,26 @@ public sealed class CheckpointSliceTests
             AssertAgrees(restored, model);
         }
 
+        // The closed store's files described and scanned as `folio info` and `folio export` read them, then backed up
+        // from them, as `folio backup` takes it.
+        StoreInfo info = await DocumentStore.ReadInfoAsync(folder);
+        Assert.Equal(model.Count, Assert.Single(info.Collections, c => c.Name == Collection).Documents);
+        var scanned = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(folder))
+        {
+            Assert.Equal(Collection, document.Collection);
+            scanned.Add(document.Id, Encoding.UTF8.GetString(document.Json.Span));
+        }
+
+        Assert.Equal(model, scanned);
+        string filesBackup = Path.Combine(dir.Path, "files.backup");
+        await DocumentStore.BackupFilesAsync(folder, filesBackup);
+        await using (DocumentStore restored = await RestoreAsync(filesBackup, Path.Combine(dir.Path, "from-files"),
+            null))
+        {
+            AssertAgrees(restored, model);
+        }
+
         // A point in time before the sequence the checkpoint holds some ids at cannot come from this backup.
         await Assert.ThrowsAsync<ArgumentOutOfRangeException>(async () => await DocumentStore.RestoreAsync(backup,
             Path.Combine(dir.Path, "too-early"), new RestoreOptions { ToSequence = aheadTo - 1 }));
@@ -131,6 +151,89 @@ public sealed class CheckpointSliceTests
             Assert.False(settled.Pages.Current.IsPartial);
             AssertAgrees(settled, model);
             Assert.True((await settled.VerifyAsync()).IsHealthy);
+        }
+    }
+
+    /// <summary>
+    /// A data file that fails inside a slice (its chunk's write, a short write, a full disk, its fsync, or the header
+    /// slot's write or fsync after it): the checkpoint fails, the slices before it stay current (a checkpoint ahead for
+    /// the ids they covered) or, for the first, the checkpoint before, the store keeps serving and committing, and the
+    /// next checkpoint, with the disk well again, settles every change; a reopen finds the model.
+    /// </summary>
+    [Theory]
+    [InlineData(FileFault.WriteFails, 0, 1)]
+    [InlineData(FileFault.ShortWrite, 0, 1)]
+    [InlineData(FileFault.DiskFull, 0, 2)]
+    [InlineData(FileFault.SyncFails, 0, 1)]
+    [InlineData(FileFault.WriteFails, 1, 2)]
+    [InlineData(FileFault.SyncFails, 1, 1)]
+    [InlineData(FileFault.WriteBackFails, 0, 1)]
+    [InlineData(FileFault.WriteFails, 0, 0)]
+    [InlineData(FileFault.SyncFails, 1, -1)] // -1: the pass's last slice
+    public async Task A_data_file_that_fails_inside_a_slice_leaves_the_slices_before_it_and_the_next_checkpoint_settles(
+        FileFault fault, int skip, int slice)
+    {
+        using var dir = new TempDirectory();
+        var files = new FaultInjectingFileSystem
+        {
+            Matches = static path => path.EndsWith(DocumentStore.DataFileName, StringComparison.Ordinal),
+        };
+        DocumentStoreOptions options = Options();
+        options.FileSystem = files;
+        int slices = 0;
+        int failing = int.MaxValue; // the slice whose data file fails (-1: the pass's last); none yet
+        options.TestBeforeSlice = (index, count) =>
+        {
+            slices = count;
+            if (index == Volatile.Read(ref failing) || (failing == -1 && index == count - 1))
+            {
+                files.Arm(fault, skip);
+            }
+        };
+        var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            await StoreCompactionTests.PutAsync(store, model, Enumerable.Range(0, 3000), round: 0, pad: 250);
+            await store.CheckpointAsync();
+
+            // A pass without faults first: a change this large goes in slices.
+            await ChangeAsync(store, model, round: 1);
+            await store.CheckpointAsync();
+            Assert.True(slices >= 3, $"{slices} slices");
+            Volatile.Write(ref failing, slice);
+            await ChangeAsync(store, model, round: 2);
+            long settled = store.Pages.Current.Sequence;
+            long generation = store.Pages.Current.Generation;
+            if (failing == 0)
+            {
+                files.Arm(fault, skip); // the first slice has no hook before it
+            }
+
+            slices = 0;
+            await Assert.ThrowsAnyAsync<IOException>(async () => await store.CheckpointAsync());
+            Assert.Equal(FileFault.None, files.Armed);
+            Assert.True(slices >= 2 || failing == 0, $"{slices} slices");
+            int failed = failing < 0 ? slices - 1 : failing;
+            Assert.False(store.IsFaulted);
+            Assert.Equal(settled, store.Pages.Current.Sequence);
+            Assert.Equal(failed > 0, store.Pages.Current.IsPartial);
+            Assert.Equal(generation + failed, store.Pages.Current.Generation); // the slices before the failed one
+            AssertAgrees(store, model);
+
+            await ChangeAsync(store, model, round: 3);
+            AssertAgrees(store, model);
+            Volatile.Write(ref failing, int.MaxValue);
+            await store.CheckpointAsync();
+            Assert.False(store.Pages.Current.IsPartial);
+            Assert.Equal(store.LastCommittedSequence, store.Pages.Current.Sequence);
+            AssertAgrees(store, model);
+        }
+
+        await using (DocumentStore reopened = DocumentStore.Open(dir.Path, Options()))
+        {
+            Assert.False(reopened.Pages.Current.IsPartial);
+            AssertAgrees(reopened, model);
+            Assert.True((await reopened.VerifyAsync()).IsHealthy);
         }
     }
 

@@ -47,7 +47,7 @@ public sealed class LinearizabilityTests
         if (sliced)
         {
             options.MinCheckpointSliceBytes = 1; // slices of a quarter of the live pages (the default share)
-            options.TestBeforeSlice = slice =>
+            options.TestBeforeSlice = (slice, _) =>
             {
                 if (slice > 0)
                 {
