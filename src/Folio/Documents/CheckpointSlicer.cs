@@ -103,8 +103,8 @@ internal static class CheckpointSlicer
     }
 
     /// <summary>Up to <paramref name="parts"/> - 1 distinct ids cutting <paramref name="changes"/> into parts of
-    /// about equal counts, ascending; ids longer than <see cref="PageStore.MaxAheadIdLength"/> are left out (a catalog
-    /// entry names the boundary).</summary>
+    /// about equal counts, ascending; ids longer than <see cref="CatalogEntry.MaxAheadIdLength"/> are left out (a
+    /// catalog entry names the boundary).</summary>
     private static string[] Boundaries(List<TreeChange> changes, int parts)
     {
         int step = Math.Max(1, changes.Count / SampleSize);
@@ -119,7 +119,7 @@ internal static class CheckpointSlicer
         for (int p = 1; p < parts; p++)
         {
             string boundary = sample[(int)((long)sample.Count * p / parts)];
-            if (boundary.Length <= PageStore.MaxAheadIdLength
+            if (boundary.Length <= CatalogEntry.MaxAheadIdLength
                 && (boundaries.Count == 0 || string.CompareOrdinal(boundaries[^1], boundary) < 0)
                 && string.CompareOrdinal(sample[0], boundary) < 0)
             {

@@ -47,7 +47,7 @@ internal sealed class PageCheckpoint
 
     /// <summary>For a slice of a <see cref="CheckpointPass"/> (or a checkpoint below its sequence since), the pass's
     /// sequence: some of the trees may hold versions up to it (a collection a slice emptied has no tree left to carry
-    /// a mark); 0 otherwise. Kept in the catalog (<see cref="PageStore.PassEntry"/>).</summary>
+    /// a mark); 0 otherwise. Kept in the catalog (<see cref="CatalogEntry.PassName"/>).</summary>
     public long PassSequence { get; init; }
 
     /// <summary>The sequence whose state the trees hold for <paramref name="id"/> of

@@ -742,7 +742,7 @@ internal sealed class PageStore : IDisposable
             MarkAhead(collections, entries, settle ? null : pass, settle, sequence);
             foreach (string name in entries)
             {
-                byte[] entry = EncodeCatalogEntry(collections[name]);
+                byte[] entry = CatalogEntry.Encode(collections[name]);
                 BTree.Put(catalogEdit, ref catalogRoot, name, new StoredValue(0, 0, entry));
             }
 
@@ -753,13 +753,12 @@ internal sealed class PageStore : IDisposable
             {
                 if (passSequence == 0)
                 {
-                    BTree.Remove(catalogEdit, ref catalogRoot, PassEntry);
+                    BTree.Remove(catalogEdit, ref catalogRoot, CatalogEntry.PassName);
                 }
                 else
                 {
-                    byte[] entry = new byte[8];
-                    BinaryPrimitives.WriteInt64LittleEndian(entry, passSequence);
-                    BTree.Put(catalogEdit, ref catalogRoot, PassEntry, new StoredValue(0, 0, entry));
+                    BTree.Put(catalogEdit, ref catalogRoot, CatalogEntry.PassName,
+                        new StoredValue(0, 0, CatalogEntry.EncodePass(passSequence)));
                 }
             }
 
@@ -950,88 +949,6 @@ internal sealed class PageStore : IDisposable
             collections[tree.Name] = tree;
             entries.Add(tree.Name);
         }
-    }
-
-    /// <summary>The catalog's entry for the pass a slice belongs to (<see cref="PageCheckpoint.PassSequence"/>, an
-    /// i64): a control character, which no collection name holds.</summary>
-    internal const string PassEntry = "\u0001pass";
-
-    /// <summary>Limits the ids a slice's mark may name (<see cref="CollectionTree.AheadBefore"/>), so that a catalog
-    /// entry stays inline in its leaf.</summary>
-    internal const int MaxAheadIdLength = 512;
-
-    /// <summary>
-    /// A catalog entry: u64 root position, i64 count; for a tree ahead of its checkpoint, then i64 ahead sequence, i32
-    /// length in UTF-16 code units of the first id not ahead (-1: every id is), and those code units (little-endian).
-    /// </summary>
-    private static byte[] EncodeCatalogEntry(CollectionTree tree)
-    {
-        int units = tree.AheadBefore?.Length ?? 0;
-        byte[] entry = new byte[tree.AheadSequence == 0 ? 16 : 28 + (2 * units)];
-        BinaryPrimitives.WriteUInt64LittleEndian(entry, tree.Root.Position.Value);
-        BinaryPrimitives.WriteInt64LittleEndian(entry.AsSpan(8), tree.Count);
-        if (tree.AheadSequence != 0)
-        {
-            BinaryPrimitives.WriteInt64LittleEndian(entry.AsSpan(16), tree.AheadSequence);
-            BinaryPrimitives.WriteInt32LittleEndian(entry.AsSpan(24), tree.AheadBefore is null ? -1 : units);
-            for (int i = 0; i < units; i++)
-            {
-                BinaryPrimitives.WriteUInt16LittleEndian(entry.AsSpan(28 + (2 * i)), tree.AheadBefore![i]);
-            }
-        }
-
-        return entry;
-    }
-
-    /// <summary>Decodes a catalog entry (<see cref="EncodeCatalogEntry"/>); null when it is malformed.</summary>
-    private static CollectionTree? DecodeCatalogEntry(string name, ReadOnlySpan<byte> value)
-    {
-        if (value.Length < 16)
-        {
-            return null;
-        }
-
-        var root = new PagePosition(BinaryPrimitives.ReadUInt64LittleEndian(value));
-        long count = BinaryPrimitives.ReadInt64LittleEndian(value[8..]);
-        if (!root.IsSaved || count < 0)
-        {
-            return null;
-        }
-
-        if (value.Length == 16)
-        {
-            return new CollectionTree(name, new PageReference(root), count);
-        }
-
-        if (value.Length < 28)
-        {
-            return null;
-        }
-
-        long aheadSequence = BinaryPrimitives.ReadInt64LittleEndian(value[16..]);
-        int units = BinaryPrimitives.ReadInt32LittleEndian(value[24..]);
-        if (aheadSequence <= 0 || units < -1 || value.Length != 28 + (2 * Math.Max(units, 0)))
-        {
-            return null;
-        }
-
-        string? before = null;
-        if (units >= 0)
-        {
-            char[] chars = new char[units];
-            for (int i = 0; i < units; i++)
-            {
-                chars[i] = (char)BinaryPrimitives.ReadUInt16LittleEndian(value[(28 + (2 * i))..]);
-            }
-
-            before = new string(chars);
-        }
-
-        return new CollectionTree(name, new PageReference(root), count)
-        {
-            AheadSequence = aheadSequence,
-            AheadBefore = before,
-        };
     }
 
     /// <summary>Live pages over all pages of the live chunks; 1 when there are none.</summary>
@@ -1540,10 +1457,9 @@ internal sealed class PageStore : IDisposable
         long passSequence = 0;
         foreach (KeyValuePair<string, StoredValue> entry in BTree.Range(catalogRoot, null, null, false, cache))
         {
-            if (entry.Key == PassEntry)
+            if (entry.Key == CatalogEntry.PassName)
             {
-                ReadOnlySpan<byte> value = entry.Value.Inline.Span;
-                passSequence = value.Length == 8 ? BinaryPrimitives.ReadInt64LittleEndian(value) : -1;
+                passSequence = CatalogEntry.DecodePass(entry.Value.Inline.Span);
                 if (passSequence <= current.CheckpointSequence)
                 {
                     ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
@@ -1553,7 +1469,7 @@ internal sealed class PageStore : IDisposable
                 continue;
             }
 
-            if (DecodeCatalogEntry(entry.Key, entry.Value.Inline.Span) is not { } tree)
+            if (CatalogEntry.Decode(entry.Key, entry.Value.Inline.Span) is not { } tree)
             {
                 ThrowHelper.ThrowStoreCorrupted(file.Path, current.ChunkOffset,
                     $"the catalog entry of collection '{entry.Key}' is damaged");
