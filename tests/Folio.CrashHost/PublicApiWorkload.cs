@@ -80,12 +80,22 @@ public static class PublicApiWorkload
     public static DurabilityMode RunDurability(long firstK) =>
         firstK / 1_000_000 % 2 == 0 ? DurabilityMode.Buffered : DurabilityMode.Durable;
 
+    /// <summary>Whether a run's checkpoints go in slices at any size (two runs in four, by <paramref name="firstK"/>,
+    /// so both durabilities meet both): kills then land between slices too, and reads, backups and scrubs meet trees
+    /// ahead of their checkpoint for some ids.</summary>
+    public static bool RunSliced(long firstK) => firstK / 2_000_000 % 2 == 1;
+
     /// <summary>The child: commits until it is killed. Its batches and sessions of every third writer take the other
     /// durability than the run's, so groups mix both.</summary>
     public static async Task<int> RunAsync(string folder, long firstK, string backups)
     {
         DocumentStoreOptions options = Options();
         options.Durability = RunDurability(firstK);
+        if (RunSliced(firstK))
+        {
+            options.MinCheckpointSliceBytes = 1; // slices of a quarter of the live pages (the default share)
+        }
+
         DurabilityMode other = options.Durability == DurabilityMode.Durable
             ? DurabilityMode.Buffered
             : DurabilityMode.Durable;

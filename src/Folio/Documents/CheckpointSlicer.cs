@@ -20,9 +20,9 @@ internal static class CheckpointSlicer
     /// <summary>Ids sampled per collection to place its boundaries.</summary>
     internal const int SampleSize = 4096;
 
-    /// <summary>One slice: its changes, and per collection the first id it leaves to later slices (null: none
-    /// left), for every collection it or an earlier slice finished or cut (the pass's ahead marks once it is
-    /// durable).</summary>
+    /// <summary>One slice: its changes (objects of its own, never the caller's, which may let go of theirs once cut),
+    /// and per collection the first id it leaves to later slices (null: none left), for every collection it or an
+    /// earlier slice finished or cut (the pass's ahead marks once it is durable).</summary>
     internal sealed record Slice(List<CollectionChanges> Changes, Dictionary<string, string?> Ahead);
 
     /// <summary>
@@ -72,7 +72,10 @@ internal static class CheckpointSlicer
                     FlushPending();
                 }
 
-                pending.Add(collection);
+                // A slice's own object over the same list: the caller lets go of the changes it collected once they
+                // are cut (CollectionChanges.Applied), and the slice must still hold them when it is written.
+                pending.Add(new CollectionChanges(collection.Name, collection.Changes, collection.Hashes,
+                    releaseWhenApplied: true));
                 pendingBytes += bytes;
                 ahead[collection.Name] = null;
                 continue;

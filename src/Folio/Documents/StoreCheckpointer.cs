@@ -919,7 +919,7 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
 
         foreach (CollectionChanges collection in changes.Collections)
         {
-            collection.Applied(); // the slices hold the changes now; the hashes stay for the index
+            collection.Applied(); // the slices hold the changes now, each in its own object; the hashes stay
         }
 
         long durable = current.Sequence;

@@ -42,6 +42,69 @@ public sealed class CheckpointSliceTests
         }
     }
 
+    /// <summary>
+    /// A pass over a large collection, cut into slices, and small collections changed since the last checkpoint, which
+    /// share a slice whole: every small collection's changes land in that slice's trees (the checkpointer lets go of
+    /// the changes it collected once they are in slices, and a slice must hold its own), so reads after the heads
+    /// leave memory, and after a reopen, see them.
+    /// </summary>
+    [Fact]
+    public async Task Small_collections_changed_beside_a_sliced_one_keep_their_changes_in_the_slice_they_share()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        var small = new SortedDictionary<string, string>(StringComparer.Ordinal); // "collection/id" to its JSON
+        await using (DocumentStore store = DocumentStore.Open(dir.Path, options))
+        {
+            await StoreCompactionTests.PutAsync(store, model, Enumerable.Range(0, 3000), round: 0, pad: 250);
+            await PutSmallAsync(store, small, round: 0);
+            await store.CheckpointAsync();
+            long generation = store.Pages.Current.Generation;
+            await ChangeAsync(store, model, round: 1);
+            await PutSmallAsync(store, small, round: 1);
+            await store.CheckpointAsync();
+            Assert.True(store.Pages.Current.Generation - generation >= 3, "the pass went in slices");
+            store.Index.EvictCheckpointed(); // reads come from the trees now
+            AssertAgrees(store, model);
+            AssertSmall(store, small);
+        }
+
+        await using (DocumentStore reopened = DocumentStore.Open(dir.Path, options))
+        {
+            AssertAgrees(reopened, model);
+            AssertSmall(reopened, small);
+            Assert.True((await reopened.VerifyAsync()).IsHealthy);
+        }
+
+        static async Task PutSmallAsync(DocumentStore store, SortedDictionary<string, string> small, int round)
+        {
+            foreach (string collection in new[] { "a-small", "z-small" }) // before and after the sliced one
+            {
+                var batch = new CommitBatch();
+                for (int i = 0; i < 20; i++)
+                {
+                    string json = $"{{\"round\":{round},\"i\":{i}}}";
+                    batch.Put(collection, $"s{i:D2}", Encoding.UTF8.GetBytes(json));
+                    small[$"{collection}/s{i:D2}"] = json;
+                }
+
+                await store.WriteAsync(batch);
+            }
+        }
+
+        static void AssertSmall(DocumentStore store, SortedDictionary<string, string> small)
+        {
+            foreach ((string key, string json) in small)
+            {
+                string[] parts = key.Split('/');
+                Assert.Equal(json, store.Get(parts[0], parts[1]) is { } found
+                    ? Encoding.UTF8.GetString(found.Json.Span)
+                    : null);
+            }
+        }
+    }
+
     [Fact]
     public async Task A_failure_between_slices_leaves_a_checkpoint_ahead_for_some_ids_that_reads_reopens_and_restores()
     {
@@ -235,6 +298,33 @@ public sealed class CheckpointSliceTests
             AssertAgrees(reopened, model);
             Assert.True((await reopened.VerifyAsync()).IsHealthy);
         }
+    }
+
+    [Fact]
+    public void Slices_keep_their_changes_when_the_caller_lets_go_of_the_collected_ones()
+    {
+        // The checkpointer releases the changes it collected once they are cut (CollectionChanges.Applied): a
+        // collection a slice takes whole must not be the caller's object, or the slice would be written empty.
+        var big = new CollectionChanges("big",
+            [.. Enumerable.Range(0, 1000).Select(i => TreeChange.Delete($"b{i:D4}"))], releaseWhenApplied: true);
+        var little = new CollectionChanges("little", [TreeChange.Delete("x"), TreeChange.Delete("y")],
+            releaseWhenApplied: true);
+        List<CheckpointSlicer.Slice> slices = CheckpointSlicer.Cut([big, little],
+            collection => collection.Changes.Count * 1000L, sliceBytes: 250_000)!;
+        Assert.NotNull(slices);
+        big.Applied();
+        little.Applied();
+        var covered = new Dictionary<string, int>(StringComparer.Ordinal);
+        foreach (CheckpointSlicer.Slice slice in slices)
+        {
+            foreach (CollectionChanges collection in slice.Changes)
+            {
+                covered[collection.Name] = covered.GetValueOrDefault(collection.Name) + collection.Changes.Count;
+            }
+        }
+
+        Assert.Equal(1000, covered["big"]);
+        Assert.Equal(2, covered["little"]);
     }
 
     [Fact]
