@@ -102,7 +102,8 @@ internal sealed class BackupWriter : IDisposable
             long checkpointTimestamp = journal.TryGetRecordTimestamp(checkpoint.Sequence, out long ticks) ? ticks : 0;
             BackupFormat.Begin begin = FullBegin(checkpoint, chunks, journal.CommittedSequence, checkpointTimestamp,
                 clock, journal.SegmentSize);
-            return await writer.WriteAsync(begin, journal, pages, chunks, clock).ConfigureAwait(false);
+            BackupResult result = await writer.WriteAsync(begin, journal, pages, chunks, clock).ConfigureAwait(false);
+            return RestorableFrom(result, checkpoint);
         }
         finally
         {
@@ -160,10 +161,21 @@ internal sealed class BackupWriter : IDisposable
                 List<ChunkInfo> chunks = checkpoint.Pages?.ReadChunkTable(current) ?? [];
                 BackupFormat.Begin begin = FullBegin(current, chunks, entries.LastSequence, checkpointTimestamp,
                     clock, segmentSize);
-                return await writer.WriteAsync(begin, entries, checkpoint.Pages, chunks, clock).ConfigureAwait(false);
+                BackupResult result = await writer.WriteAsync(begin, entries, checkpoint.Pages, chunks, clock)
+                    .ConfigureAwait(false);
+                return RestorableFrom(result, current);
             }
         }
     }
+
+    /// <summary><paramref name="result"/> with the first sequence the backup restores to: a slice of a checkpoint
+    /// written in slices holds some documents as of its pass's sequence (<see cref="PageCheckpoint.PassSequence"/>),
+    /// so a restore to a point before it is refused, though the journal entries start after the checkpoint's own
+    /// sequence.</summary>
+    private static BackupResult RestorableFrom(BackupResult result, PageCheckpoint checkpoint) =>
+        checkpoint.PassSequence > result.CheckpointSequence
+            ? result with { CheckpointSequence = checkpoint.PassSequence }
+            : result;
 
     /// <summary>The Begin frame of a full backup: <paramref name="checkpoint"/>'s header and
     /// <paramref name="chunks"/>, then the entries after it up to <paramref name="lastEntry"/>;

@@ -5,8 +5,8 @@ public sealed class RestoreOptions
 {
     /// <summary>
     /// Restore the store as it was after this commit (a point in time by sequence). Null (default): everything the
-    /// backup holds. Must lie between the backup's checkpoint and its last commit; set at most one of this and
-    /// <see cref="ToTimestamp"/>.
+    /// backup holds. Must lie between the backup's checkpoint (<see cref="BackupResult.CheckpointSequence"/>) and its
+    /// last commit; set at most one of this and <see cref="ToTimestamp"/>.
     /// </summary>
     public long? ToSequence { get; set; }
 

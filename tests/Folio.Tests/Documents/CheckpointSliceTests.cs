@@ -155,7 +155,8 @@ public sealed class CheckpointSliceTests
             Assert.True(reopened.Pages.Current.IsPartial);
             partialGeneration = reopened.Pages.Current.Generation;
             AssertAgrees(reopened, model);
-            await reopened.BackupAsync(backup);
+            BackupResult taken = await reopened.BackupAsync(backup);
+            Assert.Equal(aheadTo, taken.CheckpointSequence); // the first point it restores to: the pass's sequence
         }
 
         await using (DocumentStore restored = await RestoreAsync(backup, Path.Combine(dir.Path, "restored"), null))
@@ -176,17 +177,20 @@ public sealed class CheckpointSliceTests
 
         Assert.Equal(model, scanned);
         string filesBackup = Path.Combine(dir.Path, "files.backup");
-        await DocumentStore.BackupFilesAsync(folder, filesBackup);
+        Assert.Equal(aheadTo, (await DocumentStore.BackupFilesAsync(folder, filesBackup)).CheckpointSequence);
         await using (DocumentStore restored = await RestoreAsync(filesBackup, Path.Combine(dir.Path, "from-files"),
             null))
         {
             AssertAgrees(restored, model);
         }
 
-        // A point in time before the sequence the checkpoint holds some ids at cannot come from this backup.
+        // A point in time before the sequence the checkpoint holds some ids at cannot come from this backup; that
+        // sequence itself can.
         await Assert.ThrowsAsync<ArgumentOutOfRangeException>(async () => await DocumentStore.RestoreAsync(backup,
             Path.Combine(dir.Path, "too-early"), new RestoreOptions { ToSequence = aheadTo - 1 }));
         Assert.False(Directory.Exists(Path.Combine(dir.Path, "too-early")));
+        await DocumentStore.RestoreAsync(backup, Path.Combine(dir.Path, "earliest"),
+            new RestoreOptions { ToSequence = aheadTo });
 
         // An open whose checkpoints may hold little writes the journal after the partial checkpoint in pieces, each
         // a checkpoint over trees ahead for some ids (those below the pass's sequence keep the marks).
