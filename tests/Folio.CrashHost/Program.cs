@@ -37,10 +37,10 @@ if (args is ["fill", string fillFolder, string fillTag, string fillWriters, stri
         long.Parse(capacity, System.Globalization.CultureInfo.InvariantCulture));
 }
 
-if (args is ["bank", string bankFolder])
+if (args is ["bank", string bankFolder, string bankSliced])
 {
     // The public-API crash test's transfers between accounts (PublicApiWorkload.RunBankAsync).
-    return await PublicApiWorkload.RunBankAsync(bankFolder);
+    return await PublicApiWorkload.RunBankAsync(bankFolder, bankSliced == "sliced");
 }
 
 if (args is ["api", string apiFolder, string firstK, string backups])

@@ -206,11 +206,18 @@ public static class PublicApiWorkload
     /// The bank child: eight tasks move random amounts between two random accounts, each transfer one session that
     /// loads both, changes both and saves (a <see cref="ConcurrencyException"/> retries it in a new session), and
     /// prints <c>ACK</c> after each saved transfer; two readers load every account in one session and print
-    /// <c>BADSUM {total}</c> if a snapshot's balances do not add up. Opens the accounts on its first run.
+    /// <c>BADSUM {total}</c> if a snapshot's balances do not add up. Opens the accounts on its first run. With
+    /// <paramref name="sliced"/>, its checkpoints go in slices at any size.
     /// </summary>
-    public static async Task<int> RunBankAsync(string folder)
+    public static async Task<int> RunBankAsync(string folder, bool sliced)
     {
-        await using DocumentStore store = DocumentStore.Open(folder, Options());
+        DocumentStoreOptions options = Options();
+        if (sliced)
+        {
+            options.MinCheckpointSliceBytes = 1; // the accounts' checkpoints in slices: snapshots read across them
+        }
+
+        await using DocumentStore store = DocumentStore.Open(folder, options);
         if (store.Get(Main, AccountId(0)) is null)
         {
             await using DocumentSession opening = store.OpenSession();

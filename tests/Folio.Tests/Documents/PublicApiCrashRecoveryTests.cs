@@ -120,7 +120,7 @@ public sealed class PublicApiCrashRecoveryTests(ITestOutputHelper output)
         long acknowledgedTotal = 0;
         for (int cycle = 0; cycle < cycles; cycle++)
         {
-            using Process child = CrashHostProcess.Start("bank", folder);
+            using Process child = CrashHostProcess.Start("bank", folder, cycle % 2 == 1 ? "sliced" : "whole");
             long acknowledged = 0;
             var badSums = new List<string>();
             var reading = Task.Run(() =>
