@@ -149,18 +149,7 @@ public sealed class DocumentStoreStressTests
         options.AddedIdsTrimMinimum = 4; // the toggled ids' list is rebuilt at almost every checkpoint
         options.CacheSize = DocumentStoreOptions.MinCacheSize; // 64 frames: every checkpoint's new pages evict
         options.PagesPerChunk = 4; // checkpoints of several chunks, freed and reused one by one
-        long slicedCheckpoints = 0;
-        if (sliced)
-        {
-            options.MinCheckpointSliceBytes = 1; // slices of a quarter of the live pages (the default share)
-            options.TestBeforeSlice = (slice, _) =>
-            {
-                if (slice > 0)
-                {
-                    Interlocked.Increment(ref slicedCheckpoints); // a slice after the first: a pass in slices
-                }
-            };
-        }
+        SlicedPasses? slices = sliced ? SlicedPasses.Of(options) : null;
 
         await using var store = DocumentStore.Open(dir.Path, options);
         if (writersRead)
@@ -185,7 +174,7 @@ public sealed class DocumentStoreStressTests
         // Run for the set time, and on a starved machine a while longer until every count asserted below is reached.
         using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
             () => Interlocked.Read(ref checkpoints) <= 5 || observed.Count <= 100
-                || store.Pages.Cache.Pool.Evictions == 0 || (sliced && Interlocked.Read(ref slicedCheckpoints) <= 5),
+                || store.Pages.Cache.Pool.Evictions == 0 || (slices is not null && slices.Count <= 5),
             TimeSpan.FromSeconds(60));
         var writers = Enumerable.Range(0, 2).Select(w => Task.Run(async () =>
         {
@@ -281,7 +270,7 @@ public sealed class DocumentStoreStressTests
         Assert.True(Interlocked.Read(ref checkpoints) > 5, $"{checkpoints} checkpoints ran");
         Assert.True(observed.Count > 100, $"readers made {observed.Count} observations");
         Assert.True(store.Pages.Cache.Pool.Evictions > 0, "pages were evicted from the buffer pool");
-        Assert.True(!sliced || slicedCheckpoints > 5, $"{slicedCheckpoints} slices after a pass's first");
+        Assert.True(slices is null || slices.Count > 5, $"{slices?.Count} passes in slices");
 
         static async Task<Dictionary<string, long>> CheckQueryAsync(DocumentSession session,
             ConcurrentQueue<string> failures, ConcurrentQueue<(string, long, int, string)> observed)

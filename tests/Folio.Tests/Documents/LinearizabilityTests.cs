@@ -43,18 +43,7 @@ public sealed class LinearizabilityTests
         options.CheckpointThreshold = 32 * 1024;
         options.CheckpointInterval = TimeSpan.FromMilliseconds(20);
         options.CompactionPassInterval = TimeSpan.FromMilliseconds(50);
-        long slicedCheckpoints = 0;
-        if (sliced)
-        {
-            options.MinCheckpointSliceBytes = 1; // slices of a quarter of the live pages (the default share)
-            options.TestBeforeSlice = (slice, _) =>
-            {
-                if (slice > 0)
-                {
-                    Interlocked.Increment(ref slicedCheckpoints); // a slice after the first: a pass in slices
-                }
-            };
-        }
+        SlicedPasses? slices = sliced ? SlicedPasses.Of(options) : null;
 
         await using DocumentStore store = DocumentStore.Open(dir.Path, options);
         string[] ids = [.. Enumerable.Range(0, 12).Select(i => $"r{i:D2}")];
@@ -66,7 +55,7 @@ public sealed class LinearizabilityTests
         using CancellationTokenSource stop = DedicatedTimer.CancelAfter(TimeSpan.FromSeconds(seconds),
             () => store.Pages.LastCheckpoint.Generation < 5 || Interlocked.Read(ref sessionReads) < 50
                 || Interlocked.Read(ref conditionalWins) < 20
-                || (sliced && Interlocked.Read(ref slicedCheckpoints) < 5),
+                || (slices is not null && slices.Count < 5),
             TimeSpan.FromSeconds(60));
 
         Task[] writers = [.. Enumerable.Range(0, 4).Select(w => Task.Run(async () =>
@@ -186,7 +175,7 @@ public sealed class LinearizabilityTests
         Assert.True(reads.Count > 1000 && sessions.Count >= 50 && conditionalWins >= 20,
             $"{reads.Count} reads, {sessions.Count} session reads, {conditionalWins} conditional puts");
         Assert.True(store.Pages.LastCheckpoint.Generation >= 5, "checkpoints ran during the history");
-        Assert.True(!sliced || slicedCheckpoints >= 5, $"{slicedCheckpoints} slices after a pass's first");
+        Assert.True(slices is null || slices.Count >= 5, $"{slices?.Count} passes in slices");
     }
 
     /// <summary>A commit that completed before another was invoked has the lower sequence.</summary>
