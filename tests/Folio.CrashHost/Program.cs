@@ -12,7 +12,7 @@ using Folio.Transactions;
 // "checkpoints" makes that store checkpoint and purge its journal every few milliseconds while it commits. For the
 // journal workload a number as the fourth argument sets the merger's MaxGroupsInFlight (default 1). A first argument
 // "fill" runs the full-disk workload (DiskFullWorkload) instead, and "api" and "bank" the public-API workloads
-// (PublicApiWorkload).
+// (PublicApiWorkload; "bank" takes "sliced" or "whole" after its folder: its checkpoints in slices or not).
 if (args is ["memory", string memoryFolder, string megabytes, string cacheMiB])
 {
     // Not a crash workload: the memory test's (MemoryWorkload), alone in a process of its own.
