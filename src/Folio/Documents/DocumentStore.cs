@@ -96,6 +96,10 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
     internal Task<long> CheckpointAndCompactAsync(Pages.CompactionRequest compaction) =>
         _checkpointer.CheckpointAndCompactAsync(compaction);
 
+    /// <summary>Tests only: drops from memory the versions the checkpoints so far covered, so reads come from the
+    /// trees (see <see cref="StoreCheckpointer.EvictCheckpointedAsync"/>).</summary>
+    internal Task<int> EvictCheckpointedAsync() => _checkpointer.EvictCheckpointedAsync();
+
     /// <summary>The name of the data file (the page store) in the store's folder.</summary>
     internal const string DataFileName = "data.folio";
 

@@ -245,6 +245,11 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     internal Task<long> CheckpointAndCompactAsync(CompactionRequest compaction) =>
         SubmitAsync(() => CheckpointAndUpdateBackpressure(compaction), CancellationToken.None);
 
+    /// <summary>Tests only: evicts from the heads what the checkpoints so far covered
+    /// (<see cref="VersionedIndex.EvictCheckpointed"/>) on the checkpoint thread, the only thread that may, so it
+    /// never runs beside a background checkpoint or compaction; returns the keys marked.</summary>
+    internal Task<int> EvictCheckpointedAsync() => SubmitAsync(_index.EvictCheckpointed, CancellationToken.None);
+
     /// <summary>
     /// Compaction on demand, on the checkpoint thread: a checkpoint of the commits since the last one, then
     /// checkpoints that also rewrite the chunks whose share of live pages is below <paramref name="fillBelow"/> (a

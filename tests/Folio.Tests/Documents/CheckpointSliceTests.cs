@@ -65,7 +65,7 @@ public sealed class CheckpointSliceTests
             await PutSmallAsync(store, small, round: 1);
             await store.CheckpointAsync();
             Assert.True(store.Pages.Current.Generation - generation >= 3, "the pass went in slices");
-            store.Index.EvictCheckpointed(); // reads come from the trees now
+            await store.EvictCheckpointedAsync(); // reads come from the trees now
             AssertAgrees(store, model);
             AssertSmall(store, small);
         }
