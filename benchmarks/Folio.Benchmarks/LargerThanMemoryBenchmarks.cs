@@ -92,6 +92,10 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     private static readonly int s_documents = EnvironmentInt("FOLIO_LTM_DOCUMENTS",
         BenchmarkConstants.LargerThanMemoryDocuments);
 
+    /// <summary>The variable that seeds the ids the cases read (set by the benchmark program for each run when
+    /// absent; set it to repeat a run's ids).</summary>
+    public const string SeedVariable = "FOLIO_LTM_SEED";
+
     private static readonly long s_cacheBytes = EnvironmentInt("FOLIO_LTM_CACHE_MB",
         BenchmarkConstants.LargerThanMemoryCacheMiB) * 1024L * 1024L;
 
@@ -281,7 +285,9 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     private void Prepare(string peer)
     {
         _peer = peer;
-        _random = new Random(42);
+        int seed = EnvironmentInt(SeedVariable, 42);
+        Console.WriteLine($"// {SeedVariable}={seed}");
+        _random = new Random(seed);
         _zipfian = new ZipfianIds(s_documents);
         EnsureBuilt();
         OsPageCache.Drop(Path.Combine(Folder, peer.ToLowerInvariant()), SearchOption.AllDirectories); // closed
