@@ -11,9 +11,10 @@ namespace Folio.Tests.Documents;
 /// checkpoints, a failure injected between slices now and then, and closes without a checkpoint followed by opens.
 /// After every checkpoint the versions it covers leave memory, so reads, scans and counts come from its trees; each
 /// is compared with the model, and so is every reopened store, whose journal replay meets trees ahead of their
-/// checkpoint for some ids. A second history adds what runs beside checkpoints in a service: a writer during the
-/// slices, snapshots read across passes, compaction, and backup chains restored to points in time. CI runs a few
-/// seeds of each; <c>FOLIO_SLICE_SEEDS</c> runs more.
+/// checkpoint for some ids, and the closed store's files as the tool's export and info read them. A second history
+/// adds what runs beside checkpoints in a service: a writer during the slices, snapshots read across passes,
+/// compaction, and backup chains restored to points in time. CI runs a few seeds of each; <c>FOLIO_SLICE_SEEDS</c>
+/// runs more.
 /// </summary>
 public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
 {
@@ -88,6 +89,7 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
                 if (random.Next(3) == 0)
                 {
                     await store.DisposeAsync(); // no checkpoint at the close: the open replays the journal
+                    await AssertFilesAgreeAsync(dir.Path, model, $"round {round}, closed");
                     store = DocumentStore.Open(dir.Path, options);
                     AssertAgrees(store, model, $"round {round}, reopened");
                 }
@@ -395,6 +397,38 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
                 }
             }
         }
+    }
+
+    /// <summary>The closed store's files as <c>folio export</c> and <c>folio info</c> read them (the checkpoint, ahead
+    /// for some ids after a failure between slices, and the journal after it): every document and every
+    /// count.</summary>
+    private static async Task AssertFilesAgreeAsync(string folder,
+        Dictionary<string, SortedDictionary<string, string>> model, string when)
+    {
+        var scanned = new Dictionary<string, Dictionary<string, string>>(StringComparer.Ordinal);
+        await foreach (StoredDocument document in DocumentStore.ScanFilesAsync(folder))
+        {
+            if (!scanned.TryGetValue(document.Collection, out Dictionary<string, string>? documents))
+            {
+                scanned[document.Collection] = documents = new Dictionary<string, string>(StringComparer.Ordinal);
+            }
+
+            documents.Add(document.Id, Encoding.UTF8.GetString(document.Json.Span));
+        }
+
+        StoreInfo info = await DocumentStore.ReadInfoAsync(folder);
+        foreach ((string collection, SortedDictionary<string, string> documents) in model)
+        {
+            Dictionary<string, string> found = scanned.GetValueOrDefault(collection) ?? [];
+            Assert.True(documents.Count == found.Count && documents.All(p => found.GetValueOrDefault(p.Key) == p.Value),
+                $"{when}, {collection}: the files' scan holds {found.Count} documents, the model {documents.Count}; "
+                + $"first difference: {FirstDifference(documents, found)}");
+            long counted = info.Collections.FirstOrDefault(c => c.Name == collection)?.Documents ?? 0;
+            Assert.True(documents.Count == counted, $"{when}, {collection}: the files' info counts {counted} "
+                + $"documents, the model {documents.Count}");
+        }
+
+        Assert.DoesNotContain(scanned.Keys, c => !model.ContainsKey(c));
     }
 
     private static void AssertAgrees(DocumentStore store, Dictionary<string, SortedDictionary<string, string>> model,
