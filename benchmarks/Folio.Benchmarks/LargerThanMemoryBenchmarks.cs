@@ -70,10 +70,12 @@ public sealed class LargeDocument
 /// <c>CacheSize</c>; SQLite's <c>cache_size</c> in KiB with memory mapping off (WAL); LiteDB has no byte budget and
 /// runs with its default. The stores are built once, by the first setup that finds them missing, in
 /// <c>larger-than-memory-N</c> under the benchmark data folder, and reused by every later run (delete the folder to
-/// rebuild). Workloads on one thread: <c>PointRead</c>, uniformly random ids (raw bytes: Folio's
-/// <c>store.Get</c>, SQLite's prepared select of the JSON text, LiteDB's <c>FindById</c>); <c>RangeScan</c>, 100
-/// documents from a random id, deserialized (Folio: a session's <c>QueryByRangeAsync</c>; SQLite: a prepared
-/// <c>id &gt;= $from ORDER BY id LIMIT 100</c> with System.Text.Json; LiteDB: its <c>BsonDocument</c>s); <c>YcsbB</c>,
+/// rebuild). The ids come from <see cref="SeedVariable"/>, a seed each run draws, so no run rereads the blocks of
+/// the run before (a virtual disk's host caches them). Workloads on one thread: <c>PointRead</c>, uniformly random
+/// ids (raw bytes: Folio's <c>store.Get</c>, SQLite's prepared select of the JSON text, LiteDB's <c>FindById</c>);
+/// <c>RangeScan</c>, 100 documents from a random id, deserialized (Folio: a session's <c>QueryByRangeAsync</c>;
+/// SQLite: a prepared <c>id &gt;= $from ORDER BY id LIMIT 100</c> with System.Text.Json; LiteDB: its
+/// <c>BsonDocument</c>s); <c>YcsbB</c>,
 /// 95% point reads and 5% overwrites over a scrambled Zipfian (YCSB's, theta 0.99), not fsynced per commit on any
 /// side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB never does). Each case opens only its
 /// own store, after dropping that store's files from the operating system's page cache (which may hold some or all of
