@@ -31,6 +31,7 @@ public sealed class PowerLossTests(ITestOutputHelper output)
     private const int Writers = 3;
     private const int DefaultWideCuts = 60;
     private const int WideWriters = 48;
+    private const int Tallies = 8;
 
     [Fact]
     public void The_simulator_keeps_synced_writes_and_synced_names_and_may_lose_the_rest()
@@ -369,7 +370,10 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             $"{options.CompactionFillRate}, {options.CompactionBytesPerSecond} bytes a pass, " +
             $"{options.PagesPerChunk} pages a chunk, slices of at least {options.MinCheckpointSliceBytes} bytes";
 
-    /// <summary>Commits batches of two documents (w-a and w-b, same batch number) until the store fails.</summary>
+    /// <summary>Commits batches of two documents (w-a and w-b, same batch number) and one of the writer's
+    /// <see cref="Tallies"/> tallies (w-(batch mod Tallies) in the small collection <c>Tally</c>, which a checkpoint in
+    /// slices takes whole beside the cut <c>Doc</c>; each is written every few batches, so a tally a checkpoint lost
+    /// is not written over again at once) until the store fails.</summary>
     private static async Task WriteUntilThePowerGoesAsync(DocumentStore store, WriterModel writer,
         DurabilityMode effective, DurabilityMode? sessionMode, (int Min, int Max) paddingLength, Stats stats)
     {
@@ -385,6 +389,7 @@ public sealed class PowerLossTests(ITestOutputHelper output)
                 var a = new Doc { W = writer.Id, B = batch, P = padding };
                 session.Store(a, $"{writer.Id}-a");
                 session.Store(new Doc { W = writer.Id, B = batch, P = padding }, $"{writer.Id}-b");
+                session.Store(new Tally { W = writer.Id, B = batch }, $"{writer.Id}-{batch % Tallies}");
                 await session.SaveChangesAsync();
                 writer.Acknowledged.Add((batch, session.GetVersion(a), effective == DurabilityMode.Durable));
                 Interlocked.Increment(ref stats.Acknowledged);
@@ -411,9 +416,25 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         {
             (long a, long aVersion) = Read(store, $"{writer.Id}-a", writer, context);
             (long b, long bVersion) = Read(store, $"{writer.Id}-b", writer, context);
-            Check(a == b && aVersion == bVersion,
+            (long tally, long tallyVersion) = ReadTally(store, writer, a % Tallies, context);
+            Check(a == b && aVersion == bVersion && (a == 0 || (a == tally && aVersion == tallyVersion)),
                 $"writer {writer.Id}: a partial batch survived (a from batch {a} at {aVersion}, b from batch {b} at " +
-                $"{bVersion})");
+                $"{bVersion}, its tally from batch {tally} at {tallyVersion})");
+
+            // The batches this run committed are those from its first to a (each waited for the one before, and a
+            // cut keeps a prefix); each tally holds the last committed batch of its residue.
+            for (long committed = Math.Max(writer.RunStart, a - Tallies + 1); committed <= a; committed++)
+            {
+                writer.LastTallied[committed % Tallies] = committed;
+            }
+
+            for (int residue = 0; residue < Tallies; residue++)
+            {
+                long found = ReadTally(store, writer, residue, context).Batch;
+                Check(found == writer.LastTallied[residue],
+                    $"writer {writer.Id}: tally {residue} holds batch {found}, the last committed batch it was " +
+                    $"written in is {writer.LastTallied[residue]} (the writer's batch is {a})");
+            }
             Check(a <= writer.Attempted,
                 $"writer {writer.Id}: batch {a} was never written (the last attempted is {writer.Attempted})");
             Check(a >= writer.Recovered,
@@ -443,6 +464,7 @@ public sealed class PowerLossTests(ITestOutputHelper output)
             }
 
             writer.Recovered = a;
+            writer.RunStart = writer.Attempted + 1;
             writer.Acknowledged.Clear();
         }
 
@@ -474,6 +496,33 @@ public sealed class PowerLossTests(ITestOutputHelper output)
         return (doc.B, stored.Value.Version);
     }
 
+    private static (long Batch, long Version) ReadTally(DocumentStore store, WriterModel writer, long residue,
+        string context)
+    {
+        StoredDocument? stored = store.Get(nameof(Tally), $"{writer.Id}-{residue}");
+        if (stored is null)
+        {
+            return (0, 0);
+        }
+
+        Tally tally = JsonSerializer.Deserialize<Tally>(stored.Value.Json.Span)!;
+        if (tally.W != writer.Id || tally.B % Tallies != residue)
+        {
+            throw new Xunit.Sdk.XunitException(
+                $"tally {writer.Id} holds bytes no writer wrote: {Encoding.UTF8.GetString(stored.Value.Json.Span)} " +
+                $"({context})");
+        }
+
+        return (tally.B, stored.Value.Version);
+    }
+
+    private sealed class Tally
+    {
+        public int W { get; set; }
+
+        public long B { get; set; }
+    }
+
     private sealed class Doc
     {
         public int W { get; set; }
@@ -493,6 +542,13 @@ public sealed class PowerLossTests(ITestOutputHelper output)
 
         /// <summary>The batch found by the last recovery: durable since (recovery syncs what it found).</summary>
         public long Recovered;
+
+        /// <summary>The first batch attempted since the last recovery.</summary>
+        public long RunStart = 1;
+
+        /// <summary>Per residue of <see cref="Tallies"/>, the last committed batch written to that tally (0:
+        /// none).</summary>
+        public long[] LastTallied { get; } = new long[Tallies];
 
         /// <summary>Batches acknowledged since the last recovery: number, commit sequence, whether acknowledged as
         /// durable.</summary>
