@@ -47,20 +47,10 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
     {
         var random = new Random(seed);
         using var dir = new TempDirectory();
-        int failAt = -1;
-        int slicedPasses = 0;
         DocumentStoreOptions options = TestStoreOptions.KeepingJournal(TestStoreOptions.ManualCheckpoints());
         options.CacheSize = 2 << 20;
         options.CompactionFillRate = 0;
-        options.MinCheckpointSliceBytes = 1; // slices of a quarter of the live pages (the default share)
-        options.TestBeforeSlice = (slice, count) =>
-        {
-            slicedPasses += slice == count - 1 ? 1 : 0;
-            if (slice == Volatile.Read(ref failAt))
-            {
-                throw new IOException("injected: the disk failed between slices");
-            }
-        };
+        SlicedPasses slices = SlicedPasses.Of(options); // slices of a quarter of the live pages (the default share)
         var model = new Dictionary<string, SortedDictionary<string, string>>(StringComparer.Ordinal);
         foreach (string collection in s_collections)
         {
@@ -73,17 +63,17 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
             for (int round = 0; round < 24; round++)
             {
                 await ChangeAsync(store, model, random, round);
-                Volatile.Write(ref failAt, random.Next(4) == 0 ? 1 + random.Next(3) : -1);
+                slices.FailBefore = random.Next(4) == 0 ? 1 + random.Next(3) : -1;
                 try
                 {
                     await store.CheckpointAsync();
                 }
-                catch (IOException) when (Volatile.Read(ref failAt) > 0)
+                catch (IOException) when (slices.FailBefore > 0)
                 {
                     // The slices before the failed one are durable; the next checkpoint writes the rest whole.
                 }
 
-                Volatile.Write(ref failAt, -1);
+                slices.FailBefore = -1;
                 await store.EvictCheckpointedAsync();
                 AssertAgrees(store, model, $"round {round}");
                 if (random.Next(3) == 0)
@@ -95,7 +85,7 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
                 }
             }
 
-            Assert.True(slicedPasses >= 5, $"{slicedPasses} passes in slices");
+            Assert.True(slices.Count >= 5, $"{slices.Count} passes in slices");
             Assert.True((await store.VerifyAsync()).IsHealthy);
         }
         finally
@@ -118,21 +108,11 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
         var random = new Random(seed);
         using var dir = new TempDirectory();
         string folder = Path.Combine(dir.Path, "store");
-        int failAt = -1;
-        int slicedPasses = 0;
         DocumentStoreOptions options = TestStoreOptions.KeepingJournal(TestStoreOptions.ManualCheckpoints());
         options.CacheSize = 2 << 20;
         options.CompactionFillRate = 0.9;
         options.CompactionBytesPerSecond = 1 << 20;
-        options.MinCheckpointSliceBytes = 1;
-        options.TestBeforeSlice = (slice, count) =>
-        {
-            slicedPasses += slice == count - 1 ? 1 : 0;
-            if (slice == Volatile.Read(ref failAt))
-            {
-                throw new IOException("injected: the disk failed between slices");
-            }
-        };
+        SlicedPasses slices = SlicedPasses.Of(options); // slices of a quarter of the live pages (the default share)
         var model = new Dictionary<string, SortedDictionary<string, string>>(StringComparer.Ordinal);
         foreach (string collection in s_collections.Append(LiveCollection))
         {
@@ -156,7 +136,7 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
                     held.Add((store.Index.OpenSnapshot(), Copy(model), round + 1 + random.Next(3)));
                 }
 
-                Volatile.Write(ref failAt, random.Next(4) == 0 ? 1 + random.Next(3) : -1);
+                slices.FailBefore = random.Next(4) == 0 ? 1 + random.Next(3) : -1;
                 Task<long> checkpoint = store.CheckpointAsync().AsTask();
                 bool beside = random.Next(2) == 0;
                 Task writer = beside
@@ -166,7 +146,7 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
                 {
                     await checkpoint;
                 }
-                catch (IOException) when (Volatile.Read(ref failAt) > 0)
+                catch (IOException) when (slices.FailBefore > 0)
                 {
                     // The slices before the failed one are durable; the next checkpoint writes the rest whole.
                     failed++;
@@ -174,7 +154,7 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
 
                 await writer;
                 besides += beside ? 1 : 0;
-                Volatile.Write(ref failAt, -1);
+                slices.FailBefore = -1;
                 history[store.LastCommittedSequence] = Copy(model);
                 if (random.Next(5) == 0)
                 {
@@ -206,7 +186,7 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
                 }
             }
 
-            Assert.True(slicedPasses >= 4, $"{slicedPasses} passes in slices");
+            Assert.True(slices.Count >= 4, $"{slices.Count} passes in slices");
             Assert.True((await store.VerifyAsync()).IsHealthy);
         }
         finally
@@ -232,7 +212,7 @@ public sealed class CheckpointSliceModelTests(ITestOutputHelper output)
             }
         }
 
-        output.WriteLine($"seed {seed}: {slicedPasses} passes in slices, {failed} failed between slices, {besides} "
+        output.WriteLine($"seed {seed}: {slices.Count} passes in slices, {failed} failed between slices, {besides} "
             + $"with a writer beside, {snapshotReads} snapshot reads, {compactions} compactions, {reopens} reopens, "
             + $"{chains.Count} backup chains of {chains.Sum(c => c.Count)} backups, {restores} restores");
     }
