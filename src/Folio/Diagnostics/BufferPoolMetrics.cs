@@ -28,7 +28,8 @@ internal sealed class BufferPoolMetrics : IDisposable
         _evictions = meter.CreateCounter<long>("folio.cache.evictions", "{page}",
             "Pages that left the cache to make room for others.");
         _prefetchIssued = meter.CreateCounter<long>("folio.cache.prefetch.issued", "{page}",
-            "Pages a range read's prefetch read into the cache ahead of the cursor.");
+            "Pages a range read's prefetch read into the cache ahead of the cursor, by the prefetch worker or with " +
+            "the leaf the cursor needed (a run of neighbouring pages read together).");
         _prefetchUsed = meter.CreateCounter<long>("folio.cache.prefetch.used", "{page}",
             "Prefetched pages a reader pinned afterwards.");
         _prefetchDropped = meter.CreateCounter<long>("folio.cache.prefetch.dropped", "{page}",

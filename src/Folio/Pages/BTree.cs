@@ -682,6 +682,13 @@ internal static class BTree
     /// leaves after its first one as soon as it reaches their parent, before it reads that first leaf: their reads
     /// overlap its read instead of following it.
     /// </para>
+    /// <para>
+    /// Runs: when the leaf the walk is about to read (its first, or one it reaches that the worker has not loaded) is
+    /// not cached, it is read together with the leaves the walk needs after it under the same parent that lie next to
+    /// it in the file (<see cref="IPageReader.ReadRun"/>: a checkpoint writes a tree's leaves in key order, back to
+    /// back), in one read that costs about what reading that leaf alone would; only the leaves the run did not cover
+    /// go to the worker. And a walk never reads a leaf its parent's separators put wholly past the far bound.
+    /// </para>
     /// </summary>
     public static IEnumerable<KeyValuePair<string, StoredValue>> Range(PageReference? root, string? fromInclusive,
         string? toExclusive, bool descending, IPageReader reader, int expectedEntries = int.MaxValue)
@@ -713,7 +720,8 @@ internal static class BTree
                     int perLeaf = root.EntriesPerLeafHint;
                     long afterFirst = expectedEntries == int.MaxValue ? long.MaxValue
                         : perLeaf == 0 ? 0 : (long)expectedEntries - yielded - Math.Max(1, perLeaf / 2);
-                    PrefetchSiblings(reader, node, index, descending, farBound, afterFirst, perLeaf, ref asked);
+                    PrefetchSiblings(reader, node, index, descending, farBound, afterFirst, perLeaf, ref asked,
+                        readChild: true);
                 }
 
                 node = NodeAt(node.ChildAt(index), path.Count, reader);
@@ -784,7 +792,26 @@ internal static class BTree
                 int next = descending ? parent.Index - 1 : parent.Index + 1;
                 if (next >= 0 && next < parent.Node.Count)
                 {
+                    // Child c holds the ids from separator c - 1 up to separator c: one wholly past the far bound,
+                    // and all after it, hold nothing the walk returns, so it is not read.
+                    if (farBound is not null && (descending
+                        ? string.CompareOrdinal(parent.Node.KeyAt(next), farBound) <= 0
+                        : string.CompareOrdinal(parent.Node.KeyAt(next - 1), farBound) >= 0))
+                    {
+                        yield break;
+                    }
+
                     path.Push((parent.Node, next));
+                    if (prefetch && path.Count == root.LeafDepthHint && yielded < expectedEntries)
+                    {
+                        // A leaf the worker has not loaded (it fell behind, or dropped the request): read it with
+                        // the leaves after it in one read.
+                        PrefetchSiblings(reader, parent.Node, next, descending, farBound,
+                            expectedEntries == int.MaxValue ? long.MaxValue
+                                : (long)expectedEntries - yielded - root.EntriesPerLeafHint,
+                            root.EntriesPerLeafHint, ref asked, readChild: true);
+                    }
+
                     node = NodeAt(parent.Node.ChildAt(next), path.Count, reader);
                     break;
                 }
@@ -852,12 +879,53 @@ internal static class BTree
     /// Asks <paramref name="reader"/> for the leaves after child <paramref name="index"/> of
     /// <paramref name="parent"/> (in the walk's direction) that the walk will read (<see cref="Range"/>'s rules):
     /// those before <paramref name="farBound"/>, as many as <paramref name="entriesAfterLeaf"/> entries need at
-    /// <paramref name="leafEntries"/> a leaf, at most <see cref="PrefetchWindow"/>.
+    /// <paramref name="leafEntries"/> a leaf, at most <see cref="PrefetchWindow"/>. With <paramref name="readChild"/>
+    /// (the walk is about to read child <paramref name="index"/>), when that child is not cached it is read at once
+    /// with those of the leaves that follow it in the file (<see cref="IPageReader.ReadRun"/>), and only the rest are
+    /// asked for.
     /// </summary>
     private static void PrefetchSiblings(IPageReader reader, TreeNode parent, int index, bool descending,
-        string? farBound, long entriesAfterLeaf, int leafEntries, ref PrefetchProgress asked)
+        string? farBound, long entriesAfterLeaf, int leafEntries, ref PrefetchProgress asked, bool readChild = false)
     {
+        if (entriesAfterLeaf <= 0)
+        {
+            return;
+        }
+
         int step = descending ? -1 : 1;
+        int perLeaf = Math.Max(1, leafEntries);
+        long needed = entriesAfterLeaf == long.MaxValue ? PrefetchWindow : ((entriesAfterLeaf - 1) / perLeaf) + 1;
+        Span<PagePosition> chosen = stackalloc PagePosition[PrefetchWindow + 1];
+        Span<int> children = stackalloc int[PrefetchWindow + 1];
+        PageReference current = parent.ChildAt(index);
+        if (readChild && current.Cached is null && current.Position.IsSaved && !reader.IsCached(current.Position))
+        {
+            // Not read yet, whatever the worker was asked: a run starts at it (the worker, if it reads some of the
+            // same leaves meanwhile, finds them cached, or loads them first).
+            chosen[0] = current.Position;
+            children[0] = index;
+            // Up to the far bound when there is one; else one leaf more than the estimate, which may fall one short
+            // (a leaf's entries vary, and the walk may start anywhere in the first): in the same read a leaf costs
+            // next to nothing, where a read of its own would cost as much as the run.
+            int runLimit = farBound is not null ? PrefetchWindow : (int)Math.Min(PrefetchWindow, needed + 1);
+            int runCount = 1 + ChooseLeaves(parent, index + step, step, runLimit, farBound, chosen[1..],
+                children[1..]);
+            int read = runCount > 1 ? reader.ReadRun(chosen[..runCount]) : 0;
+            if (read > 0)
+            {
+                // The run holds the child and the leaves after it up to read - 1; ask for the rest.
+                asked.Parent = parent;
+                asked.LastIndex = children[read - 1];
+                if (runCount - read >= PrefetchMinimum)
+                {
+                    asked.LastIndex = children[runCount - 1];
+                    reader.Prefetch(chosen[read..runCount].ToArray());
+                }
+
+                return;
+            }
+        }
+
         int first = index + step;
         if (ReferenceEquals(asked.Parent, parent))
         {
@@ -870,22 +938,31 @@ internal static class BTree
             first = ahead > 0 ? asked.LastIndex + step : first;
         }
 
-        if (entriesAfterLeaf <= 0)
+        int skipped = ((first - index) * step) - 1; // leaves ahead asked for by the last request, 0 to a half window
+        int limit = (int)Math.Min(PrefetchWindow - skipped, needed - skipped);
+        int count = ChooseLeaves(parent, first, step, limit, farBound, chosen, children);
+        if (count < PrefetchMinimum || reader.IsCached(chosen[0]))
         {
             return;
         }
 
-        int perLeaf = Math.Max(1, leafEntries);
-        long needed = entriesAfterLeaf == long.MaxValue ? PrefetchWindow : ((entriesAfterLeaf - 1) / perLeaf) + 1;
-        int skipped = ((first - index) * step) - 1; // leaves ahead asked for by the last request, 0 to a half window
-        int limit = (int)Math.Min(PrefetchWindow - skipped, needed - skipped);
-        Span<PagePosition> chosen = stackalloc PagePosition[PrefetchWindow];
+        asked.Parent = parent;
+        asked.LastIndex = children[count - 1];
+        reader.Prefetch(chosen[..count].ToArray());
+    }
+
+    /// <summary>Puts in <paramref name="chosen"/> (and their indexes in <paramref name="children"/>) the saved leaves
+    /// not in memory among children <paramref name="first"/>, <paramref name="first"/> + <paramref name="step"/>, ...
+    /// of <paramref name="parent"/> that lie before <paramref name="farBound"/>, at most <paramref name="limit"/>;
+    /// returns how many.</summary>
+    private static int ChooseLeaves(TreeNode parent, int first, int step, int limit, string? farBound,
+        Span<PagePosition> chosen, Span<int> children)
+    {
         int count = 0;
-        int last = 0;
         for (int child = first; child >= 0 && child < parent.Count && count < limit; child += step)
         {
             // Child c holds the ids from separator c - 1 up to separator c.
-            if (farBound is not null && (descending
+            if (farBound is not null && (step < 0
                 ? string.CompareOrdinal(parent.KeyAt(child), farBound) <= 0
                 : string.CompareOrdinal(parent.KeyAt(child - 1), farBound) >= 0))
             {
@@ -895,18 +972,11 @@ internal static class BTree
             PageReference reference = parent.ChildAt(child);
             if (reference.Cached is null && reference.Position.IsSaved)
             {
-                chosen[count++] = reference.Position;
-                last = child;
+                chosen[count] = reference.Position;
+                children[count++] = child;
             }
         }
 
-        if (count < PrefetchMinimum || reader.IsCached(chosen[0]))
-        {
-            return;
-        }
-
-        asked.Parent = parent;
-        asked.LastIndex = last;
-        reader.Prefetch(chosen[..count].ToArray());
+        return count;
     }
 }

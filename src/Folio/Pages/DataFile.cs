@@ -100,8 +100,8 @@ internal sealed class DataFile : IDisposable
     }
 
     /// <summary>Checks the length and checksum (with its position) of a page read from
-    /// <paramref name="offset"/>.</summary>
-    private void CheckPage(PagePosition position, ReadOnlySpan<byte> page, long offset)
+    /// <paramref name="offset"/>; throws <see cref="StoreCorruptedException"/> naming the file and offset.</summary>
+    public void CheckPage(PagePosition position, ReadOnlySpan<byte> page, long offset)
     {
         if (BinaryPrimitives.ReadInt32LittleEndian(page) != page.Length
             || BinaryPrimitives.ReadUInt32LittleEndian(page[4..]) != PageFormat.Checksum(page, position))

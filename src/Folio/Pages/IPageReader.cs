@@ -31,6 +31,12 @@ internal interface IPageReader
     /// them) to be read into the cache in the background; returns at once, and may drop the request.</summary>
     void Prefetch(PagePosition[] positions);
 
+    /// <summary>Reads the page at <paramref name="pages"/>[0], which a reader is about to pin, together with the pages
+    /// after it in <paramref name="pages"/> that lie next to it in the file, in one read, and leaves them in the cache;
+    /// returns how many of <paramref name="pages"/> that read covered (0 when the first is cached already or was not
+    /// read: its pin then reads it, and reports a failure, itself).</summary>
+    int ReadRun(ReadOnlySpan<PagePosition> pages) => 0;
+
     /// <summary>Reads the value of <paramref name="length"/> bytes held by the overflow page at
     /// <paramref name="position"/>.</summary>
     ReadOnlyMemory<byte> ReadOverflow(PagePosition position, int length);

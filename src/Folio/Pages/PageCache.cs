@@ -13,8 +13,17 @@ namespace Folio.Pages;
 /// <para>
 /// Range cursors ask for the leaves they will read next (<see cref="Prefetch"/>); one <see cref="PagePrefetcher"/>
 /// worker reads them: it skips pages already cached, advises the kernel of all the request's pages at once (so their
-/// reads are in flight together, not one after another), then loads each into a frame on probation through
+/// reads are in flight together, not one after another), then loads them into frames on probation through
 /// <see cref="BufferPool.Prefetch"/>, stopping when a checkpoint writes (<see cref="WritePriority"/>).
+/// </para>
+/// <para>
+/// Runs (<see cref="ReadRun"/>): a checkpoint writes a tree's leaves in key order, back to back (a branch page between
+/// the leaves of two parents), so the leaves a range cursor reads next mostly follow the one it needs now in the
+/// file. A cursor about to read a leaf that is not cached reads it and those neighbours with one read of at most
+/// <see cref="MaxRunBytes"/> and <see cref="MaxRunPages"/> (on a disk, one read of a few pages costs about what a
+/// read of one does), then each page is copied from that buffer into a frame and checked as a page read alone is;
+/// the worker reads its requests' pages the same way. A page that fails its checks in a run is left out of the
+/// cache: the pin that needs it reads it again and reports the failure.
 /// </para>
 /// <para>
 /// A frame is never stale: pages are immutable once written, and a position names one page for the life of the
@@ -27,6 +36,17 @@ internal sealed class PageCache : IPageReader, IDisposable
 {
     /// <summary>The bytes of one frame: a page of the target size fits.</summary>
     public const int FrameSize = PageFormat.TargetPageSize;
+
+    /// <summary>The most bytes one read of a run of neighbouring pages takes (<see cref="ReadRun"/>): 256
+    /// KiB.</summary>
+    public const int MaxRunBytes = 16 * FrameSize;
+
+    /// <summary>The most pages one run loads.</summary>
+    public const int MaxRunPages = 32;
+
+    /// <summary>The widest gap between two pages that a run reads through (a branch page between two parents' leaves):
+    /// one frame.</summary>
+    public const int MaxRunGap = FrameSize;
 
     private readonly DataFile _file;
     private readonly BufferPool _pool;
@@ -123,6 +143,9 @@ internal sealed class PageCache : IPageReader, IDisposable
 
     public bool IsCached(PagePosition position) => _pool.IsCached(Key(position));
 
+    /// <summary>The length of the page at <paramref name="position"/> and its offset in the data file.</summary>
+    public int Locate(PagePosition position, out long offset) => _file.Locate(position, out offset);
+
     public void Prefetch(PagePosition[] positions) => _prefetcher?.Request(positions);
 
     /// <summary>Stops the prefetch worker (waiting for its read in progress), then frees the frames.</summary>
@@ -132,9 +155,26 @@ internal sealed class PageCache : IPageReader, IDisposable
         _pool.Dispose();
     }
 
+    public int ReadRun(ReadOnlySpan<PagePosition> pages)
+    {
+        if (pages.IsEmpty || _pool.IsCached(Key(pages[0])))
+        {
+            return 0;
+        }
+
+        try
+        {
+            return ReadRunAt(pages);
+        }
+        catch (IOException)
+        {
+            return 0; // the pin reads the page again and reports the failure
+        }
+    }
+
     /// <summary>The prefetch worker's read of one request: the pages not cached are located and advised together
-    /// (neighbours on disk as one range, so the kernel can read them with one request), then loaded one by one while
-    /// <paramref name="shouldStop"/> allows; returns the pages left unread.</summary>
+    /// (neighbours on disk as one range, so the kernel can read them with one request), then read in runs
+    /// (<see cref="ReadRun"/>) while <paramref name="shouldStop"/> allows; returns the pages left unread.</summary>
     private int ReadAhead(PagePosition[] pages, Func<bool> shouldStop)
     {
         if (shouldStop())
@@ -142,15 +182,14 @@ internal sealed class PageCache : IPageReader, IDisposable
             return pages.Length;
         }
 
-        Span<long> offsets = pages.Length <= 64 ? stackalloc long[pages.Length] : new long[pages.Length];
         long runStart = -1;
         long runEnd = -1;
+        var missing = new List<PagePosition>(pages.Length);
 
         // Advise first: the kernel starts every read now, so they are in flight together.
         int unread = 0;
         for (int i = 0; i < pages.Length; i++)
         {
-            offsets[i] = -1;
             if (_pool.IsCached(Key(pages[i])))
             {
                 continue;
@@ -162,7 +201,7 @@ internal sealed class PageCache : IPageReader, IDisposable
                 continue;
             }
 
-            offsets[i] = offset;
+            missing.Add(pages[i]);
             if (offset != runEnd)
             {
                 if (runStart >= 0)
@@ -181,26 +220,93 @@ internal sealed class PageCache : IPageReader, IDisposable
             _file.AdviseWillNeed(runStart, runEnd - runStart);
         }
 
-        for (int i = 0; i < pages.Length; i++)
+        for (int i = 0; i < missing.Count;)
         {
-            if (offsets[i] < 0)
-            {
-                continue;
-            }
-
             if (shouldStop())
             {
-                unread++;
-                continue;
+                return unread + missing.Count - i;
             }
 
-            if (_pool.Prefetch(Key(pages[i]), _loader) is PrefetchOutcome.NoFrame or PrefetchOutcome.Failed)
+            int covered = ReadRun(System.Runtime.InteropServices.CollectionsMarshal.AsSpan(missing)[i..]);
+            if (covered == 0 && !_pool.IsCached(Key(missing[i])))
             {
                 unread++;
             }
+
+            i += Math.Max(1, covered);
         }
 
         return unread;
+    }
+
+    /// <summary><see cref="ReadRun"/> once the first page is known not to be cached: the pages from the first on
+    /// that lie within <see cref="MaxRunGap"/> of the run so far, on the side the second one chose (ascending or
+    /// descending offsets), up to <see cref="MaxRunBytes"/>, read with one read and loaded one by one.</summary>
+    private int ReadRunAt(ReadOnlySpan<PagePosition> pages)
+    {
+        if (!TryLocate(pages[0], out long first, out int firstLength) || firstLength > FrameSize)
+        {
+            return 0;
+        }
+
+        int limit = Math.Min(pages.Length, MaxRunPages);
+        Span<long> offsets = stackalloc long[limit];
+        Span<int> lengths = stackalloc int[limit];
+        offsets[0] = first;
+        lengths[0] = firstLength;
+        long low = first;
+        long high = first + firstLength;
+        int direction = 0;
+        int covered = 1;
+        for (; covered < limit; covered++)
+        {
+            if (!TryLocate(pages[covered], out long offset, out int length) || length > FrameSize)
+            {
+                break;
+            }
+
+            long end = offset + length;
+            if (direction >= 0 && offset >= high && offset - high <= MaxRunGap && end - low <= MaxRunBytes)
+            {
+                high = end;
+                direction = 1;
+            }
+            else if (direction <= 0 && end <= low && low - end <= MaxRunGap && high - offset <= MaxRunBytes)
+            {
+                low = offset;
+                direction = -1;
+            }
+            else
+            {
+                break;
+            }
+
+            offsets[covered] = offset;
+            lengths[covered] = length;
+        }
+
+        int bytes = (int)(high - low);
+        byte[] buffer = ArrayPool<byte>.Shared.Rent(bytes);
+        try
+        {
+            if (!_file.TryReadExactly(buffer.AsSpan(0, bytes), low))
+            {
+                return 0; // the file ends first: the pin reports it
+            }
+
+            var copy = new RunCopy(_file, buffer, low);
+            for (int i = 0; i < covered; i++)
+            {
+                copy.Next(offsets[i], lengths[i]);
+                _pool.Prefetch(Key(pages[i]), copy.Loader);
+            }
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(buffer);
+        }
+
+        return covered;
     }
 
     /// <summary>Locates a page for prefetch; false when its chunk is gone (freed after the cursor asked) or its entry
@@ -239,6 +345,44 @@ internal sealed class PageCache : IPageReader, IDisposable
         Span<byte> page = frame[..length];
         _file.ReadPage(position, page, offset);
         _file.CheckStructure(position, page, offset);
+    }
+
+    /// <summary>The loader of one run's pages (<see cref="ReadRunAt"/>): copies the page <see cref="Next"/> named from
+    /// the run's buffer into its frame and checks it there. Used by one thread, for one run.</summary>
+    private sealed class RunCopy
+    {
+        private readonly DataFile _file;
+        private readonly byte[] _buffer;
+        private readonly long _bufferOffset;
+        private long _offset;
+        private int _length;
+
+        public RunCopy(DataFile file, byte[] buffer, long bufferOffset)
+        {
+            _file = file;
+            _buffer = buffer;
+            _bufferOffset = bufferOffset;
+            Loader = Load;
+        }
+
+        public PageLoader Loader { get; }
+
+        /// <summary>Names the page the next load copies: at <paramref name="offset"/> in the file, of
+        /// <paramref name="length"/> bytes.</summary>
+        public void Next(long offset, int length)
+        {
+            _offset = offset;
+            _length = length;
+        }
+
+        private void Load(long key, Span<byte> frame)
+        {
+            var position = new PagePosition((ulong)key);
+            Span<byte> page = frame[.._length];
+            _buffer.AsSpan((int)(_offset - _bufferOffset), _length).CopyTo(page);
+            _file.CheckPage(position, page, _offset);
+            _file.CheckStructure(position, page, _offset);
+        }
     }
 
     private PinnedPage ReadOversized(PagePosition position, int length, long offset)
