@@ -79,7 +79,10 @@ public sealed class LargeDocument
 /// 95% point reads and 5% overwrites over a scrambled Zipfian (YCSB's, theta 0.99), not fsynced per commit on any
 /// side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB never does). Each case opens only its
 /// own store, after dropping that store's files from the operating system's page cache (which may hold some or all of
-/// the three stores, so whatever ran before would otherwise decide how much of a store is cached),
+/// the three stores, so whatever ran before would otherwise decide how much of a store is cached), and after reading
+/// the store's files through once (<see cref="OsPageCache.ReadThrough"/>: this machine's virtual disk caches blocks
+/// on its host, so a store written or read recently would read faster than one left alone; the read puts every
+/// store's blocks in that cache alike, and <see cref="HostCacheVariable"/> <c>as-is</c> skips it),
 /// and appends the process's resident set after its runs to <c>ltm-stats.csv</c>. On a machine whose RAM holds the
 /// stores, the page cache refills as a case runs and soon serves most of its reads; run under
 /// <c>benchmarks/with-memory-limit.sh</c> (each process's memory capped, its page cache included, as a container's
@@ -97,6 +100,11 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     /// <summary>The variable that seeds the ids the cases read (set by the benchmark program for each run when
     /// absent; set it to repeat a run's ids).</summary>
     public const string SeedVariable = "FOLIO_LTM_SEED";
+
+    /// <summary>The variable that, set to <c>as-is</c>, skips the read through each store before its case
+    /// (<see cref="OsPageCache.ReadThrough"/>), leaving the virtual disk's host cache as earlier work left
+    /// it.</summary>
+    public const string HostCacheVariable = "FOLIO_LTM_HOST_CACHE";
 
     private static readonly long s_cacheBytes = EnvironmentInt("FOLIO_LTM_CACHE_MB",
         BenchmarkConstants.LargerThanMemoryCacheMiB) * 1024L * 1024L;
@@ -292,7 +300,16 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         _random = new Random(seed);
         _zipfian = new ZipfianIds(s_documents);
         EnsureBuilt();
-        OsPageCache.Drop(Path.Combine(Folder, peer.ToLowerInvariant()), SearchOption.AllDirectories); // closed
+        string files = Path.Combine(Folder, peer.ToLowerInvariant());
+        if (Environment.GetEnvironmentVariable(HostCacheVariable) != "as-is")
+        {
+            var watch = Stopwatch.StartNew();
+            long bytes = OsPageCache.ReadThrough(files);
+            Console.WriteLine(
+                $"// read {peer}'s {bytes / (1024 * 1024)} MiB through in {watch.Elapsed.TotalSeconds:F1} s");
+        }
+
+        OsPageCache.Drop(files, SearchOption.AllDirectories); // closed
     }
 
     /// <summary>Folio with SQLite's budget: the page cache only (a document cache, a quarter of the page cache by

@@ -29,6 +29,33 @@ internal static class OsPageCache
         }
     }
 
+    /// <summary>Reads every file of <paramref name="folder"/> and its subfolders through once, 4 MiB at a time, and
+    /// drops what it read from the page cache as it goes; returns the bytes read. A virtual disk's host caches the
+    /// blocks a machine reads or writes (a block read again takes a third of the time), so stores that were built,
+    /// copied or read at different times read at different speeds; a read through each before a comparison leaves
+    /// every store's blocks in the same state there, while this machine's page cache stays cold.</summary>
+    public static long ReadThrough(string folder)
+    {
+        long total = 0;
+        byte[] buffer = new byte[4 * 1024 * 1024];
+        foreach (string file in Directory.EnumerateFiles(folder, "*", SearchOption.AllDirectories))
+        {
+            using var stream = new FileStream(file, FileMode.Open, FileAccess.Read,
+                FileShare.ReadWrite | FileShare.Delete, 1, FileOptions.SequentialScan);
+            long offset = 0;
+            int read;
+            while ((read = RandomAccess.Read(stream.SafeFileHandle, buffer, offset)) > 0)
+            {
+                Advise(stream.SafeFileHandle, offset, read, DontNeedAdvice);
+                offset += read;
+            }
+
+            total += offset;
+        }
+
+        return total;
+    }
+
     /// <summary>Drops the file behind <paramref name="handle"/> from the page cache.</summary>
     public static void Drop(SafeFileHandle handle) => Advise(handle, 0, 0, DontNeedAdvice);
 
