@@ -84,6 +84,11 @@ public sealed class FolioOptions
     /// <see cref="DocumentStoreOptions.RangePrefetch"/>.</summary>
     public bool RangePrefetch { get; set; } = s_storeDefaults.RangePrefetch;
 
+    /// <summary>How the store reads the pages of its data file that its cache misses: around the operating system's
+    /// page cache or through it. Default <see cref="DataFileReadMode.Automatic"/>; see
+    /// <see cref="DocumentStoreOptions.DataFileReads"/>.</summary>
+    public DataFileReadMode DataFileReads { get; set; } = s_storeDefaults.DataFileReads;
+
     /// <summary>The longest time between checkpoints while commits arrive. Default 10 minutes; see
     /// <see cref="DocumentStoreOptions.CheckpointInterval"/>.</summary>
     public TimeSpan CheckpointInterval { get; set; } = s_storeDefaults.CheckpointInterval;
@@ -128,6 +133,7 @@ public sealed class FolioOptions
             CacheSize = CacheSize,
             DocumentCacheSize = DocumentCacheSize,
             RangePrefetch = RangePrefetch,
+            DataFileReads = DataFileReads,
             CheckpointInterval = CheckpointInterval,
             CheckpointBackpressureThreshold = CheckpointBackpressureThreshold,
             MaxChangeFeedLag = MaxChangeFeedLag,

@@ -150,7 +150,7 @@ public sealed partial class DocumentStore : IDisposable, IAsyncDisposable
                 {
                     pages = PageStore.Open(options.FileSystem, System.IO.Path.Combine(path, DataFileName), logger,
                         cacheBytes, new BufferPoolOptions { MeterFactory = options.MeterFactory },
-                        options.RangePrefetch);
+                        options.RangePrefetch, options.DirectReadsAbove(cacheBytes));
                     pages.PagesPerChunk = options.PagesPerChunk;
                     return new CheckpointOfJournal(pages.Current.Sequence, pages.StoreId, pages.Path);
                 }

@@ -295,6 +295,16 @@ public sealed class DocumentStoreOptions
     /// </summary>
     public bool RangePrefetch { get; set; } = true;
 
+    /// <summary>
+    /// How the store reads the pages of its data file that its cache misses. Default
+    /// <see cref="DataFileReadMode.Automatic"/>: around the operating system's page cache (direct) while the data file
+    /// is larger than the memory the process may use beyond <see cref="CacheSize"/>, else through it (buffered); see
+    /// <see cref="DataFileReadMode"/>. Choose <see cref="DataFileReadMode.Buffered"/> when other memory (a machine's,
+    /// not a container's) can hold the file, and <see cref="DataFileReadMode.Direct"/> when the cache is sized to
+    /// the memory the store should use and a second copy of its pages in the page cache would only crowd out others.
+    /// </summary>
+    public DataFileReadMode DataFileReads { get; set; }
+
     /// <summary>The largest document, in UTF-8 bytes. Default 16 MiB.</summary>
     public int MaxDocumentSize { get; set; } = DefaultMaxDocumentSize;
 
@@ -481,6 +491,12 @@ public sealed class DocumentStoreOptions
                 "CacheSize must be 0 (sized to the memory available) or at least 1 MiB.");
         }
 
+        if (!Enum.IsDefined(DataFileReads))
+        {
+            ThrowHelper.ThrowArgumentOutOfRange(nameof(DataFileReads), DataFileReads,
+                "DataFileReads must be Automatic, Buffered or Direct.");
+        }
+
         if (DocumentCacheSize is { } documentCache && documentCache != 0 && documentCache < MinDocumentCacheSize)
         {
             ThrowHelper.ThrowArgumentOutOfRange(nameof(DocumentCacheSize), documentCache,
@@ -533,6 +549,16 @@ public sealed class DocumentStoreOptions
     /// <summary><see cref="CacheSize"/> with its default resolved against <see cref="AvailableMemory"/>.</summary>
     internal long EffectiveCacheSize => CacheSize != 0 ? CacheSize
         : Math.Clamp(AvailableMemory / 8, MinCacheSize, DefaultCacheSize);
+
+    /// <summary>The data file length above which its reads go around the page cache (<see cref="DataFileReads"/>): -1
+    /// for direct reads always, <see cref="long.MaxValue"/> for never, else the memory the process may use beyond the
+    /// cache of <paramref name="cacheBytes"/>.</summary>
+    internal long DirectReadsAbove(long cacheBytes) => DataFileReads switch
+    {
+        DataFileReadMode.Direct => -1,
+        DataFileReadMode.Buffered => long.MaxValue,
+        _ => Math.Max(0, AvailableMemory - cacheBytes),
+    };
 
     /// <summary><see cref="DocumentCacheSize"/> with its default resolved against the page cache's size,
     /// <paramref name="cacheBytes"/>.</summary>

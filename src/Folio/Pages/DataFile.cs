@@ -129,6 +129,29 @@ internal sealed class DataFile : IDisposable
         return true;
     }
 
+    /// <summary>What <see cref="TryReadUncached"/> needs its offset, length and buffer aligned to; 0 when the file
+    /// reads only through the operating system's page cache (<see cref="IStorageFile.UncachedAlignment"/>).</summary>
+    public int UncachedAlignment => _file.UncachedAlignment;
+
+    /// <summary>Reads into <paramref name="destination"/> at <paramref name="offset"/> around the operating system's
+    /// page cache (all three aligned to <see cref="UncachedAlignment"/>), until at least <paramref name="needed"/>
+    /// bytes are in; false when the file ends first.</summary>
+    public bool TryReadUncached(Span<byte> destination, long offset, int needed)
+    {
+        int total = 0;
+        while (total < needed)
+        {
+            int read = _file.ReadUncached(destination[total..], offset + total);
+            total += Math.Max(0, read);
+            if (read <= 0 || (total < needed && total % UncachedAlignment != 0))
+            {
+                return false; // the end of the file
+            }
+        }
+
+        return true;
+    }
+
     public void Write(ReadOnlySpan<byte> bytes, long offset) => _file.Write(bytes, offset);
 
     public void Sync() => _file.Sync();

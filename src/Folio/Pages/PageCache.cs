@@ -26,6 +26,16 @@ namespace Folio.Pages;
 /// cache: the pin that needs it reads it again and reports the failure.
 /// </para>
 /// <para>
+/// Direct reads: while the data file is longer than the bound the store sets (<see cref="NoteFileLength"/>, from
+/// <see cref="DocumentStoreOptions.DataFileReads"/>), pages are read around the operating system's page cache
+/// (<see cref="DataFile.TryReadUncached"/>), in blocks of the file's alignment that hold them, into pinned run
+/// buffers (<see cref="RunBuffers"/>) and copied to their frames from there: the frames are the cache, and a second
+/// copy in the page cache costs the kernel an insertion and, once memory is full, a reclaim for every page read. The
+/// choice is one field, written by the checkpoint's thread (release) and read plainly by each read: a read that sees
+/// the old choice reads the same bytes (the page is immutable, and a direct read writes back dirty cached bytes of
+/// its range first), so no read needs the newest.
+/// </para>
+/// <para>
 /// A frame is never stale: pages are immutable once written, and a position names one page for the life of the
 /// process (chunk ids are not reused while it runs), so a position read through an old tree whose chunk was freed
 /// meanwhile finds either the page it named, still cached, or fails the checksum on disk (the caller then retries
@@ -52,13 +62,20 @@ internal sealed class PageCache : IPageReader, IDisposable
     private readonly BufferPool _pool;
     private readonly PageLoader _loader;
     private readonly PagePrefetcher? _prefetcher;
+    private readonly RunBuffers _runBuffers = new(MaxRunBytes);
+    private readonly long _directReadsAbove;
     private long _oversizedReads;
+    private int _directAlignment; // 0: reads through the page cache; else direct reads, aligned to it
 
     /// <summary>A cache of <paramref name="cacheBytes"/> (rounded down to whole frames, at least one) over
-    /// <paramref name="file"/>, with a prefetch worker unless <paramref name="prefetch"/> is false.</summary>
-    public PageCache(DataFile file, long cacheBytes, BufferPoolOptions? options = null, bool prefetch = true)
+    /// <paramref name="file"/>, with a prefetch worker unless <paramref name="prefetch"/> is false, that reads around
+    /// the operating system's page cache while the file is longer than <paramref name="directReadsAbove"/> bytes
+    /// (<see cref="NoteFileLength"/>; a negative bound: always, <see cref="long.MaxValue"/>: never).</summary>
+    public PageCache(DataFile file, long cacheBytes, BufferPoolOptions? options = null, bool prefetch = true,
+        long directReadsAbove = long.MaxValue)
     {
         _file = file;
+        _directReadsAbove = directReadsAbove;
         _pool = new BufferPool((int)Math.Clamp(cacheBytes / FrameSize, 1, int.MaxValue), FrameSize, options);
         _loader = Load;
         if (prefetch)
@@ -84,6 +101,18 @@ internal sealed class PageCache : IPageReader, IDisposable
             }
         }
     }
+
+    /// <summary>Whether pages are read around the operating system's page cache now (<see cref="NoteFileLength"/>).
+    /// </summary>
+    public bool ReadsDirect => Volatile.Read(ref _directAlignment) > 0;
+
+    /// <summary>Chooses how the next reads go for a data file of <paramref name="length"/> bytes: around the page cache
+    /// when it is longer than the constructor's bound and the file can (<see cref="DataFile.UncachedAlignment"/>), else
+    /// through it. Called when the store mounts and after each checkpoint; a read that started under the other choice
+    /// finishes under it (both read what the file holds: a direct read writes back dirty cached bytes of its range
+    /// first).</summary>
+    public void NoteFileLength(long length) =>
+        Volatile.Write(ref _directAlignment, length > _directReadsAbove ? _file.UncachedAlignment : 0);
 
     /// <summary>The pool the frames live in (metrics and tests).</summary>
     public BufferPool Pool => _pool;
@@ -204,7 +233,7 @@ internal sealed class PageCache : IPageReader, IDisposable
             missing.Add(pages[i]);
             if (offset != runEnd)
             {
-                if (runStart >= 0)
+                if (runStart >= 0 && !ReadsDirect)
                 {
                     _file.AdviseWillNeed(runStart, runEnd - runStart);
                 }
@@ -215,7 +244,7 @@ internal sealed class PageCache : IPageReader, IDisposable
             runEnd = offset + length;
         }
 
-        if (runStart >= 0)
+        if (runStart >= 0 && !ReadsDirect)
         {
             _file.AdviseWillNeed(runStart, runEnd - runStart);
         }
@@ -285,16 +314,24 @@ internal sealed class PageCache : IPageReader, IDisposable
             lengths[covered] = length;
         }
 
-        int bytes = (int)(high - low);
-        byte[] buffer = ArrayPool<byte>.Shared.Rent(bytes);
+        // Around the page cache where the file can (the pages go to frames, so a cached copy would only be a second
+        // one, and the kernel's work to insert it and reclaim another costs more than the read), widened to the
+        // alignment that needs; else through it.
+        int alignment = _directAlignment;
+        long start = alignment > 0 ? low & -alignment : low;
+        int bytes = (int)((alignment > 0 ? (high + alignment - 1) & -alignment : high) - start);
+        byte[] buffer = alignment > 0 ? _runBuffers.Rent() : ArrayPool<byte>.Shared.Rent(bytes);
         try
         {
-            if (!_file.TryReadExactly(buffer.AsSpan(0, bytes), low))
+            int at = alignment > 0 ? RunBuffers.AlignedIndex(buffer, alignment) : 0;
+            if (alignment > 0
+                ? !_file.TryReadUncached(buffer.AsSpan(at, bytes), start, (int)(high - start))
+                : !_file.TryReadExactly(buffer.AsSpan(0, bytes), start))
             {
                 return 0; // the file ends first: the pin reports it
             }
 
-            var copy = new RunCopy(_file, buffer, low);
+            var copy = new RunCopy(_file, buffer.AsMemory(at), start);
             for (int i = 0; i < covered; i++)
             {
                 copy.Next(offsets[i], lengths[i]);
@@ -303,7 +340,14 @@ internal sealed class PageCache : IPageReader, IDisposable
         }
         finally
         {
-            ArrayPool<byte>.Shared.Return(buffer);
+            if (alignment > 0)
+            {
+                _runBuffers.Return(buffer);
+            }
+            else
+            {
+                ArrayPool<byte>.Shared.Return(buffer);
+            }
         }
 
         return covered;
@@ -343,8 +387,43 @@ internal sealed class PageCache : IPageReader, IDisposable
         }
 
         Span<byte> page = frame[..length];
-        _file.ReadPage(position, page, offset);
+        int alignment = _directAlignment;
+        if (alignment > 0)
+        {
+            ReadPageDirect(position, page, offset, alignment);
+        }
+        else
+        {
+            _file.ReadPage(position, page, offset);
+        }
+
         _file.CheckStructure(position, page, offset);
+    }
+
+    /// <summary><see cref="DataFile.ReadPage"/> around the page cache: the blocks of <paramref name="alignment"/>
+    /// bytes that hold the page are read into a run buffer, and the page copied from there and checked.</summary>
+    private void ReadPageDirect(PagePosition position, Span<byte> page, long offset, int alignment)
+    {
+        long start = offset & -alignment;
+        int bytes = (int)(((offset + page.Length + alignment - 1) & -alignment) - start);
+        byte[] buffer = _runBuffers.Rent();
+        try
+        {
+            int at = RunBuffers.AlignedIndex(buffer, alignment);
+            if (!_file.TryReadUncached(buffer.AsSpan(at, bytes), start, (int)(offset + page.Length - start)))
+            {
+                ThrowHelper.ThrowStoreCorrupted(_file.Path, offset,
+                    $"{position} ({page.Length} bytes) runs past the end of the file");
+            }
+
+            buffer.AsSpan(at + (int)(offset - start), page.Length).CopyTo(page);
+        }
+        finally
+        {
+            _runBuffers.Return(buffer);
+        }
+
+        _file.CheckPage(position, page, offset);
     }
 
     /// <summary>The loader of one run's pages (<see cref="ReadRunAt"/>): copies the page <see cref="Next"/> named from
@@ -352,12 +431,14 @@ internal sealed class PageCache : IPageReader, IDisposable
     private sealed class RunCopy
     {
         private readonly DataFile _file;
-        private readonly byte[] _buffer;
+        private readonly Memory<byte> _buffer;
         private readonly long _bufferOffset;
         private long _offset;
         private int _length;
 
-        public RunCopy(DataFile file, byte[] buffer, long bufferOffset)
+        /// <summary>The loader of pages from <paramref name="buffer"/>, which holds the file's bytes from
+        /// <paramref name="bufferOffset"/> on.</summary>
+        public RunCopy(DataFile file, Memory<byte> buffer, long bufferOffset)
         {
             _file = file;
             _buffer = buffer;
@@ -379,7 +460,7 @@ internal sealed class PageCache : IPageReader, IDisposable
         {
             var position = new PagePosition((ulong)key);
             Span<byte> page = frame[.._length];
-            _buffer.AsSpan((int)(_offset - _bufferOffset), _length).CopyTo(page);
+            _buffer.Span.Slice((int)(_offset - _bufferOffset), _length).CopyTo(page);
             _file.CheckPage(position, page, _offset);
             _file.CheckStructure(position, page, _offset);
         }

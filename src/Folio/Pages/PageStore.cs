@@ -201,9 +201,10 @@ internal sealed class PageStore : IDisposable
     /// <summary>Opens (or creates) the data file at <paramref name="path"/> and mounts its newest valid checkpoint:
     /// the catalog is read, the collection trees stay on disk until read, through a buffer pool of
     /// <paramref name="cacheBytes"/> (<see cref="DefaultCacheBytes"/> when null), with range prefetch unless
-    /// <paramref name="prefetch"/> is false.</summary>
+    /// <paramref name="prefetch"/> is false, reading around the operating system's page cache while the file is longer
+    /// than <paramref name="directReadsAbove"/> bytes (<see cref="PageCache.NoteFileLength"/>).</summary>
     public static PageStore Open(IFileSystem fileSystem, string path, ILogger? logger = null, long? cacheBytes = null,
-        BufferPoolOptions? poolOptions = null, bool prefetch = true)
+        BufferPoolOptions? poolOptions = null, bool prefetch = true, long directReadsAbove = long.MaxValue)
     {
         logger ??= NullLogger.Instance;
         bool existed = fileSystem.FileExists(path);
@@ -218,7 +219,8 @@ internal sealed class PageStore : IDisposable
         PageCache? cache = null;
         try
         {
-            cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions, prefetch);
+            cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions, prefetch, directReadsAbove);
+            cache.NoteFileLength(file.Length);
             string pinFolder = ReaderPins.FolderOf(path);
             // Unreadable pins are no reason to refuse the open: a reader whose chunk is reused fails its page checks
             // (they cover the page's place and chunk id), so it fails (or starts over, before its first output),
@@ -861,6 +863,7 @@ internal sealed class PageStore : IDisposable
 
             _orphans.Clear();
             _file.PublishChunks(map);
+            _cache.NoteFileLength(_file.Length);
             _catalogRoot = catalogRoot;
             var checkpoint = new PageCheckpoint(generation, sequence, collections)
             {

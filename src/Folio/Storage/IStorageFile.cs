@@ -16,6 +16,19 @@ internal interface IStorageFile : IDisposable
     /// read.</summary>
     int Read(Span<byte> destination, long offset);
 
+    /// <summary>The alignment, in bytes, that <see cref="ReadUncached"/> needs of its offset, its length and its
+    /// buffer's address; 0 when this file cannot read around the operating system's page cache (the default), and
+    /// callers use <see cref="Read"/>.</summary>
+    int UncachedAlignment => 0;
+
+    /// <summary>Reads up to <paramref name="destination"/>.Length bytes at <paramref name="offset"/> straight from the
+    /// disk, not through the operating system's page cache (Linux <c>O_DIRECT</c>): for a caller that caches what it
+    /// reads itself, so the page cache holds no second copy and the kernel spends nothing on it. The offset, the length
+    /// and the buffer's address are multiples of <see cref="UncachedAlignment"/>; returns the count read (less at the
+    /// end of the file). Coherent with <see cref="Write"/>: dirty cached bytes of the range are written first.
+    /// </summary>
+    int ReadUncached(Span<byte> destination, long offset) => Read(destination, offset);
+
     /// <summary>Writes all of <paramref name="source"/> at <paramref name="offset"/> (a short write is an
     /// error).</summary>
     void Write(ReadOnlySpan<byte> source, long offset);

@@ -8,7 +8,18 @@ namespace Folio.Storage;
 internal static partial class NativeMethods
 {
     private const int ReadOnly = 0; // O_RDONLY
-    private const int Directory = 0x10000; // O_DIRECTORY on Linux x64/arm64
+    private const int CloseOnExec = 0x80000; // O_CLOEXEC on Linux x64 and arm64
+
+    // O_DIRECTORY and O_DIRECT swap their values between Linux's generic flags (x64) and arm64's.
+    private static readonly int s_directory =
+        RuntimeInformation.ProcessArchitecture is Architecture.Arm64 or Architecture.Arm ? 0x4000 : 0x10000;
+
+    private static readonly int s_direct = RuntimeInformation.ProcessArchitecture switch
+    {
+        Architecture.X64 or Architecture.X86 => 0x4000,
+        Architecture.Arm64 or Architecture.Arm => 0x10000,
+        _ => 0, // unknown here: no uncached reads
+    };
 
     [LibraryImport("libc", SetLastError = true)]
     internal static partial int fdatasync(int fd);
@@ -108,6 +119,22 @@ internal static partial class NativeMethods
     [LibraryImport("libc", EntryPoint = "close", SetLastError = true)]
     private static partial int Close(int fd);
 
+    /// <summary>
+    /// A second handle on the file at <paramref name="path"/> for reads that bypass the page cache (Linux
+    /// <c>open(O_RDONLY | O_DIRECT)</c>), or null where that is not available: another operating system or
+    /// architecture, or a file system that refuses the flag (tmpfs, some network file systems).
+    /// </summary>
+    public static SafeFileHandle? OpenForUncachedReads(string path)
+    {
+        if (!OperatingSystem.IsLinux() || s_direct == 0)
+        {
+            return null;
+        }
+
+        int fd = Open(path, ReadOnly | s_direct | CloseOnExec);
+        return fd < 0 ? null : new SafeFileHandle(fd, ownsHandle: true);
+    }
+
     /// <summary>fsync of a folder, so that created, renamed and deleted entries survive a crash (Linux only; a no-op
     /// elsewhere).</summary>
     public static void SyncDirectory(string path)
@@ -117,7 +144,7 @@ internal static partial class NativeMethods
             return;
         }
 
-        int fd = Open(path, ReadOnly | Directory);
+        int fd = Open(path, ReadOnly | s_directory);
         if (fd < 0)
         {
             throw new IOException($"Cannot open folder '{path}' to sync it (errno {Marshal.GetLastPInvokeError()}).");

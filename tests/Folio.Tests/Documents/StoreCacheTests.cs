@@ -10,13 +10,25 @@ namespace Folio.Tests.Documents;
 /// </summary>
 public sealed class StoreCacheTests
 {
-    [Fact]
-    public async Task A_store_twenty_times_larger_than_its_cache_reads_every_document_back_by_id_and_by_range()
+    [Theory]
+    [InlineData(DataFileReadMode.Buffered)]
+    [InlineData(DataFileReadMode.Direct)]
+    public async Task A_store_twenty_times_larger_than_its_cache_reads_every_document_back_by_id_and_by_range(
+        DataFileReadMode reads)
     {
         using var dir = new TempDirectory();
         const int Documents = 14_000;
-        await using (var store = DocumentStore.Open(dir.Path, SmallCacheOptions()))
+        DocumentStoreOptions Options()
         {
+            DocumentStoreOptions options = SmallCacheOptions();
+            options.DataFileReads = reads;
+            return options;
+        }
+
+        await using (var store = DocumentStore.Open(dir.Path, Options()))
+        {
+            // Direct reads from the start: the pages the checkpoints write are read back around the page cache.
+            Assert.Equal(reads == DataFileReadMode.Direct, store.Pages.Cache.ReadsDirect);
             await StoreAndCheckpoint(store, Documents);
             Assert.True(store.Pages.UsedBytes > 20 * DocumentStoreOptions.MinCacheSize,
                 $"the data file holds {store.Pages.UsedBytes} bytes");
@@ -24,8 +36,9 @@ public sealed class StoreCacheTests
             Assert.True(store.Pages.Cache.Pool.Evictions > 1_000, "pages were evicted and read again");
         }
 
-        await using (var reopened = DocumentStore.Open(dir.Path, SmallCacheOptions()))
+        await using (var reopened = DocumentStore.Open(dir.Path, Options()))
         {
+            Assert.Equal(reads == DataFileReadMode.Direct, reopened.Pages.Cache.ReadsDirect);
             await AssertEveryDocument(reopened);
             Assert.Equal(0, reopened.Pages.Cache.Pool.PinnedFrames);
         }
@@ -129,6 +142,60 @@ public sealed class StoreCacheTests
     }
 
     [Fact]
+    public async Task Automatic_reads_go_around_the_page_cache_once_the_data_file_outgrows_the_memory_beyond_the_cache()
+    {
+        using var dir = new TempDirectory();
+        const long Beyond = 3L << 20; // the memory the process may use beyond its cache
+        DocumentStoreOptions Options(DataFileReadMode reads)
+        {
+            DocumentStoreOptions options = SmallCacheOptions();
+            options.DataFileReads = reads;
+            options.FixedAvailableMemory = options.CacheSize + Beyond;
+            return options;
+        }
+
+        await using (var store = DocumentStore.Open(dir.Path, Options(DataFileReadMode.Automatic)))
+        {
+            Assert.False(store.Pages.Cache.ReadsDirect);
+            int stored = 0;
+            while (store.Pages.FileLength <= Beyond)
+            {
+                Assert.False(store.Pages.Cache.ReadsDirect, $"direct at {store.Pages.FileLength} bytes");
+                await StoreAndCheckpoint(store, 500, stored);
+                stored += 500;
+            }
+
+            // The checkpoint that took the file past the bound switched the reads, and they read right.
+            Assert.True(store.Pages.Cache.ReadsDirect, $"buffered at {store.Pages.FileLength} bytes");
+            for (int i = 0; i < stored; i += 37)
+            {
+                Assert.Contains(Body(i), Encoding.UTF8.GetString(store.Get("Item", Id(i))!.Value.Json.Span),
+                    StringComparison.Ordinal);
+            }
+        }
+
+        await using (var reopened = DocumentStore.Open(dir.Path, Options(DataFileReadMode.Automatic)))
+        {
+            Assert.True(reopened.Pages.Cache.ReadsDirect, "decided at the open too");
+        }
+
+        await using (var buffered = DocumentStore.Open(dir.Path, Options(DataFileReadMode.Buffered)))
+        {
+            Assert.False(buffered.Pages.Cache.ReadsDirect, "Buffered never reads around the page cache");
+        }
+    }
+
+    [Fact]
+    public void A_read_mode_that_is_not_one_of_the_three_is_refused_at_open()
+    {
+        using var dir = new TempDirectory();
+        var options = new DocumentStoreOptions { DataFileReads = (DataFileReadMode)3 };
+        var error = Assert.Throws<ArgumentOutOfRangeException>(() => DocumentStore.Open(dir.Path, options));
+        Assert.Equal(nameof(DocumentStoreOptions.DataFileReads), error.ParamName);
+        Assert.Empty(Directory.EnumerateFileSystemEntries(dir.Path));
+    }
+
+    [Fact]
     public void A_cache_below_one_mebibyte_is_refused_at_open()
     {
         using var dir = new TempDirectory();
@@ -152,8 +219,6 @@ public sealed class StoreCacheTests
         Assert.Equal(1, await store.PutAsync("c", "a", "{}"u8.ToArray()));
     }
 
-    /// <summary>The options of a store many times larger than its cache: the smallest cache, small journal segments,
-    /// checkpoints only when asked.</summary>
     /// <summary>The smallest cache, and no background checkpoint or compaction: the tests assert that no frame stays
     /// pinned once their reads are done, and a compaction pass the checkpoint thread started at the open (the close's
     /// checkpoint of deletes left a quarter of the file free) pins the pages it copies meanwhile.</summary>
@@ -166,10 +231,11 @@ public sealed class StoreCacheTests
         return options;
     }
 
-    /// <summary>Stores items 0 to <paramref name="count"/> - 1, 500 a session, then checkpoints.</summary>
-    private static async Task StoreAndCheckpoint(DocumentStore store, int count)
+    /// <summary>Stores items <paramref name="first"/> to <paramref name="first"/> + <paramref name="count"/> - 1,
+    /// 500 a session, then checkpoints.</summary>
+    private static async Task StoreAndCheckpoint(DocumentStore store, int count, int first = 0)
     {
-        for (int i = 0; i < count; i += 500)
+        for (int i = first; i < first + count; i += 500)
         {
             await using DocumentSession session = store.OpenSession();
             for (int j = i; j < i + 500; j++)

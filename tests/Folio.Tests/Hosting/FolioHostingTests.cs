@@ -78,7 +78,8 @@ public sealed class FolioHostingTests : IDisposable
                 BuildConfiguration(
                 new() { ["Folio:Path"] = path, ["Folio:Durability"] = "Buffered", ["Folio:MaxDocumentSize"] = "4096",
                 ["Folio:SegmentSize"] = "1048576", ["Folio:MaxChangeFeedLag"] = "0",
-                ["Folio:BackupBytesPerSecond"] = "0", ["Folio:DocumentCacheSize"] = "0" }).GetSection("Folio")));
+                ["Folio:BackupBytesPerSecond"] = "0", ["Folio:DocumentCacheSize"] = "0",
+                ["Folio:DataFileReads"] = "Direct" }).GetSection("Folio")));
         await host.StartAsync();
 
         DocumentStore store = host.Services.GetRequiredService<DocumentStore>();
@@ -93,6 +94,8 @@ public sealed class FolioHostingTests : IDisposable
         Assert.Equal(0, store.Options.MaxChangeFeedLag);
         Assert.Equal(0, store.Options.BackupBytesPerSecond);
         Assert.Equal(0, store.Options.DocumentCacheSize);
+        Assert.Equal(DataFileReadMode.Direct, store.Options.DataFileReads);
+        Assert.True(store.Pages.Cache.ReadsDirect);
         Assert.Null(store.Index.DocumentCache);
         await Assert.ThrowsAsync<DocumentTooLargeException>(async ()
             => await store.PutAsync("c", "big", Encoding.UTF8.GetBytes("\"" + new string('x', 5000) + "\"")));
@@ -108,6 +111,7 @@ public sealed class FolioHostingTests : IDisposable
     [InlineData("MaxChangeFeedLag=-1", "MaxChangeFeedLag")]
     [InlineData("BackupBytesPerSecond=1000", "BackupBytesPerSecond")]
     [InlineData("DocumentCacheSize=1000", "DocumentCacheSize")]
+    [InlineData("DataFileReads=7", "DataFileReads")]
     public async Task Invalid_settings_stop_the_host_at_start_with_a_message_naming_them(string? setting,
         string expected)
     {

@@ -9,21 +9,28 @@ namespace Folio.Tests.Pages;
 /// Runs of neighbouring pages read together (<see cref="PageCache.ReadRun"/>): a range walk that needs a leaf the
 /// cache does not hold reads it with the leaves after it that lie next to it in the file in one read; each page of a
 /// run is checked on its own, a damaged one is left to the pin that needs it, and a run that cannot be read leaves
-/// its pages to their pins.
+/// its pages to their pins. Each test runs with reads through the operating system's page cache and around it
+/// (<see cref="PageCache.NoteFileLength"/>: direct reads, widened to <see cref="Alignment"/> on both ends).
 /// </summary>
 public sealed class RunReadTests
 {
     private const int Documents = 20_000;
 
+    /// <summary>What a direct read of the physical file system widens to.</summary>
+    private const int Alignment = 4096;
+
     [Theory]
-    [InlineData(false)]
-    [InlineData(true)]
-    public void A_cold_walk_reads_the_leaves_it_needs_next_to_its_first_one_with_one_read(bool descending)
+    [InlineData(false, false)]
+    [InlineData(true, false)]
+    [InlineData(false, true)]
+    [InlineData(true, true)]
+    public void A_cold_walk_reads_the_leaves_it_needs_next_to_its_first_one_with_one_read(bool descending,
+        bool direct)
     {
         using var dir = new TempDirectory();
         string path = Build(dir);
         var files = new ReadRecordingFileSystem();
-        using PageStore store = PageStore.Open(files, path);
+        using PageStore store = Open(files, path, direct);
         PageReference root = store.Current.Collections["c"].Root!;
         Assert.Equal(Ids(100, 200, descending), Walk(store, root, 100, 200, descending)); // learns the leaves' depth
 
@@ -50,8 +57,11 @@ public sealed class RunReadTests
             // them (when no earlier walk read it). Every leaf it pinned was in the cache; no leaf was read twice.
             string seen = $"reads {string.Join(", ", reads)}; {leaves} leaves of {leafBytes} bytes";
             Assert.True(reads.Count >= 1 && reads.Count <= 3 && reads.Count < leaves, seen);
-            Assert.True(reads.Sum(read => (long)read.Length) <= leafBytes + (2 * PageCache.MaxRunGap), seen);
-            Assert.All(reads, read => Assert.InRange(read.Length, 1, PageCache.MaxRunBytes));
+            int widened = direct ? 2 * Alignment : 0;
+            Assert.True(reads.Sum(read => (long)read.Length - widened) <= leafBytes + (2 * PageCache.MaxRunGap), seen);
+            Assert.All(reads, read => Assert.InRange(read.Length, 1, PageCache.MaxRunBytes + widened));
+            Assert.All(reads, read => Assert.True(!direct || (read.Offset % Alignment == 0
+                && read.Length % Alignment == 0), seen));
             Assert.InRange(store.Cache.Pool.Misses - misses, 0, 1);
             whole += reads.Any(read => read.Length >= leafBytes) ? 1 : 0;
         }
@@ -60,14 +70,18 @@ public sealed class RunReadTests
         Assert.Equal(0, store.Cache.Pool.PinnedFrames);
     }
 
-    [Fact]
-    public void A_run_takes_the_pages_next_to_the_first_in_the_order_given_and_stops_at_the_first_that_is_not()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void A_run_takes_the_pages_next_to_the_first_in_the_order_given_and_stops_at_the_first_that_is_not(
+        bool direct)
     {
         using var dir = new TempDirectory();
         string path = Build(dir);
         List<PagePosition> leaves = LeavesOf(path, 0, Documents);
         var files = new ReadRecordingFileSystem();
-        using PageStore store = PageStore.Open(files, path);
+        using PageStore store = Open(files, path, direct);
+        Assert.Equal(direct, store.Cache.ReadsDirect);
         PageReference root = store.Current.Collections["c"].Root!;
         Assert.True(leaves.Count > 2 * PageCache.MaxRunPages);
 
@@ -97,7 +111,8 @@ public sealed class RunReadTests
         int covered = store.Cache.ReadRun(many);
         (long offset, int length) = Assert.Single(files.Reads);
         Assert.InRange(covered, 2, PageCache.MaxRunPages);
-        Assert.InRange(length, 1, PageCache.MaxRunBytes);
+        Assert.InRange(length, 1, PageCache.MaxRunBytes + (direct ? 2 * Alignment : 0));
+        Assert.Equal(direct, files.Direct > 0);
         Assert.All(many.Take(covered), position => Assert.True(store.Cache.IsCached(position)));
         Assert.False(store.Cache.IsCached(many[covered]));
 
@@ -106,8 +121,11 @@ public sealed class RunReadTests
             .Select(entry => entry.Key));
     }
 
-    [Fact]
-    public void A_damaged_leaf_inside_a_run_is_reported_by_the_walk_that_reaches_it_and_its_neighbours_still_load()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void A_damaged_leaf_inside_a_run_is_reported_by_the_walk_that_reaches_it_and_its_neighbours_still_load(
+        bool direct)
     {
         using var dir = new TempDirectory();
         string path = Build(dir);
@@ -121,7 +139,7 @@ public sealed class RunReadTests
         Assert.True(leaves.Count >= 5);
         FileDamage.FlipByte(path, damagedOffset + 100, 0x10);
 
-        using PageStore store = PageStore.Open(PhysicalFileSystem.Instance, path);
+        using PageStore store = Open(PhysicalFileSystem.Instance, path, direct);
         PageReference root = store.Current.Collections["c"].Root!;
         Assert.Equal(Ids(100, 200, false), Walk(store, root, 100, 200, false)); // learns the leaves' depth
 
@@ -148,14 +166,20 @@ public sealed class RunReadTests
         Assert.Equal(Ids(start, 6_300 - start, false), Walk(store, root, start, 6_300 - start, false));
     }
 
-    [Fact]
-    public void A_run_whose_read_fails_leaves_its_pages_to_their_pins()
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public void A_run_whose_read_fails_leaves_its_pages_to_their_pins(bool direct)
     {
         using var dir = new TempDirectory();
         string path = Build(dir);
         List<PagePosition> leaves = LeavesOf(path, 9_000, 200);
-        var files = new ReadRecordingFileSystem { FailReadsLongerThan = PageCache.FrameSize };
-        using PageStore store = PageStore.Open(files, path, prefetch: true);
+        // Longer than any page read alone (widened to the alignment when direct), shorter than two leaves.
+        var files = new ReadRecordingFileSystem
+        {
+            FailReadsLongerThan = PageCache.FrameSize + (direct ? 2 * Alignment : 0),
+        };
+        using PageStore store = Open(files, path, direct);
         PageReference root = store.Current.Collections["c"].Root!;
         Assert.Equal(Ids(100, 200, false), Walk(store, root, 100, 200, false));
 
@@ -169,6 +193,9 @@ public sealed class RunReadTests
         Assert.True(store.Cache.Prefetcher!.WaitIdle(TimeSpan.FromSeconds(30)));
         Assert.Equal(0, store.Cache.Pool.PinnedFrames);
     }
+
+    private static PageStore Open(IFileSystem files, string path, bool direct) =>
+        PageStore.Open(files, path, prefetch: true, directReadsAbove: direct ? -1 : long.MaxValue);
 
     private static List<string> Walk(PageStore store, PageReference root, int from, int count, bool descending) =>
         BTree.Range(root, Id(from), Id(from + count), descending, store.Reader, expectedEntries: count)
@@ -252,6 +279,9 @@ public sealed class RunReadTests
 
         public int Failed;
 
+        /// <summary>Reads of the data file made around the page cache.</summary>
+        public int Direct;
+
         public IStorageFile OpenFile(string path, FileMode mode) => Wrap(_inner.OpenFile(path, mode));
 
         public IStorageFile OpenFileForReading(string path) => Wrap(_inner.OpenFileForReading(path));
@@ -290,6 +320,21 @@ public sealed class RunReadTests
 
                 owner.Reads.Enqueue((offset, destination.Length));
                 return inner.Read(destination, offset);
+            }
+
+            public int UncachedAlignment => inner.UncachedAlignment;
+
+            public int ReadUncached(Span<byte> destination, long offset)
+            {
+                if (destination.Length > owner.FailReadsLongerThan)
+                {
+                    Interlocked.Increment(ref owner.Failed);
+                    throw new IOException("injected read failure");
+                }
+
+                Interlocked.Increment(ref owner.Direct);
+                owner.Reads.Enqueue((offset, destination.Length));
+                return inner.ReadUncached(destination, offset);
             }
 
             public void Write(ReadOnlySpan<byte> source, long offset) => inner.Write(source, offset);
