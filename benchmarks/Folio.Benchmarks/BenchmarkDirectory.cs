@@ -27,13 +27,14 @@ public abstract class BenchmarkDirectory
     protected static string StatsFile(string name) => Path.Combine(DataFolder, name);
 
     /// <summary>
-    /// Data a benchmark builds once and reuses: when <paramref name="folder"/> holds a <c>built</c> marker, returns
-    /// what it says; otherwise recreates the folder empty, runs <paramref name="build"/>, and writes what it returns
-    /// (how long the build took) to the marker, so an interrupted build is redone from scratch.
+    /// Data a benchmark builds once and reuses: when <paramref name="folder"/> holds a <c>built</c> marker (or
+    /// <paramref name="marker"/> exists, when given), returns what it says; otherwise recreates the folder empty, runs
+    /// <paramref name="build"/>, and writes what it returns (how long the build took) to the marker, so an interrupted
+    /// build is redone from scratch.
     /// </summary>
-    protected static string BuildOnce(string folder, Func<string> build)
+    protected static string BuildOnce(string folder, Func<string> build, string? marker = null)
     {
-        string marker = Path.Combine(folder, "built");
+        marker ??= Path.Combine(folder, "built");
         if (File.Exists(marker))
         {
             return File.ReadAllText(marker);

@@ -7,9 +7,10 @@ namespace Folio.Benchmarks;
 /// Counting a collection of the larger-than-memory store (<see cref="LargerThanMemoryBenchmarks"/>: its documents of
 /// about 1 KiB under a 256 MiB cache, built once and shared): a session's <c>CountAsync</c> against SQLite's
 /// <c>SELECT count(*)</c> on the same rows with the same cache budget, and against the walk of every document that
-/// <c>CountAsync</c> used to make (<c>FolioWalk</c>). With <see cref="Changes"/> 10,000, that many documents with new
-/// ids were written since the open (and deleted again at cleanup, in both stores), so the count has ids to correct
-/// that the checkpoint's tree does not hold yet.
+/// <c>CountAsync</c> used to make (<c>FolioWalk</c>). Each case reads and writes a copy of the built store
+/// (<see cref="LargerThanMemoryBenchmarks.WorkingCopy"/>, deleted at cleanup). With <see cref="Changes"/> 10,000, that
+/// many documents with new ids were written since the open, so the count has ids to correct that the checkpoint's tree
+/// does not hold yet.
 /// </summary>
 [InvocationCount(1)]
 [IterationCount(5)]
@@ -19,6 +20,7 @@ public class CountBenchmarks : BenchmarkDirectory
     private DocumentStore? _store;
     private SqliteConnection? _sqlite;
     private SqliteCommand? _sqliteCount;
+    private string _copy = "";
 
     [Params(0, 10_000)]
     public int Changes { get; set; }
@@ -26,9 +28,9 @@ public class CountBenchmarks : BenchmarkDirectory
     [GlobalSetup(Targets = [nameof(Folio), nameof(FolioWalk)])]
     public void SetupFolio()
     {
-        LargerThanMemoryBenchmarks.EnsureBuilt();
-        _store = DocumentStore.Open(Path.Combine(LargerThanMemoryBenchmarks.Folder, "folio"),
-            LargerThanMemoryBenchmarks.FolioOptions());
+        LargerThanMemoryBenchmarks.EnsureBuilt("folio");
+        _copy = LargerThanMemoryBenchmarks.WorkingCopy("folio");
+        _store = DocumentStore.Open(_copy, LargerThanMemoryBenchmarks.FolioOptions());
         for (int i = 0; i < Changes; i++)
         {
             string id = ExtraId(i);
@@ -40,8 +42,9 @@ public class CountBenchmarks : BenchmarkDirectory
     [GlobalSetup(Target = nameof(Sqlite))]
     public void SetupSqlite()
     {
-        LargerThanMemoryBenchmarks.EnsureBuilt();
-        _sqlite = LargerThanMemoryBenchmarks.OpenSqlite();
+        LargerThanMemoryBenchmarks.EnsureBuilt("sqlite");
+        _copy = LargerThanMemoryBenchmarks.WorkingCopy("sqlite");
+        _sqlite = LargerThanMemoryBenchmarks.OpenSqlite(_copy);
         _sqliteCount = LargerThanMemoryBenchmarks.Prepared(_sqlite, "SELECT count(*) FROM docs");
         using SqliteTransaction transaction = _sqlite.BeginTransaction();
         using SqliteCommand insert = LargerThanMemoryBenchmarks.Prepared(_sqlite,
@@ -60,21 +63,13 @@ public class CountBenchmarks : BenchmarkDirectory
     [GlobalCleanup]
     public void Cleanup()
     {
-        for (int i = 0; i < Changes && _store is not null; i++)
-        {
-            _store.DeleteAsync(LargeDocument.Collection, ExtraId(i)).AsTask().GetAwaiter().GetResult();
-        }
-
-        if (_sqlite is not null && Changes > 0)
-        {
-            using SqliteCommand delete = _sqlite.CreateCommand();
-            delete.CommandText = "DELETE FROM docs WHERE id >= 'zz-count/' AND id < 'zz-count0'";
-            delete.ExecuteNonQuery();
-        }
-
         _store?.Dispose();
         _sqliteCount?.Dispose();
         _sqlite?.Dispose();
+        if (_copy.Length > 0 && Directory.Exists(_copy))
+        {
+            Directory.Delete(_copy, recursive: true);
+        }
     }
 
     [Benchmark(Baseline = true)]

@@ -68,30 +68,32 @@ public sealed class LargeDocument
 /// <see cref="BenchmarkConstants.LargerThanMemoryDocuments"/>, a 4 GiB store) read with a cache of
 /// <c>FOLIO_LTM_CACHE_MB</c> MiB (default <see cref="BenchmarkConstants.LargerThanMemoryCacheMiB"/>): Folio's
 /// <c>CacheSize</c>; SQLite's <c>cache_size</c> in KiB with memory mapping off (WAL); LiteDB has no byte budget and
-/// runs with its default. The stores are built once, by the first setup that finds them missing, in
-/// <c>larger-than-memory-N</c> under the benchmark data folder, and reused by every later run (delete the folder to
-/// rebuild). The ids come from <see cref="SeedVariable"/>, a seed each run draws, so no run rereads the blocks of
-/// the run before (a virtual disk's host caches them). Workloads on one thread: <c>PointRead</c>, uniformly random
-/// ids (raw bytes: Folio's <c>store.Get</c>, SQLite's prepared select of the JSON text, LiteDB's <c>FindById</c>);
-/// <c>RangeScan</c>, 100 documents from a random id, deserialized (Folio: a session's <c>QueryByRangeAsync</c>;
-/// SQLite: a prepared <c>id &gt;= $from ORDER BY id LIMIT 100</c> with System.Text.Json; LiteDB: its
-/// <c>BsonDocument</c>s); <c>YcsbB</c>,
-/// 95% point reads and 5% overwrites over a scrambled Zipfian (YCSB's, theta 0.99), not fsynced per commit on any
-/// side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB never does). Each case opens only its
-/// own store, after dropping that store's files from the operating system's page cache (which may hold some or all of
-/// the three stores, so whatever ran before would otherwise decide how much of a store is cached), and after reading
-/// the store's files through once (<see cref="OsPageCache.ReadThrough"/>: this machine's virtual disk caches blocks
-/// on its host, so a store written or read recently would read faster than one left alone; the read puts every
-/// store's blocks in that cache alike, and <see cref="HostCacheVariable"/> <c>as-is</c> skips it),
-/// then runs its workload for 20 s (<see cref="WarmSecondsVariable"/>) before BenchmarkDotNet's own warm-up, so the
-/// measured operations find each peer's cache full, as a service running for a while does (a cache of 256 MiB fills
-/// after 16,384 of Folio's 16 KiB pages and 65,536 of SQLite's 4 KiB ones, and each first use of fresh memory costs
-/// this virtual machine several times a read: measured from the open, Folio's misses took 80-150 µs each until its
-/// pool was full and 17-19 µs after, the data file in the page cache), and appends the process's resident set after
-/// its runs to <c>ltm-stats.csv</c>. On a machine whose RAM holds the
-/// stores, the page cache refills as a case runs and soon serves most of its reads; run under
-/// <c>benchmarks/with-memory-limit.sh</c> (each process's memory capped, its page cache included, as a container's
-/// limit does) to keep the data larger than memory throughout.
+/// runs with its default. Each store is built once, by the first setup that finds it missing, in
+/// <c>larger-than-memory-N</c> under the benchmark data folder (a marker <c>folio.built</c>, <c>sqlite.built</c> or
+/// <c>litedb.built</c> beside it says it is complete; delete the marker to rebuild), and each case runs on a copy of it
+/// made in its setup (<see cref="WorkingCopy"/>), so every run reads the stores as built, whatever earlier runs
+/// wrote. Folio runs with its defaults, so under a memory limit that leaves less than its data file beyond its cache
+/// it reads around the page cache (<see cref="DataFileReadMode.Automatic"/>); <c>FolioBuffered</c> is the same with
+/// <see cref="DataFileReadMode.Buffered"/>. The ids come from <see cref="SeedVariable"/>, a seed each run draws, so no
+/// run rereads the blocks of the run before (a virtual disk's host caches them). Workloads on one thread:
+/// <c>PointRead</c>, uniformly random ids (raw bytes: Folio's <c>store.Get</c>, SQLite's prepared select of the JSON
+/// text, LiteDB's <c>FindById</c>); <c>RangeScan</c>, 100 documents from a random id, deserialized (Folio: a session's
+/// <c>QueryByRangeAsync</c>; SQLite: a prepared <c>id &gt;= $from ORDER BY id LIMIT 100</c> with System.Text.Json;
+/// LiteDB: its <c>BsonDocument</c>s); <c>YcsbB</c>, 95% point reads and 5% overwrites over a scrambled Zipfian (YCSB's,
+/// theta 0.99), not fsynced per commit on any side (Folio <c>Buffered</c>, SQLite <c>synchronous=NORMAL</c>, LiteDB
+/// never does). Each case opens only its own store's copy, after dropping the copy's files from the operating system's
+/// page cache (which may hold some or all of the three stores, so whatever ran before would otherwise decide how much
+/// of a store is cached), and after reading the copy's files through once (<see cref="OsPageCache.ReadThrough"/>: this
+/// machine's virtual disk caches blocks on its host, so a store written or read recently would read faster than one
+/// left alone; the read puts every store's blocks in that cache alike, and <see cref="HostCacheVariable"/> <c>as-is</c>
+/// skips it), then runs its workload for 20 s (<see cref="WarmSecondsVariable"/>) before BenchmarkDotNet's own warm-up,
+/// so the measured operations find each peer's cache full, as a service running for a while does (a cache of 256 MiB
+/// fills after 16,384 of Folio's 16 KiB pages and 65,536 of SQLite's 4 KiB ones, and each first use of fresh memory
+/// costs this virtual machine several times a read: measured from the open, Folio's misses took 80-150 µs each until
+/// its pool was full and 17-19 µs after, the data file in the page cache), and appends the process's resident set
+/// after its runs to <c>ltm-stats.csv</c>. On a machine whose RAM holds the stores, the page cache refills as a case
+/// runs and soon serves most of its reads; run under <c>benchmarks/with-memory-limit.sh</c> (each process's memory
+/// capped, its page cache included, as a container's limit does) to keep the data larger than memory throughout.
 /// </summary>
 public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 {
@@ -128,6 +130,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     private ZipfianIds _zipfian = null!;
     private Random _random = null!;
     private string _peer = "";
+    private string _copy = "";
 
     [Params("PointRead", "RangeScan", "YcsbB")]
     public string Workload { get; set; } = "PointRead";
@@ -138,16 +141,27 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     [GlobalSetup(Target = nameof(Folio))]
     public void SetupFolio()
     {
-        Prepare("Folio");
-        _store = DocumentStore.Open(Path.Combine(Folder, "folio"), FolioOptions());
+        string folder = Prepare("Folio", "folio");
+        _store = DocumentStore.Open(folder, FolioOptions());
+        Console.WriteLine($"// reads direct: {_store.Pages.Cache.ReadsDirect}");
         Warm(() => Folio());
+    }
+
+    [GlobalSetup(Target = nameof(FolioBuffered))]
+    public void SetupFolioBuffered()
+    {
+        string folder = Prepare("FolioBuffered", "folio");
+        DocumentStoreOptions options = FolioOptions();
+        options.DataFileReads = DataFileReadMode.Buffered;
+        _store = DocumentStore.Open(folder, options);
+        Warm(() => FolioBuffered());
     }
 
     [GlobalSetup(Target = nameof(Sqlite))]
     public void SetupSqlite()
     {
-        Prepare("Sqlite");
-        _sqlite = OpenSqlite();
+        string folder = Prepare("Sqlite", "sqlite");
+        _sqlite = OpenSqlite(folder);
         _sqliteGet = Prepared(_sqlite, "SELECT json FROM docs WHERE id = $id", "$id");
         _sqliteScan = Prepared(_sqlite, "SELECT json FROM docs WHERE id >= $from ORDER BY id LIMIT 100", "$from");
         _sqliteUpdate = Prepared(_sqlite, "UPDATE docs SET json = $json WHERE id = $id", "$id", "$json");
@@ -157,8 +171,8 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     [GlobalSetup(Target = nameof(LiteDb))]
     public void SetupLiteDb()
     {
-        Prepare("LiteDb");
-        _lite = new LiteDatabase($"Filename={Path.Combine(Folder, "litedb", "db.litedb")};Connection=direct");
+        string folder = Prepare("LiteDb", "litedb");
+        _lite = new LiteDatabase($"Filename={Path.Combine(folder, "db.litedb")};Connection=direct");
         _liteDocuments = _lite.GetCollection<BsonDocument>("docs");
         Warm(() => LiteDb());
     }
@@ -197,6 +211,11 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         _sqliteUpdate?.Dispose();
         _sqlite?.Dispose();
         _lite?.Dispose();
+        SqliteConnection.ClearAllPools();
+        if (_copy.Length > 0 && Directory.Exists(_copy))
+        {
+            Directory.Delete(_copy, recursive: true);
+        }
     }
 
     [Benchmark(Baseline = true, OperationsPerInvoke = Operations)]
@@ -256,6 +275,12 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 
         return sum;
     }
+
+    /// <summary><see cref="Folio"/> with <see cref="DocumentStoreOptions.DataFileReads"/> set to
+    /// <see cref="DataFileReadMode.Buffered"/>: its misses read through the page cache, as before direct reads (the
+    /// default under a memory limit this tight: see the class).</summary>
+    [Benchmark(OperationsPerInvoke = Operations)]
+    public long FolioBuffered() => Folio();
 
     [Benchmark(OperationsPerInvoke = Operations)]
     public long LiteDb()
@@ -321,24 +346,47 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         }
     }
 
-    private void Prepare(string peer)
+    /// <summary>The case's store: a copy of <paramref name="store"/>'s built store (built first if missing), read
+    /// through and dropped from the page cache; returns its folder.</summary>
+    private string Prepare(string peer, string store)
     {
         _peer = peer;
         int seed = EnvironmentInt(SeedVariable, 42);
         Console.WriteLine($"// {SeedVariable}={seed}");
         _random = new Random(seed);
         _zipfian = new ZipfianIds(s_documents);
-        EnsureBuilt();
-        string files = Path.Combine(Folder, peer.ToLowerInvariant());
+        Console.WriteLine($"// built: {EnsureBuilt(store)}");
+        var watch = Stopwatch.StartNew();
+        _copy = WorkingCopy(store);
+        Console.WriteLine($"// copied {store} in {watch.Elapsed.TotalSeconds:F1} s");
         if (Environment.GetEnvironmentVariable(HostCacheVariable) != "as-is")
         {
-            var watch = Stopwatch.StartNew();
-            long bytes = OsPageCache.ReadThrough(files);
+            watch.Restart();
+            long bytes = OsPageCache.ReadThrough(_copy);
             Console.WriteLine(
                 $"// read {peer}'s {bytes / (1024 * 1024)} MiB through in {watch.Elapsed.TotalSeconds:F1} s");
         }
 
-        OsPageCache.Drop(files, SearchOption.AllDirectories); // closed
+        OsPageCache.Drop(_copy, SearchOption.AllDirectories); // closed
+        return _copy;
+    }
+
+    /// <summary>A copy of <paramref name="store"/>'s built store (<c>folio</c>, <c>sqlite</c> or <c>litedb</c>) in
+    /// <c>work-</c><paramref name="store"/> beside it, replacing the copy a case left, so every case starts from the
+    /// store as built: the writes of YCSB-B (and of <see cref="CountBenchmarks"/>) change only their copy. Without
+    /// it a run would read the store as every earlier run left it: Folio writes a changed leaf to a new place, so
+    /// each run's updates would leave fewer of its leaves next to each other in the file for the next run's scans,
+    /// while SQLite writes its pages in place.</summary>
+    internal static string WorkingCopy(string store)
+    {
+        string copy = Path.Combine(Folder, "work-" + store);
+        if (Directory.Exists(copy))
+        {
+            Directory.Delete(copy, recursive: true);
+        }
+
+        OsPageCache.CopyThrough(Path.Combine(Folder, store), copy);
+        return copy;
     }
 
     /// <summary>Folio with SQLite's budget: the page cache only (a document cache, a quarter of the page cache by
@@ -350,9 +398,9 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         DocumentCacheSize = 0,
     };
 
-    internal static SqliteConnection OpenSqlite()
+    internal static SqliteConnection OpenSqlite(string folder)
     {
-        var connection = new SqliteConnection($"Data Source={Path.Combine(Folder, "sqlite", "db.sqlite")};" +
+        var connection = new SqliteConnection($"Data Source={Path.Combine(folder, "db.sqlite")};" +
             "Pooling=False");
         connection.Open();
         Execute(connection, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA mmap_size=0; " +
@@ -360,60 +408,72 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         return connection;
     }
 
-    /// <summary>Builds the three stores once (a marker file says they are complete); returns what the marker says
-    /// (how long each build took).</summary>
-    public static string EnsureBuilt() => BuildOnce(Folder, Build);
+    /// <summary>Builds the three stores once each (a marker beside each store's folder says it is complete); returns
+    /// what the markers say (how long each build took).</summary>
+    public static string EnsureBuilt() =>
+        string.Join("; ", EnsureBuilt("folio"), EnsureBuilt("sqlite"), EnsureBuilt("litedb"));
 
-    private static string Build()
+    /// <summary>Builds <paramref name="store"/> (<c>folio</c>, <c>sqlite</c> or <c>litedb</c>) once, in its folder
+    /// under <see cref="Folder"/>, marked complete by <c>store.built</c> beside it; returns what the marker says.
+    /// </summary>
+    public static string EnsureBuilt(string store) => BuildOnce(Path.Combine(Folder, store), () =>
     {
-        var timings = new StringBuilder();
         var watch = Stopwatch.StartNew();
-        using (DocumentStore store = DocumentStore.Open(Path.Combine(Folder, "folio"), FolioOptions()))
+        string folder = Path.Combine(Folder, store);
+        switch (store)
         {
-            LargeDocument.LoadInOrder(store, s_documents);
+            case "folio":
+                BuildFolio(folder);
+                break;
+            case "sqlite":
+                BuildSqlite(folder);
+                break;
+            default:
+                BuildLiteDb(folder);
+                break;
         }
 
-        timings.Append(CultureInfo.InvariantCulture, $"folio {watch.Elapsed.TotalSeconds:F1} s; ");
-        watch.Restart();
-        Directory.CreateDirectory(Path.Combine(Folder, "sqlite"));
-        using (SqliteConnection connection = OpenSqlite())
-        {
-            Execute(connection, "CREATE TABLE docs (id TEXT PRIMARY KEY, json TEXT NOT NULL);");
-            using SqliteCommand insert = Prepared(connection, "INSERT INTO docs (id, json) VALUES ($id, $json)",
-                "$id", "$json");
-            for (int start = 0; start < s_documents; start += 10_000)
-            {
-                using SqliteTransaction transaction = connection.BeginTransaction();
-                insert.Transaction = transaction;
-                for (int i = start; i < Math.Min(s_documents, start + 10_000); i++)
-                {
-                    insert.Parameters[0].Value = Id(i);
-                    insert.Parameters[1].Value = Json(Id(i), i);
-                    insert.ExecuteNonQuery();
-                }
+        return FormattableString.Invariant($"{store} {watch.Elapsed.TotalSeconds:F1} s");
+    }, Path.Combine(Folder, store + ".built"));
 
-                transaction.Commit();
+    private static void BuildFolio(string folder)
+    {
+        using DocumentStore store = DocumentStore.Open(folder, FolioOptions());
+        LargeDocument.LoadInOrder(store, s_documents);
+    }
+
+    private static void BuildSqlite(string folder)
+    {
+        using SqliteConnection connection = OpenSqlite(folder);
+        Execute(connection, "CREATE TABLE docs (id TEXT PRIMARY KEY, json TEXT NOT NULL);");
+        using SqliteCommand insert = Prepared(connection, "INSERT INTO docs (id, json) VALUES ($id, $json)",
+            "$id", "$json");
+        for (int start = 0; start < s_documents; start += 10_000)
+        {
+            using SqliteTransaction transaction = connection.BeginTransaction();
+            insert.Transaction = transaction;
+            for (int i = start; i < Math.Min(s_documents, start + 10_000); i++)
+            {
+                insert.Parameters[0].Value = Id(i);
+                insert.Parameters[1].Value = Json(Id(i), i);
+                insert.ExecuteNonQuery();
             }
 
-            Execute(connection, "PRAGMA wal_checkpoint(TRUNCATE);");
+            transaction.Commit();
         }
 
-        timings.Append(CultureInfo.InvariantCulture, $"sqlite {watch.Elapsed.TotalSeconds:F1} s; ");
-        watch.Restart();
-        Directory.CreateDirectory(Path.Combine(Folder, "litedb"));
-        using (var lite = new LiteDatabase($"Filename={Path.Combine(Folder, "litedb", "db.litedb")};" +
-            "Connection=direct"))
+        Execute(connection, "PRAGMA wal_checkpoint(TRUNCATE);");
+    }
+
+    private static void BuildLiteDb(string folder)
+    {
+        using var lite = new LiteDatabase($"Filename={Path.Combine(folder, "db.litedb")};Connection=direct");
+        ILiteCollection<BsonDocument> documents = lite.GetCollection<BsonDocument>("docs");
+        for (int start = 0; start < s_documents; start += 10_000)
         {
-            ILiteCollection<BsonDocument> documents = lite.GetCollection<BsonDocument>("docs");
-            for (int start = 0; start < s_documents; start += 10_000)
-            {
-                documents.InsertBulk(Enumerable.Range(start, Math.Min(10_000, s_documents - start))
-                    .Select(i => LiteBson(Id(i), i)));
-            }
+            documents.InsertBulk(Enumerable.Range(start, Math.Min(10_000, s_documents - start))
+                .Select(i => LiteBson(Id(i), i)));
         }
-
-        timings.Append(CultureInfo.InvariantCulture, $"litedb {watch.Elapsed.TotalSeconds:F1} s");
-        return timings.ToString();
     }
 
     private static string Id(long i) => LargeDocument.IdOf(i);
