@@ -31,9 +31,9 @@ namespace Folio.Pages;
 /// (<see cref="DataFile.TryReadUncached"/>), in blocks of the file's alignment that hold them, into pinned run
 /// buffers (<see cref="RunBuffers"/>) and copied to their frames from there: the frames are the cache, and a second
 /// copy in the page cache costs the kernel an insertion and, once memory is full, a reclaim for every page read. The
-/// choice is one field, written by the checkpoint's thread (release) and read plainly by each read: a read that sees
-/// the old choice reads the same bytes (the page is immutable, and a direct read writes back dirty cached bytes of
-/// its range first), so no read needs the newest.
+/// choice is one field, written by the checkpoint's thread (an interlocked exchange) and read plainly by each read:
+/// a read that sees the old choice reads the same bytes (the page is immutable, and a direct read writes back dirty
+/// cached bytes of its range first), so no read needs the newest.
 /// </para>
 /// <para>
 /// A frame is never stale: pages are immutable once written, and a position names one page for the life of the
@@ -111,8 +111,12 @@ internal sealed class PageCache : IPageReader, IDisposable
     /// through it. Called when the store mounts and after each checkpoint; a read that started under the other choice
     /// finishes under it (both read what the file holds: a direct read writes back dirty cached bytes of its range
     /// first).</summary>
-    public void NoteFileLength(long length) =>
-        Volatile.Write(ref _directAlignment, length > _directReadsAbove ? _file.UncachedAlignment : 0);
+    /// <returns>Whether the choice changed (from buffered, the choice before the first call).</returns>
+    public bool NoteFileLength(long length)
+    {
+        int alignment = length > _directReadsAbove ? _file.UncachedAlignment : 0;
+        return Interlocked.Exchange(ref _directAlignment, alignment) != alignment;
+    }
 
     /// <summary>The pool the frames live in (metrics and tests).</summary>
     public BufferPool Pool => _pool;

@@ -220,7 +220,11 @@ internal sealed class PageStore : IDisposable
         try
         {
             cache = new PageCache(file, cacheBytes ?? DefaultCacheBytes, poolOptions, prefetch, directReadsAbove);
-            cache.NoteFileLength(file.Length);
+            if (cache.NoteFileLength(file.Length))
+            {
+                PageStoreLog.ReadModeChanged(logger, path, file.Length, "around");
+            }
+
             string pinFolder = ReaderPins.FolderOf(path);
             // Unreadable pins are no reason to refuse the open: a reader whose chunk is reused fails its page checks
             // (they cover the page's place and chunk id), so it fails (or starts over, before its first output),
@@ -863,7 +867,12 @@ internal sealed class PageStore : IDisposable
 
             _orphans.Clear();
             _file.PublishChunks(map);
-            _cache.NoteFileLength(_file.Length);
+            if (_cache.NoteFileLength(_file.Length))
+            {
+                PageStoreLog.ReadModeChanged(_logger, _file.Path, _file.Length,
+                    _cache.ReadsDirect ? "around" : "through");
+            }
+
             _catalogRoot = catalogRoot;
             var checkpoint = new PageCheckpoint(generation, sequence, collections)
             {

@@ -35,4 +35,8 @@ internal static partial class PageStoreLog
         Message = "{Chunks} chunks ({Bytes} bytes) no checkpoint needs stay in the data file: readers of the store's " +
         "files pinned them ('{Folder}'); they are reused once those readers end")]
     public static partial void KeptForReaders(ILogger logger, int chunks, long bytes, string folder);
+
+    [LoggerMessage(EventId = 5007, Level = LogLevel.Information,
+        Message = "Data file '{File}' ({Length} bytes) is now read {Mode} the operating system's page cache")]
+    public static partial void ReadModeChanged(ILogger logger, string file, long length, string mode);
 }

@@ -292,12 +292,14 @@ public sealed class StoreCacheTests
     public async Task Automatic_reads_go_around_the_page_cache_once_the_data_file_outgrows_the_memory_beyond_the_cache()
     {
         using var dir = new TempDirectory();
+        using var logs = new CapturingLoggerFactory();
         const long Beyond = 3L << 20; // the memory the process may use beyond its cache
         DocumentStoreOptions Options(DataFileReadMode reads)
         {
             DocumentStoreOptions options = SmallCacheOptions();
             options.DataFileReads = reads;
             options.FixedAvailableMemory = options.CacheSize + Beyond;
+            options.LoggerFactory = logs;
             return options;
         }
 
@@ -312,8 +314,10 @@ public sealed class StoreCacheTests
                 stored += 500;
             }
 
-            // The checkpoint that took the file past the bound switched the reads, and they read right.
+            // The checkpoint that took the file past the bound switched the reads, said so once, and they read right.
             Assert.True(store.Pages.Cache.ReadsDirect, $"buffered at {store.Pages.FileLength} bytes");
+            Assert.Single(logs.Lines, line => line.Id.Id == 5007 && line.Message.Contains("is now read around",
+                StringComparison.Ordinal));
             for (int i = 0; i < stored; i += 37)
             {
                 Assert.Contains(Body(i), Encoding.UTF8.GetString(store.Get("Item", Id(i))!.Value.Json.Span),
@@ -324,6 +328,7 @@ public sealed class StoreCacheTests
         await using (var reopened = DocumentStore.Open(dir.Path, Options(DataFileReadMode.Automatic)))
         {
             Assert.True(reopened.Pages.Cache.ReadsDirect, "decided at the open too");
+            Assert.Equal(2, logs.Lines.Count(line => line.Id.Id == 5007));
         }
 
         await using (var buffered = DocumentStore.Open(dir.Path, Options(DataFileReadMode.Buffered)))
