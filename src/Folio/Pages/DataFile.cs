@@ -135,17 +135,24 @@ internal sealed class DataFile : IDisposable
 
     /// <summary>Reads into <paramref name="destination"/> at <paramref name="offset"/> around the operating system's
     /// page cache (all three aligned to <see cref="UncachedAlignment"/>), until at least <paramref name="needed"/>
-    /// bytes are in; false when the file ends first.</summary>
+    /// bytes are in; false when the file ends first. A file whose uncached reads were refused meanwhile (its
+    /// alignment now 0) reads through the cache.</summary>
     public bool TryReadUncached(Span<byte> destination, long offset, int needed)
     {
         int total = 0;
         while (total < needed)
         {
             int read = _file.ReadUncached(destination[total..], offset + total);
-            total += Math.Max(0, read);
-            if (read <= 0 || (total < needed && total % UncachedAlignment != 0))
+            if (read <= 0)
             {
                 return false; // the end of the file
+            }
+
+            total += read;
+            int alignment = UncachedAlignment;
+            if (total < needed && alignment > 0 && total % alignment != 0)
+            {
+                return false; // a short uncached read ends at the end of the file
             }
         }
 

@@ -8,7 +8,8 @@ namespace Folio.Tests.Storage;
 /// Reads around the operating system's page cache (<see cref="IStorageFile.ReadUncached"/>, Linux <c>O_DIRECT</c>)
 /// through the physical file system and <see cref="DataFile.TryReadUncached"/>: aligned reads return the file's bytes,
 /// including bytes written and not yet synced; the end of the file gives a short read; a read the direct handle
-/// refuses is read through the cache and turns uncached reads off; a file system that cannot (or another operating
+/// refuses is read through the cache and turns uncached reads off, and a reader still reading with them then reads
+/// through the cache and still sees the end of the file; a file system that cannot (or another operating
 /// system) reports no alignment and reads through the cache.
 /// </summary>
 public sealed class UncachedReadTests
@@ -102,6 +103,33 @@ public sealed class UncachedReadTests
         // Later reads, aligned or not, go through the page cache and return the file's bytes.
         Assert.Equal(Alignment, file.ReadUncached(read, Alignment));
         Assert.True(read.AsSpan().SequenceEqual(contents.AsSpan(Alignment, Alignment)));
+    }
+
+    [Fact]
+    public void A_data_file_whose_direct_reads_were_refused_still_reports_a_read_past_its_end()
+    {
+        using var dir = new TempDirectory();
+        string path = Path.Combine(dir.Path, "data.folio");
+        using var file = new DataFile(PhysicalFileSystem.Instance.OpenFile(path, FileMode.CreateNew));
+        byte[] contents = new byte[(2 * Alignment) + 10];
+        new Random(7).NextBytes(contents);
+        file.Write(contents, 0);
+        if (file.UncachedAlignment == 0)
+        {
+            Assert.False(OperatingSystem.IsLinux(), "Linux reads around the page cache on this file system");
+            return;
+        }
+
+        // A reader that chose direct reads before they were refused still reads with them: through the cache now.
+        var buffers = new RunBuffers(8 * Alignment);
+        byte[] buffer = buffers.Rent();
+        int at = RunBuffers.AlignedIndex(buffer, Alignment);
+        Assert.True(file.TryReadUncached(buffer.AsSpan(at, Alignment), 100, Alignment)); // refused (misaligned), redone
+        Assert.True(buffer.AsSpan(at, Alignment).SequenceEqual(contents.AsSpan(100, Alignment)));
+        Assert.Equal(0, file.UncachedAlignment);
+        Assert.True(file.TryReadUncached(buffer.AsSpan(at, 3 * Alignment), 0, (2 * Alignment) + 10));
+        Assert.True(buffer.AsSpan(at, contents.Length).SequenceEqual(contents));
+        Assert.False(file.TryReadUncached(buffer.AsSpan(at, 3 * Alignment), 0, (2 * Alignment) + 11));
     }
 
     [Fact]
