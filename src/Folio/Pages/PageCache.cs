@@ -219,7 +219,9 @@ internal sealed class PageCache : IPageReader, IDisposable
         long runEnd = -1;
         var missing = new List<PagePosition>(pages.Length);
 
-        // Advise first: the kernel starts every read now, so they are in flight together.
+        // Advise first: the kernel starts every read now, so they are in flight together (reads that go around the
+        // page cache take no advice: it would fill the cache they avoid).
+        bool advise = !ReadsDirect;
         int unread = 0;
         for (int i = 0; i < pages.Length; i++)
         {
@@ -237,7 +239,7 @@ internal sealed class PageCache : IPageReader, IDisposable
             missing.Add(pages[i]);
             if (offset != runEnd)
             {
-                if (runStart >= 0 && !ReadsDirect)
+                if (runStart >= 0 && advise)
                 {
                     _file.AdviseWillNeed(runStart, runEnd - runStart);
                 }
@@ -248,7 +250,7 @@ internal sealed class PageCache : IPageReader, IDisposable
             runEnd = offset + length;
         }
 
-        if (runStart >= 0 && !ReadsDirect)
+        if (runStart >= 0 && advise)
         {
             _file.AdviseWillNeed(runStart, runEnd - runStart);
         }
@@ -322,20 +324,19 @@ internal sealed class PageCache : IPageReader, IDisposable
         // one, and the kernel's work to insert it and reclaim another costs more than the read), widened to the
         // alignment that needs; else through it.
         int alignment = _directAlignment;
-        long start = alignment > 0 ? low & -alignment : low;
-        int bytes = (int)((alignment > 0 ? (high + alignment - 1) & -alignment : high) - start);
-        byte[] buffer = alignment > 0 ? _runBuffers.Rent() : ArrayPool<byte>.Shared.Rent(bytes);
+        byte[] buffer = alignment > 0 ? _runBuffers.Rent() : ArrayPool<byte>.Shared.Rent((int)(high - low));
         try
         {
-            int at = alignment > 0 ? RunBuffers.AlignedIndex(buffer, alignment) : 0;
+            Memory<byte> bytes = buffer.AsMemory(0, (int)(high - low));
+            long start = low;
             if (alignment > 0
-                ? !_file.TryReadUncached(buffer.AsSpan(at, bytes), start, (int)(high - start))
-                : !_file.TryReadExactly(buffer.AsSpan(0, bytes), start))
+                ? !TryReadDirect(buffer, low, high, alignment, out bytes, out start)
+                : !_file.TryReadExactly(bytes.Span, low))
             {
                 return 0; // the file ends first: the pin reports it
             }
 
-            var copy = new RunCopy(_file, buffer.AsMemory(at), start);
+            var copy = new RunCopy(_file, bytes, start);
             for (int i = 0; i < covered; i++)
             {
                 copy.Next(offsets[i], lengths[i]);
@@ -408,19 +409,17 @@ internal sealed class PageCache : IPageReader, IDisposable
     /// bytes that hold the page are read into a run buffer, and the page copied from there and checked.</summary>
     private void ReadPageDirect(PagePosition position, Span<byte> page, long offset, int alignment)
     {
-        long start = offset & -alignment;
-        int bytes = (int)(((offset + page.Length + alignment - 1) & -alignment) - start);
         byte[] buffer = _runBuffers.Rent();
         try
         {
-            int at = RunBuffers.AlignedIndex(buffer, alignment);
-            if (!_file.TryReadUncached(buffer.AsSpan(at, bytes), start, (int)(offset + page.Length - start)))
+            if (!TryReadDirect(buffer, offset, offset + page.Length, alignment, out Memory<byte> bytes,
+                out long start))
             {
                 ThrowHelper.ThrowStoreCorrupted(_file.Path, offset,
                     $"{position} ({page.Length} bytes) runs past the end of the file");
             }
 
-            buffer.AsSpan(at + (int)(offset - start), page.Length).CopyTo(page);
+            bytes.Span.Slice((int)(offset - start), page.Length).CopyTo(page);
         }
         finally
         {
@@ -428,6 +427,19 @@ internal sealed class PageCache : IPageReader, IDisposable
         }
 
         _file.CheckPage(position, page, offset);
+    }
+
+    /// <summary>Reads the file's bytes from <paramref name="low"/> to <paramref name="high"/> around the page cache
+    /// into <paramref name="buffer"/> (a run buffer), widened on both ends to <paramref name="alignment"/>:
+    /// <paramref name="bytes"/> then holds the file's bytes from <paramref name="start"/> on. False when the file
+    /// ends first.</summary>
+    private bool TryReadDirect(byte[] buffer, long low, long high, int alignment, out Memory<byte> bytes,
+        out long start)
+    {
+        start = low & -alignment;
+        int length = (int)(((high + alignment - 1) & -alignment) - start);
+        bytes = buffer.AsMemory(RunBuffers.AlignedIndex(buffer, alignment), length);
+        return _file.TryReadUncached(bytes.Span, start, (int)(high - start));
     }
 
     /// <summary>The loader of one run's pages (<see cref="ReadRunAt"/>): copies the page <see cref="Next"/> named from
