@@ -801,7 +801,8 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
     /// fsyncs; with <paramref name="purge"/>, the journal's sealed segments it covers are removed after it. The data
     /// file must never be ahead of the journal: with <paramref name="waitForSync"/> it waits (up to a second past the
     /// buffered-sync interval) for the journal to make the snapshot durable, else it skips a snapshot that is not (at
-    /// a close, the merger has already synced whatever it could).</summary>
+    /// a close, the merger has already synced whatever it could). With <paramref name="compaction"/>, it also
+    /// rewrites the chunks the request selects, in a pass of its own when there are no commits to checkpoint.</summary>
     private long CheckpointNow(bool purge, bool waitForSync, CompactionRequest? compaction = null)
     {
         using IndexSnapshot snapshot = _index.OpenSnapshot();
@@ -862,6 +863,12 @@ internal sealed class StoreCheckpointer : IAsyncDisposable
             LearnBytesPerCommand(commands - Interlocked.Exchange(ref _commandsAtCheckpoint, commands));
             Volatile.Write(ref _memoryWake, 0);
             Interlocked.Exchange(ref _lastSequence, sequence);
+        }
+        else if (compaction is { } request)
+        {
+            // The commits were checkpointed already (the commits' own checkpoint ran first): the compaction asked
+            // for still runs, as a pass of its own.
+            CompactNow(request);
         }
         else
         {

@@ -207,6 +207,40 @@ public sealed class StoreCompactionTests
     }
 
     [Fact]
+    public async Task A_checkpoint_asked_to_compact_compacts_even_when_an_earlier_checkpoint_took_its_commits()
+    {
+        using var dir = new TempDirectory();
+        DocumentStoreOptions options = Options();
+        options.CompactionFillRate = 0; // no background pass: the request is the only compaction
+        string folder = Path.Combine(dir.Path, "store");
+        var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
+        await using (DocumentStore store = DocumentStore.Open(folder, options))
+        {
+            await PutAsync(store, model, Enumerable.Range(0, 3000), round: 0);
+            await store.CheckpointAsync();
+            for (int round = 1; round <= 8; round++)
+            {
+                await PutAsync(store, model, Enumerable.Range(0, 3000).Where(i => i % 10 != round % 10), round);
+                await store.CheckpointAsync();
+            }
+
+            await PutAsync(store, model, Enumerable.Range(100, 1500), round: 100);
+            await store.CheckpointAsync(); // chunks superseded in part: sparse
+            Assert.True(store.Pages.LastCheckpoint.FillRate < 0.9, $"{store.Pages.LastCheckpoint}");
+
+            // The background loop's checkpoint that compacts too can find its commits already checkpointed (the
+            // commits' own checkpoint ran first): it must still compact, not only settle for no commits.
+            await store.CheckpointAndCompactAsync(new CompactionRequest(0.9, long.MaxValue));
+            Assert.True(store.Pages.LastCheckpoint.CompactedChunks > 0, $"{store.Pages.LastCheckpoint}");
+            Assert.Equal(store.LastCommittedSequence, store.Pages.LastCheckpoint.Sequence);
+            PageStoreModel.AssertLiveCountsMatchTheTrees(store.Pages);
+            AssertHolds(store, model);
+        }
+
+        await AssertReopenedHoldsAsync(folder, options, model);
+    }
+
+    [Fact]
     public async Task Checkpoints_rewriting_a_growing_tree_reuse_the_space_of_the_one_before_in_pieces()
     {
         using var dir = new TempDirectory();
