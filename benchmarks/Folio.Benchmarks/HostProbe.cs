@@ -87,6 +87,69 @@ internal static class HostProbe
         return (Measure(advise: false), Measure(advise: true));
     }
 
+    /// <summary>
+    /// Microseconds per random read of <paramref name="size"/> bytes (a multiple of 4 KiB) from a 4 KiB boundary of
+    /// <paramref name="path"/> around the page cache (<c>O_DIRECT</c>), one after another: what one read of that size
+    /// costs on this disk now, the floor of a lookup that misses every cache. Null where uncached reads are not
+    /// available (not Linux, or a file system that refuses them).
+    /// </summary>
+    public static unsafe double? UncachedReadMicroseconds(string path, int size, int reads = 256)
+    {
+        using Microsoft.Win32.SafeHandles.SafeFileHandle? handle = Storage.NativeMethods.OpenForUncachedReads(path);
+        if (handle is null)
+        {
+            return null;
+        }
+
+        long blocks = (RandomAccess.GetLength(handle) - size) / 4096;
+        if (blocks <= 0)
+        {
+            return null;
+        }
+
+        byte* buffer = (byte*)NativeMemory.AlignedAlloc((nuint)size, 4096);
+        try
+        {
+            var span = new Span<byte>(buffer, size);
+            var random = new Random(5);
+            long start = Stopwatch.GetTimestamp();
+            for (int i = 0; i < reads; i++)
+            {
+                RandomAccess.Read(handle, span, random.NextInt64(blocks) * 4096);
+            }
+
+            return Stopwatch.GetElapsedTime(start).TotalMicroseconds / reads;
+        }
+        catch (IOException)
+        {
+            return null;
+        }
+        finally
+        {
+            NativeMemory.AlignedFree(buffer);
+        }
+    }
+
+    /// <summary>The bytes this process has had its storage devices read for it (<c>read_bytes</c> of
+    /// <c>/proc/self/io</c>; 0 where there is no such file).</summary>
+    public static long StorageBytesRead()
+    {
+        if (!File.Exists("/proc/self/io"))
+        {
+            return 0;
+        }
+
+        foreach (string line in File.ReadLines("/proc/self/io"))
+        {
+            if (line.StartsWith("read_bytes:", StringComparison.Ordinal))
+            {
+                return long.Parse(line.AsSpan("read_bytes:".Length), System.Globalization.CultureInfo.InvariantCulture);
+            }
+        }
+
+        return 0;
+    }
+
     /// <summary>A line for the benchmark log from <see cref="RandomReadMicroseconds"/>.</summary>
     public static string DescribeReads((double Sequential, double Advised) reads)
         => $"// host: a random 16 KiB read costs {reads.Sequential:F0} µs one after another, {reads.Advised:F0} µs " +

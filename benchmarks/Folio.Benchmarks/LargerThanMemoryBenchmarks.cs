@@ -90,10 +90,13 @@ public sealed class LargeDocument
 /// so the measured operations find each peer's cache full, as a service running for a while does (a cache of 256 MiB
 /// fills after 16,384 of Folio's 16 KiB pages and 65,536 of SQLite's 4 KiB ones, and each first use of fresh memory
 /// costs this virtual machine several times a read: measured from the open, Folio's misses took 80-150 µs each until
-/// its pool was full and 17-19 µs after, the data file in the page cache), and appends the process's resident set
-/// after its runs to <c>ltm-stats.csv</c>. On a machine whose RAM holds the stores, the page cache refills as a case
-/// runs and soon serves most of its reads; run under <c>benchmarks/with-memory-limit.sh</c> (each process's memory
-/// capped, its page cache included, as a container's limit does) to keep the data larger than memory throughout.
+/// its pool was full and 17-19 µs after, the data file in the page cache). After its runs it appends to
+/// <c>ltm-stats.csv</c> the process's resident set, the bytes the disk read for it per measured operation, and what one
+/// random 4 KiB and one 16 KiB read of its store's file cost then (<see cref="HostProbe.UncachedReadMicroseconds"/>):
+/// the floor of a lookup that misses every cache, on either side. On a machine whose RAM holds the stores, the page
+/// cache refills as a case runs and soon serves most of its reads; run under <c>benchmarks/with-memory-limit.sh</c>
+/// (each process's memory capped, its page cache included, as a container's limit does) to keep the data larger than
+/// memory throughout.
 /// </summary>
 public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 {
@@ -131,6 +134,8 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     private Random _random = null!;
     private string _peer = "";
     private string _copy = "";
+    private long _operations; // run since the warm-up ended
+    private long _bytesReadAtWarm; // HostProbe.StorageBytesRead when the warm-up ended
 
     [Params("PointRead", "RangeScan", "YcsbB")]
     public string Workload { get; set; } = "PointRead";
@@ -179,7 +184,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
 
     /// <summary>Runs the case's workload for <see cref="WarmSecondsVariable"/> seconds (default 20) before
     /// BenchmarkDotNet's own warm-up: see the class.</summary>
-    private static void Warm(Func<long> workload)
+    private void Warm(Func<long> workload)
     {
         int seconds = int.TryParse(Environment.GetEnvironmentVariable(WarmSecondsVariable), NumberStyles.Integer,
             CultureInfo.InvariantCulture, out int value) && value >= 0 ? value : 20;
@@ -192,6 +197,8 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
         }
 
         Console.WriteLine($"// warmed with {rounds * Operations} operations in {watch.Elapsed.TotalSeconds:F1} s");
+        _operations = 0;
+        _bytesReadAtWarm = HostProbe.StorageBytesRead();
     }
 
     [GlobalCleanup]
@@ -199,11 +206,25 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
     {
         using var process = Process.GetCurrentProcess();
         process.Refresh();
+        double readPerOperation = _operations == 0 ? 0
+            : (HostProbe.StorageBytesRead() - _bytesReadAtWarm) / (double)_operations;
+
+        // What one read costs on the disk now, beside what each operation had the disk read: a lookup that misses
+        // every cache costs at least one such read, whatever the engine.
+        string file = new DirectoryInfo(_copy).EnumerateFiles("*", SearchOption.AllDirectories)
+            .MaxBy(f => f.Length)!.FullName; // the store's data file
+        double? small = HostProbe.UncachedReadMicroseconds(file, 4096);
+        double? large = HostProbe.UncachedReadMicroseconds(file, 16384);
+        Console.WriteLine(FormattableString.Invariant(
+            $"// disk: {readPerOperation / 1024:F1} KiB read an operation; a random read of 4 KiB {small:F1} µs, ") +
+            FormattableString.Invariant($"of 16 KiB {large:F1} µs (O_DIRECT, one after another)"));
         string line = string.Join(',', DateTime.UtcNow.ToString("O", CultureInfo.InvariantCulture), _peer,
             Workload, s_documents.ToString(CultureInfo.InvariantCulture),
             s_cacheBytes.ToString(CultureInfo.InvariantCulture),
             process.WorkingSet64.ToString(CultureInfo.InvariantCulture),
-            GC.GetTotalMemory(forceFullCollection: false).ToString(CultureInfo.InvariantCulture));
+            GC.GetTotalMemory(forceFullCollection: false).ToString(CultureInfo.InvariantCulture),
+            readPerOperation.ToString("F0", CultureInfo.InvariantCulture),
+            small?.ToString("F1", CultureInfo.InvariantCulture), large?.ToString("F1", CultureInfo.InvariantCulture));
         File.AppendAllText(StatsFile("ltm-stats.csv"), line + Environment.NewLine);
         _store?.Dispose();
         _sqliteGet?.Dispose();
@@ -249,6 +270,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
             }
         }
 
+        _operations += Operations;
         return sum;
     }
 
@@ -273,6 +295,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
             }
         }
 
+        _operations += Operations;
         return sum;
     }
 
@@ -306,6 +329,7 @@ public class LargerThanMemoryBenchmarks : BenchmarkDirectory
             }
         }
 
+        _operations += Operations;
         return sum;
     }
 
