@@ -23,21 +23,7 @@ public sealed class StoreCompactionTests
         long before;
         await using (DocumentStore store = DocumentStore.Open(folder, options))
         {
-            await PutAsync(store, model, Enumerable.Range(0, 3000), round: 0);
-            await store.CheckpointAsync();
-            // Rounds of overwrites of a sliding tenth of the ids, each checkpointed: the first chunk keeps a few live
-            // pages, later chunks are superseded in part.
-            for (int round = 1; round <= 8; round++)
-            {
-                await PutAsync(store, model, Enumerable.Range(0, 3000).Where(i => i % 10 != round % 10), round);
-                await store.CheckpointAsync();
-            }
-
-            await PutAsync(store, model, [1, 2, 3], round: 99, big: true); // overflow values
-            await store.CheckpointAsync();
-            await PutAsync(store, model, Enumerable.Range(100, 1500), round: 100);
-            await store.CheckpointAsync();
-
+            await WriteSparseChunksAsync(store, model);
             before = new FileInfo(Path.Combine(folder, "data.folio")).Length;
             double fillBefore = store.Pages.LastCheckpoint.FillRate;
             Assert.True(fillBefore < DocumentStoreOptions.DefaultCompactionFillRate, $"fill {fillBefore}");
@@ -216,21 +202,13 @@ public sealed class StoreCompactionTests
         var model = new SortedDictionary<string, string>(StringComparer.Ordinal);
         await using (DocumentStore store = DocumentStore.Open(folder, options))
         {
-            await PutAsync(store, model, Enumerable.Range(0, 3000), round: 0);
-            await store.CheckpointAsync();
-            for (int round = 1; round <= 8; round++)
-            {
-                await PutAsync(store, model, Enumerable.Range(0, 3000).Where(i => i % 10 != round % 10), round);
-                await store.CheckpointAsync();
-            }
-
-            await PutAsync(store, model, Enumerable.Range(100, 1500), round: 100);
-            await store.CheckpointAsync(); // chunks superseded in part: sparse
-            Assert.True(store.Pages.LastCheckpoint.FillRate < 0.9, $"{store.Pages.LastCheckpoint}");
+            await WriteSparseChunksAsync(store, model);
+            Assert.True(store.Pages.LastCheckpoint.FillRate < DocumentStoreOptions.DefaultCompactionFillRate);
 
             // The background loop's checkpoint that compacts too can find its commits already checkpointed (the
             // commits' own checkpoint ran first): it must still compact, not only settle for no commits.
-            await store.CheckpointAndCompactAsync(new CompactionRequest(0.9, long.MaxValue));
+            await store.CheckpointAndCompactAsync(
+                new CompactionRequest(DocumentStoreOptions.DefaultCompactionFillRate, long.MaxValue));
             Assert.True(store.Pages.LastCheckpoint.CompactedChunks > 0, $"{store.Pages.LastCheckpoint}");
             Assert.Equal(store.LastCommittedSequence, store.Pages.LastCheckpoint.Sequence);
             PageStoreModel.AssertLiveCountsMatchTheTrees(store.Pages);
@@ -271,6 +249,25 @@ public sealed class StoreCompactionTests
         }
 
         await AssertReopenedHoldsAsync(folder, options, model);
+    }
+
+    /// <summary>Writes 3,000 documents, then rounds of overwrites, each checkpointed, that leave chunks sparse: every
+    /// round but a sliding tenth of the ids (the first chunk keeps a few live pages, later chunks are superseded in
+    /// part), three overflow values, and 1,500 ids from 100.</summary>
+    private static async Task WriteSparseChunksAsync(DocumentStore store, SortedDictionary<string, string> model)
+    {
+        await PutAsync(store, model, Enumerable.Range(0, 3000), round: 0);
+        await store.CheckpointAsync();
+        for (int round = 1; round <= 8; round++)
+        {
+            await PutAsync(store, model, Enumerable.Range(0, 3000).Where(i => i % 10 != round % 10), round);
+            await store.CheckpointAsync();
+        }
+
+        await PutAsync(store, model, [1, 2, 3], round: 99, big: true); // overflow values
+        await store.CheckpointAsync();
+        await PutAsync(store, model, Enumerable.Range(100, 1500), round: 100);
+        await store.CheckpointAsync();
     }
 
     private static DocumentStoreOptions Options()
