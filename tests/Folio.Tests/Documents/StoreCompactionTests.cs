@@ -205,8 +205,8 @@ public sealed class StoreCompactionTests
             await WriteSparseChunksAsync(store, model);
             Assert.True(store.Pages.LastCheckpoint.FillRate < DocumentStoreOptions.DefaultCompactionFillRate);
 
-            // The background loop's checkpoint that compacts too can find its commits already checkpointed (the
-            // commits' own checkpoint ran first): it must still compact, not only settle for no commits.
+            // A checkpoint asked to compact too can find its commits checkpointed already (here by the checkpoint
+            // just before; in a store, by a background one that ran first): it must still compact.
             await store.CheckpointAndCompactAsync(
                 new CompactionRequest(DocumentStoreOptions.DefaultCompactionFillRate, long.MaxValue));
             Assert.True(store.Pages.LastCheckpoint.CompactedChunks > 0, $"{store.Pages.LastCheckpoint}");
